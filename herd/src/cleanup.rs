@@ -1,0 +1,1 @@
+//! Exit-cleanup strategies (being built: herd compare issue).

@@ -1,0 +1,1 @@
+//! Renderers: table, JSON, CSV, Markdown, SVG (being built).

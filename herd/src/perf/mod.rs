@@ -1,0 +1,1 @@
+//! perf counters (being built: herd perf counters issue).

@@ -1,0 +1,154 @@
+//! The one serde document every measurement produces.
+//!
+//! Every scenario turns one repetition into a [`RunResult`]. The flat
+//! [`RunResult::metrics`] list is what `stats`, `compare`, `diff` and
+//! `sweep` work on, so they need no knowledge of any scenario; everything
+//! scenario-specific (histograms, per-CPU placement, contention tables)
+//! goes into [`RunResult::details`]. `herd <scenario> --json` prints this
+//! document (or a [`RunSet`] for several repetitions) and the [`crate::runner`]
+//! reads it back from child processes.
+
+use serde::{Deserialize, Serialize};
+
+/// Version of the JSON layout; bump when a field changes meaning.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Which direction of a metric is an improvement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Better {
+    /// Smaller is better (times, syscalls, contentions).
+    #[default]
+    Lower,
+    /// Larger is better (rates, throughput).
+    Higher,
+    /// Informational only (counts that are inputs, e.g. threads created).
+    Neither,
+}
+
+/// One named figure of one run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Metric {
+    /// Stable, machine-friendly name, e.g. `wall_s`, `futex_per_exit`.
+    pub name: String,
+    /// Unit for display, e.g. `s`, `ms`, `calls`, `/s`, `KiB`.
+    pub unit: String,
+    /// The value. Unavailable figures are left out, never written as 0.
+    pub value: f64,
+    /// Which direction is an improvement.
+    #[serde(default)]
+    pub better: Better,
+}
+
+impl Metric {
+    /// A metric where lower is better.
+    pub fn lower(name: &str, unit: &str, value: f64) -> Self {
+        Self {
+            name: name.into(),
+            unit: unit.into(),
+            value,
+            better: Better::Lower,
+        }
+    }
+    /// A metric where higher is better.
+    pub fn higher(name: &str, unit: &str, value: f64) -> Self {
+        Self {
+            name: name.into(),
+            unit: unit.into(),
+            value,
+            better: Better::Higher,
+        }
+    }
+    /// An informational metric.
+    pub fn info(name: &str, unit: &str, value: f64) -> Self {
+        Self {
+            name: name.into(),
+            unit: unit.into(),
+            value,
+            better: Better::Neither,
+        }
+    }
+}
+
+/// The result of one repetition of one scenario.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunResult {
+    /// [`SCHEMA_VERSION`] at the time of writing.
+    pub schema: u32,
+    /// herd's version (`CARGO_PKG_VERSION`).
+    pub herd_version: String,
+    /// Scenario name: `storm`, `unregister`, `gp`, `membarrier`, `agent`.
+    pub scenario: String,
+    /// The arguments after the scenario name that reproduce this run.
+    pub args: Vec<String>,
+    /// The validated, typed options (serialized), for compatibility checks.
+    pub config: serde_json::Value,
+    /// Host facts at the time of the run (see `host::HostFacts`).
+    pub host: serde_json::Value,
+    /// Flat figures, in display order.
+    pub metrics: Vec<Metric>,
+    /// Scenario-specific detail: histograms, placement, contention, ...
+    #[serde(default)]
+    pub details: serde_json::Value,
+    /// perf counters, when the scenario opened any (see `perf`).
+    #[serde(default)]
+    pub perf: serde_json::Value,
+    /// Things the user should know (pre-flight warnings, creation failures).
+    #[serde(default)]
+    pub warnings: Vec<String>,
+    /// True when Ctrl-C stopped the run early: figures cover what ran.
+    #[serde(default)]
+    pub interrupted: bool,
+}
+
+impl RunResult {
+    /// A result with the common fields filled in.
+    pub fn new(
+        scenario: &str,
+        args: Vec<String>,
+        config: serde_json::Value,
+        host: serde_json::Value,
+    ) -> Self {
+        Self {
+            schema: SCHEMA_VERSION,
+            herd_version: env!("CARGO_PKG_VERSION").to_string(),
+            scenario: scenario.to_string(),
+            args,
+            config,
+            host,
+            metrics: Vec::new(),
+            details: serde_json::Value::Null,
+            perf: serde_json::Value::Null,
+            warnings: Vec::new(),
+            interrupted: false,
+        }
+    }
+
+    /// The value of metric `name`, if present.
+    pub fn metric(&self, name: &str) -> Option<f64> {
+        self.metrics
+            .iter()
+            .find(|m| m.name == name)
+            .map(|m| m.value)
+    }
+
+    /// Appends a metric (replacing one of the same name).
+    pub fn push(&mut self, m: Metric) {
+        if let Some(old) = self.metrics.iter_mut().find(|o| o.name == m.name) {
+            *old = m;
+        } else {
+            self.metrics.push(m);
+        }
+    }
+}
+
+/// Several repetitions of the same configuration: what `-r N --json` prints.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunSet {
+    /// [`SCHEMA_VERSION`].
+    pub schema: u32,
+    /// A label for the configuration (e.g. `--cleanup exitq`).
+    pub label: String,
+    /// One entry per repetition, in the order they ran.
+    pub runs: Vec<RunResult>,
+}

@@ -1,0 +1,104 @@
+//! One measurement per child process, and Ctrl-C handling.
+//!
+//! `-r N`, `compare` and `sweep` re-run herd itself (`current_exe`) once per
+//! measurement with `--json` and read the [`RunResult`] it prints. Why a
+//! process per run: leaked threads, peak RSS (`ru_maxrss`), getrusage totals
+//! and inherited perf counters all belong to a process; running repetitions
+//! in one process would let the first run's leftovers (leaked threads,
+//! mappings, a grown heap) bias the next.
+//!
+//! Ctrl-C: [`install_interrupt_handler`] sets a flag that scenarios poll
+//! between waves ([`interrupted`]). A child that sees it stops, prints what
+//! it measured with `interrupted: true` and exits 130; the parent, which got
+//! the same SIGINT (same process group), keeps that partial result and
+//! starts no further runs.
+
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Once;
+
+use anyhow::{bail, Context, Result};
+
+use crate::error::{UsageError, EXIT_INTERRUPTED, EXIT_USAGE};
+use crate::result::RunResult;
+
+/// Set in the environment of child runs so they know they are children
+/// (no progress bars, no nested repetitions).
+pub const CHILD_ENV: &str = "HERD_CHILD";
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+static INSTALL: Once = Once::new();
+
+/// Installs the Ctrl-C handler once per process. Safe to call repeatedly.
+pub fn install_interrupt_handler() {
+    INSTALL.call_once(|| {
+        // Relaxed is enough: the flag carries no data, readers only poll it.
+        let _ = ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::Relaxed));
+    });
+}
+
+/// True once Ctrl-C was pressed.
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::Relaxed)
+}
+
+/// Marks the run as interrupted (tests and internal stops use this too).
+pub fn set_interrupted() {
+    INTERRUPTED.store(true, Ordering::Relaxed);
+}
+
+/// True when this process is a child measurement started by [`run_child`].
+pub fn is_child() -> bool {
+    std::env::var_os(CHILD_ENV).is_some()
+}
+
+/// Runs `herd <scenario> <args...> --json` in a child process and returns
+/// the result it printed. stderr is passed through (pre-flight warnings
+/// stay visible). A child that exits 2 becomes a [`UsageError`]; one that
+/// was interrupted returns its partial result with `interrupted` set.
+pub fn run_child(scenario: &str, args: &[String]) -> Result<RunResult> {
+    let exe = std::env::current_exe().context("cannot find herd's own executable")?;
+    let mut cmd = Command::new(&exe);
+    cmd.arg(scenario).args(args).arg("--json");
+    cmd.env(CHILD_ENV, "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    let out = cmd
+        .output()
+        .with_context(|| format!("cannot start {}", exe.display()))?;
+    let code = out.status.code();
+    if code == Some(EXIT_USAGE as i32) {
+        return Err(UsageError::new(
+            "",
+            format!(
+                "herd {scenario} {} was refused (see the message above)",
+                args.join(" ")
+            ),
+        )
+        .into());
+    }
+    let parsed: Result<RunResult, _> = serde_json::from_slice(&out.stdout);
+    match (code, parsed) {
+        (Some(0), Ok(r)) => Ok(r),
+        (Some(c), Ok(mut r)) if c == EXIT_INTERRUPTED as i32 => {
+            r.interrupted = true;
+            set_interrupted();
+            Ok(r)
+        }
+        (_, parsed) => {
+            let how = match code {
+                Some(c) => format!("exit code {c}"),
+                None => format!("killed by a signal ({:?})", out.status),
+            };
+            let parse = parsed
+                .err()
+                .map(|e| format!("; its output did not parse: {e}"))
+                .unwrap_or_default();
+            bail!(
+                "child run `herd {scenario} {}` failed: {how}{parse}",
+                args.join(" ")
+            )
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! Thread backends (being built: herd storm issue).
