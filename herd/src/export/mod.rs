@@ -1,1 +1,9 @@
-//! Renderers: table, JSON, CSV, Markdown, SVG (being built).
+//! Renderers. One file per format family:
+//! * `run`: one [`crate::result::RunResult`] or a [`crate::result::RunSet`]
+//!   as a table, JSON or CSV (storm and every scenario);
+//! * `comparison`: compare/diff tables (table, JSON, CSV, Markdown);
+//! * `svg`: sweep charts (plotters).
+
+pub mod comparison;
+pub mod run;
+pub mod svg;

@@ -1,0 +1,1 @@
+//! Being built (see export/mod.rs).
