@@ -36,3 +36,11 @@ cargo test --workspace
 
 say "cargo test --workspace --release (stress sizes)"
 cargo test --workspace --release
+
+# Further suites, one file each (loom, miri, perf script, VM guest, ...),
+# run in name order. Each prints what it runs and skips loudly with a reason.
+for part in scripts/test.d/*.sh; do
+    [ -e "$part" ] || continue
+    say "$part"
+    bash "$part"
+done
