@@ -283,7 +283,10 @@ mod tests {
         assert!(fixed.t.is_infinite() && fixed.t > 0.0);
         // One side constant: still a finite test.
         let w = welch(&s(&[5.0, 5.0, 5.0]), &s(&[6.0, 7.0, 8.0])).unwrap();
-        assert!(w.p > 0.0 && w.p < 0.1 && (w.df - 2.0).abs() < 1e-12, "{w:?}");
+        assert!(
+            w.p > 0.0 && w.p < 0.1 && (w.df - 2.0).abs() < 1e-12,
+            "{w:?}"
+        );
     }
 
     #[test]
@@ -297,13 +300,22 @@ mod tests {
     #[test]
     fn lkp_range_rule() {
         // Disjoint, gap 8 > half of the 10 between means.
-        assert!(ranges_separate(&s(&[9.0, 10.0, 11.0]), &s(&[19.0, 20.0, 21.0])));
+        assert!(ranges_separate(
+            &s(&[9.0, 10.0, 11.0]),
+            &s(&[19.0, 20.0, 21.0])
+        ));
         // Disjoint but the gap (1) is less than half the difference (5).
-        assert!(!ranges_separate(&s(&[5.0, 10.0, 14.0]), &s(&[15.0, 20.0, 25.0])));
+        assert!(!ranges_separate(
+            &s(&[5.0, 10.0, 14.0]),
+            &s(&[15.0, 20.0, 25.0])
+        ));
         // Overlapping.
         assert!(!ranges_separate(&s(&[1.0, 5.0]), &s(&[4.0, 8.0])));
         // Symmetric in direction.
-        assert!(ranges_separate(&s(&[19.0, 20.0, 21.0]), &s(&[9.0, 10.0, 11.0])));
+        assert!(ranges_separate(
+            &s(&[19.0, 20.0, 21.0]),
+            &s(&[9.0, 10.0, 11.0])
+        ));
         // One run says nothing.
         assert!(!ranges_separate(&s(&[1.0]), &s(&[100.0])));
     }
@@ -316,8 +328,14 @@ mod tests {
         assert!(c.significant);
         assert_eq!(c.verdict, Verdict::Better);
         assert_eq!(c.mark(), "***R");
-        assert_eq!(Change::between(&a, &b, Better::Higher, 0.05).verdict, Verdict::Worse);
-        assert_eq!(Change::between(&a, &b, Better::Neither, 0.05).verdict, Verdict::Changed);
+        assert_eq!(
+            Change::between(&a, &b, Better::Higher, 0.05).verdict,
+            Verdict::Worse
+        );
+        assert_eq!(
+            Change::between(&a, &b, Better::Neither, 0.05).verdict,
+            Verdict::Changed
+        );
         let noisy = s(&[4.0, 16.0, 10.0, 6.0]);
         let c = Change::between(&a, &noisy, Better::Lower, DEFAULT_ALPHA);
         assert!(!c.significant);
@@ -352,8 +370,14 @@ mod tests {
             let v = r.sample();
             let sm = s(&v);
             assert_eq!(sm.n, v.len(), "seed {seed}");
-            assert!(sm.min <= sm.median && sm.median <= sm.max, "seed {seed}: {sm:?}");
-            assert!(sm.min <= sm.mean + 1e-9 && sm.mean <= sm.max + 1e-9, "seed {seed}");
+            assert!(
+                sm.min <= sm.median && sm.median <= sm.max,
+                "seed {seed}: {sm:?}"
+            );
+            assert!(
+                sm.min <= sm.mean + 1e-9 && sm.mean <= sm.max + 1e-9,
+                "seed {seed}"
+            );
             assert!(sm.stddev >= 0.0 && sm.pct_stddev() >= 0.0, "seed {seed}");
             // Shifting every value shifts the location and keeps the spread.
             let shifted: Vec<f64> = v.iter().map(|x| x + 7.5).collect();
@@ -405,7 +429,11 @@ mod tests {
             }
             // %change sign follows the means.
             if let Some(p) = ab.pct {
-                assert_eq!(p > 0.0, b.mean > a.mean && a.mean != 0.0 && p != 0.0, "seed {seed}");
+                assert_eq!(
+                    p > 0.0,
+                    b.mean > a.mean && a.mean != 0.0 && p != 0.0,
+                    "seed {seed}"
+                );
             }
         }
     }
