@@ -329,11 +329,17 @@ fn callbacks_never_run_while_a_prior_reader_reads_the_object() {
         ))));
         let stop = Arc::new(AtomicBool::new(false));
         let bad = Arc::new(AtomicUsize::new(0));
+        let reads = Arc::new(AtomicUsize::new(0));
         let readers: Vec<_> = (0..2)
             .map(|_| {
-                let (d, shared, stop, bad) = (d.clone(), shared.clone(), stop.clone(), bad.clone());
+                let (d, shared, stop, bad, reads) = (
+                    d.clone(),
+                    shared.clone(),
+                    stop.clone(),
+                    bad.clone(),
+                    reads.clone(),
+                );
                 thread::spawn(move || {
-                    let mut reads = 0u64;
                     while !stop.load(Ordering::Relaxed) {
                         let _g = d.read();
                         let p = shared.load(Ordering::Acquire);
@@ -343,13 +349,18 @@ fn callbacks_never_run_while_a_prior_reader_reads_the_object() {
                                 bad.fetch_add(1, Ordering::Relaxed);
                             }
                         }
-                        reads += 1;
+                        reads.fetch_add(1, Ordering::Relaxed);
                     }
-                    reads
                 })
             })
             .collect();
-        for _ in 0..updates {
+        // Keep updating until the readers have overlapped the updates a fair
+        // amount (on a loaded 2-CPU machine they may start late).
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let mut done = 0u64;
+        while done < updates
+            || (reads.load(Ordering::Relaxed) < 10_000 && std::time::Instant::now() < deadline)
+        {
             let new = Box::into_raw(Box::new(Obj {
                 canary: AtomicU64::new(CANARY),
             }));
@@ -363,17 +374,24 @@ fn callbacks_never_run_while_a_prior_reader_reads_the_object() {
                     drop(Box::from_raw(old));
                 }
             });
+            done += 1;
         }
         stop.store(true, Ordering::Relaxed);
-        let reads: u64 = readers.into_iter().map(|t| t.join().unwrap()).sum();
+        for r in readers {
+            r.join().unwrap();
+        }
         d.barrier();
         assert_eq!(
             bad.load(Ordering::Relaxed),
             0,
             "{name}: a reader saw a poisoned object"
         );
-        assert!(reads > 0, "{name}");
-        assert_eq!(d.stats().callbacks_run, updates as u64, "{name}");
+        let reads = reads.load(Ordering::Relaxed);
+        assert!(
+            reads >= 10_000,
+            "{name}: only {reads} reads overlapped the updates"
+        );
+        assert_eq!(d.stats().callbacks_run, done, "{name}");
         // SAFETY: all threads are gone.
         drop(unsafe { Box::from_raw(shared.load(Ordering::Acquire)) });
     }
