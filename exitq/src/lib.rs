@@ -137,6 +137,7 @@ mod domain;
 pub mod exit;
 pub mod expedite;
 pub mod llist;
+pub mod stacks;
 mod sync;
 
 pub use domain::{Builder, Domain, Guard, Reclaimer, Stall, StallHandler, Stats};
