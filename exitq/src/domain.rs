@@ -727,14 +727,7 @@ impl Inner {
     }
 
     fn run_grace_period(&self, g: u64, expedited: bool) {
-        let fences = self.hot.fences;
-        // Step 1: every reader passes a full barrier (pairs with the
-        // readers' light fence; see expedite.rs).
-        fences.heavy();
-        // Step 2. Release: pairs with the readers' Acquire load of the
-        // epoch (fallback mode: a reader that sees g + 1 sees every
-        // removal ordered before this grace period).
-        self.hot.gp_ctr.store(g + 1, Ordering::Release);
+        protocol::start_grace_period(&self.hot.gp_ctr, g, self.hot.fences);
         // Step 3: let short readers finish, and callers join.
         let delay = self.config.first_check_delay;
         if !expedited && !delay.is_zero() {
@@ -749,11 +742,7 @@ impl Inner {
         for r in self.participants() {
             let mut backoff = WaitBackoff::new(expedited);
             loop {
-                // Acquire: pairs with the reader's Release store of 0 when
-                // it leaves its outermost section: the section's accesses
-                // happen-before our caller frees anything.
-                let c = r.ctr.load(Ordering::Acquire);
-                if c == 0 || c > g {
+                if !protocol::holds_grace_period(&r.ctr, g) {
                     break;
                 }
                 let waited = start.elapsed();
@@ -887,7 +876,9 @@ impl Drop for Inner {
         if !chain.is_empty() {
             self.run_chain(chain);
         }
-        let mut p = *self.registry.get_mut();
+        // Acquire: pairs with the records' publication (Release CAS); we
+        // are the last user anyway (`&mut self`).
+        let mut p = self.registry.load(Ordering::Acquire);
         while !p.is_null() {
             // SAFETY: every record was allocated by `claim_participant` with
             // `Box`, and no thread holds one: in-use records were orphaned
@@ -1184,23 +1175,12 @@ impl Domain {
 
     #[inline(always)]
     fn enter(&self, r: &Participant) {
-        let n = r.nest.load(Ordering::Relaxed);
-        if n == 0 {
-            // Acquire: pairs with the leader's Release store of the epoch
-            // (run_grace_period step 2); free on x86.
-            let epoch = self.inner.hot.gp_ctr.load(Ordering::Acquire);
-            r.ctr.store(epoch, Ordering::Relaxed);
-            r.nest.store(1, Ordering::Relaxed);
-            // Orders the store above before the section's loads: a compiler
-            // fence paired with the leader's membarrier, or a full fence
-            // paired with the leader's fence (fallback).
-            self.inner.hot.fences.light();
-        } else {
-            let n = n
-                .checked_add(1)
-                .expect("exitq: read guards nested 2^32 deep (leaked?)");
-            r.nest.store(n, Ordering::Relaxed);
-        }
+        protocol::reader_enter(
+            &self.inner.hot.gp_ctr,
+            &r.ctr,
+            &r.nest,
+            self.inner.hot.fences,
+        );
     }
 
     /// Waits for one full grace period: every read section that started
@@ -1286,17 +1266,149 @@ impl Drop for Guard<'_> {
     #[inline]
     fn drop(&mut self) {
         let r = self.record;
-        let n = r.nest.load(Ordering::Relaxed) - 1;
-        r.nest.store(n, Ordering::Relaxed);
-        if n == 0 {
-            // Release: the section's accesses happen-before a grace period
-            // leader's Acquire load that sees 0 (run_grace_period step 4).
-            r.ctr.store(0, Ordering::Release);
+        if protocol::reader_exit(&r.ctr, &r.nest) {
             if self.temporary {
                 // Release: hands the record back (pairs with the claim's
                 // Acquire CAS).
                 r.state.store(FREE, Ordering::Release);
             }
         }
+    }
+}
+
+/// The steps of the read-side, grace-period and steal-handshake protocols,
+/// as small functions shared by [`Domain`] and the loom models
+/// (`tests/loom.rs`), so the models check the code that runs.
+pub(crate) mod protocol {
+    use crate::expedite::Fences;
+    use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+
+    /// Enters a read section (`Domain::read`).
+    #[inline(always)]
+    pub fn reader_enter(gp_ctr: &AtomicU64, ctr: &AtomicU64, nest: &AtomicU32, fences: Fences) {
+        let n = nest.load(Ordering::Relaxed);
+        if n == 0 {
+            // Acquire: pairs with the leader's Release store of the epoch
+            // (`start_grace_period`); free on x86.
+            let epoch = gp_ctr.load(Ordering::Acquire);
+            ctr.store(epoch, Ordering::Relaxed);
+            nest.store(1, Ordering::Relaxed);
+            // Orders the store above before the section's loads: a compiler
+            // fence paired with the leader's membarrier, or a full fence
+            // paired with the leader's fence (fallback).
+            fences.light();
+        } else {
+            let n = n
+                .checked_add(1)
+                .expect("exitq: read guards nested 2^32 deep (leaked?)");
+            nest.store(n, Ordering::Relaxed);
+        }
+    }
+
+    /// Leaves a read section; true if it was the outermost one.
+    #[inline(always)]
+    pub fn reader_exit(ctr: &AtomicU64, nest: &AtomicU32) -> bool {
+        let n = nest.load(Ordering::Relaxed) - 1;
+        nest.store(n, Ordering::Relaxed);
+        if n == 0 {
+            // Release: the section's accesses happen-before a grace period
+            // leader's Acquire load that sees 0 (`holds_grace_period`).
+            ctr.store(0, Ordering::Release);
+        }
+        n == 0
+    }
+
+    /// Steps 1 and 2 of grace period `g` (see the module docs).
+    #[inline]
+    pub fn start_grace_period(gp_ctr: &AtomicU64, g: u64, fences: Fences) {
+        // Step 1: every reader passes a full barrier (pairs with the
+        // readers' light fence; see expedite.rs).
+        fences.heavy();
+        // Step 2. Release: pairs with the readers' Acquire load of the
+        // epoch: a reader that sees g + 1 sees every removal ordered before
+        // this grace period.
+        gp_ctr.store(g + 1, Ordering::Release);
+    }
+
+    /// Step 4: whether the reader with state `ctr` still holds grace period
+    /// `g` (it is inside a section that started before step 2).
+    #[inline]
+    pub fn holds_grace_period(ctr: &AtomicU64, g: u64) -> bool {
+        // Acquire: pairs with the reader's Release store of 0 when it leaves
+        // its outermost section (`reader_exit`): the section's accesses
+        // happen-before whatever the grace period's caller does next.
+        let c = ctr.load(Ordering::Acquire);
+        c != 0 && c <= g
+    }
+
+    /// Owner side of the steal handshake, before touching its batch: true
+    /// if it may; false if a steal is in progress (then `busy` is cleared
+    /// again and the owner must `wait_for_stealer` and retry).
+    #[inline(always)]
+    pub fn owner_begin(busy: &AtomicBool, steal: &AtomicBool, fences: Fences) -> bool {
+        // Relaxed: ordered before the load of `steal` by the light fence
+        // (paired with the stealer's heavy barrier).
+        busy.store(true, Ordering::Relaxed);
+        fences.light();
+        // Acquire: pairs with the stealer's Release of `steal = false`
+        // (`stealer_done`): its batch writes are visible to us.
+        if steal.load(Ordering::Acquire) {
+            owner_end(busy);
+            return false;
+        }
+        true
+    }
+
+    /// Owner side: done touching the batch.
+    #[inline(always)]
+    pub fn owner_end(busy: &AtomicBool) {
+        // Release: our batch writes happen-before a stealer's Acquire load
+        // of `busy == false` (`stealer_wait`).
+        busy.store(false, Ordering::Release);
+    }
+
+    /// Owner side: wait until the stealer is done.
+    #[cold]
+    pub fn wait_for_stealer(steal: &AtomicBool) {
+        let backoff = crossbeam_utils::Backoff::new();
+        // Acquire: pairs with `stealer_done`'s Release.
+        while steal.load(Ordering::Acquire) {
+            if backoff.is_completed() {
+                crate::sync::yield_now();
+            } else {
+                backoff.snooze();
+            }
+        }
+    }
+
+    /// Stealer side, for each candidate, before one heavy barrier for all.
+    #[inline]
+    pub fn stealer_mark(steal: &AtomicBool) {
+        // Relaxed: ordered before our loads of `busy` by the heavy barrier
+        // that follows (the owner's store of `busy` before its load of
+        // `steal` by its light fence).
+        steal.store(true, Ordering::Relaxed);
+    }
+
+    /// Stealer side, after the heavy barrier: wait until the owner is out.
+    #[inline]
+    pub fn stealer_wait(busy: &AtomicBool) {
+        let backoff = crossbeam_utils::Backoff::new();
+        // Acquire: pairs with `owner_end`'s Release: the owner's batch
+        // writes are visible to us.
+        while busy.load(Ordering::Acquire) {
+            if backoff.is_completed() {
+                crate::sync::yield_now();
+            } else {
+                backoff.snooze();
+            }
+        }
+    }
+
+    /// Stealer side: done with the batch.
+    #[inline]
+    pub fn stealer_done(steal: &AtomicBool) {
+        // Release: pairs with `owner_begin`'s Acquire load of `steal`.
+        steal.store(false, Ordering::Release);
     }
 }
