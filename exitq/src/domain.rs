@@ -1266,12 +1266,10 @@ impl Drop for Guard<'_> {
     #[inline]
     fn drop(&mut self) {
         let r = self.record;
-        if protocol::reader_exit(&r.ctr, &r.nest) {
-            if self.temporary {
-                // Release: hands the record back (pairs with the claim's
-                // Acquire CAS).
-                r.state.store(FREE, Ordering::Release);
-            }
+        if protocol::reader_exit(&r.ctr, &r.nest) && self.temporary {
+            // Release: hands the record back (pairs with the claim's
+            // Acquire CAS).
+            r.state.store(FREE, Ordering::Release);
         }
     }
 }

@@ -64,7 +64,7 @@ fn per_producer_order_is_lifo_in_each_take() {
     for i in 0..10 {
         list.push(Node::new(i));
     }
-    let got: Vec<i32> = list.take_all().into_iter().collect();
+    let got: Vec<i32> = list.take_all().collect();
     assert_eq!(got, (0..10).rev().collect::<Vec<_>>());
     assert!(list.is_empty());
 }
@@ -90,7 +90,7 @@ fn chains_stay_contiguous_under_contention() {
     for p in pushers {
         p.join().unwrap();
     }
-    let got: Vec<_> = list.take_all().into_iter().collect();
+    let got: Vec<_> = list.take_all().collect();
     assert_eq!(got.len(), THREADS * (PER_THREAD / 10) * 3);
     for w in got.chunks(3) {
         assert_eq!((w[0].0, w[0].1), (w[2].0, w[2].1), "chain split: {w:?}");

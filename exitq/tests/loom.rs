@@ -38,7 +38,7 @@ fn list_concurrent_pushes_and_take_all_lose_nothing() {
             .collect();
         let taker = {
             let list = list.clone();
-            thread::spawn(move || list.take_all().into_iter().collect::<Vec<_>>())
+            thread::spawn(move || list.take_all().collect::<Vec<_>>())
         };
         for p in pushers {
             p.join().unwrap();
@@ -64,7 +64,7 @@ fn list_chain_push_stays_contiguous() {
             })
         };
         list.push(Node::new(9));
-        let first = list.take_all().into_iter().collect::<Vec<_>>();
+        let first = list.take_all().collect::<Vec<_>>();
         t.join().unwrap();
         let mut all = first.clone();
         all.extend(list.take_all());
