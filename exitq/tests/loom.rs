@@ -180,6 +180,8 @@ fn steal_handshake_is_exclusive() {
                 for item in 0..2u32 {
                     loop {
                         if model::owner_begin(&busy, &steal) {
+                            // SAFETY: the handshake admitted us (loom's
+                            // UnsafeCell checks it really is exclusive).
                             batch.with_mut(|b| unsafe { (*b).push(item) });
                             model::owner_end(&busy);
                             break;
@@ -193,10 +195,12 @@ fn steal_handshake_is_exclusive() {
         model::stealer_mark(&steal);
         model::heavy_barrier();
         model::stealer_wait(&busy);
+        // SAFETY: the handshake admitted us (checked by loom's UnsafeCell).
         let mut stolen = batch.with_mut(|b| unsafe { std::mem::take(&mut *b) });
         model::stealer_done(&steal);
 
         owner.join().unwrap();
+        // SAFETY: the owner thread has been joined.
         stolen.extend(batch.with_mut(|b| unsafe { std::mem::take(&mut *b) }));
         stolen.sort_unstable();
         assert_eq!(stolen, [0, 1]);
