@@ -150,15 +150,19 @@ mod sync;
 pub mod model {
     use crate::domain::protocol;
     use crate::expedite::Fences;
-    pub use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
+    pub use loom::sync::atomic::{AtomicBool, AtomicU64};
 
     const FENCES: Fences = Fences { membarrier: true };
 
-    pub fn reader_enter(gp_ctr: &AtomicU64, ctr: &AtomicU64, nest: &AtomicU32) {
-        protocol::reader_enter(gp_ctr, ctr, nest, FENCES)
+    pub fn reader_enter(gp_ctr: &AtomicU64, ctr: &AtomicU64) {
+        protocol::reader_enter(gp_ctr, ctr, FENCES)
     }
-    pub fn reader_exit(ctr: &AtomicU64, nest: &AtomicU32) -> bool {
-        protocol::reader_exit(ctr, nest)
+    pub fn reader_exit(ctr: &AtomicU64) -> bool {
+        protocol::reader_exit(ctr)
+    }
+    /// The epoch word before any grace period.
+    pub fn initial_epoch() -> u64 {
+        protocol::epoch_word(0)
     }
     pub fn start_grace_period(gp_ctr: &AtomicU64, g: u64) {
         protocol::start_grace_period(gp_ctr, g, FENCES)

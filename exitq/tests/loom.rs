@@ -21,7 +21,7 @@ use loom::sync::Arc;
 use loom::thread;
 
 use exitq::llist::{Chain, List, Node};
-use exitq::model::{self, AtomicBool, AtomicU32, AtomicU64};
+use exitq::model::{self, AtomicBool, AtomicU64};
 
 #[test]
 fn list_concurrent_pushes_and_take_all_lose_nothing() {
@@ -84,25 +84,23 @@ const POISONED: usize = 2;
 #[test]
 fn grace_period_waits_for_prior_readers() {
     loom::model(|| {
-        let gp_ctr = Arc::new(AtomicU64::new(1));
+        let gp_ctr = Arc::new(AtomicU64::new(model::initial_epoch()));
         let ctr = Arc::new(AtomicU64::new(0));
-        let nest = Arc::new(AtomicU32::new(0));
         let current = Arc::new(AtomicUsize::new(0));
         let objects = Arc::new([AtomicUsize::new(ALIVE), AtomicUsize::new(ALIVE)]);
 
         let reader = {
-            let (gp_ctr, ctr, nest, current, objects) = (
+            let (gp_ctr, ctr, current, objects) = (
                 gp_ctr.clone(),
                 ctr.clone(),
-                nest.clone(),
                 current.clone(),
                 objects.clone(),
             );
             thread::spawn(move || {
-                model::reader_enter(&gp_ctr, &ctr, &nest);
+                model::reader_enter(&gp_ctr, &ctr);
                 let i = current.load(Ordering::Acquire);
                 let seen = objects[i].load(Ordering::Relaxed);
-                model::reader_exit(&ctr, &nest);
+                model::reader_exit(&ctr);
                 assert_eq!(seen, ALIVE, "reader saw object {i} poisoned");
             })
         };
@@ -123,9 +121,8 @@ fn grace_period_waits_for_prior_readers() {
 #[test]
 fn stale_epoch_reader_across_two_grace_periods() {
     loom::model(|| {
-        let gp_ctr = Arc::new(AtomicU64::new(1));
+        let gp_ctr = Arc::new(AtomicU64::new(model::initial_epoch()));
         let ctr = Arc::new(AtomicU64::new(0));
-        let nest = Arc::new(AtomicU32::new(0));
         let current = Arc::new(AtomicUsize::new(0));
         let objects = Arc::new([
             AtomicUsize::new(ALIVE),
@@ -134,20 +131,19 @@ fn stale_epoch_reader_across_two_grace_periods() {
         ]);
 
         let reader = {
-            let (gp_ctr, ctr, nest, current, objects) = (
+            let (gp_ctr, ctr, current, objects) = (
                 gp_ctr.clone(),
                 ctr.clone(),
-                nest.clone(),
                 current.clone(),
                 objects.clone(),
             );
             thread::spawn(move || {
-                model::reader_enter(&gp_ctr, &ctr, &nest);
-                model::reader_enter(&gp_ctr, &ctr, &nest); // nested
+                model::reader_enter(&gp_ctr, &ctr);
+                model::reader_enter(&gp_ctr, &ctr); // nested
                 let i = current.load(Ordering::Acquire);
-                assert!(!model::reader_exit(&ctr, &nest));
+                assert!(!model::reader_exit(&ctr));
                 let seen = objects[i].load(Ordering::Relaxed);
-                assert!(model::reader_exit(&ctr, &nest));
+                assert!(model::reader_exit(&ctr));
                 assert_eq!(seen, ALIVE, "reader saw object {i} poisoned");
             })
         };
