@@ -25,7 +25,6 @@
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
@@ -126,7 +125,10 @@ impl Args {
             }
         }
         if !(1..=MAX_UPDATERS).contains(&self.updaters) {
-            return Err(usage("--updaters", format!("must be between 1 and {MAX_UPDATERS}")));
+            return Err(usage(
+                "--updaters",
+                format!("must be between 1 and {MAX_UPDATERS}"),
+            ));
         }
         if self.duration < Duration::from_millis(1) || self.duration > Duration::from_secs(3600) {
             return Err(usage("--duration", "must be between 1ms and 1 hour"));
@@ -260,13 +262,37 @@ fn run_once(args: &Args) -> Result<RunResult> {
             }
         };
         let us = |ns: f64| ns / 1e3;
-        result.push(Metric::lower(&name("gp_p50_us"), "us", us(c.latency.p50_ns as f64)));
-        result.push(Metric::lower(&name("gp_p99_us"), "us", us(c.latency.p99_ns as f64)));
-        result.push(Metric::lower(&name("gp_max_us"), "us", us(c.latency.max_ns as f64)));
-        result.push(Metric::info(&name("grace_periods"), "GPs", c.grace_periods as f64));
-        result.push(Metric::info(&name("updates_per_gp"), "updates", c.updates_per_gp()));
+        result.push(Metric::lower(
+            &name("gp_p50_us"),
+            "us",
+            us(c.latency.p50_ns as f64),
+        ));
+        result.push(Metric::lower(
+            &name("gp_p99_us"),
+            "us",
+            us(c.latency.p99_ns as f64),
+        ));
+        result.push(Metric::lower(
+            &name("gp_max_us"),
+            "us",
+            us(c.latency.max_ns as f64),
+        ));
+        result.push(Metric::info(
+            &name("grace_periods"),
+            "GPs",
+            c.grace_periods as f64,
+        ));
+        result.push(Metric::info(
+            &name("updates_per_gp"),
+            "updates",
+            c.updates_per_gp(),
+        ));
         if c.grace_periods > 0 {
-            result.push(Metric::lower(&name("cpu_us_per_gp"), "us", c.cpu_us_per_gp()));
+            result.push(Metric::lower(
+                &name("cpu_us_per_gp"),
+                "us",
+                c.cpu_us_per_gp(),
+            ));
         }
         result.push(Metric::lower(&name("gp_side_cpu_pct"), "%", c.cpu_pct()));
     }
@@ -380,7 +406,8 @@ fn run_cell(
     let mut updater_cpu = CpuTime::default();
     for o in outcomes {
         let (h, c) = o?;
-        hist.add(&h).map_err(|e| anyhow::anyhow!("merging histograms: {e:?}"))?;
+        hist.add(&h)
+            .map_err(|e| anyhow::anyhow!("merging histograms: {e:?}"))?;
         updater_cpu = updater_cpu.plus(c);
     }
     Ok(Cell {
@@ -408,7 +435,17 @@ fn render(r: &RunResult) -> String {
     );
     s += &format!(
         "{:<6} {:>7} {:>10} {:>8} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9} {:>12}\n",
-        "load", "readers", "delay", "GPs", "upd/GP", "p50", "p99", "max", "CPU/GP", "GP CPU%", "reads/s"
+        "load",
+        "readers",
+        "delay",
+        "GPs",
+        "upd/GP",
+        "p50",
+        "p99",
+        "max",
+        "CPU/GP",
+        "GP CPU%",
+        "reads/s"
     );
     for c in &cells {
         let f = |k: &str| c[k].as_f64().unwrap_or(0.0);
@@ -423,11 +460,19 @@ fn render(r: &RunResult) -> String {
             c["readers"],
             c["delay"].as_str().unwrap_or("?"),
             num(gps),
-            if gps > 0.0 { num(f("updates") / gps) } else { "-".into() },
+            if gps > 0.0 {
+                num(f("updates") / gps)
+            } else {
+                "-".into()
+            },
             fmt_ns(lat("p50_ns")),
             fmt_ns(lat("p99_ns")),
             fmt_ns(lat("max_ns")),
-            if gps > 0.0 { fmt_ns(cpu * 1e9 / gps) } else { "-".into() },
+            if gps > 0.0 {
+                fmt_ns(cpu * 1e9 / gps)
+            } else {
+                "-".into()
+            },
             100.0 * cpu / elapsed,
             if c["load"] == "idle" {
                 "-".into()
@@ -447,7 +492,10 @@ mod tests {
     #[test]
     fn points_parse() {
         assert_eq!(Point::parse("0").unwrap(), Point::Delay(Duration::ZERO));
-        assert_eq!(Point::parse("10us").unwrap(), Point::Delay(Duration::from_micros(10)));
+        assert_eq!(
+            Point::parse("10us").unwrap(),
+            Point::Delay(Duration::from_micros(10))
+        );
         assert_eq!(Point::parse("expedited").unwrap(), Point::Expedited);
         assert!(Point::parse("2s").is_err());
         assert!(Point::parse("soon").is_err());

@@ -111,7 +111,10 @@ impl Args {
     fn validate(&self) -> Result<()> {
         self.output.validate()?;
         if !(1..=MAX_THREADS).contains(&self.updaters) {
-            return Err(usage("--updaters", format!("must be between 1 and {MAX_THREADS}")));
+            return Err(usage(
+                "--updaters",
+                format!("must be between 1 and {MAX_THREADS}"),
+            ));
         }
         if let Some(r) = self.readers {
             if r > MAX_THREADS {
@@ -319,7 +322,9 @@ fn walk(reg: &Registry, seen: &mut Vec<(*mut Obj, u64)>) -> (u64, u64) {
         // SAFETY: as above.
         let o = unsafe { &*p };
         // Acquire: pairs with `release`'s Release store of the poison.
-        if o.magic.load(Ordering::Acquire) != LIVE || o.generation.load(Ordering::Relaxed) != generation {
+        if o.magic.load(Ordering::Acquire) != LIVE
+            || o.generation.load(Ordering::Relaxed) != generation
+        {
             violations += 1;
         }
     }
@@ -465,10 +470,12 @@ fn run_once(args: &Args) -> Result<RunResult> {
     let rd_reports = readers.stop();
     let report = session.finish()?;
 
-    let upd = upd_reports.iter().fold(UpdaterTotals::default(), |a, r| UpdaterTotals {
-        ops: a.ops + r.iterations,
-        cpu: a.cpu.plus(r.cpu),
-    });
+    let upd = upd_reports
+        .iter()
+        .fold(UpdaterTotals::default(), |a, r| UpdaterTotals {
+            ops: a.ops + r.iterations,
+            cpu: a.cpu.plus(r.cpu),
+        });
     let rd = load::totals(&rd_reports);
     // CPU of neither updaters nor readers: the reclaimer (deferred callbacks,
     // grace periods run for them) and the main thread.
@@ -510,18 +517,18 @@ fn run_once(args: &Args) -> Result<RunResult> {
     }
     result.push(Metric::info("ops", "ops", ops as f64));
     result.push(Metric::info("grace_periods", "GPs", gps as f64));
-    result.push(Metric::info(
-        "grace_periods_per_s",
-        "/s",
-        gps as f64 / secs,
-    ));
+    result.push(Metric::info("grace_periods_per_s", "/s", gps as f64 / secs));
     result.push(Metric::info(
         "expedited",
         "GPs",
         (s1.expedited - s0.expedited) as f64,
     ));
     if gps > 0 {
-        result.push(Metric::info("frees_per_gp", "frees", ops as f64 / gps as f64));
+        result.push(Metric::info(
+            "frees_per_gp",
+            "frees",
+            ops as f64 / gps as f64,
+        ));
     }
     let cbs = s1.callbacks_run - s0.callbacks_run;
     if args.sync == SyncMode::Deferred {
@@ -539,7 +546,11 @@ fn run_once(args: &Args) -> Result<RunResult> {
     result.push(Metric::lower("violations", "reads", violations as f64));
     result.push(Metric::lower("user_s", "s", proc_cpu.user_s));
     result.push(Metric::lower("sys_s", "s", proc_cpu.sys_s));
-    result.push(Metric::info("objects_allocated", "objects", allocated as f64));
+    result.push(Metric::info(
+        "objects_allocated",
+        "objects",
+        allocated as f64,
+    ));
     for m in report.metrics(0) {
         result.push(m);
     }
