@@ -186,7 +186,8 @@ impl HostFacts {
         let kernel = format!("{} {}", s(&|u| u.release()), s(&|u| u.version()));
         let online_cpus = online_cpus();
         let allowed_cpus = allowed_cpus().unwrap_or_else(|| online_cpus.clone());
-        let paranoid = read_trim("/proc/sys/kernel/perf_event_paranoid").and_then(|v| v.parse().ok());
+        let paranoid =
+            read_trim("/proc/sys/kernel/perf_event_paranoid").and_then(|v| v.parse().ok());
         // SAFETY: geteuid has no preconditions.
         let root = unsafe { libc::geteuid() } == 0;
         // SAFETY: sysconf has no preconditions.
@@ -480,7 +481,9 @@ pub fn parse_cpu_list(s: &str) -> std::result::Result<Vec<usize>, String> {
                 .parse()
                 .map_err(|_| format!("`{t}` is not a CPU number (expected e.g. 0-3,8)"))?;
             if v > MAX_CPU_ID {
-                return Err(format!("CPU {v} is above the largest supported id {MAX_CPU_ID}"));
+                return Err(format!(
+                    "CPU {v} is above the largest supported id {MAX_CPU_ID}"
+                ));
             }
             Ok(v)
         };
@@ -611,9 +614,13 @@ mod tests {
     #[test]
     fn cpu_list_errors() {
         assert!(parse_cpu_list("").is_err());
-        assert!(parse_cpu_list("a").unwrap_err().contains("not a CPU number"));
+        assert!(parse_cpu_list("a")
+            .unwrap_err()
+            .contains("not a CPU number"));
         assert!(parse_cpu_list("4-2").unwrap_err().contains("backwards"));
-        assert!(parse_cpu_list("0-99999999").unwrap_err().contains("largest"));
+        assert!(parse_cpu_list("0-99999999")
+            .unwrap_err()
+            .contains("largest"));
     }
 
     #[test]

@@ -45,7 +45,10 @@ fn refused(args: &[&str], flag: &str) {
     let out = herd().arg("storm").args(args).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-    assert!(err.contains(flag), "{args:?}: message does not name {flag}: {err}");
+    assert!(
+        err.contains(flag),
+        "{args:?}: message does not name {flag}: {err}"
+    );
 }
 
 #[test]
@@ -65,7 +68,10 @@ fn validation_names_the_flag() {
     refused(&["--stack-size", "lots"], "--stack-size");
     refused(&["--waves=-3"], "--waves");
     refused(&["--spawn", "fibers"], "--spawn");
-    refused(&["--spawn", "std", "--cancel", "pthread"], "rust-lang/rust#65441");
+    refused(
+        &["--spawn", "std", "--cancel", "pthread"],
+        "rust-lang/rust#65441",
+    );
     refused(&["-r", "0"], "--runs");
 }
 
@@ -74,7 +80,18 @@ fn validation_names_the_flag() {
 /// the run, a storm that finishes quickly proves the stop requests worked.
 #[test]
 fn every_backend_combination() {
-    let small = ["--waves", "6", "--per-wave", "8", "--lag", "2", "--slots", "4", "--spin", "1000"];
+    let small = [
+        "--waves",
+        "6",
+        "--per-wave",
+        "8",
+        "--lag",
+        "2",
+        "--slots",
+        "4",
+        "--spin",
+        "1000",
+    ];
     for spawn in ["pthread", "std"] {
         for cancel in ["pthread", "flag", "none"] {
             if spawn == "std" && cancel == "pthread" {
@@ -86,10 +103,22 @@ fn every_backend_combination() {
                 let sleep = if cancel == "none" { "10" } else { "20000" };
                 let t = Instant::now();
                 let mut args = small.to_vec();
-                args.extend(["--spawn", spawn, "--cancel", cancel, "--reap", reap, "--sleep-ms", sleep]);
+                args.extend([
+                    "--spawn",
+                    spawn,
+                    "--cancel",
+                    cancel,
+                    "--reap",
+                    reap,
+                    "--sleep-ms",
+                    sleep,
+                ]);
                 let r = storm_json(&args);
                 let what = format!("{spawn}/{cancel}/{reap}");
-                assert!(t.elapsed() < Duration::from_secs(15), "{what}: stop requests did not work");
+                assert!(
+                    t.elapsed() < Duration::from_secs(15),
+                    "{what}: stop requests did not work"
+                );
                 assert_eq!(metric(&r, "threads_created"), 48.0, "{what}");
                 assert_eq!(metric(&r, "threads_failed"), 0.0, "{what}");
                 assert_eq!(metric(&r, "threads_exited"), 48.0, "{what}");
@@ -121,25 +150,71 @@ fn every_backend_combination() {
 
 #[test]
 fn json_document_is_complete() {
-    let r = storm_json(&["--waves", "3", "--per-wave", "4", "--lag", "1", "--sleep-ms", "5000"]);
+    let r = storm_json(&[
+        "--waves",
+        "3",
+        "--per-wave",
+        "4",
+        "--lag",
+        "1",
+        "--sleep-ms",
+        "5000",
+    ]);
     assert_eq!(r["scenario"], "storm");
     assert_eq!(r["herd_version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(r["config"]["waves"], 3);
     assert_eq!(r["config"]["reap"], "join");
     assert!(!r["host"]["online_cpus"].as_array().unwrap().is_empty());
-    for m in ["wall_s", "user_s", "sys_s", "ctx_voluntary", "create_rate", "create_p99_us", "exit_max_us", "start_p90_us", "peak_rss_kib"] {
+    for m in [
+        "wall_s",
+        "user_s",
+        "sys_s",
+        "ctx_voluntary",
+        "create_rate",
+        "create_p99_us",
+        "exit_max_us",
+        "start_p90_us",
+        "peak_rss_kib",
+    ] {
         assert!(metric(&r, m) >= 0.0, "{m}");
     }
     assert!(metric(&r, "peak_rss_kib") > 0.0);
-    assert_eq!(r["args"], serde_json::json!(["--waves", "3", "--per-wave", "4", "--lag", "1", "--sleep-ms", "5000", "--no-perf"]));
+    assert_eq!(
+        r["args"],
+        serde_json::json!([
+            "--waves",
+            "3",
+            "--per-wave",
+            "4",
+            "--lag",
+            "1",
+            "--sleep-ms",
+            "5000",
+            "--no-perf"
+        ])
+    );
 }
 
 #[test]
 fn pinning_round_robin_places_threads_on_each_requested_cpu() {
     let online = herd().args(["env", "--json"]).output().unwrap();
     let env: Value = serde_json::from_slice(&online.stdout).unwrap();
-    let cpus: Vec<u64> = env["allowed_cpus"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
-    let r = storm_json(&["--waves", "4", "--per-wave", "10", "--lag", "1", "--pin", "round-robin"]);
+    let cpus: Vec<u64> = env["allowed_cpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    let r = storm_json(&[
+        "--waves",
+        "4",
+        "--per-wave",
+        "10",
+        "--lag",
+        "1",
+        "--pin",
+        "round-robin",
+    ]);
     let p = &r["details"]["placement"];
     assert_eq!(p["cpus_used"].as_u64().unwrap(), cpus.len() as u64, "{p}");
     // 40 threads over n CPUs round-robin: each start count is 40/n +- 1.
@@ -149,26 +224,67 @@ fn pinning_round_robin_places_threads_on_each_requested_cpu() {
     }
     // Restricting to the last CPU: every thread starts and exits there.
     let last = cpus.last().unwrap().to_string();
-    let r = storm_json(&["--waves", "3", "--per-wave", "5", "--lag", "1", "--cpus", &last]);
+    let r = storm_json(&[
+        "--waves",
+        "3",
+        "--per-wave",
+        "5",
+        "--lag",
+        "1",
+        "--cpus",
+        &last,
+    ]);
     let p = &r["details"]["placement"];
     assert_eq!(p["cpus_used"], 1, "{p}");
-    assert_eq!(p["per_cpu_start"], serde_json::json!([[cpus.last().unwrap(), 15]]));
-    assert_eq!(p["per_cpu_exit"], serde_json::json!([[cpus.last().unwrap(), 15]]));
+    assert_eq!(
+        p["per_cpu_start"],
+        serde_json::json!([[cpus.last().unwrap(), 15]])
+    );
+    assert_eq!(
+        p["per_cpu_exit"],
+        serde_json::json!([[cpus.last().unwrap(), 15]])
+    );
 }
 
 #[test]
 fn table_and_csv_outputs() {
     let out = herd()
-        .args(["storm", "--waves", "3", "--per-wave", "3", "--lag", "1", "--no-perf"])
+        .args([
+            "storm",
+            "--waves",
+            "3",
+            "--per-wave",
+            "3",
+            "--lag",
+            "1",
+            "--no-perf",
+        ])
         .output()
         .unwrap();
     assert!(out.status.success());
     let t = String::from_utf8(out.stdout).unwrap();
-    for s in ["herd storm: 3 waves x 3 threads", "wall_s", "threads_created", "exit_p99_us", "placement:", "threads per CPU at start"] {
+    for s in [
+        "herd storm: 3 waves x 3 threads",
+        "wall_s",
+        "threads_created",
+        "exit_p99_us",
+        "placement:",
+        "threads per CPU at start",
+    ] {
         assert!(t.contains(s), "table lacks {s}:\n{t}");
     }
     let out = herd()
-        .args(["storm", "--waves", "2", "--per-wave", "2", "--lag", "1", "--csv", "--no-perf"])
+        .args([
+            "storm",
+            "--waves",
+            "2",
+            "--per-wave",
+            "2",
+            "--lag",
+            "1",
+            "--csv",
+            "--no-perf",
+        ])
         .output()
         .unwrap();
     let c = String::from_utf8(out.stdout).unwrap();
@@ -179,10 +295,26 @@ fn table_and_csv_outputs() {
 #[test]
 fn repetitions_summarise_child_runs() {
     let out = herd()
-        .args(["storm", "--waves", "2", "--per-wave", "3", "--lag", "1", "-r", "3", "--json", "--no-perf"])
+        .args([
+            "storm",
+            "--waves",
+            "2",
+            "--per-wave",
+            "3",
+            "--lag",
+            "1",
+            "-r",
+            "3",
+            "--json",
+            "--no-perf",
+        ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let set: Value = serde_json::from_slice(&out.stdout).unwrap();
     let runs = set["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 3);
@@ -191,19 +323,49 @@ fn repetitions_summarise_child_runs() {
         assert!(!r["args"].as_array().unwrap().iter().any(|a| a == "-r"));
     }
     let out = herd()
-        .args(["storm", "--waves", "2", "--per-wave", "3", "--lag", "1", "--runs", "2", "--no-perf"])
+        .args([
+            "storm",
+            "--waves",
+            "2",
+            "--per-wave",
+            "3",
+            "--lag",
+            "1",
+            "--runs",
+            "2",
+            "--no-perf",
+        ])
         .output()
         .unwrap();
     let t = String::from_utf8(out.stdout).unwrap();
-    assert!(t.contains("2 runs") && t.contains("median") && t.contains("%stddev"), "{t}");
-    assert!(t.lines().any(|l| l.starts_with("threads_created") && l.contains(" 6 ")), "{t}");
+    assert!(
+        t.contains("2 runs") && t.contains("median") && t.contains("%stddev"),
+        "{t}"
+    );
+    assert!(
+        t.lines()
+            .any(|l| l.starts_with("threads_created") && l.contains(" 6 ")),
+        "{t}"
+    );
 }
 
 #[test]
 fn ctrl_c_stops_cleanly_with_partial_results() {
     let exe = assert_cmd::cargo::cargo_bin("herd");
     let child = StdCommand::new(exe)
-        .args(["storm", "--waves", "100000000", "--per-wave", "5", "--lag", "1", "--sleep-ms", "1000", "--json", "--no-perf"])
+        .args([
+            "storm",
+            "--waves",
+            "100000000",
+            "--per-wave",
+            "5",
+            "--lag",
+            "1",
+            "--sleep-ms",
+            "1000",
+            "--json",
+            "--no-perf",
+        ])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -212,12 +374,21 @@ fn ctrl_c_stops_cleanly_with_partial_results() {
     // SAFETY: kill(2) on our own child's pid.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(r["interrupted"], true);
     let created = metric(&r, "threads_created");
     assert!(created > 0.0);
-    assert_eq!(metric(&r, "threads_exited"), created, "drained after Ctrl-C");
+    assert_eq!(
+        metric(&r, "threads_exited"),
+        created,
+        "drained after Ctrl-C"
+    );
 }
 
 /// The micro's failure: never-joined threads keep their stacks mapped, so
@@ -237,22 +408,51 @@ fn leak_hits_max_map_count_and_says_so() {
     let per_wave = 1000u64;
     let waves = (max / 2) / per_wave + 8;
     let out = herd()
-        .args(["storm", "--reap", "leak", "--spin", "0", "--sleep-ms", "0", "--lag", "1", "--stack-size", "64K", "--json", "--no-perf"])
-        .args(["--per-wave", &per_wave.to_string(), "--waves", &waves.to_string()])
+        .args([
+            "storm",
+            "--reap",
+            "leak",
+            "--spin",
+            "0",
+            "--sleep-ms",
+            "0",
+            "--lag",
+            "1",
+            "--stack-size",
+            "64K",
+            "--json",
+            "--no-perf",
+        ])
+        .args([
+            "--per-wave",
+            &per_wave.to_string(),
+            "--waves",
+            &waves.to_string(),
+        ])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    assert!(err.contains("vm.max_map_count"), "no pre-flight warning: {err}");
+    assert!(
+        err.contains("vm.max_map_count"),
+        "no pre-flight warning: {err}"
+    );
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
     let failed = metric(&r, "threads_failed");
     let created = metric(&r, "threads_created");
     assert!(failed > 0.0, "no failures");
-    assert!(created < (max / 2) as f64 + 10.0 && created > (max / 2) as f64 * 0.8, "created {created}");
+    assert!(
+        created < (max / 2) as f64 + 10.0 && created > (max / 2) as f64 * 0.8,
+        "created {created}"
+    );
     let f = &r["details"]["failures"][0];
     assert_eq!(f["errno_name"], "EAGAIN", "{f}");
     assert_eq!(f["limit"], "max_map_count", "{f}");
-    assert!(r["warnings"].as_array().unwrap().iter().any(|w| w.as_str().unwrap().contains("vm.max_map_count")));
+    assert!(r["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|w| w.as_str().unwrap().contains("vm.max_map_count")));
 }
 
 fn is_root() -> bool {
@@ -295,11 +495,25 @@ fn rlimit_nproc_is_predicted_and_named() {
         eprintln!("SKIPPED: needs root to run herd as an unprivileged user with a low RLIMIT_NPROC (CI runs as root)");
         return;
     }
-    let args = ["storm", "--waves", "3", "--per-wave", "40", "--lag", "1", "--sleep-ms", "2000", "--no-perf"];
+    let args = [
+        "storm",
+        "--waves",
+        "3",
+        "--per-wave",
+        "40",
+        "--lag",
+        "1",
+        "--sleep-ms",
+        "2000",
+        "--no-perf",
+    ];
     let out = as_nobody_with_nproc(20, &args);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("RLIMIT_NPROC") && err.contains("--force"), "{err}");
+    assert!(
+        err.contains("RLIMIT_NPROC") && err.contains("--force"),
+        "{err}"
+    );
 
     let mut forced = args.to_vec();
     forced.extend(["--force", "--json"]);
@@ -311,7 +525,10 @@ fn rlimit_nproc_is_predicted_and_named() {
     let failed = metric(&r, "threads_failed");
     assert_eq!(created + failed, 120.0);
     // At most 20 tasks at once; cancelled waves free their slots.
-    assert!(failed > 0.0 && created <= 60.0, "created {created}, failed {failed}");
+    assert!(
+        failed > 0.0 && created <= 60.0,
+        "created {created}, failed {failed}"
+    );
     let f = &r["details"]["failures"][0];
     assert_eq!(f["errno_name"], "EAGAIN", "{f}");
     assert_eq!(f["limit"], "rlimit_nproc", "{f}");
@@ -324,13 +541,29 @@ fn rlimit_as_is_predicted_and_named() {
     use std::os::unix::process::CommandExt;
     let run = |extra: &[&str]| {
         let mut cmd = StdCommand::new(assert_cmd::cargo::cargo_bin("herd"));
-        cmd.args(["storm", "--waves", "2", "--per-wave", "20", "--lag", "1", "--stack-size", "64M", "--sleep-ms", "2000", "--no-perf"]);
+        cmd.args([
+            "storm",
+            "--waves",
+            "2",
+            "--per-wave",
+            "20",
+            "--lag",
+            "1",
+            "--stack-size",
+            "64M",
+            "--sleep-ms",
+            "2000",
+            "--no-perf",
+        ]);
         cmd.args(extra);
         // SAFETY: setrlimit is async-signal-safe.
         unsafe {
             cmd.pre_exec(|| {
                 let lim = 768 << 20;
-                let rl = libc::rlimit { rlim_cur: lim, rlim_max: lim };
+                let rl = libc::rlimit {
+                    rlim_cur: lim,
+                    rlim_max: lim,
+                };
                 if libc::setrlimit(libc::RLIMIT_AS, &rl) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
@@ -348,7 +581,10 @@ fn rlimit_as_is_predicted_and_named() {
     assert!(out.status.success(), "{err}");
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(metric(&r, "threads_failed") > 0.0);
-    assert_eq!(metric(&r, "threads_created") + metric(&r, "threads_failed"), 40.0);
+    assert_eq!(
+        metric(&r, "threads_created") + metric(&r, "threads_failed"),
+        40.0
+    );
     let f = &r["details"]["failures"][0];
     assert_eq!(f["limit"], "rlimit_as", "{f}");
 }

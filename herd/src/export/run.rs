@@ -57,7 +57,13 @@ pub fn fmt_value(v: f64) -> String {
 
 /// The metrics of one run as an aligned table: `metric  value  unit`.
 pub fn metrics_table(r: &RunResult) -> String {
-    let w = r.metrics.iter().map(|m| m.name.len()).max().unwrap_or(6).max(6);
+    let w = r
+        .metrics
+        .iter()
+        .map(|m| m.name.len())
+        .max()
+        .unwrap_or(6)
+        .max(6);
     let vals: Vec<String> = r.metrics.iter().map(|m| fmt_value(m.value)).collect();
     let vw = vals.iter().map(|v| v.len()).max().unwrap_or(5).max(5);
     let mut out = String::new();
@@ -252,7 +258,9 @@ pub fn repeat(scenario: &str, out: &OutputArgs) -> Result<u8> {
     let args = child_args(scenario);
     let mut set = RunSet {
         schema: crate::result::SCHEMA_VERSION,
-        label: format!("herd {scenario} {}", args.join(" ")).trim().to_string(),
+        label: format!("herd {scenario} {}", args.join(" "))
+            .trim()
+            .to_string(),
         runs: Vec::new(),
     };
     for i in 0..out.runs {
@@ -298,8 +306,13 @@ mod tests {
 
     #[test]
     fn strips_output_flags() {
-        let a = s(&["storm", "--waves", "3", "-r", "5", "--json", "--runs=2", "-r3", "--csv", "--lag", "1"]);
-        assert_eq!(strip_output_args("storm", &a), s(&["--waves", "3", "--lag", "1"]));
+        let a = s(&[
+            "storm", "--waves", "3", "-r", "5", "--json", "--runs=2", "-r3", "--csv", "--lag", "1",
+        ]);
+        assert_eq!(
+            strip_output_args("storm", &a),
+            s(&["--waves", "3", "--lag", "1"])
+        );
         assert!(strip_output_args("storm", &[]).is_empty());
     }
 
@@ -318,7 +331,13 @@ mod tests {
         let t = runset_table(&set);
         assert!(t.contains("wall_s"), "{t}");
         let c = runset_csv(&set).unwrap();
-        assert!(c.lines().nth(1).unwrap().starts_with("wall_s,s,3,2,2,1,50,1,3"), "{c}");
+        assert!(
+            c.lines()
+                .nth(1)
+                .unwrap()
+                .starts_with("wall_s,s,3,2,2,1,50,1,3"),
+            "{c}"
+        );
         assert!(run_csv(&mk(1.5)).unwrap().contains("wall_s,s,1.5,lower"));
     }
 }

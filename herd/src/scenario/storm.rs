@@ -71,7 +71,11 @@ pub fn run(args: &Args) -> Result<u8> {
         println!("{}", cfg.describe());
     }
     emit(&result, &args.out, extra_sections)?;
-    Ok(if result.interrupted { EXIT_INTERRUPTED } else { 0 })
+    Ok(if result.interrupted {
+        EXIT_INTERRUPTED
+    } else {
+        0
+    })
 }
 
 /// Plain `herd`: the storm on its built-in defaults.
@@ -161,7 +165,8 @@ impl Collector {
         let create = r.create_ns.load(Ordering::Relaxed);
         let start = r.start_ns.load(Ordering::Relaxed);
         if start != 0 {
-            self.start.saturating_record(start.saturating_sub(create).max(1));
+            self.start
+                .saturating_record(start.saturating_sub(create).max(1));
             *self
                 .per_cpu_start
                 .entry(r.start_cpu.load(Ordering::Relaxed))
@@ -181,7 +186,8 @@ impl Collector {
             req
         };
         if from != 0 {
-            self.exit.saturating_record(exit.saturating_sub(from).max(1));
+            self.exit
+                .saturating_record(exit.saturating_sub(from).max(1));
         }
         if r.body.hooks.on_exit.is_some() {
             self.exit_hook
@@ -302,7 +308,11 @@ fn push_hist(r: &mut RunResult, name: &str, h: &Histogram<u64>) {
             h.value_at_quantile(q) as f64 / 1e3,
         ));
     }
-    r.push(Metric::lower(&format!("{name}_max_us"), "us", h.max() as f64 / 1e3));
+    r.push(Metric::lower(
+        &format!("{name}_max_us"),
+        "us",
+        h.max() as f64 / 1e3,
+    ));
 }
 
 /// Placement summary: per-CPU counts at start and exit, CPUs used,
@@ -442,7 +452,9 @@ pub fn storm(
             rec.create_ns.store(c0, Ordering::Relaxed);
             match spawner.spawn(&rec) {
                 Ok(h) => {
-                    collector.create.saturating_record(now_ns().saturating_sub(c0).max(1));
+                    collector
+                        .create
+                        .saturating_record(now_ns().saturating_sub(c0).max(1));
                     counts.created += 1;
                     wave.handles.push(h);
                     wave.recs.push(rec);
@@ -499,20 +511,23 @@ pub fn storm(
     let exits = body.exits.load(Ordering::Acquire);
     let report = session.finish()?;
 
-    let mut r = RunResult::new(
-        "storm",
-        argv,
-        serde_json::to_value(cfg)?,
-        facts.to_json(),
-    );
+    let mut r = RunResult::new("storm", argv, serde_json::to_value(cfg)?, facts.to_json());
     r.interrupted = interrupted;
     let wall = (t1 - t0) as f64 / 1e9;
     let waves_s = (t_waves - t0) as f64 / 1e9;
     r.push(Metric::lower("wall_s", "s", wall));
     r.push(Metric::lower("waves_s", "s", waves_s));
     r.push(Metric::lower("drain_s", "s", (t1 - t_waves) as f64 / 1e9));
-    r.push(Metric::lower("user_s", "s", tv_s(ru1.ru_utime) - tv_s(ru0.ru_utime)));
-    r.push(Metric::lower("sys_s", "s", tv_s(ru1.ru_stime) - tv_s(ru0.ru_stime)));
+    r.push(Metric::lower(
+        "user_s",
+        "s",
+        tv_s(ru1.ru_utime) - tv_s(ru0.ru_utime),
+    ));
+    r.push(Metric::lower(
+        "sys_s",
+        "s",
+        tv_s(ru1.ru_stime) - tv_s(ru0.ru_stime),
+    ));
     r.push(Metric::lower(
         "ctx_voluntary",
         "switches",
@@ -523,8 +538,16 @@ pub fn storm(
         "switches",
         (ru1.ru_nivcsw - ru0.ru_nivcsw) as f64,
     ));
-    r.push(Metric::info("threads_created", "threads", counts.created as f64));
-    r.push(Metric::lower("threads_failed", "threads", failures.total() as f64));
+    r.push(Metric::info(
+        "threads_created",
+        "threads",
+        counts.created as f64,
+    ));
+    r.push(Metric::lower(
+        "threads_failed",
+        "threads",
+        failures.total() as f64,
+    ));
     r.push(Metric::info(
         "threads_cancelled",
         "threads",
@@ -582,8 +605,10 @@ pub fn storm(
         ));
     }
     if counts.cancel_errors > 0 {
-        r.warnings
-            .push(format!("{} pthread_cancel calls failed", counts.cancel_errors));
+        r.warnings.push(format!(
+            "{} pthread_cancel calls failed",
+            counts.cancel_errors
+        ));
     }
     let reap_bad = reap_failed.load(Ordering::Relaxed);
     if reap_bad > 0 {
@@ -624,7 +649,12 @@ pub fn extra_sections(r: &RunResult) -> String {
     if let Some(starts) = p["per_cpu_start"].as_array() {
         let requested: Vec<usize> = p["cpus_requested"]
             .as_array()
-            .map(|a| a.iter().filter_map(|v| v.as_u64()).map(|v| v as usize).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_u64())
+                    .map(|v| v as usize)
+                    .collect()
+            })
             .unwrap_or_default();
         let _ = writeln!(
             out,
@@ -634,7 +664,10 @@ pub fn extra_sections(r: &RunResult) -> String {
             format_cpu_list(&requested),
             fmt_value(p["imbalance"].as_f64().unwrap_or(0.0))
         );
-        for (label, list) in [("start", starts), ("exit", p["per_cpu_exit"].as_array().unwrap_or(starts))] {
+        for (label, list) in [
+            ("start", starts),
+            ("exit", p["per_cpu_exit"].as_array().unwrap_or(starts)),
+        ] {
             let items: Vec<String> = list
                 .iter()
                 .filter_map(|e| Some(format!("cpu{}:{}", e.get(0)?, e.get(1)?)))

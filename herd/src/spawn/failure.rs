@@ -87,19 +87,23 @@ pub struct FailureGroup {
 #[derive(Debug, Default)]
 pub struct Failures {
     groups: BTreeMap<(i32, Limit), FailureGroup>,
-    /// Last diagnosis per errno, reused within a wave.
-    cached: BTreeMap<i32, (u32, Limit, String)>,
+    /// Last diagnosis per errno, with the created count at the time.
+    cached: BTreeMap<i32, (u32, u64, Limit, String)>,
 }
 
 impl Failures {
     /// Records a failure of `errno` in `wave` with `created` threads made
-    /// so far. Diagnoses at most once per errno and wave.
+    /// so far. Diagnoses the first failure of each errno, then again only
+    /// in a later wave where some thread was created since (the situation
+    /// may have changed); a run stuck at one limit (the leak mode after its
+    /// wall) is diagnosed once, so a 65K-line `/proc/self/maps` is not
+    /// re-read for every failing wave.
     pub fn record(&mut self, errno: i32, wave: u32, created: u64, ctx: &DiagContext) {
         let (limit, evidence) = match self.cached.get(&errno) {
-            Some((w, l, e)) if *w == wave => (*l, e.clone()),
+            Some((w, c, l, e)) if *w == wave || *c == created => (*l, e.clone()),
             _ => {
                 let (l, e) = diagnose(errno, ctx);
-                self.cached.insert(errno, (wave, l, e.clone()));
+                self.cached.insert(errno, (wave, created, l, e.clone()));
                 (l, e)
             }
         };
@@ -126,7 +130,7 @@ impl Failures {
     /// The groups, most frequent first.
     pub fn groups(&self) -> Vec<FailureGroup> {
         let mut v: Vec<_> = self.groups.values().cloned().collect();
-        v.sort_by(|a, b| b.count.cmp(&a.count));
+        v.sort_by_key(|g| std::cmp::Reverse(g.count));
         v
     }
 }
@@ -202,7 +206,12 @@ pub fn diagnose(errno: i32, ctx: &DiagContext) -> (Limit, String) {
                 format!("stack size {} bytes refused", ctx.stack_bytes),
             )
         }
-        libc::EPERM => return (Limit::Permission, "scheduling attributes not permitted".into()),
+        libc::EPERM => {
+            return (
+                Limit::Permission,
+                "scheduling attributes not permitted".into(),
+            )
+        }
         libc::EAGAIN | libc::ENOMEM => {}
         _ => return (Limit::Unknown, format!("error {errno}")),
     }
@@ -216,7 +225,10 @@ pub fn diagnose(errno: i32, ctx: &DiagContext) -> (Limit, String) {
         }
     }
     if !f.root {
-        if let Some(Rlimit { soft: Some(lim), .. }) = f.rlimit_nproc {
+        if let Some(Rlimit {
+            soft: Some(lim), ..
+        }) = f.rlimit_nproc
+        {
             if let Some(n) = user_tasks() {
                 if n + 1 >= lim {
                     return (
@@ -255,7 +267,10 @@ pub fn diagnose(errno: i32, ctx: &DiagContext) -> (Limit, String) {
             );
         }
     }
-    if let Some(Rlimit { soft: Some(lim), .. }) = f.rlimit_as {
+    if let Some(Rlimit {
+        soft: Some(lim), ..
+    }) = f.rlimit_as
+    {
         if let Some(vm) = vm_size_bytes() {
             if vm + ctx.stack_bytes > lim {
                 return (

@@ -528,6 +528,9 @@ mod tests {
         };
         let small = (0..5).map(|_| t(100_000)).min().unwrap();
         let big = (0..5).map(|_| t(10_000_000)).min().unwrap();
-        assert!(big > small * 10, "spin(10M) {big} ns vs spin(100K) {small} ns");
+        assert!(
+            big > small * 10,
+            "spin(10M) {big} ns vs spin(100K) {small} ns"
+        );
     }
 }

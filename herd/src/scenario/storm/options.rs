@@ -156,7 +156,10 @@ fn range(flag: &str, v: u64, min: u64, max: u64, why_min: &str) -> anyhow::Resul
         return Err(usage(flag, format!("{v} is too small: {why_min}")));
     }
     if v > max {
-        return Err(usage(flag, format!("{v} is absurdly large (at most {max})")));
+        return Err(usage(
+            flag,
+            format!("{v} is absurdly large (at most {max})"),
+        ));
     }
     Ok(v)
 }
@@ -165,7 +168,13 @@ impl Config {
     /// Validates `args` against `facts` (online CPUs).
     pub fn from_args(a: &Args, facts: &HostFacts) -> anyhow::Result<Config> {
         let micro = a.preset == Preset::Micro;
-        let waves = range("--waves", a.waves.unwrap_or(1000), 1, MAX_WAVES, "at least 1 wave")?;
+        let waves = range(
+            "--waves",
+            a.waves.unwrap_or(1000),
+            1,
+            MAX_WAVES,
+            "at least 1 wave",
+        )?;
         let per_wave = range(
             "--per-wave",
             a.per_wave.unwrap_or(100),
@@ -173,7 +182,13 @@ impl Config {
             MAX_PER_WAVE,
             "at least 1 thread per wave",
         )?;
-        let slots = range("--slots", a.slots.unwrap_or(20), 1, MAX_SLOTS, "at least 1 slot")?;
+        let slots = range(
+            "--slots",
+            a.slots.unwrap_or(20),
+            1,
+            MAX_SLOTS,
+            "at least 1 slot",
+        )?;
         let lag = a.lag.unwrap_or(5);
         if lag >= slots {
             return Err(usage(
@@ -200,7 +215,9 @@ impl Config {
         )?;
         let spawn = a.spawn.unwrap_or(Backend::Pthread);
         let cancel = a.cancel.unwrap_or(Cancel::Pthread);
-        let reap = a.reap.unwrap_or(if micro { Reap::Leak } else { Reap::Join });
+        let reap = a
+            .reap
+            .unwrap_or(if micro { Reap::Leak } else { Reap::Join });
         if spawn == Backend::Std && cancel == Cancel::Pthread {
             return Err(usage(
                 "--cancel",
@@ -214,7 +231,10 @@ impl Config {
             None => None,
             Some(s) => {
                 let v = parse_size(s).ok_or_else(|| {
-                    usage("--stack-size", format!("`{s}` is not a size (e.g. 65536, 64K, 8M)"))
+                    usage(
+                        "--stack-size",
+                        format!("`{s}` is not a size (e.g. 65536, 64K, 8M)"),
+                    )
                 })?;
                 Some(range(
                     "--stack-size",

@@ -105,7 +105,10 @@ pub fn check(cfg: &Config, facts: &HostFacts) -> Preflight {
         }
     }
     if !facts.root {
-        if let Some(Rlimit { soft: Some(lim), .. }) = facts.rlimit_nproc {
+        if let Some(Rlimit {
+            soft: Some(lim), ..
+        }) = facts.rlimit_nproc
+        {
             let mine = user_tasks().unwrap_or(0);
             if mine + live > lim {
                 p.problems.push(format!(
@@ -134,7 +137,10 @@ pub fn check(cfg: &Config, facts: &HostFacts) -> Preflight {
             }
         }
     }
-    if let Some(Rlimit { soft: Some(lim), .. }) = facts.rlimit_as {
+    if let Some(Rlimit {
+        soft: Some(lim), ..
+    }) = facts.rlimit_as
+    {
         let need = stack.saturating_mul(stacks_mapped);
         if need > lim {
             let msg = format!(
@@ -144,7 +150,8 @@ pub fn check(cfg: &Config, facts: &HostFacts) -> Preflight {
                 human_bytes(lim)
             );
             if cfg.reap == Reap::Leak {
-                p.warnings.push(format!("{msg}; creation will fail once it is used up"));
+                p.warnings
+                    .push(format!("{msg}; creation will fail once it is used up"));
             } else {
                 p.problems.push(msg);
             }
