@@ -105,7 +105,7 @@ fn table_and_csv() {
         ])
         .assert()
         .success()
-        .stdout(predicate::str::contains("gp,1,gp_p99_us,us,"));
+        .stdout(predicate::str::contains("\ngp_p99_us,us,"));
 }
 
 #[test]

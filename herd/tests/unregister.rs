@@ -154,8 +154,8 @@ fn outputs_and_repetitions() {
         .output()
         .unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.starts_with("scenario,run,metric,unit,value,better\n"));
-    assert!(text.contains("unregister,1,violations,reads,0,lower"));
+    assert!(text.starts_with("name,unit,value,better\n"));
+    assert!(text.contains("\nviolations,reads,0,lower\n"));
 }
 
 #[test]

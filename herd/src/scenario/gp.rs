@@ -109,7 +109,6 @@ const MAX_UPDATERS: usize = 65_536;
 
 impl Args {
     fn validate(&self) -> Result<()> {
-        self.output.validate()?;
         if self.delay.is_empty() {
             return Err(usage("--delay", "give at least one delay"));
         }
@@ -213,18 +212,13 @@ impl Cell {
 /// Runs `herd gp`.
 pub fn run(args: &Args) -> Result<u8> {
     args.validate()?;
-    let label = format!(
-        "gp --delay {} --load {}",
-        args.to_args()[1],
-        args.to_args()[3]
-    );
-    let runs = gpkit::repeat("gp", &args.to_args(), args.output.runs, || run_once(args))?;
-    gpkit::emit(&args.output, &label, &runs, render)
+    let (code, _) = gpkit::run_scenario("gp", &args.output, || run_once(args), render)?;
+    Ok(code)
 }
 
 fn run_once(args: &Args) -> Result<RunResult> {
     runner::install_interrupt_handler();
-    let cpus = gpkit::online_cpus();
+    let cpus = gpkit::usable_cpus();
     let mut result = RunResult::new(
         "gp",
         args.to_args(),

@@ -1,49 +1,20 @@
 //! Pieces shared by the grace-period scenarios (`unregister`, `gp`,
-//! `membarrier`): duration and list parsing, per-thread and per-process CPU
-//! time, latency histograms, online CPUs, repetitions through child
-//! processes, and rendering of results as a table, JSON or CSV.
-//!
-//! Output follows the rest of herd: one [`RunResult`] per repetition;
-//! `--json` prints it (a [`RunSet`] for `-r N` with N > 1), `--csv` prints
-//! one row per (run, metric), and the default table prints the scenario's
-//! own table followed, for several runs, by median / mean / %stddev of
-//! every metric.
+//! `membarrier`): duration parsing, per-thread and per-process CPU time,
+//! latency histograms, the CPUs load threads may use, and the run/output
+//! flow every herd scenario follows ([`run_scenario`]: one [`RunResult`] per
+//! repetition, repetitions in child processes, table/JSON/CSV through
+//! [`crate::export::run`]).
 
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use crate::error::usage;
-use crate::result::{Metric, RunResult, RunSet};
+pub use crate::export::run::OutputArgs;
+use crate::result::RunResult;
 use crate::runner;
-use crate::stats::Summary;
-
-/// Output flags, the same shape as every herd scenario (`--json`, `--csv`,
-/// `-r/--runs`).
-#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
-pub struct OutputArgs {
-    /// Print the result as JSON (one RunResult; a RunSet for several runs).
-    #[arg(long, conflicts_with = "csv")]
-    pub json: bool,
-    /// Print the result as CSV: one row per run and metric.
-    #[arg(long)]
-    pub csv: bool,
-    /// Repetitions; each runs in a fresh child process (1 = in this process).
-    #[arg(short = 'r', long = "runs", default_value_t = 1)]
-    pub runs: usize,
-}
-
-impl OutputArgs {
-    /// Rejects `-r 0`.
-    pub fn validate(&self) -> Result<()> {
-        if self.runs == 0 {
-            return Err(usage("--runs", "must be at least 1"));
-        }
-        Ok(())
-    }
-}
 
 /// Parses a duration: a number followed by `ns`, `us`, `ms` or `s`
 /// (`0` alone is allowed). Fractions are accepted (`1.5ms`).
@@ -226,45 +197,17 @@ pub fn fmt_rate(per_s: f64) -> String {
     }
 }
 
-/// Online CPUs from /sys/devices/system/cpu/online (any count, ranges like
-/// `0-127,256-383`); falls back to 0..available_parallelism.
-pub fn online_cpus() -> Vec<usize> {
-    std::fs::read_to_string("/sys/devices/system/cpu/online")
-        .ok()
-        .and_then(|s| parse_cpu_list(s.trim()))
+/// The CPUs this process may run on (its affinity mask; all online CPUs
+/// when that cannot be read): what "one load thread per CPU" counts.
+pub fn usable_cpus() -> Vec<usize> {
+    crate::host::allowed_cpus()
         .filter(|v| !v.is_empty())
-        .unwrap_or_else(|| {
-            let n = std::thread::available_parallelism().map_or(1, |n| n.get());
-            (0..n).collect()
-        })
+        .unwrap_or_else(crate::host::online_cpus)
 }
 
-/// Parses a kernel CPU list (`0-3,8,10-11`).
-pub fn parse_cpu_list(s: &str) -> Option<Vec<usize>> {
-    let mut out = Vec::new();
-    for part in s.split(',').filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b): (usize, usize) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
-                if b < a {
-                    return None;
-                }
-                out.extend(a..=b);
-            }
-            None => out.push(part.trim().parse().ok()?),
-        }
-    }
-    Some(out)
-}
-
-/// Host facts recorded with every result (a subset until `host` lands).
+/// Host facts recorded with every result.
 pub fn host_facts() -> serde_json::Value {
-    let uts = nix::sys::utsname::uname().ok();
-    serde_json::json!({
-        "online_cpus": online_cpus().len(),
-        "kernel": uts.as_ref().map(|u| u.release().to_string_lossy().into_owned()),
-        "machine": uts.as_ref().map(|u| u.machine().to_string_lossy().into_owned()),
-    })
+    crate::host::HostFacts::read().to_json()
 }
 
 /// Explains a failed thread creation: the errno and the limit behind it.
@@ -280,129 +223,35 @@ pub fn spawn_error(role: &str, index: usize, err: std::io::Error) -> anyhow::Err
     anyhow::anyhow!("cannot create {role} thread #{index}: {err} ({why})")
 }
 
-/// Runs a scenario `runs` times: in this process when `runs == 1` (or when
-/// this process is itself a child), otherwise once per child process via
-/// [`runner::run_child`], stopping early on Ctrl-C. `args` must reproduce
-/// the configuration without output flags.
-pub fn repeat(
+/// The run/output flow of every herd scenario: with `-r N` (N > 1, and not
+/// already a child) re-run herd once per repetition in a child process and
+/// print the summary ([`crate::export::run::repeat`]); otherwise measure
+/// once in this process and print the result with the scenario's own
+/// section below the metrics table. Returns the exit code (130 after Ctrl-C)
+/// and, when measured here, the result.
+pub fn run_scenario(
     scenario: &str,
-    args: &[String],
-    runs: usize,
-    once: impl Fn() -> Result<RunResult>,
-) -> Result<Vec<RunResult>> {
-    runner::install_interrupt_handler();
-    if runs <= 1 || runner::is_child() {
-        return Ok(vec![once()?]);
-    }
-    let mut out = Vec::with_capacity(runs);
-    for i in 0..runs {
-        if runner::interrupted() {
-            break;
-        }
-        if !runner::is_child() {
-            eprintln!("herd {scenario}: run {}/{runs}", i + 1);
-        }
-        let r = runner::run_child(scenario, args)
-            .with_context(|| format!("run {} of {runs}", i + 1))?;
-        let stop = r.interrupted;
-        out.push(r);
-        if stop {
-            break;
-        }
-    }
-    Ok(out)
-}
-
-/// Prints the results as JSON, CSV, or a table (`table` renders one run's
-/// scenario-specific table). Returns the exit code: 130 if interrupted.
-pub fn emit(
     out: &OutputArgs,
-    label: &str,
-    runs: &[RunResult],
-    table: impl Fn(&RunResult) -> String,
-) -> Result<u8> {
-    let interrupted = runs.iter().any(|r| r.interrupted) || runner::interrupted();
-    if out.json {
-        let text = if runs.len() == 1 {
-            serde_json::to_string_pretty(&runs[0])?
-        } else {
-            serde_json::to_string_pretty(&RunSet {
-                schema: crate::result::SCHEMA_VERSION,
-                label: label.to_string(),
-                runs: runs.to_vec(),
-            })?
-        };
-        println!("{text}");
-    } else if out.csv {
-        let mut w = csv::Writer::from_writer(std::io::stdout());
-        w.write_record(["scenario", "run", "metric", "unit", "value", "better"])?;
-        for (i, r) in runs.iter().enumerate() {
-            for m in &r.metrics {
-                w.write_record([
-                    r.scenario.as_str(),
-                    &(i + 1).to_string(),
-                    &m.name,
-                    &m.unit,
-                    &m.value.to_string(),
-                    &format!("{:?}", m.better).to_lowercase(),
-                ])?;
-            }
-        }
-        w.flush()?;
-    } else {
-        if let Some(last) = runs.last() {
-            print!("{}", table(last));
-        }
-        if runs.len() > 1 {
-            println!();
-            print!("{}", summary_table(runs));
-        }
-        for r in runs {
-            for w in &r.warnings {
-                eprintln!("warning: {w}");
-            }
+    once: impl FnOnce() -> Result<RunResult>,
+    section: impl Fn(&RunResult) -> String,
+) -> Result<(u8, Option<RunResult>)> {
+    if out.runs > 1 && !runner::is_child() {
+        return Ok((crate::export::run::repeat(scenario, out)?, None));
+    }
+    runner::install_interrupt_handler();
+    let r = once()?;
+    crate::export::run::emit(&r, out, section)?;
+    if !out.json && !out.csv {
+        for w in &r.warnings {
+            eprintln!("warning: {w}");
         }
     }
-    Ok(if interrupted {
+    let code = if r.interrupted || runner::interrupted() {
         crate::error::EXIT_INTERRUPTED
     } else {
         0
-    })
-}
-
-/// Median, mean, %stddev, min and max of every metric over several runs.
-pub fn summary_table(runs: &[RunResult]) -> String {
-    let mut s = format!(
-        "{} runs (each in its own process)\n{:<44} {:>14} {:>14} {:>9} {:>14} {:>14}\n",
-        runs.len(),
-        "metric",
-        "median",
-        "mean",
-        "%stddev",
-        "min",
-        "max"
-    );
-    let names: Vec<&Metric> = runs[0].metrics.iter().collect();
-    for m in names {
-        let vals: Vec<f64> = runs.iter().filter_map(|r| r.metric(&m.name)).collect();
-        if let Some(sum) = Summary::of(&vals) {
-            let name = if m.unit.is_empty() {
-                m.name.clone()
-            } else {
-                format!("{} ({})", m.name, m.unit)
-            };
-            s += &format!(
-                "{:<44} {:>14} {:>14} {:>8.1}% {:>14} {:>14}\n",
-                name,
-                num(sum.median),
-                num(sum.mean),
-                sum.pct_stddev(),
-                num(sum.min),
-                num(sum.max)
-            );
-        }
-    }
-    s
+    };
+    Ok((code, Some(r)))
 }
 
 /// A number with a sensible number of digits for a table.
@@ -476,15 +325,6 @@ mod tests {
         for s in ["0", "10us", "1ms", "1500us", "3s", "7ns"] {
             assert_eq!(format_duration(parse_duration(s).unwrap()), s);
         }
-    }
-
-    #[test]
-    fn cpu_lists_beyond_64() {
-        let v = parse_cpu_list("0-127,256-383").unwrap();
-        assert_eq!(v.len(), 256);
-        assert_eq!(v[128], 256);
-        assert!(parse_cpu_list("3-1").is_none());
-        assert!(parse_cpu_list("x").is_none());
     }
 
     #[test]

@@ -122,7 +122,6 @@ pub struct Args {
 
 impl Args {
     fn validate(&self) -> Result<()> {
-        self.output.validate()?;
         if self.duration < Duration::from_millis(1) {
             return Err(usage("--duration", "must be at least 1ms"));
         }
@@ -349,15 +348,8 @@ fn reader_total(c: &Counters) -> u64 {
 /// Runs `herd membarrier`.
 pub fn run(args: &Args) -> Result<u8> {
     args.validate()?;
-    let label = format!(
-        "membarrier --cmd {} --load {}",
-        args.cmd.name(),
-        args.load.label()
-    );
-    let runs = gpkit::repeat("membarrier", &args.to_args(), args.output.runs, || {
-        run_once(args)
-    })?;
-    gpkit::emit(&args.output, &label, &runs, render)
+    let (code, _) = gpkit::run_scenario("membarrier", &args.output, || run_once(args), render)?;
+    Ok(code)
 }
 
 fn run_once(args: &Args) -> Result<RunResult> {
@@ -365,7 +357,7 @@ fn run_once(args: &Args) -> Result<RunResult> {
         fake: args.fake_kernel,
     };
     let mask = kernel.prepare(args.cmd)?;
-    let cpus = gpkit::online_cpus();
+    let cpus = gpkit::usable_cpus();
     let nload = args.load.threads(cpus.len());
     let mut result = RunResult::new(
         "membarrier",

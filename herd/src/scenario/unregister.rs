@@ -109,7 +109,6 @@ const MAX_THREADS: usize = 65_536;
 
 impl Args {
     fn validate(&self) -> Result<()> {
-        self.output.validate()?;
         if !(1..=MAX_THREADS).contains(&self.updaters) {
             return Err(usage(
                 "--updaters",
@@ -334,12 +333,9 @@ fn walk(reg: &Registry, seen: &mut Vec<(*mut Obj, u64)>) -> (u64, u64) {
 /// Runs `herd unregister`.
 pub fn run(args: &Args) -> Result<u8> {
     args.validate()?;
-    let label = format!("unregister --sync {}", args.sync.name());
-    let runs = gpkit::repeat("unregister", &args.to_args(), args.output.runs, || {
-        run_once(args)
-    })?;
-    let code = gpkit::emit(&args.output, &label, &runs, render)?;
-    let violations: f64 = runs.iter().filter_map(|r| r.metric("violations")).sum();
+    let (code, result) =
+        gpkit::run_scenario("unregister", &args.output, || run_once(args), render)?;
+    let violations = result.and_then(|r| r.metric("violations")).unwrap_or(0.0);
     if violations > 0.0 && args.sync != SyncMode::None {
         bail!(
             "{violations} read(s) saw a freed object with --sync {}: the grace period did not \
@@ -359,7 +355,7 @@ struct UpdaterTotals {
 
 fn run_once(args: &Args) -> Result<RunResult> {
     runner::install_interrupt_handler();
-    let cpus = gpkit::online_cpus();
+    let cpus = gpkit::usable_cpus();
     let nreaders = args.reader_count(cpus.len());
     let mut builder = exitq::Domain::builder();
     if let Some(b) = args.batch_size {
