@@ -483,9 +483,19 @@ pub fn storm(
     for w in left {
         retire(w, cfg, &mut counts, tx.as_ref());
     }
+    // Threads still spinning finish their spin first; uncancelled ones
+    // (--cancel none) sleep to the end. After Ctrl-C, wait at most a few
+    // seconds more: what has not exited by then is reported, not awaited.
     let deadline = now_ns() + (cfg.sleep_ms + 60_000) * 1_000_000;
+    let mut patience_from_interrupt: Option<u64> = None;
     // Acquire pairs with the Release increment in the exit destructor.
     while body.exits.load(Ordering::Acquire) < counts.created && now_ns() < deadline {
+        if runner::interrupted() {
+            let since = *patience_from_interrupt.get_or_insert_with(now_ns);
+            if now_ns() - since > 5_000_000_000 {
+                break;
+            }
+        }
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
     drop(tx);
