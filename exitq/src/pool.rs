@@ -249,6 +249,7 @@ pub struct Builder {
     thread_name: String,
     stack_size: Option<usize>,
     on_retire: Option<RetireCallback>,
+    domain: Option<crate::Domain>,
 }
 
 impl fmt::Debug for Builder {
@@ -262,6 +263,7 @@ impl fmt::Debug for Builder {
             .field("thread_name", &self.thread_name)
             .field("stack_size", &self.stack_size)
             .field("on_retire", &self.on_retire.is_some())
+            .field("domain", &self.domain.is_some())
             .finish()
     }
 }
@@ -277,6 +279,7 @@ impl Default for Builder {
             thread_name: "exitq-pool".into(),
             stack_size: None,
             on_retire: None,
+            domain: None,
         }
     }
 }
@@ -338,6 +341,17 @@ impl Builder {
         self
     }
 
+    /// The exitq domain whose reclaimer runs the workers' exit bookkeeping.
+    /// Default: one domain shared by every pool of the process (built on
+    /// first use, its reclaimer thread named `exitq-pool-reclaim`). How
+    /// soon an exit is cleaned up, and so the pace of retirement with
+    /// [`Builder::retire_batch`], follows the domain's
+    /// [`exit_poll`](crate::Builder::exit_poll) and grace periods.
+    pub fn domain(mut self, domain: crate::Domain) -> Self {
+        self.domain = Some(domain);
+        self
+    }
+
     fn jitter(&self) -> Duration {
         self.keep_alive_jitter.unwrap_or(self.keep_alive / 2)
     }
@@ -365,6 +379,11 @@ impl Builder {
         if self.keep_alive.is_zero() {
             return invalid("keep_alive must be positive");
         }
+        let jitter = self.jitter();
+        let domain = match self.domain {
+            Some(d) => d,
+            None => shared_domain()?,
+        };
         let inner = Arc::new(Inner {
             queue: SegQueue::new(),
             slots: Slots::new(self.max_workers),
@@ -380,14 +399,14 @@ impl Builder {
             peak_workers: AtomicUsize::new(0),
             ran_on_caller: AtomicU64::new(0),
             last_spawn_error: Mutex::new(None),
-            domain: exit_hook::Domain::new(),
+            domain,
             exited: (Mutex::new(()), Condvar::new()),
             epoch: Instant::now(),
             cfg: Config {
                 min_workers: self.min_workers,
                 max_workers: self.max_workers,
                 keep_alive: self.keep_alive,
-                jitter: self.jitter(),
+                jitter,
                 thread_name: self.thread_name,
                 stack_size: self.stack_size,
                 on_retire: self.on_retire,
@@ -401,6 +420,20 @@ impl Builder {
         }
         Ok(Pool { inner })
     }
+}
+
+/// The domain shared by pools built without [`Builder::domain`].
+fn shared_domain() -> io::Result<crate::Domain> {
+    static SHARED: Mutex<Option<crate::Domain>> = Mutex::new(None);
+    let mut g = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(d) = &*g {
+        return Ok(d.clone());
+    }
+    let d = crate::Domain::builder()
+        .thread_name("exitq-pool-reclaim")
+        .try_build()?;
+    *g = Some(d.clone());
+    Ok(d)
 }
 
 /// Settings fixed at build time.
@@ -440,7 +473,7 @@ pub(crate) struct Inner {
     ran_on_caller: AtomicU64,
     last_spawn_error: Mutex<Option<String>>,
     /// Runs each worker's exit bookkeeping after its thread is gone.
-    domain: exit_hook::Domain,
+    domain: crate::Domain,
     /// Shutdown waits here for `threads == 0`; only the last exit hook
     /// after a shutdown takes the lock.
     exited: (Mutex<()>, Condvar),
@@ -1079,15 +1112,22 @@ impl Pool {
         let t0 = Instant::now();
         self.inner.begin_shutdown();
         let (lock, cv) = &self.inner.exited;
-        let mut g = lock.lock().unwrap_or_else(|e| e.into_inner());
         // Acquire pairs with the AcqRel decrement in `worker_exited`.
         while self.inner.threads.load(Ordering::Acquire) != 0 {
-            g = cv
-                .wait_timeout(g, Duration::from_millis(10))
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+            // Workers that have exited get cleaned up now rather than at the
+            // reclaimer's next poll.
+            if self.inner.workers.load(Ordering::SeqCst) == 0 {
+                self.inner.domain.exit_barrier();
+            }
+            let g = lock.lock().unwrap_or_else(|e| e.into_inner());
+            if self.inner.threads.load(Ordering::Acquire) == 0 {
+                break;
+            }
+            drop(
+                cv.wait_timeout(g, Duration::from_millis(1))
+                    .unwrap_or_else(|e| e.into_inner()),
+            );
         }
-        drop(g);
         // A job queued after the last worker left (none can be: submitters
         // drained before the workers were told) would run here.
         while let Some(job) = self.inner.queue.pop() {

@@ -281,9 +281,12 @@ fn burst_then_idle(
     hook_delay: Duration,
 ) -> (Vec<Retirement>, u64) {
     let log = Arc::new(Mutex::new(Vec::new()));
+    // A domain of its own: the hook delay must not slow other tests' pools.
+    let domain = exitq::Domain::new();
     let pool = {
         let log = log.clone();
         Pool::builder()
+            .domain(domain.clone())
             .max_workers(n)
             .keep_alive(Duration::from_millis(30))
             .keep_alive_jitter(jitter)
@@ -310,6 +313,8 @@ fn burst_then_idle(
     let deferred = pool.stats().retire_deferred;
     let report = pool.shutdown();
     assert_eq!(report.stats.retired_idle, n as u64);
+    // The bookkeeping ran as exitq exit hooks, after each thread was gone.
+    assert!(domain.stats().exits_run >= n as u64, "{:?}", domain.stats());
     let mut v = log.lock().unwrap().clone();
     v.sort_by_key(|r| r.decided_at);
     assert!(v.iter().all(|r| r.reason == RetireReason::Idle));

@@ -1,5 +1,6 @@
-//! A worker's exit bookkeeping, registered when the worker starts and run
-//! after its thread has exited.
+//! A worker's exit bookkeeping: registered with exitq when the worker
+//! starts ([`crate::Domain::register_exit`]), run by the domain's reclaimer
+//! after the worker thread has exited and a grace period has passed.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
@@ -69,39 +70,11 @@ pub(crate) fn register(inner: &Arc<Inner>, slot: u32) -> Arc<ExitRecord> {
     });
     let inner = Arc::clone(inner);
     let rec = Arc::clone(&record);
-    inner
-        .domain
-        .clone()
-        .register_exit(move || inner.worker_exited(&rec));
+    // The closure (and exitq's node for it) is allocated now; at exit the
+    // thread's exitq destructor pushes it with one CAS, and the reclaimer
+    // runs it after a grace period.
+    let domain = inner.domain.clone();
+    domain.register_exit(move || inner.worker_exited(&rec));
     record
 }
 
-/// Stand-in for `exitq::Domain` until the core lands: runs the hook from a
-/// thread-local destructor on the exiting thread itself (no grace period,
-/// no batching). Replaced by `crate::Domain::register_exit`.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Domain;
-
-struct OnExit(Option<Box<dyn FnOnce()>>);
-
-impl Drop for OnExit {
-    fn drop(&mut self) {
-        if let Some(f) = self.0.take() {
-            f();
-        }
-    }
-}
-
-thread_local! {
-    static ON_EXIT: std::cell::RefCell<Vec<OnExit>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-impl Domain {
-    pub(crate) fn new() -> Self {
-        Domain
-    }
-
-    pub(crate) fn register_exit<F: FnOnce() + Send + 'static>(&self, f: F) {
-        ON_EXIT.with(|v| v.borrow_mut().push(OnExit(Some(Box::new(f)))));
-    }
-}
