@@ -77,4 +77,3 @@ pub(crate) fn register(inner: &Arc<Inner>, slot: u32) -> Arc<ExitRecord> {
     domain.register_exit(move || inner.worker_exited(&rec));
     record
 }
-
