@@ -58,14 +58,15 @@ pub fn run(args: &Args) -> Result<u8> {
         // Validate here so a bad flag fails once, not once per child.
         let facts = HostFacts::read();
         let cfg = Config::from_args(args, &facts)?;
-        refuse_or_warn(&cfg, &preflight::check(&cfg, &facts))?;
+        // Each child prints the warnings of its own pre-flight.
+        refuse_or_warn(&cfg, &preflight::check(&cfg, &facts), false)?;
         return repeat("storm", &args.out);
     }
     runner::install_interrupt_handler();
     let facts = HostFacts::read();
     let cfg = Config::from_args(args, &facts)?;
     let pre = preflight::check(&cfg, &facts);
-    refuse_or_warn(&cfg, &pre)?;
+    refuse_or_warn(&cfg, &pre, true)?;
     let result = storm(&cfg, &pre, &facts, &args.perf, child_args("storm"))?;
     if !args.out.json && !args.out.csv {
         println!("{}", cfg.describe());
@@ -87,16 +88,20 @@ pub fn run_default() -> Result<u8> {
     }
 }
 
-fn refuse_or_warn(cfg: &Config, pre: &preflight::Preflight) -> Result<()> {
-    for w in &pre.warnings {
-        eprintln!("herd: warning: {w}");
+fn refuse_or_warn(cfg: &Config, pre: &preflight::Preflight, print: bool) -> Result<()> {
+    if print {
+        for w in &pre.warnings {
+            eprintln!("herd: warning: {w}");
+        }
     }
     if pre.problems.is_empty() {
         return Ok(());
     }
     if cfg.force {
-        for p in &pre.problems {
-            eprintln!("herd: warning (--force): {p}");
+        if print {
+            for p in &pre.problems {
+                eprintln!("herd: warning (--force): {p}");
+            }
         }
         return Ok(());
     }
@@ -697,6 +702,25 @@ pub fn extra_sections(r: &RunResult) -> String {
             }
             out.push('\n');
         }
+    }
+    let pre = &r.details["preflight"];
+    if pre.is_object() {
+        let _ = writeln!(
+            out,
+            "\npre-flight: stack {} per thread, peak live threads {}{}, peak mappings {}{}",
+            crate::host::human_bytes(pre["stack_bytes"].as_u64().unwrap_or(0)),
+            if pre["peak_is_lower_bound"] == true {
+                ">= "
+            } else {
+                "~"
+            },
+            pre["peak_live_threads"],
+            pre["peak_mappings"],
+            match pre["leak_thread_capacity"].as_u64() {
+                Some(c) => format!(", room for ~{c} leaked threads"),
+                None => String::new(),
+            }
+        );
     }
     if !r.warnings.is_empty() {
         let _ = writeln!(out, "\nwarnings:");
