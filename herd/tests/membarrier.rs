@@ -203,3 +203,12 @@ fn ctrl_c_prints_the_partial_result_and_exits_130() {
     let r: RunResult = serde_json::from_slice(&out.stdout).expect("partial result printed");
     assert!(r.interrupted);
 }
+
+#[test]
+fn global_command_runs_without_registration() {
+    let Some(r) = run_json(&["--cmd", "global", "--load", "idle"]) else {
+        return;
+    };
+    assert!(r.metric("calls").unwrap() >= 1.0);
+    assert_eq!(r.config["cmd"], "global");
+}
