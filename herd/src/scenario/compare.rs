@@ -1,10 +1,714 @@
-//! `herd compare`: not built yet (see its issue).
+//! `herd compare`: several configurations of one scenario, repeated and
+//! interleaved, with LKP-style statistics.
+//!
+//! A *configuration* is the scenario's arguments: the flags shared by all
+//! (everything after compare's own flags) plus what varies. What varies is
+//! given by any mix of:
+//! * shorthands for the flags this project compares most:
+//!   `--cleanup none,locked,exitq`, `--stacks glibc,recycled`,
+//!   `--sync per-op,expedited,deferred`;
+//! * `--vary FLAG=V1,V2,...` for any other flag (`--vary per-wave=10,100`);
+//! * `--config 'ARGS'`, repeated, one whole set of extra arguments each
+//!   (`--config '--cleanup locked' --config '--cleanup exitq --lag 2'`).
+//!
+//! Several of these multiply (every combination runs); a list with one
+//! value just adds that flag to every configuration. The first
+//! configuration is the baseline of `%change`.
+//!
+//! Each measurement is one child process ([`crate::runner::run_child`]):
+//! `-r N` rounds, each running every configuration once in order (A B C A
+//! B C ...), so drift of the machine (other load, thermal, page cache)
+//! spreads over all configurations instead of biasing one. `--warmup K`
+//! rounds run first and are discarded.
+//!
+//! Ctrl-C stops after the running child, which reports its partial result;
+//! the table is printed for what completed (interrupted runs are kept in
+//! the JSON but left out of the statistics) and the exit code is 130.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+
+use crate::error::{usage, EXIT_INTERRUPTED};
+use crate::export::comparison::Comparison;
+use crate::export::progress::Progress;
+use crate::result::{RunResult, RunSet, SCHEMA_VERSION};
+use crate::runner;
+use crate::stats::DEFAULT_ALPHA;
+
+/// Scenarios that produce a [`RunResult`] and can be compared.
+pub const SCENARIOS: &[&str] = &["storm", "unregister", "gp", "membarrier", "agent"];
+
+/// What varies between configurations: shared by `compare` and `sweep`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct VaryArgs {
+    /// Exit-cleanup strategies to compare (storm): shorthand for
+    /// `--vary cleanup=LIST`, e.g. `none,locked,exitq,sync,expedited`.
+    #[arg(long, value_name = "LIST")]
+    pub cleanup: Option<String>,
+    /// Thread-stack providers to compare (storm): shorthand for
+    /// `--vary stacks=LIST`, e.g. `glibc,recycled`.
+    #[arg(long, value_name = "LIST")]
+    pub stacks: Option<String>,
+    /// Grace-period modes to compare (unregister): shorthand for
+    /// `--vary sync=LIST`, e.g. `per-op,expedited,deferred`.
+    #[arg(long, value_name = "LIST")]
+    pub sync: Option<String>,
+    /// Any scenario flag over a list of values, e.g. `per-wave=10,100,1000`
+    /// or `--lag=1,4`. Repeatable; values are separated by commas (use
+    /// `--config` for values that contain commas).
+    #[arg(long, value_name = "FLAG=V1,V2,...")]
+    pub vary: Vec<String>,
+    /// One configuration's extra scenario arguments, quoted as one string
+    /// (shell-style quoting inside). Repeatable: each is one configuration.
+    #[arg(long, value_name = "ARGS")]
+    pub config: Vec<String>,
+}
 
 /// Flags of `herd compare`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct Args {}
+#[command(after_long_help = COMPARE_HELP)]
+pub struct Args {
+    /// The scenario to run (storm, unregister, gp, membarrier, agent).
+    #[arg(long, default_value = "storm")]
+    pub scenario: String,
+    /// Repetitions of every configuration (interleaved A B C A B C ...).
+    #[arg(short = 'r', long = "runs", default_value_t = 5)]
+    pub runs: usize,
+    /// Rounds run first and discarded (page cache, CPU frequency, ...).
+    #[arg(long, default_value_t = 0)]
+    pub warmup: usize,
+    /// What varies between configurations.
+    #[command(flatten)]
+    pub vary: VaryArgs,
+    /// Significance level of Welch's t-test.
+    #[arg(long, default_value_t = DEFAULT_ALPHA)]
+    pub alpha: f64,
+    /// Only these metrics (comma-separated names; `prefix*` matches a prefix).
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub metrics: Vec<String>,
+    /// Print the comparison as JSON (with every run) instead of a table.
+    #[arg(long, conflicts_with_all = ["csv", "markdown"])]
+    pub json: bool,
+    /// Print the comparison as CSV (one line per metric and configuration).
+    #[arg(long, conflicts_with = "markdown")]
+    pub csv: bool,
+    /// Print the comparison as a Markdown table.
+    #[arg(long)]
+    pub markdown: bool,
+    /// Also write the JSON document to FILE (input for `herd diff`).
+    #[arg(long, value_name = "FILE")]
+    pub save: Option<PathBuf>,
+    /// The scenario's own flags, shared by every configuration. They come
+    /// after compare's flags (optionally after `--`).
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "SCENARIO FLAGS"
+    )]
+    pub args: Vec<String>,
+}
+
+const COMPARE_HELP: &str = "\
+Examples:
+  herd compare --cleanup locked,exitq,sync,expedited -r 5 --waves 50 --per-wave 100
+  herd compare --stacks glibc,recycled -r 5 --spin 0
+  herd compare --scenario unregister --sync per-op,expedited,deferred
+  herd compare -r 5 --config '--cleanup locked' --config '--cleanup exitq' -- --waves 50
+  herd compare --vary per-wave=100,400 --cleanup locked,exitq --save cmp.json
+
+The first configuration is the baseline. Per metric: mean ±%stddev of each
+configuration, %change against the baseline and its significance: * p<0.05,
+** p<0.01, *** p<0.001 (Welch's t-test), R when the two ranges of values
+separate by more than half the difference of the means (LKP's rule). A
+change is called better/worse only when both hold.
+
+compare's own flags come first; everything from the first flag compare does
+not know is passed to the scenario, unchanged, in every configuration.";
+
+/// One configuration: a label and the scenario arguments that produce it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// Short human name, e.g. `cleanup=exitq`.
+    pub label: String,
+    /// Complete scenario arguments (common flags first).
+    pub args: Vec<String>,
+}
+
+/// Every configuration to run and the flags that differ between them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// The scenario's shared flags.
+    pub common: Vec<String>,
+    /// Flags that take more than one value (for the document's `varied`).
+    pub varied: Vec<String>,
+    /// Configurations, baseline first.
+    pub configs: Vec<Config>,
+}
+
+/// Flags that belong to compare/sweep themselves (or to the child protocol)
+/// and must not appear among the scenario's flags.
+const OWN_FLAGS: &[&str] = &[
+    "-r",
+    "--runs",
+    "--json",
+    "--csv",
+    "--markdown",
+    "--warmup",
+    "--alpha",
+    "--metrics",
+    "--save",
+    "--scenario",
+    "--vary",
+    "--config",
+    "--over",
+    "--steps",
+    "--scale",
+    "--out",
+];
+
+/// One dimension of variation: a list of (label, args) alternatives.
+struct Dimension {
+    flag: Option<String>,
+    options: Vec<(String, Vec<String>)>,
+}
+
+/// Splits one string into arguments like a POSIX shell would, for
+/// whitespace, 'single quotes', "double quotes" and backslash escapes
+/// (no expansion of any kind).
+pub fn split_args(s: &str) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut in_word = false;
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('\'') => break,
+                        Some(ch) => cur.push(ch),
+                        None => return Err(usage("--config", format!("unclosed ' in `{s}`"))),
+                    }
+                }
+            }
+            '"' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some('\\') => match chars.next() {
+                            Some(ch) => cur.push(ch),
+                            None => return Err(usage("--config", format!("trailing \\ in `{s}`"))),
+                        },
+                        Some(ch) => cur.push(ch),
+                        None => return Err(usage("--config", format!("unclosed \" in `{s}`"))),
+                    }
+                }
+            }
+            '\\' => {
+                in_word = true;
+                match chars.next() {
+                    Some(ch) => cur.push(ch),
+                    None => return Err(usage("--config", format!("trailing \\ in `{s}`"))),
+                }
+            }
+            c if c.is_whitespace() => {
+                if in_word {
+                    out.push(std::mem::take(&mut cur));
+                    in_word = false;
+                }
+            }
+            c => {
+                in_word = true;
+                cur.push(c);
+            }
+        }
+    }
+    if in_word {
+        out.push(cur);
+    }
+    Ok(out)
+}
+
+/// Normalises a flag name: `per-wave`, `--per-wave` -> `--per-wave`.
+fn flag_name(raw: &str, what: &str) -> Result<String> {
+    let name = raw.trim_start_matches('-');
+    let valid = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if !valid {
+        return Err(usage(what, format!("`{raw}` is not a flag name")));
+    }
+    if name.len() == 1 {
+        Ok(format!("-{name}"))
+    } else {
+        Ok(format!("--{name}"))
+    }
+}
+
+/// The values of a comma-separated list (empty items refused).
+fn list_values(flag: &str, list: &str) -> Result<Vec<String>> {
+    let values: Vec<String> = list.split(',').map(|v| v.trim().to_string()).collect();
+    if values.iter().any(String::is_empty) {
+        return Err(usage(
+            flag,
+            format!("`{list}` has an empty value (expected V1,V2,...)"),
+        ));
+    }
+    let mut seen = std::collections::HashSet::new();
+    if let Some(dup) = values.iter().find(|v| !seen.insert(v.as_str())) {
+        return Err(usage(flag, format!("`{dup}` is listed twice")));
+    }
+    Ok(values)
+}
+
+/// Checks the scenario's flags: none of compare's own, and none that is
+/// also varied.
+pub fn check_common(common: &[String], varied_flags: &[String]) -> Result<()> {
+    for tok in common {
+        let name = tok.split('=').next().unwrap_or(tok);
+        let short_r = name.starts_with("-r") && !name.starts_with("--") && name.len() > 1;
+        if OWN_FLAGS.contains(&name) || short_r {
+            return Err(usage(
+                name,
+                "found among the scenario's flags: compare's and sweep's own flags \
+                 (-r, --json, --vary, ...) must come before the scenario's flags, \
+                 e.g. `herd compare -r 5 --cleanup locked,exitq -- --waves 50`",
+            ));
+        }
+        if varied_flags.iter().any(|v| v == name) {
+            return Err(usage(
+                name,
+                "is both varied and given as a shared scenario flag; give it once",
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl Plan {
+    /// Builds every configuration from `vary` and the shared flags.
+    /// `extra` is one more dimension given by the caller (sweep's values).
+    pub fn new(
+        vary: &VaryArgs,
+        common: &[String],
+        extra: Option<(&str, &[String])>,
+    ) -> Result<Plan> {
+        let mut dims: Vec<Dimension> = Vec::new();
+        let shorthands = [
+            ("--cleanup", &vary.cleanup),
+            ("--stacks", &vary.stacks),
+            ("--sync", &vary.sync),
+        ];
+        let mut flag_dims: Vec<(String, Vec<String>, String)> = Vec::new();
+        for (flag, list) in shorthands {
+            if let Some(list) = list {
+                flag_dims.push((flag.to_string(), list_values(flag, list)?, flag.to_string()));
+            }
+        }
+        for spec in &vary.vary {
+            let (flag, list) = spec.split_once('=').ok_or_else(|| {
+                usage(
+                    "--vary",
+                    format!("`{spec}`: expected FLAG=V1,V2,... e.g. per-wave=10,100"),
+                )
+            })?;
+            let flag = flag_name(flag, "--vary")?;
+            flag_dims.push((flag, list_values("--vary", list)?, "--vary".to_string()));
+        }
+        if let Some((flag, values)) = extra {
+            flag_dims.push((
+                flag_name(flag, "--over")?,
+                values.to_vec(),
+                "--over".to_string(),
+            ));
+        }
+        let mut varied = Vec::new();
+        for (flag, values, origin) in flag_dims {
+            if dims
+                .iter()
+                .any(|d| d.flag.as_deref() == Some(flag.as_str()))
+            {
+                return Err(usage(&origin, format!("{flag} is varied twice")));
+            }
+            if values.len() > 1 {
+                varied.push(flag.clone());
+            }
+            let bare = flag.trim_start_matches('-').to_string();
+            let options = values
+                .into_iter()
+                .map(|v| (format!("{bare}={v}"), vec![flag.clone(), v]))
+                .collect();
+            dims.push(Dimension {
+                flag: Some(flag),
+                options,
+            });
+        }
+        if !vary.config.is_empty() {
+            let mut options = Vec::new();
+            for c in &vary.config {
+                let args = split_args(c)?;
+                if args.is_empty() {
+                    return Err(usage("--config", "an empty configuration (give its flags)"));
+                }
+                check_common(&args, &[])?;
+                options.push((args.join(" "), args));
+            }
+            if options.len() > 1 {
+                varied.push("--config".to_string());
+            }
+            dims.push(Dimension {
+                flag: None,
+                options,
+            });
+        }
+        let varied_flags: Vec<String> = dims.iter().filter_map(|d| d.flag.clone()).collect();
+        check_common(common, &varied_flags)?;
+        // Cartesian product, first dimension slowest (baseline = all firsts).
+        let mut configs = vec![(Vec::<String>::new(), common.to_vec())];
+        for dim in &dims {
+            let label_it = dim.options.len() > 1;
+            let mut next = Vec::with_capacity(configs.len() * dim.options.len());
+            for (labels, args) in &configs {
+                for (label, extra_args) in &dim.options {
+                    let mut labels = labels.clone();
+                    if label_it {
+                        labels.push(label.clone());
+                    }
+                    let mut args = args.clone();
+                    args.extend(extra_args.iter().cloned());
+                    next.push((labels, args));
+                }
+            }
+            configs = next;
+        }
+        let configs: Vec<Config> = configs
+            .into_iter()
+            .map(|(labels, args)| Config {
+                label: if labels.is_empty() {
+                    "(shared flags only)".to_string()
+                } else {
+                    labels.join(" ")
+                },
+                args,
+            })
+            .collect();
+        let mut seen = std::collections::HashSet::new();
+        if let Some(dup) = configs.iter().find(|c| !seen.insert(c.args.clone())) {
+            return Err(usage(
+                "--config",
+                format!("configuration `{}` is given twice", dup.label),
+            ));
+        }
+        Ok(Plan {
+            common: common.to_vec(),
+            varied,
+            configs,
+        })
+    }
+}
+
+/// Checks the options shared by compare and sweep.
+pub fn check_run_options(scenario: &str, runs: usize, alpha: f64) -> Result<()> {
+    if !SCENARIOS.contains(&scenario) {
+        return Err(usage(
+            "--scenario",
+            format!(
+                "unknown scenario `{scenario}` (one of {})",
+                SCENARIOS.join(", ")
+            ),
+        ));
+    }
+    if runs == 0 {
+        return Err(usage(
+            "--runs",
+            "must be at least 1 (5 or more for significance)",
+        ));
+    }
+    if !(alpha > 0.0 && alpha < 1.0) {
+        return Err(usage("--alpha", format!("{alpha} is not in (0, 1)")));
+    }
+    Ok(())
+}
+
+/// Runs `configs` interleaved: `warmup` discarded rounds, then `runs`
+/// rounds of one child per configuration. Returns one set per
+/// configuration and whether Ctrl-C stopped it early.
+pub fn run_interleaved(
+    scenario: &str,
+    configs: &[Config],
+    runs: usize,
+    warmup: usize,
+    progress: &Progress,
+) -> Result<(Vec<RunSet>, bool)> {
+    runner::install_interrupt_handler();
+    let mut sets: Vec<RunSet> = configs
+        .iter()
+        .map(|c| RunSet {
+            schema: SCHEMA_VERSION,
+            label: c.label.clone(),
+            runs: Vec::with_capacity(runs),
+        })
+        .collect();
+    for round in 0..warmup + runs {
+        for (cfg, set) in configs.iter().zip(sets.iter_mut()) {
+            if runner::interrupted() {
+                return Ok((sets, true));
+            }
+            let what = if round < warmup {
+                format!("warmup {}/{warmup}", round + 1)
+            } else {
+                format!("run {}/{runs}", round - warmup + 1)
+            };
+            progress.set_message(format!("{} ({what})", cfg.label));
+            let result: RunResult = runner::run_child(scenario, &cfg.args)
+                .with_context(|| format!("{what} of configuration `{}` failed", cfg.label))?;
+            progress.inc();
+            let stop = result.interrupted;
+            if round >= warmup || stop {
+                set.runs.push(result);
+            }
+            if stop {
+                return Ok((sets, true));
+            }
+        }
+    }
+    Ok((sets, runner::interrupted()))
+}
+
+/// Writes `text` to `path`, naming the file in the error.
+pub fn write_file(path: &std::path::Path, text: &str) -> Result<()> {
+    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Prints `c` in the format the flags ask for.
+pub fn print_comparison(c: &Comparison, json: bool, csv: bool, markdown: bool) -> Result<()> {
+    let text = if json {
+        c.to_json()?
+    } else if csv {
+        c.to_csv()?
+    } else if markdown {
+        c.to_markdown()
+    } else {
+        c.to_table()
+    };
+    print!("{text}");
+    if json {
+        println!();
+    }
+    Ok(())
+}
 
 /// Runs `herd compare`.
-pub fn run(_args: &Args) -> anyhow::Result<u8> {
-    anyhow::bail!("herd compare is not built yet")
+pub fn run(args: &Args) -> Result<u8> {
+    check_run_options(&args.scenario, args.runs, args.alpha)?;
+    let plan = Plan::new(&args.vary, &args.args, None)?;
+    if plan.configs.len() < 2 {
+        return Err(usage(
+            "",
+            "nothing to compare: give at least two configurations \
+             (e.g. --cleanup locked,exitq, --vary FLAG=A,B, or --config twice)",
+        ));
+    }
+    if let Some(path) = &args.save {
+        // Fail now rather than after an hour of runs.
+        write_file(path, "").context("--save")?;
+    }
+    if args.runs < 2 {
+        eprintln!(
+            "note: -r {}: no significance test without at least 2 runs per configuration",
+            args.runs
+        );
+    }
+    let total = ((args.warmup + args.runs) * plan.configs.len()) as u64;
+    let progress = Progress::new(total, "runs");
+    let (sets, interrupted) = run_interleaved(
+        &args.scenario,
+        &plan.configs,
+        args.runs,
+        args.warmup,
+        &progress,
+    )?;
+    progress.finish();
+    let mut c = Comparison::build(
+        &args.scenario,
+        plan.common.clone(),
+        plan.varied.clone(),
+        sets,
+        args.alpha,
+        &args.metrics,
+    );
+    if interrupted {
+        c.notes
+            .push("interrupted by Ctrl-C: figures cover the runs that completed".into());
+    }
+    if let Some(path) = &args.save {
+        write_file(path, &c.to_json()?)?;
+    }
+    print_comparison(&c, args.json, args.csv, args.markdown)?;
+    Ok(if interrupted { EXIT_INTERRUPTED } else { 0 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn shell_split() {
+        assert_eq!(
+            split_args("--cleanup locked").unwrap(),
+            s(&["--cleanup", "locked"])
+        );
+        assert_eq!(
+            split_args(r#" --a 'b c'  --d "e \"f\"" g\ h '' "#).unwrap(),
+            s(&["--a", "b c", "--d", "e \"f\"", "g h", ""])
+        );
+        assert!(split_args("--a 'b").is_err());
+        assert!(split_args("--a \"b").is_err());
+        assert!(split_args("--a b\\").is_err());
+    }
+
+    #[test]
+    fn shorthand_and_vary_multiply() {
+        let vary = VaryArgs {
+            cleanup: Some("locked,exitq".into()),
+            vary: vec!["per-wave=10,100".into()],
+            ..Default::default()
+        };
+        let p = Plan::new(&vary, &s(&["--waves", "5"]), None).unwrap();
+        let labels: Vec<&str> = p.configs.iter().map(|c| c.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "cleanup=locked per-wave=10",
+                "cleanup=locked per-wave=100",
+                "cleanup=exitq per-wave=10",
+                "cleanup=exitq per-wave=100"
+            ]
+        );
+        assert_eq!(
+            p.configs[3].args,
+            s(&["--waves", "5", "--cleanup", "exitq", "--per-wave", "100"])
+        );
+        assert_eq!(p.varied, s(&["--cleanup", "--per-wave"]));
+    }
+
+    #[test]
+    fn single_value_is_shared_not_labelled() {
+        let vary = VaryArgs {
+            cleanup: Some("exitq".into()),
+            stacks: Some("glibc,recycled".into()),
+            ..Default::default()
+        };
+        let p = Plan::new(&vary, &[], None).unwrap();
+        assert_eq!(p.configs[0].label, "stacks=glibc");
+        assert_eq!(
+            p.configs[1].args,
+            s(&["--cleanup", "exitq", "--stacks", "recycled"])
+        );
+        assert_eq!(p.varied, s(&["--stacks"]));
+    }
+
+    #[test]
+    fn configs_are_split_and_labelled() {
+        let vary = VaryArgs {
+            config: vec![
+                "--cleanup locked".into(),
+                "--cleanup 'exitq'  --lag 2".into(),
+            ],
+            ..Default::default()
+        };
+        let p = Plan::new(&vary, &s(&["--waves", "50"]), None).unwrap();
+        assert_eq!(p.configs[1].label, "--cleanup exitq --lag 2");
+        assert_eq!(
+            p.configs[1].args,
+            s(&["--waves", "50", "--cleanup", "exitq", "--lag", "2"])
+        );
+    }
+
+    #[test]
+    fn refuses_bad_plans() {
+        let bad = |vary: VaryArgs, common: &[&str]| Plan::new(&vary, &s(common), None).unwrap_err();
+        let is_usage = |e: anyhow::Error| crate::error::exit_code_for(&e) == 2;
+        assert!(is_usage(bad(
+            VaryArgs {
+                cleanup: Some("a,,b".into()),
+                ..Default::default()
+            },
+            &[]
+        )));
+        assert!(is_usage(bad(
+            VaryArgs {
+                cleanup: Some("a,a".into()),
+                ..Default::default()
+            },
+            &[]
+        )));
+        assert!(is_usage(bad(
+            VaryArgs {
+                vary: vec!["per-wave".into()],
+                ..Default::default()
+            },
+            &[]
+        )));
+        assert!(is_usage(bad(
+            VaryArgs {
+                vary: vec!["cleanup=a,b".into()],
+                cleanup: Some("c".into()),
+                ..Default::default()
+            },
+            &[]
+        )));
+        // Varied and shared at once.
+        let e = bad(
+            VaryArgs {
+                cleanup: Some("a,b".into()),
+                ..Default::default()
+            },
+            &["--cleanup", "x"],
+        );
+        assert!(e.to_string().contains("both varied"), "{e}");
+        // compare's own flags after the scenario's.
+        let e = bad(
+            VaryArgs {
+                cleanup: Some("a,b".into()),
+                ..Default::default()
+            },
+            &["--waves", "5", "-r", "3"],
+        );
+        assert!(e.to_string().contains("must come before"), "{e}");
+        let e = bad(
+            VaryArgs {
+                cleanup: Some("a,b".into()),
+                ..Default::default()
+            },
+            &["--json"],
+        );
+        assert!(is_usage(e));
+        // Two identical configurations.
+        let e = bad(
+            VaryArgs {
+                config: vec!["--a 1".into(), "--a  1".into()],
+                ..Default::default()
+            },
+            &[],
+        );
+        assert!(e.to_string().contains("twice"), "{e}");
+    }
+
+    #[test]
+    fn run_options() {
+        assert!(check_run_options("storm", 5, 0.05).is_ok());
+        assert!(check_run_options("nope", 5, 0.05).is_err());
+        assert!(check_run_options("storm", 0, 0.05).is_err());
+        assert!(check_run_options("storm", 5, 1.0).is_err());
+        assert!(check_run_options("storm", 5, f64::NAN).is_err());
+    }
 }

@@ -1,10 +1,409 @@
-//! `herd diff`: not built yet (see its issue).
+//! `herd diff A.json B.json`: the comparison of `herd compare`, between two
+//! saved results (two kernels, two machines, before and after a patch).
+//!
+//! Each file may be one run (`herd storm --json`), a set of repetitions
+//! (`herd storm -r 5 --json`) or a whole comparison (`herd compare --json`
+//! or `--save`). A comparison holds several configurations: the two files'
+//! configurations are paired by label (`--label` picks one), and each pair
+//! is compared, A as the baseline.
+//!
+//! Refused unless `--force`: different scenarios, different JSON layout
+//! versions, or a different configuration: any key of the typed options
+//! (`config`) that differs, except those a comparison file says it varied.
+//! Host differences (kernel, CPUs, ...) are the point of a diff and are
+//! listed, not refused.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::error::usage;
+use crate::export::comparison::{self, Comparison};
+use crate::result::{RunResult, RunSet, SCHEMA_VERSION};
+use crate::scenario::compare::write_file;
+use crate::stats::DEFAULT_ALPHA;
 
 /// Flags of `herd diff`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct Args {}
+#[command(after_long_help = DIFF_HELP)]
+pub struct Args {
+    /// The baseline: a run, a RunSet (-r N --json) or a comparison JSON.
+    pub a: PathBuf,
+    /// The candidate, same kinds as A.
+    pub b: PathBuf,
+    /// Compare even when scenario, schema or configuration differ.
+    #[arg(long)]
+    pub force: bool,
+    /// Only the configuration with this label (files with several).
+    #[arg(long)]
+    pub label: Option<String>,
+    /// Significance level of Welch's t-test.
+    #[arg(long, default_value_t = DEFAULT_ALPHA)]
+    pub alpha: f64,
+    /// Only these metrics (comma-separated names; `prefix*` matches a prefix).
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub metrics: Vec<String>,
+    /// Print JSON (`{"kind":"herd-diff","pairs":[comparison, ...]}`).
+    #[arg(long, conflicts_with_all = ["csv", "markdown"])]
+    pub json: bool,
+    /// Print CSV (one line per pair, metric and side).
+    #[arg(long, conflicts_with = "markdown")]
+    pub csv: bool,
+    /// Print Markdown tables.
+    #[arg(long)]
+    pub markdown: bool,
+    /// Also write the JSON document to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub save: Option<PathBuf>,
+}
+
+const DIFF_HELP: &str = "\
+Examples:
+  herd storm -r 5 --json > before.json; (patch, rebuild) herd storm -r 5 --json > after.json
+  herd diff before.json after.json
+  herd compare --cleanup locked,exitq --save a.json   # on kernel A, then B.json on kernel B
+  herd diff a.json b.json --markdown
+
+Statistics as in `herd compare`: mean ±%stddev, %change of B against A,
+Welch's t-test stars and LKP's range rule (R); better/worse when both hold.";
+
+/// One input file, as configurations.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    /// Where it came from.
+    pub path: PathBuf,
+    /// One set per configuration.
+    pub sets: Vec<RunSet>,
+    /// Config keys the file's comparison varied (exempt from the check).
+    pub varied_keys: Vec<String>,
+}
+
+/// The diff document (`--json`).
+#[derive(Debug, Clone, Serialize)]
+pub struct DiffDoc {
+    /// [`SCHEMA_VERSION`].
+    pub schema: u32,
+    /// Always `herd-diff`.
+    pub kind: &'static str,
+    /// The baseline file.
+    pub a: String,
+    /// The candidate file.
+    pub b: String,
+    /// One comparison per paired configuration.
+    pub pairs: Vec<Comparison>,
+    /// Differences that were accepted or that the reader should know.
+    pub notes: Vec<String>,
+}
+
+fn short_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string())
+}
+
+/// Reads a run, a RunSet or a comparison document.
+pub fn load(path: &Path) -> Result<Loaded> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| usage("", format!("cannot read {}: {e}", path.display())))?;
+    parse(path, &text)
+}
+
+/// [`load`] on text already read.
+pub fn parse(path: &Path, text: &str) -> Result<Loaded> {
+    let bad = |why: String| usage("", format!("{}: {why}", path.display()));
+    let v: Value = serde_json::from_str(text).map_err(|e| bad(format!("not JSON: {e}")))?;
+    let name = short_name(path);
+    if v.get("kind").and_then(Value::as_str) == Some(comparison::KIND) {
+        let c: Comparison =
+            serde_json::from_value(v).map_err(|e| bad(format!("not a herd comparison: {e}")))?;
+        let varied_keys = c.varied.iter().map(|f| config_key(f)).collect();
+        return Ok(Loaded {
+            path: path.to_path_buf(),
+            sets: c.sets,
+            varied_keys,
+        });
+    }
+    if v.get("runs").is_some() {
+        let set: RunSet =
+            serde_json::from_value(v).map_err(|e| bad(format!("not a herd RunSet: {e}")))?;
+        return Ok(Loaded {
+            path: path.to_path_buf(),
+            sets: vec![set],
+            varied_keys: vec![],
+        });
+    }
+    if v.get("metrics").is_some() {
+        let run: RunResult =
+            serde_json::from_value(v).map_err(|e| bad(format!("not a herd run: {e}")))?;
+        return Ok(Loaded {
+            path: path.to_path_buf(),
+            sets: vec![RunSet {
+                schema: run.schema,
+                label: name,
+                runs: vec![run],
+            }],
+            varied_keys: vec![],
+        });
+    }
+    Err(bad(
+        "not a herd result (expected `herd <scenario> --json` output or `herd compare --json`)"
+            .into(),
+    ))
+}
+
+/// The `config` key a flag sets: `--per-wave` -> `per_wave`.
+pub fn config_key(flag: &str) -> String {
+    flag.trim_start_matches('-').replace('-', "_")
+}
+
+/// Flattens a JSON value into `path -> value` pairs (`a.b[2].c`).
+fn flatten(prefix: &str, v: &Value, out: &mut BTreeMap<String, String>) {
+    match v {
+        Value::Object(map) => {
+            for (k, v) in map {
+                let p = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                flatten(&p, v, out);
+            }
+        }
+        other => {
+            out.insert(prefix.to_string(), other.to_string());
+        }
+    }
+}
+
+/// Keys whose values differ between two JSON objects, as `key: a vs b`.
+pub fn differences(a: &Value, b: &Value, exempt: &[String]) -> Vec<String> {
+    let (mut fa, mut fb) = (BTreeMap::new(), BTreeMap::new());
+    flatten("", a, &mut fa);
+    flatten("", b, &mut fb);
+    let keys: std::collections::BTreeSet<&String> = fa.keys().chain(fb.keys()).collect();
+    keys.into_iter()
+        .filter(|k| {
+            let top = k.split(['.', '[']).next().unwrap_or(k);
+            !exempt.iter().any(|e| e == top || e == *k)
+        })
+        .filter_map(|k| {
+            let (va, vb) = (fa.get(k), fb.get(k));
+            (va != vb).then(|| {
+                let show = |v: Option<&String>| v.cloned().unwrap_or_else(|| "(absent)".into());
+                format!("{k}: {} vs {}", show(va), show(vb))
+            })
+        })
+        .collect()
+}
+
+/// Why `a` and `b` must not be compared (empty: compatible).
+pub fn incompatibilities(a: &RunSet, b: &RunSet, exempt: &[String]) -> Vec<String> {
+    let mut why = Vec::new();
+    let (Some(ra), Some(rb)) = (a.runs.first(), b.runs.first()) else {
+        why.push("a side has no runs".to_string());
+        return why;
+    };
+    if ra.scenario != rb.scenario {
+        why.push(format!("scenario: {} vs {}", ra.scenario, rb.scenario));
+    }
+    if a.schema != b.schema || ra.schema != rb.schema {
+        why.push(format!("JSON schema: {} vs {}", ra.schema, rb.schema));
+    }
+    for set in [a, b] {
+        if let Some(odd) = set.runs.iter().find(|r| r.config != set.runs[0].config) {
+            why.push(format!(
+                "{}: runs with different configurations inside one set ({})",
+                set.label,
+                differences(&set.runs[0].config, &odd.config, &[]).join(", ")
+            ));
+        }
+    }
+    why.extend(
+        differences(&ra.config, &rb.config, exempt)
+            .into_iter()
+            .map(|d| format!("config {d}")),
+    );
+    why
+}
+
+/// Paired configurations (A, B) and notes about the unpaired.
+type Pairing = (Vec<(RunSet, RunSet)>, Vec<String>);
+
+/// Pairs the configurations of two files (by label when either has several).
+fn pair(a: &Loaded, b: &Loaded, only: Option<&str>) -> Result<Pairing> {
+    let pick = |l: &Loaded| -> Result<Vec<RunSet>> {
+        match only {
+            None => Ok(l.sets.clone()),
+            Some(label) => {
+                let sets: Vec<RunSet> = l
+                    .sets
+                    .iter()
+                    .filter(|s| s.label == label)
+                    .cloned()
+                    .collect();
+                if sets.is_empty() {
+                    let have: Vec<&str> = l.sets.iter().map(|s| s.label.as_str()).collect();
+                    return Err(usage(
+                        "--label",
+                        format!(
+                            "{} has no `{label}` (it has: {})",
+                            l.path.display(),
+                            have.join(", ")
+                        ),
+                    ));
+                }
+                Ok(sets)
+            }
+        }
+    };
+    let (sa, sb) = (pick(a)?, pick(b)?);
+    let mut notes = Vec::new();
+    if sa.len() == 1 && sb.len() == 1 {
+        let (mut x, mut y) = (sa[0].clone(), sb[0].clone());
+        x.label = format!("A: {}", short_name(&a.path));
+        y.label = format!("B: {}", short_name(&b.path));
+        if sa[0].label != sb[0].label {
+            notes.push(format!(
+                "labels differ: A is `{}`, B is `{}`",
+                sa[0].label, sb[0].label
+            ));
+        }
+        return Ok((vec![(x, y)], notes));
+    }
+    let mut pairs = Vec::new();
+    for x in &sa {
+        match sb.iter().find(|y| y.label == x.label) {
+            Some(y) => {
+                let (mut x, mut y) = (x.clone(), y.clone());
+                let label = x.label.clone();
+                x.label = format!("A: {label}");
+                y.label = format!("B: {label}");
+                pairs.push((x, y));
+            }
+            None => notes.push(format!("`{}` is only in A", x.label)),
+        }
+    }
+    for y in sb.iter().filter(|y| !sa.iter().any(|x| x.label == y.label)) {
+        notes.push(format!("`{}` is only in B", y.label));
+    }
+    if pairs.is_empty() {
+        return Err(usage(
+            "",
+            "no configuration label is in both files (use --label, or files with one configuration)",
+        ));
+    }
+    Ok((pairs, notes))
+}
+
+/// Builds the diff of two loaded files.
+pub fn diff(a: &Loaded, b: &Loaded, args: &Args) -> Result<DiffDoc> {
+    let (pairs, mut notes) = pair(a, b, args.label.as_deref())?;
+    let exempt: Vec<String> = a
+        .varied_keys
+        .iter()
+        .chain(&b.varied_keys)
+        .cloned()
+        .collect();
+    let mut comparisons = Vec::new();
+    for (x, y) in pairs {
+        let why = incompatibilities(&x, &y, &exempt);
+        if !why.is_empty() {
+            if !args.force {
+                return Err(usage(
+                    "",
+                    format!(
+                        "`{}` and `{}` are not comparable:\n  {}\n(--force compares them anyway)",
+                        x.label,
+                        y.label,
+                        why.join("\n  ")
+                    ),
+                ));
+            }
+            notes.extend(why.into_iter().map(|w| format!("forced: {w}")));
+        }
+        if let (Some(ra), Some(rb)) = (x.runs.first(), y.runs.first()) {
+            let host = differences(&ra.host, &rb.host, &[]);
+            if !host.is_empty() {
+                notes.push(format!("hosts differ: {}", host.join("; ")));
+            }
+            if ra.herd_version != rb.herd_version {
+                notes.push(format!(
+                    "herd versions: {} vs {}",
+                    ra.herd_version, rb.herd_version
+                ));
+            }
+        }
+        let scenario = x
+            .runs
+            .first()
+            .map(|r| r.scenario.clone())
+            .unwrap_or_default();
+        let common = x.runs.first().map(|r| r.args.clone()).unwrap_or_default();
+        let mut c = Comparison::build(
+            &scenario,
+            common,
+            vec![],
+            vec![x, y],
+            args.alpha,
+            &args.metrics,
+        );
+        c.title = format!(
+            "herd diff: {} (A) vs {} (B)",
+            args.a.display(),
+            args.b.display()
+        );
+        c.notes.extend(notes.iter().cloned());
+        comparisons.push(c);
+    }
+    notes.sort();
+    notes.dedup();
+    Ok(DiffDoc {
+        schema: SCHEMA_VERSION,
+        kind: "herd-diff",
+        a: args.a.display().to_string(),
+        b: args.b.display().to_string(),
+        pairs: comparisons,
+        notes,
+    })
+}
 
 /// Runs `herd diff`.
-pub fn run(_args: &Args) -> anyhow::Result<u8> {
-    anyhow::bail!("herd diff is not built yet")
+pub fn run(args: &Args) -> Result<u8> {
+    if !(args.alpha > 0.0 && args.alpha < 1.0) {
+        return Err(usage("--alpha", format!("{} is not in (0, 1)", args.alpha)));
+    }
+    let a = load(&args.a)?;
+    let b = load(&args.b)?;
+    let doc = diff(&a, &b, args)?;
+    let json = serde_json::to_string_pretty(&doc)?;
+    if let Some(path) = &args.save {
+        write_file(path, &json)?;
+    }
+    if args.json {
+        println!("{json}");
+        return Ok(0);
+    }
+    for (i, c) in doc.pairs.iter().enumerate() {
+        let text = if args.csv {
+            let csv = c.to_csv().context("CSV")?;
+            // One header for the whole output.
+            if i == 0 {
+                csv
+            } else {
+                csv.lines().skip(1).map(|l| format!("{l}\n")).collect()
+            }
+        } else if args.markdown {
+            c.to_markdown()
+        } else {
+            c.to_table()
+        };
+        if i > 0 && !args.csv {
+            println!();
+        }
+        print!("{text}");
+    }
+    Ok(0)
 }

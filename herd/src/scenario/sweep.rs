@@ -1,10 +1,799 @@
-//! `herd sweep`: not built yet (see its issue).
+//! `herd sweep`: one flag over a range of values, for one or several
+//! configurations, with one SVG line chart per metric.
+//!
+//! `--over FLAG=SPEC` names the swept flag and its values:
+//! * `A..B` with `--steps N` (default 5) points from A to B inclusive,
+//!   spaced evenly, or geometrically with `--scale log` (the default when
+//!   B/A >= 20, e.g. `per-wave=10..1000` gives 10, 32, 100, 316, 1000);
+//! * `A..B:S`: A, A+S, A+2S, ... up to B;
+//! * `V1,V2,...`: exactly these values.
+//!
+//! Values are numbers (integers when A, B and S are): the x axis of the
+//! charts. The configurations (the lines of each chart) are given as in
+//! `herd compare` (`--cleanup locked,exitq`, `--vary`, `--config`). Every
+//! measurement is one child process; `-r N` rounds each run every (value,
+//! configuration) pair once, interleaved.
+//!
+//! `--out DIR` receives `data.json` (every run), `data.csv` (one line per
+//! metric, configuration and value) and `<metric>.svg` per metric (mean,
+//! with bars from the smallest to the largest run). The table printed at
+//! the end has, per metric, one row per value and per configuration
+//! `mean ±%stddev` with %change and significance against the first
+//! configuration.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{usage, EXIT_INTERRUPTED};
+use crate::export::comparison::fmt_value;
+use crate::export::progress::Progress;
+use crate::export::svg;
+use crate::result::{Better, RunSet, SCHEMA_VERSION};
+use crate::runner;
+use crate::scenario::compare::{check_common, check_run_options, write_file, Plan, VaryArgs};
+use crate::stats::{Change, Summary, DEFAULT_ALPHA};
+
+/// Spacing of generated values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scale {
+    /// Log when B/A >= 20, else linear.
+    Auto,
+    /// Evenly spaced.
+    Lin,
+    /// Geometrically spaced (log x axis).
+    Log,
+}
 
 /// Flags of `herd sweep`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct Args {}
+#[command(after_long_help = SWEEP_HELP)]
+pub struct Args {
+    /// The swept flag and its values: FLAG=A..B, FLAG=A..B:STEP or FLAG=V1,V2,...
+    #[arg(long, value_name = "FLAG=SPEC")]
+    pub over: String,
+    /// Number of values for FLAG=A..B.
+    #[arg(long, default_value_t = 5)]
+    pub steps: usize,
+    /// Spacing of the values for FLAG=A..B (and the x axis).
+    #[arg(long, value_enum, default_value_t = Scale::Auto)]
+    pub scale: Scale,
+    /// The scenario to run (storm, unregister, gp, membarrier, agent).
+    #[arg(long, default_value = "storm")]
+    pub scenario: String,
+    /// Repetitions of every point (interleaved).
+    #[arg(short = 'r', long = "runs", default_value_t = 3)]
+    pub runs: usize,
+    /// The configurations (one line per configuration in every chart).
+    #[command(flatten)]
+    pub vary: VaryArgs,
+    /// Significance level of Welch's t-test (table marks).
+    #[arg(long, default_value_t = DEFAULT_ALPHA)]
+    pub alpha: f64,
+    /// Only these metrics (comma-separated names; `prefix*` matches a prefix).
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub metrics: Vec<String>,
+    /// Output directory for data.json, data.csv and one SVG per metric
+    /// (default: sweep-<flag>).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Print the sweep document as JSON instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// The scenario's own flags, shared by every point.
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "SCENARIO FLAGS"
+    )]
+    pub args: Vec<String>,
+}
+
+const SWEEP_HELP: &str = "\
+Examples:
+  herd sweep --over per-wave=10..1000 --cleanup locked,exitq -r 3 --out docs/sweep
+  herd sweep --over waves=10..50:10 --config '--cleanup sync' --config '--cleanup exitq'
+  herd sweep --over lag=1,2,4,8 --stacks glibc,recycled -- --spin 0
+
+Writes DIR/data.json, DIR/data.csv and DIR/<metric>.svg (mean per point,
+bars from the smallest to the largest run); prints a table per metric.";
+
+/// The swept values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Values {
+    /// The flag, normalised (`--per-wave`).
+    pub flag: String,
+    /// Values as passed to the scenario.
+    pub text: Vec<String>,
+    /// The same as numbers (x axis).
+    pub x: Vec<f64>,
+    /// Log x axis.
+    pub log: bool,
+}
+
+fn number(flag: &str, s: &str) -> Result<f64> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| usage("--over", format!("{flag}: `{s}` is not a number")))?;
+    if !v.is_finite() {
+        return Err(usage(
+            "--over",
+            format!("{flag}: `{s}` is not a finite number"),
+        ));
+    }
+    Ok(v)
+}
+
+fn is_int(s: &str) -> bool {
+    s.trim().parse::<i64>().is_ok()
+}
+
+fn show(v: f64, int: bool) -> String {
+    if int {
+        format!("{}", v.round() as i64)
+    } else {
+        let s = format!("{v:.6}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
+/// Parses `--over FLAG=SPEC` with `--steps` and `--scale`.
+pub fn parse_values(over: &str, steps: usize, scale: Scale) -> Result<Values> {
+    let (flag, spec) = over.split_once('=').ok_or_else(|| {
+        usage(
+            "--over",
+            format!("`{over}`: expected FLAG=A..B or FLAG=V1,V2,..."),
+        )
+    })?;
+    let flag = {
+        let bare = flag.trim_start_matches('-');
+        if bare.is_empty()
+            || !bare
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(usage("--over", format!("`{flag}` is not a flag name")));
+        }
+        if bare.len() == 1 {
+            format!("-{bare}")
+        } else {
+            format!("--{bare}")
+        }
+    };
+    let (text, x, log) = if let Some((a, rest)) = spec.split_once("..") {
+        let (b, step) = match rest.split_once(':') {
+            Some((b, s)) => (b, Some(s)),
+            None => (rest, None),
+        };
+        let int = is_int(a) && is_int(b) && !matches!(step, Some(s) if !is_int(s));
+        let (lo, hi) = (number(&flag, a)?, number(&flag, b)?);
+        if lo >= hi {
+            return Err(usage(
+                "--over",
+                format!("{flag}: range {a}..{b} is empty (A must be < B)"),
+            ));
+        }
+        let mut xs = Vec::new();
+        let log;
+        if let Some(step) = step {
+            let st = number(&flag, step)?;
+            if st <= 0.0 {
+                return Err(usage(
+                    "--over",
+                    format!("{flag}: step {step} must be positive"),
+                ));
+            }
+            let n = ((hi - lo) / st).floor() as usize;
+            if n >= 10_000 {
+                return Err(usage(
+                    "--over",
+                    format!("{flag}: {} points is too many", n + 1),
+                ));
+            }
+            xs.extend((0..=n).map(|i| lo + st * i as f64));
+            log = scale == Scale::Log && lo > 0.0;
+        } else {
+            if !(2..=1000).contains(&steps) {
+                return Err(usage("--steps", format!("{steps}: must be 2..=1000")));
+            }
+            log = match scale {
+                Scale::Lin => false,
+                Scale::Log => {
+                    if lo <= 0.0 {
+                        return Err(usage("--scale", "log needs a range above 0"));
+                    }
+                    true
+                }
+                Scale::Auto => lo > 0.0 && hi / lo >= 20.0,
+            };
+            for i in 0..steps {
+                let f = i as f64 / (steps - 1) as f64;
+                xs.push(if log {
+                    lo * (hi / lo).powf(f)
+                } else {
+                    lo + (hi - lo) * f
+                });
+            }
+        }
+        let mut text: Vec<String> = xs.iter().map(|&v| show(v, int)).collect();
+        text.dedup();
+        let x = text.iter().map(|t| t.parse().unwrap_or(f64::NAN)).collect();
+        (text, x, log)
+    } else {
+        let text: Vec<String> = spec.split(',').map(|s| s.trim().to_string()).collect();
+        let x = text
+            .iter()
+            .map(|t| number(&flag, t))
+            .collect::<Result<Vec<f64>>>()?;
+        if x.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(usage(
+                "--over",
+                format!("{flag}: values must increase: {spec}"),
+            ));
+        }
+        let log = match scale {
+            Scale::Lin => false,
+            Scale::Log => x[0] > 0.0,
+            Scale::Auto => x[0] > 0.0 && x[x.len() - 1] / x[0] >= 20.0,
+        };
+        (text, x, log)
+    };
+    if text.len() < 2 {
+        return Err(usage(
+            "--over",
+            format!("{flag}: a sweep needs at least 2 values"),
+        ));
+    }
+    Ok(Values { flag, text, x, log })
+}
+
+/// One measured point: a configuration at one value.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SweepPoint {
+    /// Index into [`SweepDoc::series`].
+    pub series: usize,
+    /// The value as passed to the scenario.
+    pub value: String,
+    /// The same as a number.
+    pub x: f64,
+    /// Its runs.
+    pub set: RunSet,
+}
+
+/// One metric over the sweep: `summaries[series][value index]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SweepMetric {
+    /// Metric name.
+    pub name: String,
+    /// Unit.
+    pub unit: String,
+    /// Which direction is an improvement.
+    pub better: Better,
+    /// Per series, per value (`None`: not measured there).
+    pub summaries: Vec<Vec<Option<Summary>>>,
+    /// Per series, per value: against series 0 at the same value.
+    pub changes: Vec<Vec<Option<Change>>>,
+}
+
+/// The sweep document (`data.json`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SweepDoc {
+    /// [`SCHEMA_VERSION`].
+    pub schema: u32,
+    /// Always `herd-sweep`.
+    pub kind: String,
+    /// The scenario.
+    pub scenario: String,
+    /// Shared scenario flags.
+    pub common_args: Vec<String>,
+    /// The swept flag.
+    pub flag: String,
+    /// Its values (as passed).
+    pub values: Vec<String>,
+    /// Its values (as numbers).
+    pub x: Vec<f64>,
+    /// Log x axis.
+    pub log_x: bool,
+    /// Configuration labels (chart lines).
+    pub series: Vec<String>,
+    /// Significance level.
+    pub alpha: f64,
+    /// Per metric figures.
+    pub metrics: Vec<SweepMetric>,
+    /// Every run.
+    pub points: Vec<SweepPoint>,
+    /// Things the reader must know.
+    pub notes: Vec<String>,
+}
+
+impl SweepDoc {
+    /// Computes the per-metric summaries of `points`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn build(
+        scenario: &str,
+        common_args: Vec<String>,
+        values: &Values,
+        series: Vec<String>,
+        points: Vec<SweepPoint>,
+        alpha: f64,
+        filter: &[String],
+    ) -> SweepDoc {
+        let mut order: Vec<(String, String, Better)> = Vec::new();
+        for r in points.iter().flat_map(|p| &p.set.runs) {
+            for m in &r.metrics {
+                if !order.iter().any(|(n, _, _)| *n == m.name) {
+                    order.push((m.name.clone(), m.unit.clone(), m.better));
+                }
+            }
+        }
+        order.retain(|(n, _, _)| {
+            filter.is_empty()
+                || filter.iter().any(|p| match p.strip_suffix('*') {
+                    Some(pre) => n.starts_with(pre),
+                    None => n == p,
+                })
+        });
+        let summary = |s: usize, v: usize, name: &str| -> Option<Summary> {
+            let p = points
+                .iter()
+                .find(|p| p.series == s && p.value == values.text[v])?;
+            let vals: Vec<f64> = p
+                .set
+                .runs
+                .iter()
+                .filter(|r| !r.interrupted)
+                .filter_map(|r| r.metric(name))
+                .collect();
+            Summary::of(&vals)
+        };
+        let metrics = order
+            .into_iter()
+            .map(|(name, unit, better)| {
+                let summaries: Vec<Vec<Option<Summary>>> = (0..series.len())
+                    .map(|s| {
+                        (0..values.text.len())
+                            .map(|v| summary(s, v, &name))
+                            .collect()
+                    })
+                    .collect();
+                let changes = summaries
+                    .iter()
+                    .enumerate()
+                    .map(|(s, row)| {
+                        row.iter()
+                            .enumerate()
+                            .map(|(v, b)| match (s, &summaries[0][v], b) {
+                                (0, _, _) => None,
+                                (_, Some(a), Some(b)) => Some(Change::between(a, b, better, alpha)),
+                                _ => None,
+                            })
+                            .collect()
+                    })
+                    .collect();
+                SweepMetric {
+                    name,
+                    unit,
+                    better,
+                    summaries,
+                    changes,
+                }
+            })
+            .collect();
+        SweepDoc {
+            schema: SCHEMA_VERSION,
+            kind: "herd-sweep".into(),
+            scenario: scenario.into(),
+            common_args,
+            flag: values.flag.clone(),
+            values: values.text.clone(),
+            x: values.x.clone(),
+            log_x: values.log,
+            series,
+            alpha,
+            metrics,
+            points,
+            notes: Vec::new(),
+        }
+    }
+
+    /// One chart per metric.
+    pub fn charts(&self) -> Vec<(String, svg::Chart)> {
+        self.metrics
+            .iter()
+            .map(|m| {
+                let series = self
+                    .series
+                    .iter()
+                    .zip(&m.summaries)
+                    .map(|(label, row)| svg::Series {
+                        label: label.clone(),
+                        points: row
+                            .iter()
+                            .zip(&self.x)
+                            .filter_map(|(s, &x)| {
+                                s.as_ref().map(|s| svg::Point {
+                                    x,
+                                    mean: s.mean,
+                                    min: s.min,
+                                    max: s.max,
+                                })
+                            })
+                            .collect(),
+                    })
+                    .filter(|s| !s.points.is_empty())
+                    .collect();
+                let chart = svg::Chart {
+                    title: format!(
+                        "herd {} {}: {}",
+                        self.scenario,
+                        self.common_args.join(" "),
+                        m.name
+                    ),
+                    x_label: self.flag.clone(),
+                    y_label: format!("{} ({})", m.name, m.unit),
+                    log_x: self.log_x,
+                    series,
+                };
+                (m.name.clone(), chart)
+            })
+            .collect()
+    }
+
+    /// Long-format CSV.
+    pub fn to_csv(&self) -> Result<String> {
+        let mut w = csv::Writer::from_writer(Vec::new());
+        w.write_record([
+            "metric",
+            "unit",
+            "config",
+            "flag",
+            "value",
+            "n",
+            "mean",
+            "stddev",
+            "median",
+            "min",
+            "max",
+            "pct_change",
+            "p_value",
+            "significant",
+        ])?;
+        for m in &self.metrics {
+            for (s, label) in self.series.iter().enumerate() {
+                for (v, value) in self.values.iter().enumerate() {
+                    let Some(sm) = &m.summaries[s][v] else {
+                        continue;
+                    };
+                    let ch = m.changes[s][v];
+                    let opt = |x: Option<f64>| x.map(|x| x.to_string()).unwrap_or_default();
+                    w.write_record([
+                        m.name.clone(),
+                        m.unit.clone(),
+                        label.clone(),
+                        self.flag.clone(),
+                        value.clone(),
+                        sm.n.to_string(),
+                        sm.mean.to_string(),
+                        sm.stddev.to_string(),
+                        sm.median.to_string(),
+                        sm.min.to_string(),
+                        sm.max.to_string(),
+                        opt(ch.and_then(|c| c.pct)),
+                        opt(ch.and_then(|c| c.welch).map(|w| w.p)),
+                        ch.map(|c| c.significant.to_string()).unwrap_or_default(),
+                    ])?;
+                }
+            }
+        }
+        Ok(String::from_utf8(w.into_inner()?)?)
+    }
+
+    /// Per metric: one row per value, per configuration `mean ±%stddev`
+    /// and (after the first) `%change` with its mark.
+    pub fn to_table(&self) -> String {
+        let mut out = String::new();
+        for m in &self.metrics {
+            let _ = writeln!(out, "\n{} ({})", m.name, m.unit);
+            let mut grid = vec![{
+                let mut h = vec![self.flag.clone()];
+                for (s, l) in self.series.iter().enumerate() {
+                    h.push(l.clone());
+                    if s > 0 {
+                        h.push("%change".into());
+                    }
+                }
+                h
+            }];
+            for (v, value) in self.values.iter().enumerate() {
+                let mut line = vec![value.clone()];
+                for s in 0..self.series.len() {
+                    line.push(match &m.summaries[s][v] {
+                        None => "n/a".into(),
+                        Some(sm) if sm.n < 2 => fmt_value(sm.mean),
+                        Some(sm) => format!("{} ±{:.1}%", fmt_value(sm.mean), sm.pct_stddev()),
+                    });
+                    if s > 0 {
+                        line.push(match m.changes[s][v] {
+                            Some(c) => {
+                                let pct =
+                                    c.pct.map(|p| format!("{p:+.1}%")).unwrap_or("n/a".into());
+                                format!("{pct} {}", c.mark()).trim_end().to_string()
+                            }
+                            None => String::new(),
+                        });
+                    }
+                }
+                grid.push(line);
+            }
+            let widths: Vec<usize> = (0..grid[0].len())
+                .map(|c| grid.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+                .collect();
+            for row in &grid {
+                let line: Vec<String> = row
+                    .iter()
+                    .zip(&widths)
+                    .enumerate()
+                    .map(|(c, (cell, w))| {
+                        if c == 0 {
+                            format!("{cell:<w$}")
+                        } else {
+                            format!("{cell:>w$}")
+                        }
+                    })
+                    .collect();
+                let _ = writeln!(out, "{}", line.join("  ").trim_end());
+            }
+        }
+        for note in &self.notes {
+            let _ = writeln!(out, "note: {note}");
+        }
+        out
+    }
+
+    /// Writes data.json, data.csv and one SVG per metric into `dir`;
+    /// returns the SVG paths.
+    pub fn write_dir(&self, dir: &Path) -> Result<Vec<PathBuf>> {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        write_file(&dir.join("data.json"), &serde_json::to_string_pretty(self)?)?;
+        write_file(&dir.join("data.csv"), &self.to_csv()?)?;
+        let mut written = Vec::new();
+        for (name, chart) in self.charts() {
+            if chart.series.is_empty() {
+                continue;
+            }
+            let file: String = name
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            let path = dir.join(format!("{file}.svg"));
+            svg::write(&chart, &path)?;
+            written.push(path);
+        }
+        Ok(written)
+    }
+}
 
 /// Runs `herd sweep`.
-pub fn run(_args: &Args) -> anyhow::Result<u8> {
-    anyhow::bail!("herd sweep is not built yet")
+pub fn run(args: &Args) -> Result<u8> {
+    check_run_options(&args.scenario, args.runs, args.alpha)?;
+    let values = parse_values(&args.over, args.steps, args.scale)?;
+    let plan = Plan::new(&args.vary, &args.args, None)?;
+    if plan
+        .configs
+        .iter()
+        .any(|c| c.args.iter().any(|a| a == &values.flag))
+    {
+        return Err(usage(
+            "--over",
+            format!(
+                "{} is swept and also given as a flag; give it once",
+                values.flag
+            ),
+        ));
+    }
+    check_common(&args.args, std::slice::from_ref(&values.flag))?;
+    let dir = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("sweep-{}", values.flag.trim_start_matches('-'))));
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| usage("--out", format!("cannot create {}: {e}", dir.display())))?;
+
+    runner::install_interrupt_handler();
+    let series: Vec<String> = plan.configs.iter().map(|c| c.label.clone()).collect();
+    let mut points: Vec<SweepPoint> = Vec::new();
+    for (s, cfg) in plan.configs.iter().enumerate() {
+        for (v, x) in values.text.iter().zip(&values.x) {
+            points.push(SweepPoint {
+                series: s,
+                value: v.clone(),
+                x: *x,
+                set: RunSet {
+                    schema: SCHEMA_VERSION,
+                    label: format!("{} {}={v}", cfg.label, values.flag.trim_start_matches('-')),
+                    runs: Vec::new(),
+                },
+            });
+        }
+    }
+    let total = (points.len() * args.runs) as u64;
+    let progress = Progress::new(total, "runs");
+    let mut interrupted = false;
+    'rounds: for round in 0..args.runs {
+        for p in points.iter_mut() {
+            if runner::interrupted() {
+                interrupted = true;
+                break 'rounds;
+            }
+            let mut child_args = plan.configs[p.series].args.clone();
+            child_args.push(values.flag.clone());
+            child_args.push(p.value.clone());
+            progress.set_message(format!("{} (run {}/{})", p.set.label, round + 1, args.runs));
+            let r = runner::run_child(&args.scenario, &child_args)
+                .with_context(|| format!("run {} of `{}` failed", round + 1, p.set.label))?;
+            progress.inc();
+            let stop = r.interrupted;
+            p.set.runs.push(r);
+            if stop {
+                interrupted = true;
+                break 'rounds;
+            }
+        }
+    }
+    progress.finish();
+    let mut doc = SweepDoc::build(
+        &args.scenario,
+        plan.common.clone(),
+        &values,
+        series,
+        points,
+        args.alpha,
+        &args.metrics,
+    );
+    if interrupted {
+        doc.notes
+            .push("interrupted by Ctrl-C: figures cover the runs that completed".into());
+    }
+    let svgs = doc.write_dir(&dir)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        print!("{}", doc.to_table());
+        println!(
+            "\nwrote {}/data.json, data.csv and {} SVG chart(s)",
+            dir.display(),
+            svgs.len()
+        );
+    }
+    Ok(if interrupted { EXIT_INTERRUPTED } else { 0 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::result::{Metric, RunResult};
+
+    #[test]
+    fn ranges_lists_and_steps() {
+        let v = parse_values("per-wave=10..1000", 5, Scale::Auto).unwrap();
+        assert_eq!(v.flag, "--per-wave");
+        assert_eq!(v.text, ["10", "32", "100", "316", "1000"]);
+        assert!(v.log);
+        let v = parse_values("--waves=10..50", 5, Scale::Auto).unwrap();
+        assert_eq!(v.text, ["10", "20", "30", "40", "50"]);
+        assert!(!v.log);
+        let v = parse_values("lag=1..8:2", 5, Scale::Auto).unwrap();
+        assert_eq!(v.text, ["1", "3", "5", "7"]);
+        let v = parse_values("spin=0.5..1.5", 3, Scale::Lin).unwrap();
+        assert_eq!(v.text, ["0.5", "1", "1.5"]);
+        assert_eq!(v.x, [0.5, 1.0, 1.5]);
+        let v = parse_values("lag=1,2,4,8", 5, Scale::Auto).unwrap();
+        assert_eq!(v.x, [1.0, 2.0, 4.0, 8.0]);
+        // Rounding to integers never repeats a value.
+        let v = parse_values("lag=1..3", 9, Scale::Auto).unwrap();
+        assert_eq!(v.text, ["1", "2", "3"]);
+    }
+
+    #[test]
+    fn refuses_bad_specs() {
+        for bad in [
+            "per-wave",
+            "per-wave=10..10",
+            "per-wave=100..10",
+            "per-wave=a..b",
+            "per-wave=1..10:0",
+            "per-wave=3,2",
+            "per-wave=5",
+            "=1..2",
+            "cleanup=locked,exitq",
+        ] {
+            let e = parse_values(bad, 5, Scale::Auto).unwrap_err();
+            assert_eq!(crate::error::exit_code_for(&e), 2, "{bad}: {e}");
+        }
+        assert!(parse_values("x=0..10", 5, Scale::Log).is_err());
+        assert!(parse_values("x=1..10", 1, Scale::Auto).is_err());
+    }
+
+    #[test]
+    fn document_charts_and_csv() {
+        let values = parse_values("per-wave=10,100", 5, Scale::Lin).unwrap();
+        let mut points = Vec::new();
+        for s in 0..2 {
+            for (v, x) in values.text.iter().zip(&values.x) {
+                let runs = (0..3)
+                    .map(|k| {
+                        let mut r = RunResult::new(
+                            "storm",
+                            vec![],
+                            serde_json::json!({}),
+                            serde_json::json!({}),
+                        );
+                        let base = if s == 0 { 2.0 } else { 0.5 };
+                        r.push(Metric::lower(
+                            "futex_per_exit",
+                            "calls",
+                            base * x + k as f64 * 0.01,
+                        ));
+                        r
+                    })
+                    .collect();
+                points.push(SweepPoint {
+                    series: s,
+                    value: v.clone(),
+                    x: *x,
+                    set: RunSet {
+                        schema: SCHEMA_VERSION,
+                        label: String::new(),
+                        runs,
+                    },
+                });
+            }
+        }
+        let doc = SweepDoc::build(
+            "storm",
+            vec![],
+            &values,
+            vec!["cleanup=locked".into(), "cleanup=exitq".into()],
+            points,
+            0.05,
+            &[],
+        );
+        let m = &doc.metrics[0];
+        assert!((m.summaries[1][1].as_ref().unwrap().mean - 50.01).abs() < 1e-9);
+        let c = m.changes[1][1].unwrap();
+        assert!(
+            c.significant && (c.pct.unwrap() + 75.0).abs() < 0.1,
+            "{c:?}"
+        );
+        let table = doc.to_table();
+        assert!(table.contains("futex_per_exit (calls)"), "{table}");
+        assert!(
+            table
+                .lines()
+                .any(|l| l.starts_with("100 ") && l.contains("-75.0% ***R")),
+            "{table}"
+        );
+        let csv = doc.to_csv().unwrap();
+        assert_eq!(csv.lines().count(), 1 + 4);
+        let dir = tempfile::tempdir().unwrap();
+        let svgs = doc.write_dir(dir.path()).unwrap();
+        assert_eq!(svgs.len(), 1);
+        let svg = std::fs::read_to_string(&svgs[0]).unwrap();
+        assert!(svg.contains("cleanup=exitq"));
+        let back: SweepDoc =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join("data.json")).unwrap())
+                .unwrap();
+        assert_eq!(back.values, ["10", "100"]);
+        assert_eq!(back.points.len(), 4);
+    }
 }

@@ -1,0 +1,247 @@
+//! `herd diff` end to end: saved results in, comparison out; incompatible
+//! inputs refused with exit 2 unless --force.
+
+use std::path::PathBuf;
+
+use assert_cmd::Command;
+use herd::export::comparison::{Comparison, KIND};
+use herd::result::{Metric, RunResult, RunSet, SCHEMA_VERSION};
+use predicates::prelude::*;
+use serde_json::json;
+
+fn run(
+    scenario: &str,
+    config: serde_json::Value,
+    kernel: &str,
+    wall: f64,
+    futex: f64,
+) -> RunResult {
+    let mut r = RunResult::new(
+        scenario,
+        vec!["--waves".into(), "10".into()],
+        config,
+        json!({ "kernel": kernel, "cpus": 2 }),
+    );
+    r.push(Metric::lower("wall_s", "s", wall));
+    r.push(Metric::lower("futex_per_exit", "calls", futex));
+    r.push(Metric::higher("exits_per_s", "/s", 1000.0 / wall));
+    r
+}
+
+fn set(label: &str, runs: Vec<RunResult>) -> RunSet {
+    RunSet {
+        schema: SCHEMA_VERSION,
+        label: label.into(),
+        runs,
+    }
+}
+
+fn write(dir: &tempfile::TempDir, name: &str, v: &impl serde::Serialize) -> PathBuf {
+    let p = dir.path().join(name);
+    std::fs::write(&p, serde_json::to_string_pretty(v).unwrap()).unwrap();
+    p
+}
+
+fn herd() -> Command {
+    Command::cargo_bin("herd").unwrap()
+}
+
+fn before_after(dir: &tempfile::TempDir, after_cfg: serde_json::Value) -> (PathBuf, PathBuf) {
+    let cfg = json!({ "waves": 10, "cleanup": "locked" });
+    let a = set(
+        "x",
+        [1.00, 1.02, 0.98, 1.01, 0.99]
+            .iter()
+            .map(|w| run("storm", cfg.clone(), "6.1", *w, 4.0 + w))
+            .collect(),
+    );
+    let b = set(
+        "x",
+        [0.80, 0.81, 0.79, 0.80, 0.82]
+            .iter()
+            .map(|w| run("storm", after_cfg.clone(), "6.18", *w, 4.0 + w))
+            .collect(),
+    );
+    (write(dir, "before.json", &a), write(dir, "after.json", &b))
+}
+
+#[test]
+fn diff_of_two_runsets_reports_significant_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = before_after(&dir, json!({ "waves": 10, "cleanup": "locked" }));
+    let out = herd().arg("diff").arg(&a).arg(&b).assert().success();
+    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    let wall = text.lines().find(|l| l.starts_with("wall_s")).expect(&text);
+    assert!(wall.contains("-19.6% ***R better"), "{text}");
+    let rate = text
+        .lines()
+        .find(|l| l.starts_with("exits_per_s"))
+        .expect(&text);
+    assert!(rate.contains("better"), "{text}");
+    assert!(text.contains("hosts differ: kernel"), "{text}");
+    assert!(text.contains("A: before.json (base)"), "{text}");
+
+    // JSON: the same numbers, machine-readable.
+    let out = herd()
+        .arg("diff")
+        .arg(&a)
+        .arg(&b)
+        .arg("--json")
+        .assert()
+        .success();
+    let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(v["kind"], "herd-diff");
+    let c: Comparison = serde_json::from_value(v["pairs"][0].clone()).unwrap();
+    let ch = c.row("wall_s").unwrap().cells[1].change.unwrap();
+    assert!(ch.significant && ch.welch.unwrap().p < 0.001);
+    assert!((ch.pct.unwrap() + 19.6).abs() < 1e-9, "{ch:?}");
+
+    // CSV and Markdown render the same rows.
+    let out = herd()
+        .arg("diff")
+        .arg(&a)
+        .arg(&b)
+        .arg("--csv")
+        .assert()
+        .success();
+    let csv = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 3 * 2, "{csv}");
+    herd()
+        .arg("diff")
+        .arg(&a)
+        .arg(&b)
+        .arg("--markdown")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("| `wall_s` | s |"));
+}
+
+#[test]
+fn diff_refuses_different_config_unless_forced() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = before_after(&dir, json!({ "waves": 20, "cleanup": "locked" }));
+    herd()
+        .arg("diff")
+        .arg(&a)
+        .arg(&b)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("config waves: 10 vs 20"))
+        .stderr(predicate::str::contains("--force"));
+    herd()
+        .arg("diff")
+        .arg(&a)
+        .arg(&b)
+        .arg("--force")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("forced: config waves: 10 vs 20"));
+}
+
+#[test]
+fn diff_refuses_different_scenario_and_bad_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, _) = before_after(&dir, json!({}));
+    let other = write(
+        &dir,
+        "gp.json",
+        &run(
+            "gp",
+            json!({ "waves": 10, "cleanup": "locked" }),
+            "6.1",
+            1.0,
+            1.0,
+        ),
+    );
+    herd()
+        .arg("diff")
+        .arg(&a)
+        .arg(&other)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("scenario: storm vs gp"));
+    let junk = dir.path().join("junk.json");
+    std::fs::write(&junk, "{\"hello\": 1}").unwrap();
+    herd()
+        .arg("diff")
+        .arg(&a)
+        .arg(&junk)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("not a herd result"));
+    herd()
+        .arg("diff")
+        .arg(&a)
+        .arg(dir.path().join("missing.json"))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("cannot read"));
+}
+
+#[test]
+fn diff_pairs_comparison_documents_by_label() {
+    let dir = tempfile::tempdir().unwrap();
+    let doc = |kernel: &str, scale: f64| {
+        let sets = ["cleanup=locked", "cleanup=exitq", "cleanup=sync"]
+            .iter()
+            .enumerate()
+            .map(|(i, l)| {
+                let cfg = json!({ "waves": 10, "cleanup": l.trim_start_matches("cleanup=") });
+                set(
+                    l,
+                    (0..4)
+                        .map(|k| {
+                            run(
+                                "storm",
+                                cfg.clone(),
+                                kernel,
+                                scale * (1.0 + i as f64) + 0.01 * k as f64,
+                                1.0,
+                            )
+                        })
+                        .collect(),
+                )
+            })
+            .collect();
+        Comparison::build("storm", vec![], vec!["--cleanup".into()], sets, 0.05, &[])
+    };
+    let mut b = doc("6.18", 2.0);
+    b.sets.pop(); // `sync` only in A
+    assert_eq!(b.kind, KIND);
+    let pa = write(&dir, "a.json", &doc("6.1", 1.0));
+    let pb = write(&dir, "b.json", &b);
+    let out = herd()
+        .arg("diff")
+        .arg(&pa)
+        .arg(&pb)
+        .arg("--json")
+        .assert()
+        .success();
+    let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let pairs = v["pairs"].as_array().unwrap();
+    assert_eq!(pairs.len(), 2);
+    assert_eq!(pairs[1]["labels"][0], "A: cleanup=exitq");
+    assert!(v["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|n| n == "`cleanup=sync` is only in A"));
+    // A compare document varies cleanup across its sets: with --label
+    // picking one, the configs match; the varied key is exempt anyway.
+    herd()
+        .arg("diff")
+        .arg(&pa)
+        .arg(&pb)
+        .args(["--label", "cleanup=exitq"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("+99.3% ***R worse"));
+    herd()
+        .arg("diff")
+        .arg(&pa)
+        .arg(&pb)
+        .args(["--label", "nope"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("has no `nope`"));
+}
