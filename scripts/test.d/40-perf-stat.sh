@@ -96,7 +96,7 @@ cargo build --release -q -p herd
 if ! target/release/herd storm --help 2>/dev/null | grep -q -- --json; then
     echo "SKIPPED: --cross-check: herd storm is not built yet in this tree" >&2
 else
-    expect_rc 0 "--cross-check" -- bash "$S" --cross-check -o "$tmp/cross"
+    expect_rc 0 "--cross-check" -- bash "$S" --cross-check -o "$tmp/cross" -- --waves 200 --per-wave 50 --sleep-ms 20
     cat "$tmp/out"
     grep -q "sched:sched_process_exit" "$tmp/out" || fail "cross-check table"
     ok "--cross-check: herd and perf stat agree within the stated tolerance"

@@ -20,7 +20,7 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use super::kallsyms::Symbols;
+use super::kallsyms::{Region, Symbols};
 
 /// `LCB_F_SPIN`: a spinning lock (spinlock, rwlock, qrwlock).
 pub const LCB_F_SPIN: u32 = 1 << 0;
@@ -285,6 +285,10 @@ pub struct WaitStat {
     /// Kernel symbol of the lock (static locks) or of the caller
     /// (`func+0xoff`); empty when unknown.
     pub symbol: String,
+    /// For by-lock rows without a symbol: `kernel image` (a static lock,
+    /// kallsyms lists no data symbols) or `dynamic` (inside a heap object).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub region: String,
     /// Lock class (`spinlock`, `rwsem:W`, `mutex`, ...).
     pub class: String,
     /// Completed waits.
@@ -348,6 +352,9 @@ pub struct ContentionReport {
     pub ring_kib: usize,
     /// True when /proc/kallsyms hides addresses (symbols unresolved).
     pub kallsyms_hidden: bool,
+    /// True when kallsyms lists static data (CONFIG_KALLSYMS_ALL), so
+    /// static locks can be named.
+    pub kallsyms_data: bool,
 }
 
 /// Rows kept per table in the report.
@@ -366,6 +373,7 @@ pub fn analyse(events: &mut [LockEvent], syms: &Symbols) -> ContentionReport {
     let mut r = ContentionReport {
         samples: events.len() as u64,
         kallsyms_hidden: syms.hidden,
+        kallsyms_data: syms.data_symbols,
         ..Default::default()
     };
     r.begins = events
@@ -403,6 +411,10 @@ pub fn analyse(events: &mut [LockEvent], syms: &Symbols) -> ContentionReport {
                     .or_insert_with(|| WaitStat {
                         address: format!("{addr:016x}"),
                         symbol: syms.lock_name(addr).unwrap_or_default(),
+                        region: match syms.region(addr) {
+                            Region::KernelImage => "kernel image".into(),
+                            Region::Dynamic => "dynamic".into(),
+                        },
                         class: class.clone(),
                         ..Default::default()
                     })
@@ -504,10 +516,10 @@ impl ContentionReport {
         if !self.by_lock.is_empty() {
             head(&mut out, &format!("{:>16}   symbol", "address"));
             for s in self.by_lock.iter().take(PRINT_ROWS) {
-                let sym = if s.symbol.is_empty() {
-                    "(heap or per-object lock)"
-                } else {
-                    &s.symbol
+                let sym = match (s.symbol.is_empty(), s.region.as_str()) {
+                    (false, _) => s.symbol.as_str(),
+                    (true, "kernel image") => "(static, in the kernel image; unnamed)",
+                    _ => "(in a heap object)",
                 };
                 row(&mut out, s, &format!("{:>16}   {sym}", s.address));
             }
@@ -543,6 +555,12 @@ impl ContentionReport {
                 out,
                 "\nrows: {} beyond the top {MAX_ROWS} left out of the JSON",
                 self.rows_omitted
+            );
+        }
+        if !self.kallsyms_hidden && !self.kallsyms_data && !self.by_lock.is_empty() {
+            let _ = write!(
+                out,
+                "\nsymbols: this kernel's kallsyms lists no static data (CONFIG_KALLSYMS_ALL=n): static locks such as tasklist_lock show as addresses"
             );
         }
         if self.kallsyms_hidden {

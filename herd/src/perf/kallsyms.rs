@@ -16,6 +16,20 @@ pub struct Symbols {
     pub hidden: bool,
     /// Named section bounds used to skip lock/scheduler frames.
     bounds: HashMap<&'static str, u64>,
+    /// True when static data symbols are listed (CONFIG_KALLSYMS_ALL):
+    /// without them, naming a lock after the nearest symbol would be wrong.
+    pub data_symbols: bool,
+    /// The kernel image: `_text` up to the last built-in symbol.
+    image: Option<(u64, u64)>,
+}
+
+/// Where a lock lives, when it has no symbol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Region {
+    /// In the kernel image (a static lock), but kallsyms lists no data symbols.
+    KernelImage,
+    /// Anywhere else: inside a heap object (an mm, a task, a hash bucket).
+    Dynamic,
 }
 
 const BOUNDS: [&str; 4] = [
@@ -38,6 +52,9 @@ impl Symbols {
         let mut syms = Vec::new();
         let mut bounds = HashMap::new();
         let mut any = false;
+        let (mut text_start, mut last_builtin) = (None, 0u64);
+        let mut small_data = 0usize;
+        let mut tasklist = false;
         for line in text.lines() {
             let mut it = line.split_whitespace();
             let (Some(addr), Some(ty), Some(name)) = (it.next(), it.next(), it.next()) else {
@@ -53,6 +70,14 @@ impl Symbols {
             if let Some(b) = BOUNDS.iter().find(|b| **b == name) {
                 bounds.insert(*b, addr);
             }
+            if name == "_text" || (name == "_stext" && text_start.is_none()) {
+                text_start = Some(addr);
+            }
+            if it.next().is_none() {
+                last_builtin = last_builtin.max(addr);
+            }
+            small_data += matches!(ty.as_bytes()[0], b'd' | b'b') as usize;
+            tasklist |= name == "tasklist_lock";
             syms.push((addr, ty.as_bytes()[0], name.to_string()));
         }
         syms.sort_by_key(|s| s.0);
@@ -60,6 +85,8 @@ impl Symbols {
             hidden: any && syms.is_empty(),
             syms,
             bounds,
+            data_symbols: tasklist || small_data >= 100,
+            image: text_start.map(|t| (t, last_builtin)),
         }
     }
 
@@ -78,14 +105,18 @@ impl Symbols {
     /// lock inside a heap object (an mm's mmap_lock) has no symbol, and
     /// naming the nearest one would be a lie.
     pub fn lock_name(&self, addr: u64) -> Option<String> {
+        if !self.data_symbols {
+            return None;
+        }
         let (i, off) = self.containing(addr)?;
-        let (start, ty, name) = &self.syms[i];
+        let (_, ty, name) = &self.syms[i];
         if !matches!(ty.to_ascii_lowercase(), b'd' | b'b' | b'r') {
             return None;
         }
-        // The next symbol bounds this one; beyond 1 MiB it is not a lock in it.
-        let end = self.syms.get(i + 1).map_or(start + (1 << 20), |n| n.0);
-        if addr >= end {
+        // The next symbol bounds this one, and nothing is credibly a lock
+        // more than 1 MiB into a symbol.
+        let end = self.syms.get(i + 1).map_or(u64::MAX, |n| n.0);
+        if addr >= end || off >= 1 << 20 {
             return None;
         }
         Some(if off == 0 {
@@ -93,6 +124,14 @@ impl Symbols {
         } else {
             format!("{name}+{off:#x}")
         })
+    }
+
+    /// Where an unnamed lock lives: the kernel image or dynamic memory.
+    pub fn region(&self, addr: u64) -> Region {
+        match self.image {
+            Some((start, end)) if start <= addr && addr <= end => Region::KernelImage,
+            _ => Region::Dynamic,
+        }
     }
 
     /// The text symbol of a code address, as `name+0xoff`.
@@ -165,10 +204,22 @@ ffffffff82000040 D next_thing
 ffffffff82100000 b some_bss [mod]
 ";
 
+    /// `TEXT` plus enough small data symbols to look like CONFIG_KALLSYMS_ALL.
+    fn all() -> Symbols {
+        let mut t = TEXT.to_string();
+        for i in 0..100u64 {
+            t.push_str(&format!(
+                "{:x} d filler{i}\n",
+                0xffffffff83000000u64 + i * 64
+            ));
+        }
+        Symbols::parse(&t)
+    }
+
     #[test]
     fn static_locks_resolve_and_heap_addresses_do_not() {
-        let s = Symbols::parse(TEXT);
-        assert!(!s.hidden);
+        let s = all();
+        assert!(!s.hidden && s.data_symbols);
         assert_eq!(
             s.lock_name(0xffffffff82000000).as_deref(),
             Some("tasklist_lock")

@@ -587,9 +587,6 @@ pub fn storm(
     for line in report.notes() {
         eprintln!("{line}");
     }
-    if let Some(t) = report.contention_table() {
-        eprintln!("{t}");
-    }
 
     let groups = failures.groups();
     for g in &groups {
@@ -641,10 +638,13 @@ pub fn storm(
     Ok(r)
 }
 
-/// The storm's own sections below the metrics table: placement, failures,
-/// warnings.
+/// The storm's own sections below the metrics table: the `--contention`
+/// profile, placement, failures, warnings.
 pub fn extra_sections(r: &RunResult) -> String {
     let mut out = String::new();
+    if let Some(t) = perf::Report::from_json(&r.perf).and_then(|p| p.contention_table()) {
+        let _ = writeln!(out, "\n{t}");
+    }
     let p = &r.details["placement"];
     if let Some(starts) = p["per_cpu_start"].as_array() {
         let requested: Vec<usize> = p["cpus_requested"]
