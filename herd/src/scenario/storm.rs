@@ -370,9 +370,9 @@ pub fn storm(
     let mut spawner = Spawner::new(cfg.spawn, cfg.stack_size.map(|s| s as usize))
         .with_context(|| format!("cannot prepare thread attributes ({:?})", cfg.stack_size))?;
     if cfg.stacks == Stacks::Recycled {
-        // Keep every stack a retirement can hand back at once, so the
-        // steady state never unmaps (see spawn::recycled).
-        let keep = cfg.per_wave.saturating_mul(cfg.lag + 2) as usize;
+        // Keep every stack the ring (and a reaper running behind) can hand
+        // back at once, so the steady state does not unmap and remap.
+        let keep = cfg.per_wave.saturating_mul(cfg.slots).saturating_mul(2) as usize;
         let pool = Recycled::new(
             cfg.stack_size.map(|s| s as usize),
             keep,

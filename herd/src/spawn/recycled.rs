@@ -139,7 +139,7 @@ impl Recycled {
     ) -> std::io::Result<Recycled> {
         let pool = StackPool::builder()
             .stack_size(stack_size.unwrap_or(0))
-            .max_pooled(keep.clamp(64, 1 << 20))
+            .max_pooled(keep.clamp(1024, 1 << 20))
             .max_pooled_bytes(usize::MAX)
             .release(release.to_pool())
             .build()?;
