@@ -777,6 +777,8 @@ mod tests {
             sleep_ms: 0,
             spawn: crate::spawn::Backend::Pthread,
             stack_size: None,
+            stacks: Default::default(),
+            stack_release: Default::default(),
             cancel: Cancel::Pthread,
             reap: Reap::Join,
             cpus,
