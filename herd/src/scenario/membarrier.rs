@@ -540,7 +540,7 @@ fn render(r: &RunResult) -> String {
     let d = &r.details;
     let lat = &d["latency"];
     let g = |k: &str| lat[k].as_f64().unwrap_or(0.0);
-    let mut s = String::new();
+    let mut s = String::from("\n");
     s += &format!(
         "membarrier {} with {} reader thread(s) on the other CPUs, {:.2}s{}\n",
         r.config["cmd"].as_str().unwrap_or("?"),

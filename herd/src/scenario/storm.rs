@@ -70,7 +70,7 @@ pub fn run(args: &Args) -> Result<u8> {
     refuse_or_warn(&cfg, &pre, true)?;
     let result = storm(&cfg, &pre, &facts, &args.perf, child_args("storm"))?;
     if !args.out.json && !args.out.csv {
-        println!("{}", cfg.describe());
+        crate::export::run::print_out(&(cfg.describe() + "\n"))?;
     }
     emit(&result, &args.out, extra_sections)?;
     Ok(if result.interrupted {

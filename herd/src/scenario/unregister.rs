@@ -31,7 +31,7 @@
 use std::hint::black_box;
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
@@ -39,7 +39,7 @@ use crossbeam_queue::SegQueue;
 use crossbeam_utils::CachePadded;
 use serde::Serialize;
 
-use super::gpkit::{self, fmt_ns, fmt_rate, format_duration, num, CpuTime, OutputArgs};
+use super::gpkit::{self, fmt_ns, fmt_rate, format_duration, num, CpuTime, Latency, OutputArgs};
 use super::load::{self, LoadThreads};
 use crate::error::usage;
 use crate::perf::{self, PerfArgs};
@@ -346,6 +346,17 @@ pub fn run(args: &Args) -> Result<u8> {
     Ok(code)
 }
 
+/// One operation in this many is timed for the latency histogram: every
+/// one when it waits for a grace period (microseconds; two clock reads do
+/// not matter), one in 64 when it does not (a clock read costs as much as
+/// the operation).
+fn sample_every(sync: SyncMode) -> u64 {
+    match sync {
+        SyncMode::PerOp | SyncMode::Expedited => 1,
+        SyncMode::Deferred | SyncMode::None => 64,
+    }
+}
+
 /// What the updaters did in total.
 #[derive(Debug, Default, Clone, Copy, Serialize)]
 struct UpdaterTotals {
@@ -417,11 +428,17 @@ fn run_once(args: &Args) -> Result<RunResult> {
     // Updaters: updater u owns slots u, u + N, u + 2N, ...
     let nupd = args.updaters;
     let (d3, r3, sync) = (domain.clone(), Arc::clone(&reg), args.sync);
+    let op_latency = Arc::new(Mutex::new(gpkit::new_histogram()));
+    let lat3 = Arc::clone(&op_latency);
+    let every = sample_every(sync);
     let updaters = LoadThreads::start("updater", nupd, move |u, stop| {
         let mine: Vec<usize> = (u..r3.slots.len()).step_by(nupd).collect();
         let mut ops = 0u64;
         let mut next = 0usize;
+        let mut hist = gpkit::new_histogram();
         while !stop.load(Ordering::Relaxed) {
+            let timed = ops % every == 0;
+            let t = if timed { Some(Instant::now()) } else { None };
             let i = mine[next];
             next = if next + 1 == mine.len() { 0 } else { next + 1 };
             let new = r3.obtain(ops);
@@ -447,10 +464,14 @@ fn run_once(args: &Args) -> Result<RunResult> {
                 }
                 SyncMode::None => r3.release(old),
             }
+            if let Some(t) = t {
+                gpkit::record(&mut hist, t.elapsed());
+            }
             ops += 1;
         }
         // Publish this thread's partial batch before it stops.
         d3.flush();
+        let _ = lat3.lock().map(|mut h| h.add(&hist));
         ops
     })?;
 
@@ -477,6 +498,10 @@ fn run_once(args: &Args) -> Result<RunResult> {
     // grace periods run for them) and the main thread.
     let other_cpu = proc_cpu.since(upd.cpu).since(rd.cpu);
     let violations = violations.load(Ordering::Relaxed);
+    let op_latency = op_latency
+        .lock()
+        .map(|h| Latency::of(&h))
+        .unwrap_or_default();
 
     // Nothing lost: every object is in exactly one place.
     let allocated = reg.allocated.load(Ordering::Relaxed);
@@ -510,6 +535,11 @@ fn run_once(args: &Args) -> Result<RunResult> {
             "ns",
             update_cpu.sys_s * 1e9 / ops as f64,
         ));
+    }
+    if op_latency.count > 0 {
+        result.push(Metric::lower("op_p50_ns", "ns", op_latency.p50_ns as f64));
+        result.push(Metric::lower("op_p99_ns", "ns", op_latency.p99_ns as f64));
+        result.push(Metric::lower("op_max_ns", "ns", op_latency.max_ns as f64));
     }
     result.push(Metric::info("ops", "ops", ops as f64));
     result.push(Metric::info("grace_periods", "GPs", gps as f64));
@@ -561,6 +591,8 @@ fn run_once(args: &Args) -> Result<RunResult> {
     result.perf = report.to_json();
     result.details = serde_json::json!({
         "elapsed_s": secs,
+        "op_latency": op_latency,
+        "op_latency_sampled_every": sample_every(args.sync),
         "updaters_stopped_s": stopped.as_secs_f64(),
         "process_cpu": proc_cpu,
         "updater_cpu": upd.cpu,
@@ -605,7 +637,7 @@ fn render(r: &RunResult) -> String {
         )
     };
     let mut s = format!(
-        "unregister --sync {}: {} updater(s), {} reader(s), {} objects, {:.2}s{}\n",
+        "\nunregister --sync {}: {} updater(s), {} reader(s), {} objects, {:.2}s{}\n",
         c["sync"].as_str().unwrap_or("?"),
         c["updaters"],
         c["readers"],
@@ -618,6 +650,19 @@ fn render(r: &RunResult) -> String {
         num(m("ops")),
         fmt_rate(m("ops_per_s")),
         fmt_ns(m("ns_per_op"))
+    );
+    let lat = &d["op_latency"];
+    let l = |k: &str| fmt_ns(lat[k].as_f64().unwrap_or(0.0));
+    s += &format!(
+        "  op latency p50 {}  p99 {}  max {} ({})\n",
+        l("p50_ns"),
+        l("p99_ns"),
+        l("max_ns"),
+        match d["op_latency_sampled_every"].as_u64() {
+            Some(1) => "every op timed".to_string(),
+            Some(n) => format!("one op in {n} timed"),
+            None => "not timed".to_string(),
+        }
     );
     s += &format!(
         "  grace periods {} ({}, {} expedited), {} frees per grace period\n",

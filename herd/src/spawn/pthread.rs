@@ -34,6 +34,10 @@
 //!   a forced unwind ("FATAL: exception not rethrown", rust-lang/rust#65441).
 //!   That is why `--spawn std --cancel pthread` is refused.
 //!
+//! * herd is built with `panic = "unwind"` (the default), so these frames
+//!   carry unwind tables and no abort-on-unwind guard; a `panic = "abort"`
+//!   build refuses `--cancel pthread` (see `scenario::storm::options`).
+//!
 //! Default attributes: `pthread_create(&t, NULL, ...)` exactly as the C
 //! micro unless `--stack-size` is given ([`StackChoice`]).
 

@@ -243,6 +243,14 @@ impl Config {
                  --cancel flag or none with --spawn std, or --spawn pthread",
             ));
         }
+        if cfg!(panic = "abort") && cancel == Cancel::Pthread {
+            return Err(usage(
+                "--cancel",
+                "pthread needs herd built with panic=unwind: the forced unwind of \
+                 pthread_cancel passes through Rust frames, which a panic=abort build may \
+                 not unwind (see herd/src/spawn/pthread.rs)",
+            ));
+        }
         let stacks = a.stacks.unwrap_or_default();
         crate::spawn::recycled::validate(stacks, a.stack_release, spawn, reap)?;
         let stack_size = match &a.stack_size {
