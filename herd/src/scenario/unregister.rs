@@ -268,7 +268,9 @@ impl Registry {
         let in_slots = self
             .slots
             .iter()
-            .filter(|s| !s.load(Ordering::Acquire).is_null())
+            // Relaxed: called after every thread is joined and the domain's
+            // barrier() returned; both synchronise with the writers.
+            .filter(|s| !s.load(Ordering::Relaxed).is_null())
             .count() as u64;
         in_slots + self.free.len() as u64
     }
@@ -277,7 +279,8 @@ impl Registry {
 impl Drop for Registry {
     fn drop(&mut self) {
         for s in self.slots.iter() {
-            let p = s.swap(ptr::null_mut(), Ordering::Acquire);
+            // Relaxed: `&mut self`, no other thread can touch the slots.
+            let p = s.swap(ptr::null_mut(), Ordering::Relaxed);
             if !p.is_null() {
                 // SAFETY: every thread is joined (the registry is dropped when
                 // the last Arc goes, after the domain ran every callback), and
@@ -307,6 +310,7 @@ fn walk(reg: &Registry, seen: &mut Vec<(*mut Obj, u64)>) -> (u64, u64) {
         // SAFETY: memory of every object stays valid until the registry drops.
         let o = unsafe { &*p };
         let generation = o.generation.load(Ordering::Relaxed);
+        // Acquire: pairs with `release`'s Release store of the poison.
         if o.magic.load(Ordering::Acquire) != LIVE {
             violations += 1;
         }
@@ -375,6 +379,9 @@ fn run_once(args: &Args) -> Result<RunResult> {
     if let Some(d) = args.first_check_delay {
         builder = builder.first_check_delay(d);
     }
+    // Counters first: process-scope counters are inherited only by threads
+    // created after they are opened (the reclaimer, readers, updaters).
+    let mut session = perf::Session::open(&args.perf, &cpus)?;
     let domain = builder.build();
     let reg = Arc::new(Registry::new(args.objects));
     let mut result = RunResult::new(
@@ -419,7 +426,6 @@ fn run_once(args: &Args) -> Result<RunResult> {
         sections
     })?;
 
-    let mut session = perf::Session::open(&args.perf, &cpus)?;
     let s0 = domain.stats();
     let proc0 = CpuTime::process();
     session.enable()?;
