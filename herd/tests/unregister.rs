@@ -224,3 +224,53 @@ fn ctrl_c_prints_the_partial_result_and_exits_130() {
     let r: RunResult = serde_json::from_slice(&out.stdout).expect("partial result printed");
     assert!(r.interrupted);
 }
+
+#[test]
+fn a_thread_that_cannot_be_created_is_explained() {
+    // RLIMIT_NPROC is not enforced for root: drop to `nobody` with a limit of
+    // 20 tasks and ask for 40 readers.
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: needs root to run herd as another user under RLIMIT_NPROC");
+        return;
+    }
+    let exe = assert_cmd::cargo::cargo_bin("herd");
+    let out = match std::process::Command::new("prlimit")
+        .args([
+            "--nproc=20",
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+        ])
+        .arg(&exe)
+        .args([
+            "unregister",
+            "--readers",
+            "40",
+            "--duration",
+            "50ms",
+            "--no-perf",
+        ])
+        .output()
+    {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("SKIPPED: cannot run prlimit/setpriv (util-linux): {e}");
+            return;
+        }
+    };
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.contains("Permission denied") {
+        eprintln!(
+            "SKIPPED: user nobody cannot execute {}: {stderr}",
+            exe.display()
+        );
+        return;
+    }
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("cannot create reader thread #"), "{stderr}");
+    assert!(stderr.contains("EAGAIN"), "{stderr}");
+    assert!(stderr.contains("RLIMIT_NPROC"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
