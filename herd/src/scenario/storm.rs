@@ -341,6 +341,13 @@ fn placement(cfg: &Config, c: &Collector) -> serde_json::Value {
     let max = c.per_cpu_start.values().copied().max().unwrap_or(0);
     let mean = total as f64 / cfg.cpus.len().max(1) as f64;
     let imbalance = if total > 0 { max as f64 / mean } else { 0.0 };
+    // Threads seen (at start or exit) on a CPU outside --cpus: should be 0.
+    let outside = |m: &BTreeMap<i32, u64>| -> u64 {
+        m.iter()
+            .filter(|(&k, _)| k < 0 || cfg.cpus.binary_search(&(k as usize)).is_err())
+            .map(|(_, &v)| v)
+            .sum()
+    };
     json!({
         "cpus_requested": cfg.cpus,
         "per_cpu_start": pairs(&c.per_cpu_start),
@@ -348,6 +355,8 @@ fn placement(cfg: &Config, c: &Collector) -> serde_json::Value {
         "cpus_used": used.len(),
         "cpus_used_list": used,
         "imbalance": imbalance,
+        "outside_requested_start": outside(&c.per_cpu_start),
+        "outside_requested_exit": outside(&c.per_cpu_exit),
     })
 }
 
@@ -714,6 +723,16 @@ pub fn extra_sections(r: &RunResult) -> String {
             format_cpu_list(&requested),
             fmt_value(p["imbalance"].as_f64().unwrap_or(0.0))
         );
+        let (os, oe) = (
+            p["outside_requested_start"].as_u64().unwrap_or(0),
+            p["outside_requested_exit"].as_u64().unwrap_or(0),
+        );
+        if os + oe > 0 {
+            let _ = writeln!(
+                out,
+                "  threads seen outside the requested CPUs: {os} at start, {oe} at exit"
+            );
+        }
         for (label, list) in [
             ("start", starts),
             ("exit", p["per_cpu_exit"].as_array().unwrap_or(starts)),
@@ -828,5 +847,10 @@ mod tests {
         let p = placement(&cfg, &c);
         assert_eq!(p["cpus_used"], 1);
         assert_eq!(p["imbalance"], 5.0);
+        assert_eq!(p["outside_requested_start"], 0);
+        // A thread that exited on CPU 7, outside 0-4, is reported.
+        c.per_cpu_exit.insert(7, 1);
+        let p = placement(&cfg, &c);
+        assert_eq!(p["outside_requested_exit"], 1);
     }
 }
