@@ -11,4 +11,5 @@ criterion_main! {
     benchmarks::read_guard::benches,
     benchmarks::synchronize::benches,
     benchmarks::exit_hook::benches,
+    benchmarks::pool::benches,
 }

@@ -1,5 +1,6 @@
 pub mod defer;
 pub mod exit_hook;
+pub mod pool;
 pub mod read_guard;
 pub mod synchronize;
 

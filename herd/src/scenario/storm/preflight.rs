@@ -1,0 +1,285 @@
+//! Pre-flight: will the storm's threads fit under the host's limits?
+//!
+//! From the configuration and the host facts it predicts the peak number
+//! of live threads (tasks) and of stack mappings, and compares them with
+//! every limit that can stop `pthread_create`: `kernel.threads-max`,
+//! `kernel.pid_max`, the cgroup's `pids.max`, `RLIMIT_NPROC` (not for
+//! root), `vm.max_map_count`, `RLIMIT_AS` and memory.
+//!
+//! The model: a retired wave is cancelled and exits, so with `--cancel
+//! pthread|flag` about `(lag + 2) x per-wave` threads are alive at once
+//! (lag + 1 waves running plus one exiting). With `--cancel none` threads
+//! live until their sleep ends, so at least that many. Each thread's stack
+//! is two mappings (stack and guard page); `--reap leak` keeps every stack
+//! mapped until the process exits, so its mappings grow with every thread
+//! created: the micro's ~32K-thread wall at vm.max_map_count = 65530.
+//!
+//! A certain failure is refused (exit 2) unless `--force`; the leak mode's
+//! mapping wall is only a warning, because reproducing it (and counting
+//! the failures) is the point of the micro.
+
+use serde::{Deserialize, Serialize};
+
+use super::options::Config;
+use crate::host::{human_bytes, map_count, HostFacts, Rlimit};
+use crate::spawn::failure::user_tasks;
+use crate::spawn::{Backend, Cancel, Reap};
+
+/// What pre-flight predicted and decided.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Preflight {
+    /// Stack size each thread maps, bytes.
+    pub stack_bytes: u64,
+    /// Predicted peak of live storm threads.
+    pub peak_live_threads: u64,
+    /// True when the prediction is a lower bound (`--cancel none`).
+    pub peak_is_lower_bound: bool,
+    /// Predicted peak of this process's mappings.
+    pub peak_mappings: u64,
+    /// Threads that fit before `vm.max_map_count` (leak mode), if limited.
+    pub leak_thread_capacity: Option<u64>,
+    /// Things that will (probably) make creation fail, with the limit.
+    pub problems: Vec<String>,
+    /// Problems that are only warnings (leak mode's mapping wall).
+    pub warnings: Vec<String>,
+}
+
+/// The stack a thread of `cfg` maps.
+pub fn stack_bytes(cfg: &Config, facts: &HostFacts) -> u64 {
+    if let Some(s) = cfg.stack_size {
+        return s;
+    }
+    match cfg.spawn {
+        Backend::Pthread => facts
+            .default_thread_stack_bytes
+            .or(facts.rlimit_stack.and_then(|r| r.soft))
+            .unwrap_or(8 << 20),
+        Backend::Std => std::env::var("RUST_MIN_STACK")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(2 << 20),
+    }
+}
+
+/// Runs the pre-flight checks.
+pub fn check(cfg: &Config, facts: &HostFacts) -> Preflight {
+    let stack = stack_bytes(cfg, facts);
+    let total = cfg.total_threads();
+    let live = cfg
+        .per_wave
+        .saturating_mul((cfg.lag + 2).min(cfg.waves))
+        .min(total);
+    let maps_now = map_count().unwrap_or(0);
+    let stacks_mapped = if cfg.reap == Reap::Leak { total } else { live };
+    let mut p = Preflight {
+        stack_bytes: stack,
+        peak_live_threads: live,
+        peak_is_lower_bound: cfg.cancel == Cancel::None,
+        peak_mappings: maps_now + 2 * stacks_mapped,
+        ..Default::default()
+    };
+    let tasks = facts.tasks_now.unwrap_or(0);
+    if let Some(max) = facts.threads_max {
+        if tasks + live > max {
+            p.problems.push(format!(
+                "about {live} threads alive at once, {tasks} tasks exist already, kernel.threads-max = {max}"
+            ));
+        }
+    }
+    if let Some(max) = facts.pid_max {
+        if tasks + live > max {
+            p.problems.push(format!(
+                "about {live} threads alive at once need as many pids; {tasks} in use, kernel.pid_max = {max}"
+            ));
+        }
+    }
+    if let Some(c) = &facts.cgroup_pids {
+        if let Some(max) = c.max {
+            let cur = c.current.unwrap_or(0);
+            if cur + live > max {
+                p.problems.push(format!(
+                    "about {live} threads alive at once, cgroup {} has {cur} tasks and pids.max = {max}",
+                    c.path
+                ));
+            }
+        }
+    }
+    if !facts.root {
+        if let Some(Rlimit {
+            soft: Some(lim), ..
+        }) = facts.rlimit_nproc
+        {
+            let mine = user_tasks().unwrap_or(0);
+            if mine + live > lim {
+                p.problems.push(format!(
+                    "about {live} threads alive at once, this user has {mine} tasks, RLIMIT_NPROC = {lim} (ulimit -u)"
+                ));
+            }
+        }
+    }
+    if let Some(max) = facts.max_map_count {
+        let room = max.saturating_sub(maps_now) / 2;
+        if cfg.reap == Reap::Leak {
+            p.leak_thread_capacity = Some(room);
+        }
+        if 2 * stacks_mapped + maps_now > max {
+            let msg = format!(
+                "{} keeps {stacks_mapped} stacks mapped (2 mappings each) but vm.max_map_count = {max} \
+                 leaves room for about {room} threads: after that pthread_create fails with EAGAIN",
+                if cfg.reap == Reap::Leak { "--reap leak" } else { "this run" }
+            );
+            if cfg.reap == Reap::Leak {
+                p.warnings.push(format!(
+                    "{msg}; the failures will be counted (use --reap join or detach to run them all)"
+                ));
+            } else {
+                p.problems.push(msg);
+            }
+        }
+    }
+    if let Some(Rlimit {
+        soft: Some(lim), ..
+    }) = facts.rlimit_as
+    {
+        let need = stack.saturating_mul(stacks_mapped);
+        if need > lim {
+            let msg = format!(
+                "{stacks_mapped} stacks of {} need {} of address space, RLIMIT_AS = {}",
+                human_bytes(stack),
+                human_bytes(need),
+                human_bytes(lim)
+            );
+            if cfg.reap == Reap::Leak {
+                p.warnings
+                    .push(format!("{msg}; creation will fail once it is used up"));
+            } else {
+                p.problems.push(msg);
+            }
+        }
+    }
+    if let Some(mem) = facts.mem_total_bytes {
+        if stack > mem {
+            p.problems.push(format!(
+                "one stack of {} is larger than the machine's memory ({}): it cannot be mapped",
+                human_bytes(stack),
+                human_bytes(mem)
+            ));
+        }
+    }
+    p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::storm::options::{Pin, Preset};
+
+    fn cfg(waves: u64, per_wave: u64, lag: u64, reap: Reap) -> Config {
+        Config {
+            preset: Preset::Default,
+            waves,
+            per_wave,
+            lag,
+            slots: lag + 1,
+            spin: 0,
+            sleep_ms: 0,
+            spawn: Backend::Pthread,
+            stack_size: Some(64 << 10),
+            stacks: Default::default(),
+            stack_release: Default::default(),
+            cancel: Cancel::Pthread,
+            reap,
+            cpus: vec![0],
+            pin: Pin::None,
+            force: false,
+        }
+    }
+
+    fn facts() -> HostFacts {
+        let mut f = HostFacts::read();
+        f.threads_max = Some(1_000_000);
+        f.pid_max = Some(4_000_000);
+        f.tasks_now = Some(100);
+        f.cgroup_pids = None;
+        f.max_map_count = Some(1_000_000);
+        f.rlimit_as = None;
+        f.root = true;
+        f
+    }
+
+    #[test]
+    fn live_threads_follow_lag() {
+        let p = check(&cfg(1000, 100, 5, Reap::Join), &facts());
+        assert_eq!(p.peak_live_threads, 700);
+        assert!(p.problems.is_empty() && p.warnings.is_empty(), "{p:?}");
+        // Fewer waves than lag + 2: all of them.
+        assert_eq!(
+            check(&cfg(2, 100, 5, Reap::Join), &facts()).peak_live_threads,
+            200
+        );
+    }
+
+    #[test]
+    fn leak_mapping_wall_is_a_warning_with_capacity() {
+        let mut f = facts();
+        let now = map_count().unwrap();
+        f.max_map_count = Some(now + 2 * 30_000);
+        let p = check(&cfg(1000, 100, 5, Reap::Leak), &f);
+        assert!(p.problems.is_empty(), "{p:?}");
+        assert!(p.warnings[0].contains("vm.max_map_count"), "{p:?}");
+        let cap = p.leak_thread_capacity.unwrap();
+        assert!((29_990..=30_000).contains(&cap), "{cap}");
+        // The same wall without leaking is not reached: no warning.
+        assert!(check(&cfg(1000, 100, 5, Reap::Join), &f)
+            .warnings
+            .is_empty());
+    }
+
+    #[test]
+    fn task_limits_refuse() {
+        let mut f = facts();
+        f.threads_max = Some(500);
+        let p = check(&cfg(10, 100, 5, Reap::Join), &f);
+        assert!(
+            p.problems.iter().any(|m| m.contains("kernel.threads-max")),
+            "{p:?}"
+        );
+        let mut f = facts();
+        f.pid_max = Some(600);
+        let p = check(&cfg(10, 100, 5, Reap::Join), &f);
+        assert!(
+            p.problems.iter().any(|m| m.contains("kernel.pid_max")),
+            "{p:?}"
+        );
+        let mut f = facts();
+        f.root = false;
+        f.rlimit_nproc = Some(Rlimit {
+            soft: Some(50),
+            hard: Some(50),
+        });
+        let p = check(&cfg(10, 100, 5, Reap::Join), &f);
+        assert!(
+            p.problems.iter().any(|m| m.contains("RLIMIT_NPROC")),
+            "{p:?}"
+        );
+        let mut f = facts();
+        f.rlimit_as = Some(Rlimit {
+            soft: Some(1 << 20),
+            hard: None,
+        });
+        let p = check(&cfg(10, 100, 5, Reap::Join), &f);
+        assert!(p.problems.iter().any(|m| m.contains("RLIMIT_AS")), "{p:?}");
+    }
+
+    #[test]
+    fn a_stack_larger_than_memory_is_refused() {
+        let mut c = cfg(1, 1, 0, Reap::Join);
+        let f = facts();
+        c.stack_size = Some(f.mem_total_bytes.unwrap() * 2);
+        let p = check(&c, &f);
+        assert!(
+            p.problems.iter().any(|m| m.contains("cannot be mapped")),
+            "{p:?}"
+        );
+    }
+}
