@@ -44,7 +44,7 @@ for r in $(seq 1 "$rounds"); do
         --waves "$waves" --per-wave "$per_wave" --slots "$slots" --lag "$lag" \
         --spin "$spin" --sleep-ms "$sleep_ms" 2>/dev/null)
     t2=$(now)
-    cw=$(echo "$t1 - $t0" | bc -l) hw=$(echo "$t2 - $t1" | bc -l)
+    cw=$(awk "BEGIN{print $t1 - $t0}") hw=$(awk "BEGIN{print $t2 - $t1}")
     c_walls+=("$cw") h_walls+=("$hw")
     h_created=$(echo "$h_json" | python3 -c 'import json,sys; r=json.load(sys.stdin); m={x["name"]:x["value"] for x in r["metrics"]}; print(int(m["threads_created"]), int(m["threads_failed"]))')
     printf 'round %d: C %.3f s (%s) | herd %.3f s (created/failed %s)\n' "$r" "$cw" "$c_out" "$hw" "$h_created"
