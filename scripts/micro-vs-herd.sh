@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Compare herd's pthread backend with the plain C micro (benches/c/storm_micro.c)
 # on the same settings, interleaved C herd C herd ..., and report the process
-# wall times, their medians and the ratio herd/C (target: within 5%).
+# wall times, their medians, the ratio of the medians and the median of the
+# per-round (paired) ratios, which is robust to load drifting between rounds
+# (target: herd within 5% of C).
 #
 # Usage: scripts/micro-vs-herd.sh [--rounds N] [--waves N] [--per-wave N]
 #            [--slots N] [--lag N] [--spin N] [--sleep-ms N]
@@ -56,5 +58,6 @@ h = [float(x) for x in sys.argv[2].split()]
 mc, mh = statistics.median(c), statistics.median(h)
 ratios = [b / a for a, b in zip(c, h)]
 print(f"median wall: C {mc:.3f} s, herd {mh:.3f} s; herd/C {mh / mc:.3f} "
-      f"(per-round ratios {', '.join(f'{x:.3f}' for x in ratios)})")
+      f"(per-round ratios {', '.join(f'{x:.3f}' for x in ratios)}; "
+      f"median per-round ratio {statistics.median(ratios):.3f})")
 PY
