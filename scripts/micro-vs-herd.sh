@@ -25,7 +25,7 @@ while [ $# -gt 0 ]; do
         --lag) lag=$2; shift 2 ;;
         --spin) spin=$2; shift 2 ;;
         --sleep-ms) sleep_ms=$2; shift 2 ;;
-        -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
     esac
 done
