@@ -50,6 +50,7 @@ use crate::perf;
 use crate::result::{Metric, RunResult};
 use crate::runner;
 use crate::spawn::failure::{DiagContext, Failures};
+use crate::spawn::recycled::{Recycled, Stacks};
 use crate::spawn::{now_ns, Body, Cancel, Handle, Hooks, Reap, Spawner, ThreadRec, NO_PIN};
 
 /// Runs `herd storm`.
@@ -382,6 +383,19 @@ pub fn storm(
     .leak();
     let mut spawner = Spawner::new(cfg.spawn, cfg.stack_size.map(|s| s as usize))
         .with_context(|| format!("cannot prepare thread attributes ({:?})", cfg.stack_size))?;
+    if cfg.stacks == Stacks::Recycled {
+        // Keep every stack the ring (and a reaper running behind) can hand
+        // back at once, so the steady state does not unmap and remap.
+        let keep = cfg.per_wave.saturating_mul(cfg.slots).saturating_mul(2) as usize;
+        let pool = Recycled::new(
+            cfg.stack_size.map(|s| s as usize),
+            keep,
+            cfg.stack_release,
+            cfg.reap,
+        )
+        .context("cannot create the stack pool (--stacks recycled)")?;
+        spawner.use_recycled_stacks(pool)?;
+    }
     let diag = DiagContext {
         facts: facts.clone(),
         stack_bytes: pre.stack_bytes,
@@ -518,6 +532,11 @@ pub fn storm(
     if let Some(h) = reaper {
         let _ = h.join();
     }
+    if let Some(r) = spawner.recycled_stacks() {
+        // Every thread joined (reaper or pool reclaimer), every stack
+        // unmapped: measured, as glibc's unmaps are.
+        r.drain(std::time::Duration::from_secs(60));
+    }
     let t1 = now_ns();
     session.disable()?;
     progress.finish();
@@ -604,6 +623,17 @@ pub fn storm(
         push_hist(&mut r, "exit_hook", &collector.exit_hook);
     }
     r.push(Metric::lower("peak_rss_kib", "KiB", ru1.ru_maxrss as f64));
+    r.push(Metric::lower(
+        "minor_faults",
+        "faults",
+        (ru1.ru_minflt - ru0.ru_minflt) as f64,
+    ));
+    if let Some(s) = spawner.recycled_stacks() {
+        for m in s.metrics() {
+            r.push(m);
+        }
+        r.warnings.extend(s.warnings());
+    }
     let place = placement(cfg, &collector);
     r.push(Metric::info(
         "cpus_used",
@@ -616,9 +646,6 @@ pub fn storm(
     r.perf = report.to_json();
     for line in report.notes() {
         eprintln!("{line}");
-    }
-    if let Some(t) = report.contention_table() {
-        eprintln!("{t}");
     }
 
     let groups = failures.groups();
@@ -661,6 +688,7 @@ pub fn storm(
         },
         "placement": place,
         "preflight": pre,
+        "stacks": spawner.recycled_stacks().map(|s| s.to_json()),
     });
     if runner::is_child() {
         // Children print JSON only; the parent shows stderr as is.
@@ -671,10 +699,13 @@ pub fn storm(
     Ok(r)
 }
 
-/// The storm's own sections below the metrics table: placement, failures,
-/// warnings.
+/// The storm's own sections below the metrics table: the `--contention`
+/// profile, placement, failures, warnings.
 pub fn extra_sections(r: &RunResult) -> String {
     let mut out = String::new();
+    if let Some(t) = perf::Report::from_json(&r.perf).and_then(|p| p.contention_table()) {
+        let _ = writeln!(out, "\n{t}");
+    }
     let p = &r.details["placement"];
     if let Some(starts) = p["per_cpu_start"].as_array() {
         let requested: Vec<usize> = p["cpus_requested"]
@@ -767,6 +798,8 @@ mod tests {
             sleep_ms: 0,
             spawn: crate::spawn::Backend::Pthread,
             stack_size: None,
+            stacks: Default::default(),
+            stack_release: Default::default(),
             cancel: Cancel::Pthread,
             reap: Reap::Join,
             cpus,
