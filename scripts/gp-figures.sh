@@ -93,6 +93,11 @@ echo "== gp: the same with 200us read sections"
 run "$herd" gp --no-perf --delay 0,10us,100us --load idle,busy --section 200us --duration 500ms \
     -r "$runs" --json > "$out/gp-200us.json"
 gp_table "$out/gp-200us.json" "idle busy" "0 10us 100us"
+echo
+echo "== gp: 8 updaters share grace periods (idle)"
+run "$herd" gp --no-perf --updaters 8 --delay 0,10us,100us,1ms --load idle --duration 500ms \
+    -r "$runs" --json > "$out/gp-8.json"
+gp_table "$out/gp-8.json" "idle" "0 10us 100us 1ms"
 
 echo
 echo "== membarrier: idle vs one busy reader ($runs interleaved runs)"
