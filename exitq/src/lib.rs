@@ -1,3 +1,144 @@
 //! exitq: a lock-free thread-exit cleanup queue with RCU-style deferred,
-//! batched reclamation. (Being built: see issue "exitq".)
+//! batched reclamation.
+//!
+//! When a thread exits, runtimes usually do their bookkeeping under a global
+//! lock (unregister from a registry, return buffers, merge statistics). When
+//! many threads exit together, they queue on that lock (futex wait/wake on
+//! one word). exitq turns the per-exit work into **one compare-and-swap of a
+//! node allocated in advance**, and lets one reclaimer run the cleanups in
+//! batches after **one grace period per batch** (the kernel's `call_rcu`
+//! idea instead of `synchronize_rcu` per update).
+//!
+//! # The model
+//!
+//! A [`Domain`] owns:
+//!
+//! * **readers**: [`Domain::read`] returns a [`Guard`]; the code inside is a
+//!   read-side critical section. Entering costs a thread-local lookup, one
+//!   load and one store and a compiler fence: the writer side pays instead,
+//!   with membarrier(2) (see [`expedite`]).
+//! * **grace periods**: [`Domain::synchronize`] returns once every read
+//!   section that started before the call has ended; concurrent callers
+//!   share grace periods. [`Domain::synchronize_expedited`] trades CPU for
+//!   latency.
+//! * **deferred callbacks**: [`Domain::defer`] puts a closure in the calling
+//!   thread's batch (no shared atomic per call). A full batch is published
+//!   with one CAS onto the domain's [lock-free list](llist); the reclaimer
+//!   takes the whole list with one swap, waits *one* grace period for all of
+//!   it and runs the callbacks. [`Domain::barrier`] waits until everything
+//!   deferred before it has run.
+//! * **thread-exit hooks**: [`Domain::register_exit`] allocates the hook's
+//!   node now; when the thread exits (returns, `pthread_exit`, or
+//!   `pthread_cancel`) its thread-local destructor pushes the node, together
+//!   with the thread's unpublished batch, with one CAS: no lock, no syscall,
+//!   no allocation. See [`exit`].
+//!
+//! # Example
+//!
+//! ```
+//! use std::sync::atomic::{AtomicPtr, Ordering};
+//! use std::sync::Arc;
+//!
+//! struct Config { verbose: bool }
+//!
+//! let domain = exitq::Domain::new();
+//! let current = Arc::new(AtomicPtr::new(Box::into_raw(Box::new(Config { verbose: false }))));
+//!
+//! // Readers, on any thread:
+//! {
+//!     let _guard = domain.read();
+//!     // SAFETY (example): the object is freed only after a grace period.
+//!     let verbose = unsafe { (*current.load(Ordering::Acquire)).verbose };
+//!     assert!(!verbose);
+//! }
+//!
+//! // A writer replaces the object and defers freeing the old one.
+//! let old = current.swap(Box::into_raw(Box::new(Config { verbose: true })), Ordering::AcqRel);
+//! let old = old as usize; // raw pointers are not Send
+//! domain.defer(move || {
+//!     // SAFETY (example): every reader that could see `old` has left.
+//!     drop(unsafe { Box::from_raw(old as *mut Config) });
+//! });
+//!
+//! // A thread registers its cleanup; it runs after the thread exits.
+//! let d = domain.clone();
+//! std::thread::spawn(move || d.register_exit(|| println!("thread cleaned up")))
+//!     .join()
+//!     .unwrap();
+//! domain.barrier(); // the deferred free and the exit hook have run
+//! assert_eq!(domain.stats().exits_run, 1);
+//! # drop(unsafe { Box::from_raw(current.load(Ordering::Acquire)) });
+//! ```
+//!
+//! # Guarantees
+//!
+//! Each is checked by a test that fails if it is broken (`exitq/tests`).
+//!
+//! * **Exactly once.** Every deferred callback and every exit hook runs
+//!   exactly once: including the batches of idle threads (taken by the
+//!   reclaimer after the flush latency, or by `barrier`), batches left at
+//!   thread exit, and everything pending when the domain is dropped.
+//! * **After its grace period.** A callback never runs while a read section
+//!   that started before it was deferred is still open.
+//! * **Shutdown.** Dropping the last `Domain` handle publishes every
+//!   thread's batch, stops and joins the reclaimer thread, and runs every
+//!   pending callback on the dropping thread. Exit hooks of threads that are
+//!   still alive run when those threads exit (inline: no reader can exist
+//!   any more).
+//! * **Panics.** A panicking callback or hook is caught, counted
+//!   ([`Stats::callbacks_panicked`]) and the rest still run.
+//! * **Stalls.** A reader that holds up a grace period for longer than the
+//!   stall timeout is counted and reported (a stall handler, or one line on
+//!   stderr naming the thread); the grace period keeps waiting, it is never
+//!   cut short.
+//! * **Bounded memory.** At most `backlog_limit` published callbacks wait:
+//!   a producer past the limit runs a reclaim pass itself, or waits for the
+//!   passes in flight (except inside a read guard or a callback, where
+//!   waiting would deadlock: counted in [`Stats::backlog_overruns`]).
+//! * **No deadlock by misuse.** `synchronize`, `barrier` and friends panic
+//!   with a message instead of deadlocking when called inside a read guard
+//!   of the same domain (or `barrier` inside one of its callbacks).
+//!
+//! # Costs
+//!
+//! | operation | cost |
+//! |---|---|
+//! | `read()` + drop | TLS lookup, 2 loads, 2 stores, compiler fences (full fence in fallback mode) |
+//! | `defer(f)` | TLS lookup, 3 words written into the batch, 2 plain stores + 1 load (steal handshake); closures over 3 words are boxed |
+//! | full batch (default 256) | one CAS, plus a wake-up syscall if the reclaimer sleeps |
+//! | thread exit | one CAS on the list head, one CAS on the thread's own record |
+//! | grace period | one membarrier (IPI to every CPU running a thread of the process), a 25 µs sleep (normal), a scan of the per-thread records |
+//! | `barrier()` | one membarrier to take other threads' batches, one reclaim pass |
+//!
+//! Benchmarks against crossbeam-epoch and a mutex-protected `Vec` are in
+//! `benches/` (figures in the README, section "exitq").
+//!
+//! # fork()
+//!
+//! Like liburcu without its atfork hooks: a `Domain` must not be used in the
+//! child of `fork()`. The reclaimer thread does not exist in the child, and
+//! the records of the parent's other threads look alive. `synchronize`,
+//! `barrier` and `exit_barrier` panic with a message there; dropping the
+//! domain in the child leaks its memory and pending callbacks (they belong
+//! to the parent, which still runs them). Callbacks pending at fork run in
+//! the parent only. A child that only `exec`s needs nothing; a child that
+//! wants RCU builds its own `Domain`.
+//!
+//! # Scale
+//!
+//! Nothing is sized by CPU count: records are per thread (allocated on first
+//! use, reused after the thread exits), the lists are unbounded, and a grace
+//! period scans the records that exist. The reclaimer is one thread per
+//! domain.
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
+
+mod defer;
+mod domain;
+pub mod exit;
+pub mod expedite;
+pub mod llist;
+pub mod stacks;
+mod sync;
+
+pub use domain::{Builder, Domain, Guard, Reclaimer, Stall, StallHandler, Stats};
+pub use expedite::{membarrier_available, Expedite};

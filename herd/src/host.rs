@@ -1,10 +1,649 @@
-//! Host facts and limits (being built: herd storm issue).
+//! Host facts and limits, CPU lists, and `herd env`.
+//!
+//! Everything sized by CPU count is sized at run time: CPU lists are
+//! `Vec<usize>` and affinity masks ([`CpuMask`]) are bitmaps sized from
+//! the largest CPU id they hold, so a 384-CPU machine (or CPU ids above
+//! 1023, beyond glibc's fixed `cpu_set_t`) works the same as this 2-CPU one.
+//!
+//! [`HostFacts::read`] gathers what decides whether a storm can run: the
+//! online CPUs, NUMA nodes, kernel, the thread limits (`kernel.threads-max`,
+//! `kernel.pid_max`, `vm.max_map_count`, the cgroup's `pids.max`,
+//! `RLIMIT_NPROC`, `RLIMIT_STACK`, `RLIMIT_AS`) and whether perf counters
+//! and tracefs are usable. A fact that cannot be read is `None` and shown
+//! as "unknown", never guessed.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::path::Path;
+
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+
+use crate::error::usage;
 
 /// Flags of `herd env`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct EnvArgs {}
+pub struct EnvArgs {
+    /// Print the facts as one JSON document instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
 
-/// Runs `herd env`.
-pub fn run_env(_args: &EnvArgs) -> anyhow::Result<u8> {
-    anyhow::bail!("herd env is not built yet")
+/// Runs `herd env`: prints the host facts as a table or JSON.
+pub fn run_env(args: &EnvArgs) -> Result<u8> {
+    let facts = HostFacts::read();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&facts)?);
+    } else {
+        print!("{}", facts.table());
+    }
+    Ok(0)
+}
+
+/// A soft and hard resource limit; `None` means unlimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rlimit {
+    /// The limit that applies now (`None`: unlimited).
+    pub soft: Option<u64>,
+    /// The ceiling an unprivileged process may raise `soft` to.
+    pub hard: Option<u64>,
+}
+
+impl Rlimit {
+    /// Reads `resource` with getrlimit(2).
+    pub fn read(resource: libc::__rlimit_resource_t) -> Option<Rlimit> {
+        let mut rl = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: `rl` is a valid, writable rlimit; getrlimit only writes it.
+        if unsafe { libc::getrlimit(resource, &mut rl) } != 0 {
+            return None;
+        }
+        let conv = |v: libc::rlim_t| (v != libc::RLIM_INFINITY).then_some(v);
+        Some(Rlimit {
+            soft: conv(rl.rlim_cur),
+            hard: conv(rl.rlim_max),
+        })
+    }
+
+    fn show(&self, unit: impl Fn(u64) -> String) -> String {
+        let one = |v: Option<u64>| v.map(&unit).unwrap_or_else(|| "unlimited".into());
+        format!("{} (hard {})", one(self.soft), one(self.hard))
+    }
+}
+
+/// One NUMA node and its CPUs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NumaNode {
+    /// Node id (`/sys/devices/system/node/nodeN`).
+    pub id: usize,
+    /// Its CPUs.
+    pub cpus: Vec<usize>,
+}
+
+/// The cgroup v2 task limit of this process, when there is one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CgroupPids {
+    /// The cgroup path (relative to the cgroup2 mount).
+    pub path: String,
+    /// `pids.max` (`None`: "max", unlimited).
+    pub max: Option<u64>,
+    /// `pids.current` when read.
+    pub current: Option<u64>,
+}
+
+/// Facts about the machine and this process's limits.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HostFacts {
+    /// Host name.
+    pub hostname: String,
+    /// Kernel release and version (`uname -rv`).
+    pub kernel: String,
+    /// Machine architecture (`uname -m`).
+    pub arch: String,
+    /// Online CPUs (`/sys/devices/system/cpu/online`).
+    pub online_cpus: Vec<usize>,
+    /// CPUs this process may run on (its affinity mask).
+    pub allowed_cpus: Vec<usize>,
+    /// NUMA nodes with their CPUs (empty when the kernel shows none).
+    pub numa_nodes: Vec<NumaNode>,
+    /// Total memory in bytes.
+    pub mem_total_bytes: Option<u64>,
+    /// `kernel.threads-max`: tasks the whole system may have.
+    pub threads_max: Option<u64>,
+    /// `kernel.pid_max`: the largest pid/tid, so also a task ceiling.
+    pub pid_max: Option<u64>,
+    /// `vm.max_map_count`: memory mappings one process may have. Each
+    /// un-joined thread keeps two (stack and guard page).
+    pub max_map_count: Option<u64>,
+    /// Tasks on the system now (`/proc/loadavg`).
+    pub tasks_now: Option<u64>,
+    /// The cgroup v2 `pids.max` that applies to this process.
+    pub cgroup_pids: Option<CgroupPids>,
+    /// `RLIMIT_NPROC`: tasks this user may have (not enforced for root).
+    pub rlimit_nproc: Option<Rlimit>,
+    /// `RLIMIT_STACK`: glibc's default thread stack size is its soft value.
+    pub rlimit_stack: Option<Rlimit>,
+    /// `RLIMIT_AS`: address space; thread stacks count against it.
+    pub rlimit_as: Option<Rlimit>,
+    /// glibc's default thread stack size (`pthread_getattr_default_np`).
+    pub default_thread_stack_bytes: Option<u64>,
+    /// Page size in bytes.
+    pub page_size: u64,
+    /// `kernel.perf_event_paranoid`.
+    pub perf_event_paranoid: Option<i64>,
+    /// Whether perf counters can be opened: root, or paranoid <= 2 for
+    /// this process's own counters.
+    pub perf_usable: bool,
+    /// Where tracefs is mounted (`None`: not mounted, tracepoints unusable).
+    pub tracefs: Option<String>,
+    /// Effective uid is 0.
+    pub root: bool,
+    /// glibc version (`gnu_get_libc_version`).
+    pub libc: String,
+}
+
+fn read_trim(path: impl AsRef<Path>) -> Option<String> {
+    fs::read_to_string(path).ok().map(|s| s.trim().to_string())
+}
+
+fn read_u64(path: impl AsRef<Path>) -> Option<u64> {
+    read_trim(path)?.parse().ok()
+}
+
+extern "C" {
+    fn gnu_get_libc_version() -> *const libc::c_char;
+    fn pthread_getattr_default_np(attr: *mut libc::pthread_attr_t) -> libc::c_int;
+}
+
+/// glibc's default stack size for new threads (what `pthread_create` with
+/// default attributes maps), read with `pthread_getattr_default_np`.
+pub fn default_thread_stack() -> Option<u64> {
+    let mut attr = std::mem::MaybeUninit::<libc::pthread_attr_t>::uninit();
+    // SAFETY: pthread_getattr_default_np initialises `attr` on success
+    // (returns 0); we only read it then, and destroy it after.
+    unsafe {
+        if pthread_getattr_default_np(attr.as_mut_ptr()) != 0 {
+            return None;
+        }
+        let mut size: libc::size_t = 0;
+        let rc = libc::pthread_attr_getstacksize(attr.as_ptr(), &mut size);
+        libc::pthread_attr_destroy(attr.as_mut_ptr());
+        (rc == 0).then_some(size as u64)
+    }
+}
+
+impl HostFacts {
+    /// Reads every fact; unreadable ones are `None`.
+    pub fn read() -> HostFacts {
+        let uts = nix::sys::utsname::uname().ok();
+        let s = |f: &dyn Fn(&nix::sys::utsname::UtsName) -> &std::ffi::OsStr| {
+            uts.as_ref()
+                .map(|u| f(u).to_string_lossy().into_owned())
+                .unwrap_or_default()
+        };
+        let kernel = format!("{} {}", s(&|u| u.release()), s(&|u| u.version()));
+        let online_cpus = online_cpus();
+        let allowed_cpus = allowed_cpus().unwrap_or_else(|| online_cpus.clone());
+        let paranoid =
+            read_trim("/proc/sys/kernel/perf_event_paranoid").and_then(|v| v.parse().ok());
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        // SAFETY: gnu_get_libc_version returns a static NUL-terminated string.
+        let libc_version = unsafe { std::ffi::CStr::from_ptr(gnu_get_libc_version()) }
+            .to_string_lossy()
+            .into_owned();
+        HostFacts {
+            hostname: s(&|u| u.nodename()),
+            kernel: kernel.trim().to_string(),
+            arch: s(&|u| u.machine()),
+            online_cpus,
+            allowed_cpus,
+            numa_nodes: numa_nodes(),
+            mem_total_bytes: mem_total(),
+            threads_max: read_u64("/proc/sys/kernel/threads-max"),
+            pid_max: read_u64("/proc/sys/kernel/pid_max"),
+            max_map_count: read_u64("/proc/sys/vm/max_map_count"),
+            tasks_now: tasks_now(),
+            cgroup_pids: cgroup_pids(),
+            rlimit_nproc: Rlimit::read(libc::RLIMIT_NPROC),
+            rlimit_stack: Rlimit::read(libc::RLIMIT_STACK),
+            rlimit_as: Rlimit::read(libc::RLIMIT_AS),
+            default_thread_stack_bytes: default_thread_stack(),
+            page_size: if page > 0 { page as u64 } else { 4096 },
+            perf_event_paranoid: paranoid,
+            perf_usable: root || paranoid.is_some_and(|p| p <= 2),
+            tracefs: tracefs_mount(),
+            root,
+            libc: libc_version,
+        }
+    }
+
+    /// The facts as JSON (for `RunResult::host`).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// The facts as an aligned two-column table.
+    pub fn table(&self) -> String {
+        let unknown = || "unknown".to_string();
+        let num = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_else(unknown);
+        let bytes = |v: u64| human_bytes(v);
+        let mut rows: Vec<(&str, String)> = vec![
+            ("host", format!("{} ({})", self.hostname, self.arch)),
+            ("kernel", self.kernel.clone()),
+            ("glibc", self.libc.clone()),
+            (
+                "online CPUs",
+                format!(
+                    "{} ({})",
+                    format_cpu_list(&self.online_cpus),
+                    self.online_cpus.len()
+                ),
+            ),
+            (
+                "allowed CPUs",
+                format!(
+                    "{} ({})",
+                    format_cpu_list(&self.allowed_cpus),
+                    self.allowed_cpus.len()
+                ),
+            ),
+        ];
+        let numa = if self.numa_nodes.is_empty() {
+            "none reported".to_string()
+        } else {
+            self.numa_nodes
+                .iter()
+                .map(|n| format!("node{}: {}", n.id, format_cpu_list(&n.cpus)))
+                .collect::<Vec<_>>()
+                .join("; ")
+        };
+        rows.push(("NUMA nodes", numa));
+        rows.push((
+            "memory",
+            self.mem_total_bytes.map(bytes).unwrap_or_else(unknown),
+        ));
+        rows.push(("kernel.threads-max", num(self.threads_max)));
+        rows.push(("kernel.pid_max", num(self.pid_max)));
+        rows.push(("vm.max_map_count", num(self.max_map_count)));
+        rows.push(("tasks now", num(self.tasks_now)));
+        rows.push((
+            "cgroup pids.max",
+            match &self.cgroup_pids {
+                None => "none".into(),
+                Some(c) => format!(
+                    "{} (current {}, {})",
+                    c.max.map(|v| v.to_string()).unwrap_or_else(|| "max".into()),
+                    num(c.current),
+                    c.path
+                ),
+            },
+        ));
+        let rl = |r: &Option<Rlimit>, f: &dyn Fn(u64) -> String| {
+            r.map(|r| r.show(f)).unwrap_or_else(unknown)
+        };
+        let mut nproc = rl(&self.rlimit_nproc, &|v| v.to_string());
+        if self.root {
+            nproc.push_str(" [not enforced for root]");
+        }
+        rows.push(("RLIMIT_NPROC", nproc));
+        rows.push(("RLIMIT_STACK", rl(&self.rlimit_stack, &bytes)));
+        rows.push(("RLIMIT_AS", rl(&self.rlimit_as, &bytes)));
+        rows.push((
+            "default thread stack",
+            self.default_thread_stack_bytes
+                .map(bytes)
+                .unwrap_or_else(unknown),
+        ));
+        rows.push((
+            "perf_event_paranoid",
+            self.perf_event_paranoid
+                .map(|v| v.to_string())
+                .unwrap_or_else(unknown),
+        ));
+        rows.push((
+            "perf counters",
+            if self.perf_usable {
+                "usable".into()
+            } else {
+                "not permitted (run as root or set kernel.perf_event_paranoid <= 2)".into()
+            },
+        ));
+        rows.push((
+            "tracefs",
+            self.tracefs.clone().unwrap_or_else(|| {
+                "not mounted (mount -t tracefs nodev /sys/kernel/tracing)".into()
+            }),
+        ));
+        rows.push(("root", if self.root { "yes" } else { "no" }.into()));
+        let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+        let mut out = String::new();
+        for (k, v) in rows {
+            let _ = writeln!(out, "{k:<width$}  {v}");
+        }
+        out
+    }
+}
+
+/// Bytes as KiB/MiB/GiB with one decimal.
+pub fn human_bytes(v: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut x = v as f64;
+    let mut u = 0;
+    while x >= 1024.0 && u + 1 < UNITS.len() {
+        x /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{v} B")
+    } else {
+        format!("{x:.1} {}", UNITS[u])
+    }
+}
+
+/// Online CPUs; falls back to `0..sysconf(_SC_NPROCESSORS_ONLN)`.
+pub fn online_cpus() -> Vec<usize> {
+    if let Some(list) = read_trim("/sys/devices/system/cpu/online") {
+        if let Ok(cpus) = parse_cpu_list(&list) {
+            if !cpus.is_empty() {
+                return cpus;
+            }
+        }
+    }
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as usize;
+    (0..n).collect()
+}
+
+/// The CPUs in this thread's affinity mask (from `/proc/self/status`,
+/// which has no size limit, unlike a fixed `cpu_set_t`).
+pub fn allowed_cpus() -> Option<Vec<usize>> {
+    let status = fs::read_to_string("/proc/thread-self/status").ok()?;
+    let line = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?;
+    parse_cpu_list(line.trim()).ok()
+}
+
+fn numa_nodes() -> Vec<NumaNode> {
+    let Some(list) = read_trim("/sys/devices/system/node/online") else {
+        return Vec::new();
+    };
+    let Ok(ids) = parse_cpu_list(&list) else {
+        return Vec::new();
+    };
+    ids.into_iter()
+        .map(|id| NumaNode {
+            id,
+            cpus: read_trim(format!("/sys/devices/system/node/node{id}/cpulist"))
+                .and_then(|l| parse_cpu_list(&l).ok())
+                .unwrap_or_default(),
+        })
+        .collect()
+}
+
+fn mem_total() -> Option<u64> {
+    let info = fs::read_to_string("/proc/meminfo").ok()?;
+    let kb: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
+}
+
+/// Tasks on the whole system now (4th field of `/proc/loadavg`: running/total).
+pub fn tasks_now() -> Option<u64> {
+    let l = read_trim("/proc/loadavg")?;
+    l.split_whitespace().nth(3)?.split('/').nth(1)?.parse().ok()
+}
+
+/// The cgroup v2 `pids.max`/`pids.current` of this process's cgroup, or
+/// the nearest ancestor that sets a limit.
+pub fn cgroup_pids() -> Option<CgroupPids> {
+    let cg = fs::read_to_string("/proc/self/cgroup").ok()?;
+    let rel = cg.lines().find_map(|l| l.strip_prefix("0::"))?.trim();
+    let root = Path::new("/sys/fs/cgroup");
+    let mut path = Path::new(rel.trim_start_matches('/')).to_path_buf();
+    loop {
+        let dir = root.join(&path);
+        if let Some(max) = read_trim(dir.join("pids.max")) {
+            let limit = max.parse().ok();
+            if limit.is_some() {
+                return Some(CgroupPids {
+                    path: format!("/{}", path.display()),
+                    max: limit,
+                    current: read_u64(dir.join("pids.current")),
+                });
+            }
+        }
+        if !path.pop() {
+            return None;
+        }
+    }
+}
+
+fn tracefs_mount() -> Option<String> {
+    for p in ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"] {
+        if Path::new(p).join("events").is_dir() {
+            return Some(p.to_string());
+        }
+    }
+    None
+}
+
+/// Memory mappings of this process now (lines of `/proc/self/maps`).
+pub fn map_count() -> Option<u64> {
+    let maps = fs::read("/proc/self/maps").ok()?;
+    Some(maps.iter().filter(|&&b| b == b'\n').count() as u64)
+}
+
+/// Tasks of this process now (`Threads:` in `/proc/self/status`).
+pub fn process_threads() -> Option<u64> {
+    let status = fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Largest CPU id accepted in a list: far above any real machine, small
+/// enough that a mask for it is a few KiB (a typo like `0-99999999` is
+/// refused instead of allocating).
+pub const MAX_CPU_ID: usize = 1 << 16;
+
+/// Parses a CPU list like `0-3,8,10-11` (the kernel's cpulist format) into
+/// sorted, de-duplicated CPU ids. `flag` names the option in errors.
+pub fn parse_cpu_list_for(flag: &str, s: &str) -> Result<Vec<usize>> {
+    parse_cpu_list(s).map_err(|e| usage(flag, e))
+}
+
+/// Parses a kernel-style CPU list; the error message says what is wrong.
+pub fn parse_cpu_list(s: &str) -> std::result::Result<Vec<usize>, String> {
+    let s = s.trim();
+    if s.is_empty() {
+        return Err("empty CPU list".into());
+    }
+    let mut out = Vec::new();
+    for part in s.split(',') {
+        let part = part.trim();
+        let num = |t: &str| -> std::result::Result<usize, String> {
+            let v: usize = t
+                .trim()
+                .parse()
+                .map_err(|_| format!("`{t}` is not a CPU number (expected e.g. 0-3,8)"))?;
+            if v > MAX_CPU_ID {
+                return Err(format!(
+                    "CPU {v} is above the largest supported id {MAX_CPU_ID}"
+                ));
+            }
+            Ok(v)
+        };
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b) = (num(a)?, num(b)?);
+                if a > b {
+                    return Err(format!("range `{part}` goes backwards"));
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(num(part)?),
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+/// Formats sorted CPU ids back into the compact `0-3,8` form.
+pub fn format_cpu_list(cpus: &[usize]) -> String {
+    let mut out = String::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let start = cpus[i];
+        let mut end = start;
+        while i + 1 < cpus.len() && cpus[i + 1] == end + 1 {
+            i += 1;
+            end = cpus[i];
+        }
+        if !out.is_empty() {
+            out.push(',');
+        }
+        if end == start {
+            let _ = write!(out, "{start}");
+        } else {
+            let _ = write!(out, "{start}-{end}");
+        }
+        i += 1;
+    }
+    out
+}
+
+/// An affinity mask sized at run time: one bit per CPU id up to the
+/// largest one set, in the kernel's `unsigned long` word layout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuMask {
+    words: Vec<libc::c_ulong>,
+}
+
+impl CpuMask {
+    const BITS: usize = libc::c_ulong::BITS as usize;
+
+    /// A mask with exactly `cpus` set.
+    pub fn of(cpus: &[usize]) -> CpuMask {
+        let max = cpus.iter().copied().max().unwrap_or(0);
+        // The kernel rejects a mask shorter than its nr_cpu_ids only when
+        // bits beyond are needed; a mask covering our largest CPU suffices.
+        let mut words = vec![0; max / Self::BITS + 1];
+        for &c in cpus {
+            words[c / Self::BITS] |= 1 << (c % Self::BITS);
+        }
+        CpuMask { words }
+    }
+
+    /// Size in bytes, as sched_setaffinity(2) wants it.
+    pub fn size_bytes(&self) -> usize {
+        self.words.len() * std::mem::size_of::<libc::c_ulong>()
+    }
+
+    /// The CPUs set in the mask.
+    pub fn cpus(&self) -> Vec<usize> {
+        let mut out = Vec::new();
+        for (i, w) in self.words.iter().enumerate() {
+            for b in 0..Self::BITS {
+                if w & (1 << b) != 0 {
+                    out.push(i * Self::BITS + b);
+                }
+            }
+        }
+        out
+    }
+
+    /// Binds the calling thread to this mask (sched_setaffinity(0, ...)).
+    /// Async-signal-safe and allocation-free, so threads call it at start.
+    pub fn apply_to_current_thread(&self) -> std::io::Result<()> {
+        // SAFETY: the pointer and size describe `self.words`, which lives
+        // for the call; the kernel only reads `size_bytes()` bytes.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_sched_setaffinity,
+                0,
+                self.size_bytes(),
+                self.words.as_ptr(),
+            )
+        };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    }
+}
+
+/// The CPU the calling thread runs on now (sched_getcpu), or -1.
+#[inline]
+pub fn current_cpu() -> i32 {
+    // SAFETY: sched_getcpu has no preconditions (vDSO/rseq read).
+    unsafe { libc::sched_getcpu() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_list_round_trip() {
+        let l = parse_cpu_list("0-3,8,10-11").unwrap();
+        assert_eq!(l, vec![0, 1, 2, 3, 8, 10, 11]);
+        assert_eq!(format_cpu_list(&l), "0-3,8,10-11");
+        assert_eq!(format_cpu_list(&parse_cpu_list("5").unwrap()), "5");
+        let big = parse_cpu_list("0-127,256-383").unwrap();
+        assert_eq!(big.len(), 256);
+        assert_eq!(format_cpu_list(&big), "0-127,256-383");
+        assert_eq!(parse_cpu_list("3,1,1-2").unwrap(), vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn cpu_list_errors() {
+        assert!(parse_cpu_list("").is_err());
+        assert!(parse_cpu_list("a")
+            .unwrap_err()
+            .contains("not a CPU number"));
+        assert!(parse_cpu_list("4-2").unwrap_err().contains("backwards"));
+        assert!(parse_cpu_list("0-99999999")
+            .unwrap_err()
+            .contains("largest"));
+    }
+
+    #[test]
+    fn mask_beyond_1024_cpus() {
+        let cpus = vec![0, 63, 64, 127, 128, 1023, 1024, 4095];
+        let m = CpuMask::of(&cpus);
+        assert_eq!(m.cpus(), cpus);
+        assert_eq!(m.size_bytes(), 4096 / 8);
+    }
+
+    #[test]
+    fn facts_are_read() {
+        let f = HostFacts::read();
+        assert!(!f.online_cpus.is_empty());
+        assert!(f.threads_max.is_some());
+        assert!(f.default_thread_stack_bytes.is_some());
+        assert!(f.table().contains("vm.max_map_count"));
+    }
+
+    #[test]
+    fn own_mask_applies() {
+        let allowed = allowed_cpus().unwrap();
+        CpuMask::of(&allowed).apply_to_current_thread().unwrap();
+        assert!(allowed.contains(&(current_cpu() as usize)));
+    }
 }

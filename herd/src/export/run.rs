@@ -1,1 +1,343 @@
-//! Being built (see export/mod.rs).
+//! One run or a set of repetitions as a table, JSON or CSV, and the
+//! output flags every scenario shares ([`OutputArgs`]).
+//!
+//! A scenario's `run` typically does:
+//!
+//! ```ignore
+//! if args.out.runs > 1 {
+//!     return export::run::repeat("storm", &args.out);   // children, summary
+//! }
+//! let result: RunResult = measure(...)?;
+//! export::run::emit(&result, &args.out, |r| my_extra_sections(r))?;
+//! ```
+//!
+//! `repeat` re-runs herd once per repetition through
+//! [`crate::runner::run_child`] with the same command line minus `-r`,
+//! `--json` and `--csv`, then prints the [`RunSet`] summary (median, mean,
+//! %stddev per metric) as a table, JSON (the whole `RunSet`) or CSV.
+
+use std::fmt::Write as _;
+
+use anyhow::Result;
+
+use crate::error::EXIT_INTERRUPTED;
+use crate::result::{Better, RunResult, RunSet};
+use crate::runner;
+use crate::stats::Summary;
+
+/// Output flags shared by every scenario (`#[command(flatten)]`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args)]
+pub struct OutputArgs {
+    /// Print one JSON document (a RunResult; a RunSet with -r N > 1).
+    #[arg(long, conflicts_with = "csv")]
+    pub json: bool,
+    /// Print CSV (name,unit,value,better; with -r N > 1 one row per metric
+    /// with n, median, mean, stddev, pct_stddev, min, max).
+    #[arg(long)]
+    pub csv: bool,
+    /// Repetitions, each in a fresh child process, then a summary.
+    #[arg(short = 'r', long = "runs", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub runs: u32,
+}
+
+/// Formats a value with a sensible number of digits for its size.
+pub fn fmt_value(v: f64) -> String {
+    let a = v.abs();
+    if v == v.trunc() && a < 1e15 {
+        format!("{v:.0}")
+    } else if a >= 100.0 {
+        format!("{v:.1}")
+    } else if a >= 1.0 {
+        format!("{v:.3}")
+    } else {
+        format!("{v:.4}")
+    }
+}
+
+/// The metrics of one run as an aligned table: `metric  value  unit`.
+pub fn metrics_table(r: &RunResult) -> String {
+    let w = r
+        .metrics
+        .iter()
+        .map(|m| m.name.len())
+        .max()
+        .unwrap_or(6)
+        .max(6);
+    let vals: Vec<String> = r.metrics.iter().map(|m| fmt_value(m.value)).collect();
+    let vw = vals.iter().map(|v| v.len()).max().unwrap_or(5).max(5);
+    let mut out = String::new();
+    let _ = writeln!(out, "{:<w$}  {:>vw$}  unit", "metric", "value");
+    for (m, v) in r.metrics.iter().zip(&vals) {
+        let _ = writeln!(out, "{:<w$}  {:>vw$}  {}", m.name, v, m.unit);
+    }
+    out
+}
+
+fn better_str(b: Better) -> &'static str {
+    match b {
+        Better::Lower => "lower",
+        Better::Higher => "higher",
+        Better::Neither => "neither",
+    }
+}
+
+/// One run as CSV: `name,unit,value,better`.
+pub fn run_csv(r: &RunResult) -> Result<String> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record(["name", "unit", "value", "better"])?;
+    for m in &r.metrics {
+        w.write_record([
+            m.name.as_str(),
+            m.unit.as_str(),
+            &m.value.to_string(),
+            better_str(m.better),
+        ])?;
+    }
+    Ok(String::from_utf8(w.into_inner()?)?)
+}
+
+/// One metric summarised over a run set.
+#[derive(Debug, Clone)]
+pub struct MetricSummary {
+    /// Metric name.
+    pub name: String,
+    /// Its unit.
+    pub unit: String,
+    /// The summary (over the runs that have the metric).
+    pub summary: Summary,
+}
+
+/// Every metric of a set, in the order of first appearance.
+pub fn summarise(set: &RunSet) -> Vec<MetricSummary> {
+    let mut order: Vec<(String, String)> = Vec::new();
+    for r in &set.runs {
+        for m in &r.metrics {
+            if !order.iter().any(|(n, _)| n == &m.name) {
+                order.push((m.name.clone(), m.unit.clone()));
+            }
+        }
+    }
+    order
+        .into_iter()
+        .filter_map(|(name, unit)| {
+            let vals: Vec<f64> = set.runs.iter().filter_map(|r| r.metric(&name)).collect();
+            Summary::of(&vals).map(|summary| MetricSummary {
+                name,
+                unit,
+                summary,
+            })
+        })
+        .collect()
+}
+
+/// A run set's summary table: median, mean, ±%stddev, min, max per metric.
+pub fn runset_table(set: &RunSet) -> String {
+    let rows = summarise(set);
+    let w = rows.iter().map(|m| m.name.len()).max().unwrap_or(6).max(6);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} runs{}",
+        set.runs.len(),
+        if set.label.is_empty() {
+            String::new()
+        } else {
+            format!(" of {}", set.label)
+        }
+    );
+    let _ = writeln!(
+        out,
+        "{:<w$}  {:>12}  {:>12}  {:>8}  {:>12}  {:>12}  unit",
+        "metric", "median", "mean", "%stddev", "min", "max"
+    );
+    for m in rows {
+        let s = &m.summary;
+        let _ = writeln!(
+            out,
+            "{:<w$}  {:>12}  {:>12}  {:>7.1}%  {:>12}  {:>12}  {}",
+            m.name,
+            fmt_value(s.median),
+            fmt_value(s.mean),
+            s.pct_stddev(),
+            fmt_value(s.min),
+            fmt_value(s.max),
+            m.unit
+        );
+    }
+    out
+}
+
+/// A run set's summary as CSV.
+pub fn runset_csv(set: &RunSet) -> Result<String> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record([
+        "name",
+        "unit",
+        "n",
+        "median",
+        "mean",
+        "stddev",
+        "pct_stddev",
+        "min",
+        "max",
+    ])?;
+    for m in summarise(set) {
+        let s = &m.summary;
+        w.write_record([
+            m.name,
+            m.unit,
+            s.n.to_string(),
+            s.median.to_string(),
+            s.mean.to_string(),
+            s.stddev.to_string(),
+            s.pct_stddev().to_string(),
+            s.min.to_string(),
+            s.max.to_string(),
+        ])?;
+    }
+    Ok(String::from_utf8(w.into_inner()?)?)
+}
+
+/// The command-line arguments after `scenario` with `-r/--runs`, `--json`
+/// and `--csv` removed: what a child repetition runs (it adds `--json`).
+pub fn child_args(scenario: &str) -> Vec<String> {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    strip_output_args(scenario, &argv)
+}
+
+/// [`child_args`] on a given argv (without the program name).
+pub fn strip_output_args(scenario: &str, argv: &[String]) -> Vec<String> {
+    let start = argv
+        .iter()
+        .position(|a| a == scenario)
+        .map(|p| p + 1)
+        .unwrap_or(argv.len());
+    let mut out = Vec::new();
+    let mut it = argv[start..].iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--json" | "--csv" => {}
+            "-r" | "--runs" => {
+                it.next();
+            }
+            s if s.starts_with("--runs=") => {}
+            s if s.starts_with("-r") && s[2..].bytes().all(|b| b.is_ascii_digit()) => {}
+            "--" => {
+                out.push(a.clone());
+                out.extend(it.by_ref().cloned());
+            }
+            _ => out.push(a.clone()),
+        }
+    }
+    out
+}
+
+/// Prints one run in the format `out` asks for; `extra` renders the
+/// scenario's own sections (placement, failures) below the metrics table.
+pub fn emit(r: &RunResult, out: &OutputArgs, extra: impl Fn(&RunResult) -> String) -> Result<()> {
+    if out.json {
+        println!("{}", serde_json::to_string_pretty(r)?);
+    } else if out.csv {
+        print!("{}", run_csv(r)?);
+    } else {
+        print!("{}", metrics_table(r));
+        print!("{}", extra(r));
+        if r.interrupted {
+            println!("(interrupted: figures cover the part that ran)");
+        }
+    }
+    Ok(())
+}
+
+/// Runs `out.runs` repetitions of `herd <scenario> <this command line>`,
+/// each in a child process, and prints the summary. Stops after Ctrl-C
+/// (keeping the partial repetition) and returns 130 then.
+pub fn repeat(scenario: &str, out: &OutputArgs) -> Result<u8> {
+    runner::install_interrupt_handler();
+    let args = child_args(scenario);
+    let mut set = RunSet {
+        schema: crate::result::SCHEMA_VERSION,
+        label: format!("herd {scenario} {}", args.join(" "))
+            .trim()
+            .to_string(),
+        runs: Vec::new(),
+    };
+    for i in 0..out.runs {
+        if runner::interrupted() {
+            break;
+        }
+        if !out.json && !out.csv {
+            eprintln!("run {}/{}", i + 1, out.runs);
+        }
+        let r = runner::run_child(scenario, &args)?;
+        let stop = r.interrupted;
+        set.runs.push(r);
+        if stop {
+            break;
+        }
+    }
+    let interrupted = runner::interrupted();
+    if out.json {
+        println!("{}", serde_json::to_string_pretty(&set)?);
+    } else if out.csv {
+        print!("{}", runset_csv(&set)?);
+    } else {
+        print!("{}", runset_table(&set));
+        if interrupted {
+            println!(
+                "(interrupted after {} of {} runs)",
+                set.runs.len(),
+                out.runs
+            );
+        }
+    }
+    Ok(if interrupted { EXIT_INTERRUPTED } else { 0 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::result::Metric;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn strips_output_flags() {
+        let a = s(&[
+            "storm", "--waves", "3", "-r", "5", "--json", "--runs=2", "-r3", "--csv", "--lag", "1",
+        ]);
+        assert_eq!(
+            strip_output_args("storm", &a),
+            s(&["--waves", "3", "--lag", "1"])
+        );
+        assert!(strip_output_args("storm", &[]).is_empty());
+    }
+
+    #[test]
+    fn summary_and_csv() {
+        let mk = |v| {
+            let mut r = RunResult::new("storm", vec![], Default::default(), Default::default());
+            r.push(Metric::lower("wall_s", "s", v));
+            r
+        };
+        let set = RunSet {
+            schema: 1,
+            label: "x".into(),
+            runs: vec![mk(1.0), mk(2.0), mk(3.0)],
+        };
+        let t = runset_table(&set);
+        assert!(t.contains("wall_s"), "{t}");
+        let c = runset_csv(&set).unwrap();
+        assert!(
+            c.lines()
+                .nth(1)
+                .unwrap()
+                .starts_with("wall_s,s,3,2,2,1,50,1,3"),
+            "{c}"
+        );
+        assert!(run_csv(&mk(1.5)).unwrap().contains("wall_s,s,1.5,lower"));
+    }
+}

@@ -1,0 +1,293 @@
+//! Why a thread could not be created: the error number and the limit.
+//!
+//! `pthread_create` says only EAGAIN for most limits: the kernel's
+//! task limits (clone fails with EAGAIN for `RLIMIT_NPROC`,
+//! `kernel.threads-max`, the cgroup's `pids.max`, `kernel.pid_max`) and
+//! glibc's failing stack `mmap` (ENOMEM from `vm.max_map_count`,
+//! `RLIMIT_AS` or memory, which glibc reports as EAGAIN). [`diagnose`]
+//! looks at the counters right after the failure and names the limit that
+//! is at its ceiling. It runs once per wave with a failure, so the cost
+//! (reading `/proc/self/maps`, scanning `/proc` for `RLIMIT_NPROC`) stays
+//! off the common path.
+
+use std::collections::BTreeMap;
+use std::fs;
+
+use serde::{Deserialize, Serialize};
+
+use crate::host::{cgroup_pids, map_count, tasks_now, HostFacts, Rlimit};
+
+/// The limit that explains a creation failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Limit {
+    /// `vm.max_map_count`: no room for another stack mapping.
+    MaxMapCount,
+    /// `RLIMIT_NPROC`: this user's task limit.
+    RlimitNproc,
+    /// The cgroup's `pids.max`.
+    CgroupPidsMax,
+    /// `kernel.threads-max`.
+    ThreadsMax,
+    /// `kernel.pid_max`: no free pid.
+    PidMax,
+    /// `RLIMIT_AS`: no address space for another stack.
+    RlimitAs,
+    /// Memory: the stack could not be mapped (overcommit) or the kernel
+    /// could not allocate the task.
+    Memory,
+    /// Invalid attributes (EINVAL), e.g. a stack size the system refuses.
+    InvalidAttributes,
+    /// Not permitted (EPERM).
+    Permission,
+    /// None of the above matched.
+    Unknown,
+}
+
+impl Limit {
+    /// The limit's name as a user would search for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Limit::MaxMapCount => "vm.max_map_count",
+            Limit::RlimitNproc => "RLIMIT_NPROC",
+            Limit::CgroupPidsMax => "cgroup pids.max",
+            Limit::ThreadsMax => "kernel.threads-max",
+            Limit::PidMax => "kernel.pid_max",
+            Limit::RlimitAs => "RLIMIT_AS",
+            Limit::Memory => "memory",
+            Limit::InvalidAttributes => "invalid thread attributes",
+            Limit::Permission => "permission",
+            Limit::Unknown => "unknown limit",
+        }
+    }
+}
+
+/// Creation failures with the same error number and limit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailureGroup {
+    /// Error number (e.g. 11).
+    pub errno: i32,
+    /// Its symbolic name (e.g. `EAGAIN`).
+    pub errno_name: String,
+    /// The limit that explains it.
+    pub limit: Limit,
+    /// `limit.name()`, for readers of the JSON.
+    pub limit_name: String,
+    /// How many creations failed this way.
+    pub count: u64,
+    /// First wave where it happened.
+    pub first_wave: u32,
+    /// Threads created successfully before the first failure of this kind.
+    pub created_before: u64,
+    /// The evidence: the counter and its ceiling at the first failure.
+    pub evidence: String,
+}
+
+/// Counts failures by (errno, limit) and keeps the evidence.
+#[derive(Debug, Default)]
+pub struct Failures {
+    groups: BTreeMap<(i32, Limit), FailureGroup>,
+    /// Last diagnosis per errno, with the created count at the time.
+    cached: BTreeMap<i32, (u32, u64, Limit, String)>,
+}
+
+impl Failures {
+    /// Records a failure of `errno` in `wave` with `created` threads made
+    /// so far. Diagnoses the first failure of each errno, then again only
+    /// in a later wave where some thread was created since (the situation
+    /// may have changed); a run stuck at one limit (the leak mode after its
+    /// wall) is diagnosed once, so a 65K-line `/proc/self/maps` is not
+    /// re-read for every failing wave.
+    pub fn record(&mut self, errno: i32, wave: u32, created: u64, ctx: &DiagContext) {
+        let (limit, evidence) = match self.cached.get(&errno) {
+            Some((w, c, l, e)) if *w == wave || *c == created => (*l, e.clone()),
+            _ => {
+                let (l, e) = diagnose(errno, ctx);
+                self.cached.insert(errno, (wave, created, l, e.clone()));
+                (l, e)
+            }
+        };
+        self.groups
+            .entry((errno, limit))
+            .or_insert_with(|| FailureGroup {
+                errno,
+                errno_name: errno_name(errno).to_string(),
+                limit,
+                limit_name: limit.name().to_string(),
+                count: 0,
+                first_wave: wave,
+                created_before: created,
+                evidence,
+            })
+            .count += 1;
+    }
+
+    /// Total failures.
+    pub fn total(&self) -> u64 {
+        self.groups.values().map(|g| g.count).sum()
+    }
+
+    /// The groups, most frequent first.
+    pub fn groups(&self) -> Vec<FailureGroup> {
+        let mut v: Vec<_> = self.groups.values().cloned().collect();
+        v.sort_by_key(|g| std::cmp::Reverse(g.count));
+        v
+    }
+}
+
+/// What [`diagnose`] needs to know about the run.
+#[derive(Debug, Clone)]
+pub struct DiagContext {
+    /// Host facts read before the run.
+    pub facts: HostFacts,
+    /// Stack size of each thread, bytes.
+    pub stack_bytes: u64,
+}
+
+/// `EAGAIN` etc. for an error number.
+pub fn errno_name(e: i32) -> &'static str {
+    match e {
+        libc::EAGAIN => "EAGAIN",
+        libc::ENOMEM => "ENOMEM",
+        libc::EINVAL => "EINVAL",
+        libc::EPERM => "EPERM",
+        libc::ENOTSUP => "ENOTSUP",
+        _ => "E?",
+    }
+}
+
+/// Tasks of the real uid (what RLIMIT_NPROC counts), from `/proc`.
+pub fn user_tasks() -> Option<u64> {
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() }.to_string();
+    let mut n = 0;
+    for e in fs::read_dir("/proc").ok()?.flatten() {
+        let name = e.file_name();
+        if !name.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(st) = fs::read_to_string(e.path().join("status")) else {
+            continue;
+        };
+        let real = st
+            .lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .and_then(|l| l.split_whitespace().next());
+        if real == Some(uid.as_str()) {
+            n += st
+                .lines()
+                .find_map(|l| l.strip_prefix("Threads:"))
+                .and_then(|t| t.trim().parse::<u64>().ok())
+                .unwrap_or(1);
+        }
+    }
+    Some(n)
+}
+
+fn vm_size_bytes() -> Option<u64> {
+    let st = fs::read_to_string("/proc/self/status").ok()?;
+    let kb: u64 = st
+        .lines()
+        .find_map(|l| l.strip_prefix("VmSize:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
+}
+
+/// Names the limit behind a creation failure, with the evidence.
+pub fn diagnose(errno: i32, ctx: &DiagContext) -> (Limit, String) {
+    let f = &ctx.facts;
+    match errno {
+        libc::EINVAL => {
+            return (
+                Limit::InvalidAttributes,
+                format!("stack size {} bytes refused", ctx.stack_bytes),
+            )
+        }
+        libc::EPERM => {
+            return (
+                Limit::Permission,
+                "scheduling attributes not permitted".into(),
+            )
+        }
+        libc::EAGAIN | libc::ENOMEM => {}
+        _ => return (Limit::Unknown, format!("error {errno}")),
+    }
+    // A stack mapping plus its guard page: 2 more mappings per thread.
+    if let (Some(max), Some(now)) = (f.max_map_count, map_count()) {
+        if now + 2 >= max {
+            return (
+                Limit::MaxMapCount,
+                format!("{now} mappings in this process, vm.max_map_count = {max}"),
+            );
+        }
+    }
+    if !f.root {
+        if let Some(Rlimit {
+            soft: Some(lim), ..
+        }) = f.rlimit_nproc
+        {
+            if let Some(n) = user_tasks() {
+                if n + 1 >= lim {
+                    return (
+                        Limit::RlimitNproc,
+                        format!("{n} tasks of this user, RLIMIT_NPROC = {lim}"),
+                    );
+                }
+            }
+        }
+    }
+    if let Some(c) = cgroup_pids() {
+        if let (Some(max), Some(cur)) = (c.max, c.current) {
+            if cur + 1 >= max {
+                return (
+                    Limit::CgroupPidsMax,
+                    format!("{cur} tasks in cgroup {}, pids.max = {max}", c.path),
+                );
+            }
+        }
+    }
+    let tasks = tasks_now();
+    if let (Some(max), Some(n)) = (f.threads_max, tasks) {
+        if n + 1 >= max {
+            return (
+                Limit::ThreadsMax,
+                format!("{n} tasks on the system, kernel.threads-max = {max}"),
+            );
+        }
+    }
+    if let (Some(max), Some(n)) = (f.pid_max, tasks) {
+        // Pids below 300 are reserved after the first wrap.
+        if n + 300 >= max {
+            return (
+                Limit::PidMax,
+                format!("{n} tasks on the system, kernel.pid_max = {max}"),
+            );
+        }
+    }
+    if let Some(Rlimit {
+        soft: Some(lim), ..
+    }) = f.rlimit_as
+    {
+        if let Some(vm) = vm_size_bytes() {
+            if vm + ctx.stack_bytes > lim {
+                return (
+                    Limit::RlimitAs,
+                    format!(
+                        "address space {vm} bytes + stack {} > RLIMIT_AS = {lim}",
+                        ctx.stack_bytes
+                    ),
+                );
+            }
+        }
+    }
+    (
+        Limit::Memory,
+        format!(
+            "no task or mapping limit at its ceiling: the {}-byte stack or the task could not be allocated (memory, overcommit)",
+            ctx.stack_bytes
+        ),
+    )
+}

@@ -1,0 +1,590 @@
+//! `herd storm` end to end: validation, every backend combination, the
+//! failure paths with the named limit, output formats, repetitions, Ctrl-C.
+
+use std::process::Command as StdCommand;
+use std::time::{Duration, Instant};
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+fn herd() -> Command {
+    Command::cargo_bin("herd").unwrap()
+}
+
+/// Runs `herd storm ARGS --json` and returns the parsed RunResult.
+fn storm_json(args: &[&str]) -> Value {
+    let out = herd()
+        .arg("storm")
+        .args(args)
+        .arg("--json")
+        .arg("--no-perf")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "herd storm {args:?} failed: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("valid JSON")
+}
+
+fn metric(r: &Value, name: &str) -> f64 {
+    r["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == name)
+        .unwrap_or_else(|| panic!("metric {name} missing in {}", r["metrics"]))["value"]
+        .as_f64()
+        .unwrap()
+}
+
+/// Exit code 2 and a message naming `flag`.
+fn refused(args: &[&str], flag: &str) {
+    let out = herd().arg("storm").args(args).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert!(
+        err.contains(flag),
+        "{args:?}: message does not name {flag}: {err}"
+    );
+}
+
+#[test]
+fn validation_names_the_flag() {
+    refused(&["--waves", "0"], "--waves");
+    refused(&["--per-wave", "0"], "--per-wave");
+    refused(&["--per-wave", "999999999"], "--per-wave");
+    refused(&["--slots", "5", "--lag", "5"], "--lag");
+    refused(&["--lag", "30"], "--lag");
+    refused(&["--cpus", "4095"], "--cpus");
+    refused(&["--cpus", "0-1,x"], "--cpus");
+    refused(&["--cpus", "3-1"], "--cpus");
+    refused(&["--spin", "99999999999999999"], "--spin");
+    refused(&["--sleep-ms", "999999999999"], "--sleep-ms");
+    refused(&["--stack-size", "1K"], "--stack-size");
+    refused(&["--stack-size", "2T"], "--stack-size");
+    refused(&["--stack-size", "lots"], "--stack-size");
+    refused(&["--waves=-3"], "--waves");
+    refused(&["--spawn", "fibers"], "--spawn");
+    refused(
+        &["--spawn", "std", "--cancel", "pthread"],
+        "rust-lang/rust#65441",
+    );
+    refused(&["-r", "0"], "--runs");
+}
+
+/// Every backend combination runs a small storm to completion: all threads
+/// created, exited and (unless leaked) reaped. With a sleep far longer than
+/// the run, a storm that finishes quickly proves the stop requests worked.
+#[test]
+fn every_backend_combination() {
+    let small = [
+        "--waves",
+        "6",
+        "--per-wave",
+        "8",
+        "--lag",
+        "2",
+        "--slots",
+        "4",
+        "--spin",
+        "1000",
+    ];
+    for spawn in ["pthread", "std"] {
+        for cancel in ["pthread", "flag", "none"] {
+            if spawn == "std" && cancel == "pthread" {
+                continue; // refused, tested above
+            }
+            for reap in ["join", "detach", "leak"] {
+                // Cancelled threads sleep 20 s unless the cancel works;
+                // uncancelled ones sleep 10 ms.
+                let sleep = if cancel == "none" { "10" } else { "20000" };
+                let t = Instant::now();
+                let mut args = small.to_vec();
+                args.extend([
+                    "--spawn",
+                    spawn,
+                    "--cancel",
+                    cancel,
+                    "--reap",
+                    reap,
+                    "--sleep-ms",
+                    sleep,
+                ]);
+                let r = storm_json(&args);
+                let what = format!("{spawn}/{cancel}/{reap}");
+                assert!(
+                    t.elapsed() < Duration::from_secs(15),
+                    "{what}: stop requests did not work"
+                );
+                assert_eq!(metric(&r, "threads_created"), 48.0, "{what}");
+                assert_eq!(metric(&r, "threads_failed"), 0.0, "{what}");
+                assert_eq!(metric(&r, "threads_exited"), 48.0, "{what}");
+                let cancelled = if cancel == "none" { 0.0 } else { 48.0 };
+                assert_eq!(metric(&r, "threads_cancelled"), cancelled, "{what}");
+                let reaped = if reap == "leak" { 0.0 } else { 48.0 };
+                assert_eq!(metric(&r, "threads_reaped"), reaped, "{what}");
+                let d = &r["details"];
+                if cancel == "none" {
+                    assert_eq!(d["ended_on_own"], 48, "{what}");
+                } else {
+                    assert_eq!(d["ended_by_request"], 48, "{what}");
+                }
+                assert_eq!(d["histograms"]["exit"]["count"], 48, "{what}");
+                assert_eq!(d["histograms"]["create"]["count"], 48, "{what}");
+                let placed: u64 = d["placement"]["per_cpu_start"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|p| p[1].as_u64().unwrap())
+                    .sum();
+                assert_eq!(placed, 48, "{what}");
+                assert!(metric(&r, "exit_p50_us") > 0.0, "{what}");
+                assert!(metric(&r, "cpus_used") >= 1.0, "{what}");
+            }
+        }
+    }
+}
+
+#[test]
+fn json_document_is_complete() {
+    let r = storm_json(&[
+        "--waves",
+        "3",
+        "--per-wave",
+        "4",
+        "--lag",
+        "1",
+        "--sleep-ms",
+        "5000",
+    ]);
+    assert_eq!(r["scenario"], "storm");
+    assert_eq!(r["herd_version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(r["config"]["waves"], 3);
+    assert_eq!(r["config"]["reap"], "join");
+    assert!(!r["host"]["online_cpus"].as_array().unwrap().is_empty());
+    for m in [
+        "wall_s",
+        "user_s",
+        "sys_s",
+        "ctx_voluntary",
+        "create_rate",
+        "create_p99_us",
+        "exit_max_us",
+        "start_p90_us",
+        "peak_rss_kib",
+    ] {
+        assert!(metric(&r, m) >= 0.0, "{m}");
+    }
+    assert!(metric(&r, "peak_rss_kib") > 0.0);
+    assert_eq!(
+        r["args"],
+        serde_json::json!([
+            "--waves",
+            "3",
+            "--per-wave",
+            "4",
+            "--lag",
+            "1",
+            "--sleep-ms",
+            "5000",
+            "--no-perf"
+        ])
+    );
+}
+
+#[test]
+fn pinning_round_robin_places_threads_on_each_requested_cpu() {
+    let online = herd().args(["env", "--json"]).output().unwrap();
+    let env: Value = serde_json::from_slice(&online.stdout).unwrap();
+    let cpus: Vec<u64> = env["allowed_cpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    let r = storm_json(&[
+        "--waves",
+        "4",
+        "--per-wave",
+        "10",
+        "--lag",
+        "1",
+        "--pin",
+        "round-robin",
+    ]);
+    let p = &r["details"]["placement"];
+    assert_eq!(p["cpus_used"].as_u64().unwrap(), cpus.len() as u64, "{p}");
+    // 40 threads over n CPUs round-robin: each start count is 40/n +- 1.
+    for e in p["per_cpu_start"].as_array().unwrap() {
+        let n = e[1].as_u64().unwrap() as f64;
+        assert!((n - 40.0 / cpus.len() as f64).abs() <= 1.0, "{p}");
+    }
+    // Restricting to the last CPU: every thread starts and exits there.
+    let last = cpus.last().unwrap().to_string();
+    let r = storm_json(&[
+        "--waves",
+        "3",
+        "--per-wave",
+        "5",
+        "--lag",
+        "1",
+        "--cpus",
+        &last,
+    ]);
+    let p = &r["details"]["placement"];
+    assert_eq!(p["cpus_used"], 1, "{p}");
+    assert_eq!(
+        p["per_cpu_start"],
+        serde_json::json!([[cpus.last().unwrap(), 15]])
+    );
+    assert_eq!(
+        p["per_cpu_exit"],
+        serde_json::json!([[cpus.last().unwrap(), 15]])
+    );
+}
+
+#[test]
+fn table_and_csv_outputs() {
+    let out = herd()
+        .args([
+            "storm",
+            "--waves",
+            "3",
+            "--per-wave",
+            "3",
+            "--lag",
+            "1",
+            "--no-perf",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let t = String::from_utf8(out.stdout).unwrap();
+    for s in [
+        "herd storm: 3 waves x 3 threads",
+        "wall_s",
+        "threads_created",
+        "exit_p99_us",
+        "placement:",
+        "threads per CPU at start",
+    ] {
+        assert!(t.contains(s), "table lacks {s}:\n{t}");
+    }
+    let out = herd()
+        .args([
+            "storm",
+            "--waves",
+            "2",
+            "--per-wave",
+            "2",
+            "--lag",
+            "1",
+            "--csv",
+            "--no-perf",
+        ])
+        .output()
+        .unwrap();
+    let c = String::from_utf8(out.stdout).unwrap();
+    assert!(c.starts_with("name,unit,value,better\n"), "{c}");
+    assert!(c.contains("\nthreads_created,threads,4,neither\n"), "{c}");
+}
+
+#[test]
+fn repetitions_summarise_child_runs() {
+    let out = herd()
+        .args([
+            "storm",
+            "--waves",
+            "2",
+            "--per-wave",
+            "3",
+            "--lag",
+            "1",
+            "-r",
+            "3",
+            "--json",
+            "--no-perf",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let set: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let runs = set["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3);
+    for r in runs {
+        assert_eq!(metric(r, "threads_created"), 6.0);
+        assert!(!r["args"].as_array().unwrap().iter().any(|a| a == "-r"));
+    }
+    let out = herd()
+        .args([
+            "storm",
+            "--waves",
+            "2",
+            "--per-wave",
+            "3",
+            "--lag",
+            "1",
+            "--runs",
+            "2",
+            "--no-perf",
+        ])
+        .output()
+        .unwrap();
+    let t = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        t.contains("2 runs") && t.contains("median") && t.contains("%stddev"),
+        "{t}"
+    );
+    assert!(
+        t.lines()
+            .any(|l| l.starts_with("threads_created") && l.contains(" 6 ")),
+        "{t}"
+    );
+}
+
+#[test]
+fn ctrl_c_stops_cleanly_with_partial_results() {
+    let exe = assert_cmd::cargo::cargo_bin("herd");
+    let child = StdCommand::new(exe)
+        .args([
+            "storm",
+            "--waves",
+            "100000000",
+            "--per-wave",
+            "5",
+            "--lag",
+            "1",
+            "--sleep-ms",
+            "1000",
+            "--json",
+            "--no-perf",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["interrupted"], true);
+    let created = metric(&r, "threads_created");
+    assert!(created > 0.0);
+    assert_eq!(
+        metric(&r, "threads_exited"),
+        created,
+        "drained after Ctrl-C"
+    );
+}
+
+/// The micro's failure: never-joined threads keep their stacks mapped, so
+/// about vm.max_map_count / 2 threads in, pthread_create fails with EAGAIN.
+/// Pre-flight warns, the run counts the failures and names the limit.
+#[test]
+fn leak_hits_max_map_count_and_says_so() {
+    let max: u64 = std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    if max > 200_000 {
+        eprintln!("SKIPPED: vm.max_map_count = {max} is too large to exhaust quickly");
+        return;
+    }
+    let per_wave = 1000u64;
+    let waves = (max / 2) / per_wave + 8;
+    let out = herd()
+        .args([
+            "storm",
+            "--reap",
+            "leak",
+            "--spin",
+            "0",
+            "--sleep-ms",
+            "0",
+            "--lag",
+            "1",
+            "--stack-size",
+            "64K",
+            "--json",
+            "--no-perf",
+        ])
+        .args([
+            "--per-wave",
+            &per_wave.to_string(),
+            "--waves",
+            &waves.to_string(),
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("vm.max_map_count"),
+        "no pre-flight warning: {err}"
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let failed = metric(&r, "threads_failed");
+    let created = metric(&r, "threads_created");
+    assert!(failed > 0.0, "no failures");
+    assert!(
+        created < (max / 2) as f64 + 10.0 && created > (max / 2) as f64 * 0.8,
+        "created {created}"
+    );
+    let f = &r["details"]["failures"][0];
+    assert_eq!(f["errno_name"], "EAGAIN", "{f}");
+    assert_eq!(f["limit"], "max_map_count", "{f}");
+    assert!(r["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|w| w.as_str().unwrap().contains("vm.max_map_count")));
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Runs herd as `nobody` with RLIMIT_NPROC = `nproc`.
+fn as_nobody_with_nproc(nproc: u64, args: &[&str]) -> std::process::Output {
+    use std::os::unix::process::CommandExt;
+    let exe = assert_cmd::cargo::cargo_bin("herd");
+    let mut cmd = StdCommand::new(exe);
+    cmd.args(args);
+    // SAFETY: the closure only calls async-signal-safe functions
+    // (setrlimit, setgroups, setgid, setuid) between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            let rl = libc::rlimit {
+                rlim_cur: nproc,
+                rlim_max: nproc,
+            };
+            if libc::setrlimit(libc::RLIMIT_NPROC, &rl) != 0
+                || libc::setgroups(0, std::ptr::null()) != 0
+                || libc::setgid(65534) != 0
+                || libc::setuid(65534) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd.output().unwrap()
+}
+
+/// A low RLIMIT_NPROC for an unprivileged user: pre-flight refuses, and
+/// with --force the failures are counted and named.
+#[test]
+fn rlimit_nproc_is_predicted_and_named() {
+    if !is_root() {
+        eprintln!("SKIPPED: needs root to run herd as an unprivileged user with a low RLIMIT_NPROC (CI runs as root)");
+        return;
+    }
+    let args = [
+        "storm",
+        "--waves",
+        "3",
+        "--per-wave",
+        "40",
+        "--lag",
+        "1",
+        "--sleep-ms",
+        "2000",
+        "--no-perf",
+    ];
+    let out = as_nobody_with_nproc(20, &args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("RLIMIT_NPROC") && err.contains("--force"),
+        "{err}"
+    );
+
+    let mut forced = args.to_vec();
+    forced.extend(["--force", "--json"]);
+    let out = as_nobody_with_nproc(20, &forced);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let created = metric(&r, "threads_created");
+    let failed = metric(&r, "threads_failed");
+    assert_eq!(created + failed, 120.0);
+    // At most 20 tasks at once; cancelled waves free their slots.
+    assert!(
+        failed > 0.0 && created <= 60.0,
+        "created {created}, failed {failed}"
+    );
+    let f = &r["details"]["failures"][0];
+    assert_eq!(f["errno_name"], "EAGAIN", "{f}");
+    assert_eq!(f["limit"], "rlimit_nproc", "{f}");
+    assert!(err.contains("RLIMIT_NPROC"), "{err}");
+}
+
+/// A stack that cannot be mapped under RLIMIT_AS: refused, then counted.
+#[test]
+fn rlimit_as_is_predicted_and_named() {
+    use std::os::unix::process::CommandExt;
+    let run = |extra: &[&str]| {
+        let mut cmd = StdCommand::new(assert_cmd::cargo::cargo_bin("herd"));
+        cmd.args([
+            "storm",
+            "--waves",
+            "2",
+            "--per-wave",
+            "20",
+            "--lag",
+            "1",
+            "--stack-size",
+            "64M",
+            "--sleep-ms",
+            "2000",
+            "--no-perf",
+        ]);
+        cmd.args(extra);
+        // SAFETY: setrlimit is async-signal-safe.
+        unsafe {
+            cmd.pre_exec(|| {
+                let lim = 768 << 20;
+                let rl = libc::rlimit {
+                    rlim_cur: lim,
+                    rlim_max: lim,
+                };
+                if libc::setrlimit(libc::RLIMIT_AS, &rl) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        cmd.output().unwrap()
+    };
+    let out = run(&[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("RLIMIT_AS"), "{err}");
+    let out = run(&["--force", "--json"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(metric(&r, "threads_failed") > 0.0);
+    assert_eq!(
+        metric(&r, "threads_created") + metric(&r, "threads_failed"),
+        40.0
+    );
+    let f = &r["details"]["failures"][0];
+    assert_eq!(f["limit"], "rlimit_as", "{f}");
+}

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Compare herd's pthread backend with the plain C micro (benches/c/storm_micro.c)
+# on the same settings, interleaved C herd C herd ..., and report the process
+# wall times, their medians and the ratio herd/C (target: within 5%).
+#
+# Usage: scripts/micro-vs-herd.sh [--rounds N] [--waves N] [--per-wave N]
+#            [--slots N] [--lag N] [--spin N] [--sleep-ms N]
+#   Defaults: the posted micro (1000 100 20 5 1000000 1000), 3 rounds.
+#   herd runs `storm --spawn pthread --cancel pthread --reap leak` with the
+#   same settings and --no-perf. Both programs' process wall time is
+#   measured the same way (date before/after); the C micro prints what it
+#   created and how many creations failed, so the work can be checked equal.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+rounds=3 waves=1000 per_wave=100 slots=20 lag=5 spin=1000000 sleep_ms=1000
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --rounds) rounds=$2; shift 2 ;;
+        --waves) waves=$2; shift 2 ;;
+        --per-wave) per_wave=$2; shift 2 ;;
+        --slots) slots=$2; shift 2 ;;
+        --lag) lag=$2; shift 2 ;;
+        --spin) spin=$2; shift 2 ;;
+        --sleep-ms) sleep_ms=$2; shift 2 ;;
+        -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
+    esac
+done
+
+command -v gcc >/dev/null || { echo "gcc is needed (apt-get install gcc)" >&2; exit 1; }
+mkdir -p target
+gcc -O2 -pthread -o target/storm_micro benches/c/storm_micro.c
+cargo build --release -q -p herd
+herd=target/release/herd
+
+now() { date +%s.%N; }
+c_walls=() h_walls=()
+for r in $(seq 1 "$rounds"); do
+    t0=$(now)
+    c_out=$(target/storm_micro "$waves" "$per_wave" "$slots" "$lag" "$spin" "$sleep_ms")
+    t1=$(now)
+    h_json=$("$herd" storm --spawn pthread --cancel pthread --reap leak --no-perf --json \
+        --waves "$waves" --per-wave "$per_wave" --slots "$slots" --lag "$lag" \
+        --spin "$spin" --sleep-ms "$sleep_ms" 2>/dev/null)
+    t2=$(now)
+    cw=$(echo "$t1 - $t0" | bc -l) hw=$(echo "$t2 - $t1" | bc -l)
+    c_walls+=("$cw") h_walls+=("$hw")
+    h_created=$(echo "$h_json" | python3 -c 'import json,sys; r=json.load(sys.stdin); m={x["name"]:x["value"] for x in r["metrics"]}; print(int(m["threads_created"]), int(m["threads_failed"]))')
+    printf 'round %d: C %.3f s (%s) | herd %.3f s (created/failed %s)\n' "$r" "$cw" "$c_out" "$hw" "$h_created"
+done
+python3 - "${c_walls[*]}" "${h_walls[*]}" <<'PY'
+import statistics, sys
+c = [float(x) for x in sys.argv[1].split()]
+h = [float(x) for x in sys.argv[2].split()]
+mc, mh = statistics.median(c), statistics.median(h)
+ratios = [b / a for a, b in zip(c, h)]
+print(f"median wall: C {mc:.3f} s, herd {mh:.3f} s; herd/C {mh / mc:.3f} "
+      f"(per-round ratios {', '.join(f'{x:.3f}' for x in ratios)})")
+PY
