@@ -366,6 +366,21 @@ impl Cleanup {
         }
     }
 
+    /// The storm's per-thread hooks: `thread_start` at start, and (all
+    /// strategies but exitq, whose push happens in exitq's own thread-local
+    /// destructor) `thread_exit` in the exit destructor.
+    pub fn spawn_hooks(&self) -> crate::spawn::Hooks {
+        let start = self.hooks();
+        let exit = self.hooks();
+        crate::spawn::Hooks {
+            on_start: Some(Box::new(move |_| start.thread_start())),
+            on_exit: match self.shared.strategy {
+                Strategy::Exitq | Strategy::None => None,
+                _ => Some(Box::new(move |_| exit.thread_exit())),
+            },
+        }
+    }
+
     /// Ends the run: waits until every exited thread's cleanup has run
     /// (exitq: `exit_barrier` then `barrier`), stops the monitor, and
     /// checks that every cleanup ran exactly once. Call after every thread
@@ -556,6 +571,11 @@ impl Hooks {
             }
             w.head = p;
             w.entries.push(entry);
+            // Counted before the entry is published (the Release store
+            // below), so a reader that reaches it also sees the count: a
+            // walk is never longer than `registered` (see `walk`).
+            // Relaxed: ordered by that Release store.
+            s.registered.fetch_add(1, Ordering::Relaxed);
             // Release: publishes the entry's fields (and `next`) to readers
             // that load the head with Acquire in `walk`.
             s.head.store(p, Ordering::Release);
@@ -566,7 +586,6 @@ impl Hooks {
             *word = id ^ i as u64;
         }
         // Relaxed: read in `finish`, after every hook has happened-before.
-        s.registered.fetch_add(1, Ordering::Relaxed);
         s.expected_sum.fetch_add(sum, Ordering::Relaxed);
         let state = ThreadState {
             entry: eref,
@@ -695,8 +714,10 @@ fn do_cleanup(s: &Shared, w: &mut Writer, mut state: ThreadState) {
 /// One walk of the registry: counts entries and violations.
 fn walk(s: &Shared) -> (u64, u64) {
     // A walk can never be longer than the number of entries ever
-    // registered; more means a cycle. Relaxed: an upper bound suffices.
-    let bound = s.registered.load(Ordering::Relaxed) + 1;
+    // registered; more means a cycle. Every entry reached was counted
+    // before it was published (thread_start), and we reached it through
+    // Acquire loads, so a fresh load of the count includes it.
+    let mut bound = s.registered.load(Ordering::Relaxed);
     let (mut seen, mut bad) = (0u64, 0u64);
     // Acquire: pairs with the Release stores of head/next in thread_start
     // and do_cleanup, so an entry's fields are visible once reached.
@@ -710,9 +731,12 @@ fn walk(s: &Shared) -> (u64, u64) {
         if e.state.load(Ordering::Relaxed) == FREE || e.id == 0 {
             bad += 1;
         }
-        if seen > bound + 1 {
-            bad += 1;
-            break;
+        if seen > bound {
+            bound = s.registered.load(Ordering::Relaxed);
+            if seen > bound {
+                bad += 1;
+                break;
+            }
         }
         p = e.next.load(Ordering::Acquire);
     }

@@ -111,10 +111,10 @@ fn refuse_or_warn(cfg: &Config, pre: &preflight::Preflight) -> Result<()> {
     ))
 }
 
-/// The per-thread hooks for this run. None today; exit-cleanup strategies
-/// (`--cleanup`) return theirs here.
-pub fn make_hooks(_cfg: &Config) -> Hooks {
-    Hooks::default()
+/// The per-thread hooks for this run: the exit-cleanup strategy's
+/// (`--cleanup`, see [`crate::cleanup`]), or none.
+pub fn make_hooks(_cfg: &Config, cleanup: Option<&crate::cleanup::Cleanup>) -> Hooks {
+    cleanup.map(|c| c.spawn_hooks()).unwrap_or_default()
 }
 
 /// One wave: the records (kept until harvested) and the handles (until
@@ -357,12 +357,14 @@ pub fn storm(
         Pin::None => Vec::new(),
         Pin::RoundRobin => cfg.cpus.iter().map(|&c| CpuMask::of(&[c])).collect(),
     };
+    // Exit-cleanup machinery (registry, pool, monitor, exitq domain).
+    let cleanup = crate::cleanup::Cleanup::start(&cfg.cleanup)?;
     let body = Body {
         spin: cfg.spin,
         sleep_ns: cfg.sleep_ms * 1_000_000,
         cancel: cfg.cancel,
         pin_masks,
-        hooks: make_hooks(cfg),
+        hooks: make_hooks(cfg, cleanup.as_ref()),
         exits: Default::default(),
     }
     .leak();
@@ -489,6 +491,9 @@ pub fn storm(
     if let Some(h) = reaper {
         let _ = h.join();
     }
+    // Inside the measured phase: deferred cleanups still queued are work
+    // the strategy owes (exitq: exit_barrier).
+    let cleanup_report = cleanup.map(|c| c.finish());
     let t1 = now_ns();
     session.disable()?;
     let ru1 = rusage();
@@ -583,6 +588,12 @@ pub fn storm(
     for m in report.metrics(exits) {
         r.push(m);
     }
+    if let Some(c) = &cleanup_report {
+        for m in c.metrics(exits) {
+            r.push(m);
+        }
+        r.warnings.extend(c.problems());
+    }
     r.perf = report.to_json();
     for line in report.notes() {
         eprintln!("{line}");
@@ -631,6 +642,7 @@ pub fn storm(
         },
         "placement": place,
         "preflight": pre,
+        "cleanup": cleanup_report,
     });
     if runner::is_child() {
         // Children print JSON only; the parent shows stderr as is.
