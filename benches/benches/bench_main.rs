@@ -5,4 +5,5 @@ mod benchmarks;
 
 criterion_main! {
     benchmarks::placeholder::benches,
+    benchmarks::pool::benches,
 }

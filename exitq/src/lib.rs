@@ -137,6 +137,7 @@ mod domain;
 pub mod exit;
 pub mod expedite;
 pub mod llist;
+pub mod pool;
 pub mod stacks;
 mod sync;
 

@@ -1,1 +1,2 @@
 pub mod placeholder;
+pub mod pool;

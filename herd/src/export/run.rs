@@ -263,20 +263,20 @@ pub fn repeat(scenario: &str, out: &OutputArgs) -> Result<u8> {
             .to_string(),
         runs: Vec::new(),
     };
-    for i in 0..out.runs {
+    let progress = crate::export::progress::Progress::new(u64::from(out.runs), "runs");
+    for _ in 0..out.runs {
         if runner::interrupted() {
             break;
-        }
-        if !out.json && !out.csv {
-            eprintln!("run {}/{}", i + 1, out.runs);
         }
         let r = runner::run_child(scenario, &args)?;
         let stop = r.interrupted;
         set.runs.push(r);
+        progress.inc();
         if stop {
             break;
         }
     }
+    progress.finish();
     let interrupted = runner::interrupted();
     if out.json {
         println!("{}", serde_json::to_string_pretty(&set)?);

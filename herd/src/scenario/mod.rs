@@ -6,6 +6,8 @@ pub mod agent;
 pub mod compare;
 pub mod diff;
 pub mod gp;
+pub mod gpkit;
+pub mod load;
 pub mod membarrier;
 pub mod storm;
 pub mod sweep;

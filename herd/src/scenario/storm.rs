@@ -58,14 +58,15 @@ pub fn run(args: &Args) -> Result<u8> {
         // Validate here so a bad flag fails once, not once per child.
         let facts = HostFacts::read();
         let cfg = Config::from_args(args, &facts)?;
-        refuse_or_warn(&cfg, &preflight::check(&cfg, &facts))?;
+        // Each child prints the warnings of its own pre-flight.
+        refuse_or_warn(&cfg, &preflight::check(&cfg, &facts), false)?;
         return repeat("storm", &args.out);
     }
     runner::install_interrupt_handler();
     let facts = HostFacts::read();
     let cfg = Config::from_args(args, &facts)?;
     let pre = preflight::check(&cfg, &facts);
-    refuse_or_warn(&cfg, &pre)?;
+    refuse_or_warn(&cfg, &pre, true)?;
     let result = storm(&cfg, &pre, &facts, &args.perf, child_args("storm"))?;
     if !args.out.json && !args.out.csv {
         println!("{}", cfg.describe());
@@ -87,16 +88,20 @@ pub fn run_default() -> Result<u8> {
     }
 }
 
-fn refuse_or_warn(cfg: &Config, pre: &preflight::Preflight) -> Result<()> {
-    for w in &pre.warnings {
-        eprintln!("herd: warning: {w}");
+fn refuse_or_warn(cfg: &Config, pre: &preflight::Preflight, print: bool) -> Result<()> {
+    if print {
+        for w in &pre.warnings {
+            eprintln!("herd: warning: {w}");
+        }
     }
     if pre.problems.is_empty() {
         return Ok(());
     }
     if cfg.force {
-        for p in &pre.problems {
-            eprintln!("herd: warning (--force): {p}");
+        if print {
+            for p in &pre.problems {
+                eprintln!("herd: warning (--force): {p}");
+            }
         }
         return Ok(());
     }
@@ -419,6 +424,7 @@ pub fn storm(
     let mut next_pin = 0usize;
     let npins = cfg.cpus.len();
 
+    let progress = crate::export::progress::Progress::new(cfg.waves, "waves");
     let mut session = perf::Session::open(perf_args, &cfg.cpus)?;
     let ru0 = rusage();
     session.enable()?;
@@ -472,8 +478,10 @@ pub fn storm(
             }
         }
         waves_run += 1;
+        progress.inc();
     }
     let t_waves = now_ns();
+    progress.set_message("draining");
 
     // Drain: retire what is left, oldest first, and wait for every
     // created thread's exit destructor.
@@ -482,9 +490,19 @@ pub fn storm(
     for w in left {
         retire(w, cfg, &mut counts, tx.as_ref());
     }
+    // Threads still spinning finish their spin first; uncancelled ones
+    // (--cancel none) sleep to the end. After Ctrl-C, wait at most a few
+    // seconds more: what has not exited by then is reported, not awaited.
     let deadline = now_ns() + (cfg.sleep_ms + 60_000) * 1_000_000;
+    let mut patience_from_interrupt: Option<u64> = None;
     // Acquire pairs with the Release increment in the exit destructor.
     while body.exits.load(Ordering::Acquire) < counts.created && now_ns() < deadline {
+        if runner::interrupted() {
+            let since = *patience_from_interrupt.get_or_insert_with(now_ns);
+            if now_ns() - since > 5_000_000_000 {
+                break;
+            }
+        }
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
     drop(tx);
@@ -496,6 +514,7 @@ pub fn storm(
     let cleanup_report = cleanup.map(|c| c.finish());
     let t1 = now_ns();
     session.disable()?;
+    progress.finish();
     let ru1 = rusage();
     if let Some(m) = saved_mask {
         let _ = CpuMask::of(&m).apply_to_current_thread();
@@ -696,6 +715,25 @@ pub fn extra_sections(r: &RunResult) -> String {
             out.push('\n');
         }
     }
+    let pre = &r.details["preflight"];
+    if pre.is_object() {
+        let _ = writeln!(
+            out,
+            "\npre-flight: stack {} per thread, peak live threads {}{}, peak mappings {}{}",
+            crate::host::human_bytes(pre["stack_bytes"].as_u64().unwrap_or(0)),
+            if pre["peak_is_lower_bound"] == true {
+                ">= "
+            } else {
+                "~"
+            },
+            pre["peak_live_threads"],
+            pre["peak_mappings"],
+            match pre["leak_thread_capacity"].as_u64() {
+                Some(c) => format!(", room for ~{c} leaked threads"),
+                None => String::new(),
+            }
+        );
+    }
     if !r.warnings.is_empty() {
         let _ = writeln!(out, "\nwarnings:");
         for w in &r.warnings {
@@ -703,4 +741,71 @@ pub fn extra_sections(r: &RunResult) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg_with_cpus(cpus: Vec<usize>) -> Config {
+        Config {
+            preset: Preset::Default,
+            waves: 1,
+            per_wave: 1,
+            lag: 0,
+            slots: 1,
+            spin: 0,
+            sleep_ms: 0,
+            spawn: crate::spawn::Backend::Pthread,
+            stack_size: None,
+            cancel: Cancel::Pthread,
+            reap: Reap::Join,
+            cpus,
+            pin: Pin::RoundRobin,
+            force: false,
+        }
+    }
+
+    /// Placement on a simulated 384-CPU machine: ids above 128 and 256,
+    /// no fixed-size tables anywhere.
+    #[test]
+    fn placement_beyond_128_cpus() {
+        let requested: Vec<usize> = (0..128).chain(256..384).collect();
+        let cfg = cfg_with_cpus(requested.clone());
+        let mut c = Collector::new();
+        for &cpu in &requested {
+            let n = if cpu == 300 { 4 } else { 2 };
+            c.per_cpu_start.insert(cpu as i32, n);
+            c.per_cpu_exit.insert(cpu as i32, n);
+        }
+        let p = placement(&cfg, &c);
+        assert_eq!(p["cpus_used"], 256);
+        assert_eq!(p["cpus_requested"].as_array().unwrap().len(), 256);
+        assert_eq!(p["per_cpu_start"][200], serde_json::json!([328, 2]));
+        let total = 2.0 * 255.0 + 4.0;
+        assert!((p["imbalance"].as_f64().unwrap() - 4.0 / (total / 256.0)).abs() < 1e-9);
+        let r = {
+            let mut r = RunResult::new("storm", vec![], Default::default(), Default::default());
+            r.details = json!({ "placement": p });
+            r
+        };
+        let text = extra_sections(&r);
+        assert!(
+            text.contains("256 CPUs used of 256 requested (0-127,256-383)"),
+            "{text}"
+        );
+        assert!(text.contains("cpu383:2"), "{text}");
+    }
+
+    #[test]
+    fn placement_counts_unused_requested_cpus_in_the_imbalance() {
+        // 10 threads all on CPU 1 of 0-4: imbalance 5 (max 10 / mean 2).
+        let cfg = cfg_with_cpus(vec![0, 1, 2, 3, 4]);
+        let mut c = Collector::new();
+        c.per_cpu_start.insert(1, 10);
+        c.per_cpu_exit.insert(1, 10);
+        let p = placement(&cfg, &c);
+        assert_eq!(p["cpus_used"], 1);
+        assert_eq!(p["imbalance"], 5.0);
+    }
 }

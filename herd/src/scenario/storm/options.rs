@@ -37,7 +37,8 @@ pub enum Pin {
 /// Flags of `herd storm` (and plain `herd`).
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
-    /// Settings the other flags start from (see `herd storm --help`).
+    /// Settings the other flags start from; a flag given explicitly
+    /// overrides its preset value.
     #[arg(long, value_enum, default_value_t = Preset::Default)]
     pub preset: Preset,
     /// Number of waves [default: 1000].
@@ -71,7 +72,7 @@ pub struct Args {
     /// What happens to a retired thread's handle [default: join; micro leak].
     #[arg(long, value_enum)]
     pub reap: Option<Reap>,
-    /// CPUs to run on, e.g. 0-3,8 [default: every online CPU].
+    /// CPUs to run on, e.g. 0-3,8 [default: every CPU this process may use].
     #[arg(long, value_name = "LIST")]
     pub cpus: Option<String>,
     /// Thread placement over --cpus [default: none].
@@ -134,7 +135,7 @@ pub const MAX_WAVES: u64 = 100_000_000;
 /// See [`MAX_WAVES`].
 pub const MAX_PER_WAVE: u64 = 1_000_000;
 /// See [`MAX_WAVES`].
-pub const MAX_SLOTS: u64 = 1_000_000;
+pub const MAX_SLOTS: u64 = 100_000;
 /// See [`MAX_WAVES`]: about an hour of spinning per thread.
 pub const MAX_SPIN: u64 = 10_000_000_000_000;
 /// See [`MAX_WAVES`]: one day.

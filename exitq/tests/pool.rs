@@ -1,0 +1,437 @@
+//! exitq::pool behaviour: nothing lost or run twice (bursts, shutdown,
+//! panics), min/max respected, staggered retirement observable.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use exitq::pool::{JoinError, Pool, RetireReason, Retirement};
+
+const BURSTS: usize = if cfg!(miri) { 2 } else { 20 };
+const JOBS: usize = if cfg!(miri) { 20 } else { 2_000 };
+
+/// Polls `cond` for up to 20 s (a loaded CI machine), panicking with `what`.
+fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !cond() {
+        assert!(t0.elapsed() < Duration::from_secs(20), "timed out: {what}");
+        thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Every job index runs exactly once.
+fn assert_each_ran_once(runs: &[AtomicU32]) {
+    let bad: Vec<(usize, u32)> = runs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (i, r.load(Ordering::SeqCst)))
+        .filter(|&(_, n)| n != 1)
+        .take(10)
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "jobs not run exactly once (index, runs): {bad:?}"
+    );
+}
+
+#[test]
+fn bursts_from_many_submitters_run_each_job_exactly_once() {
+    // Short keep-alive and gaps between bursts: workers retire and are
+    // spawned again mid-stream, exercising every state transition.
+    let pool = Arc::new(
+        Pool::builder()
+            .max_workers(4)
+            .keep_alive(Duration::from_millis(2))
+            .keep_alive_jitter(Duration::from_millis(2))
+            .retire_batch(1)
+            .build()
+            .unwrap(),
+    );
+    let submitters = 4;
+    let total = BURSTS * JOBS;
+    let runs: Arc<Vec<AtomicU32>> = Arc::new((0..total).map(|_| AtomicU32::new(0)).collect());
+    for b in 0..BURSTS {
+        let handles: Vec<_> = (0..submitters)
+            .map(|s| {
+                let (pool, runs) = (pool.clone(), runs.clone());
+                thread::spawn(move || {
+                    for j in (s..JOBS).step_by(submitters) {
+                        let runs = runs.clone();
+                        let idx = b * JOBS + j;
+                        pool.execute(move || {
+                            runs[idx].fetch_add(1, Ordering::SeqCst);
+                        })
+                        .unwrap();
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        if b % 3 == 0 {
+            // Long enough for some workers to retire.
+            thread::sleep(Duration::from_millis(8));
+        }
+    }
+    let report = pool.shutdown();
+    assert_each_ran_once(&runs);
+    assert_eq!(report.stats.completed, total as u64);
+    assert_eq!(report.stats.live_threads, 0);
+    assert_eq!(report.stats.workers, 0);
+    assert!(report.stats.peak_workers <= 4);
+    assert!(
+        report.stats.retired_idle > 0,
+        "some workers retired between bursts: {:?}",
+        report.stats
+    );
+    assert_eq!(
+        report.stats.spawned,
+        report.stats.retired_idle + report.stats.retired_shutdown
+    );
+}
+
+#[test]
+fn graceful_shutdown_runs_every_queued_job_and_rejects_new_ones() {
+    let pool = Pool::builder().max_workers(2).build().unwrap();
+    let runs: Arc<Vec<AtomicU32>> = Arc::new((0..500).map(|_| AtomicU32::new(0)).collect());
+    for i in 0..500 {
+        let runs = runs.clone();
+        pool.execute(move || {
+            if i % 50 == 0 {
+                thread::sleep(Duration::from_millis(1));
+            }
+            runs[i].fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    }
+    let report = pool.shutdown();
+    assert_each_ran_once(&runs);
+    assert_eq!(report.stats.live_threads, 0);
+    assert_eq!(report.stats.queued, 0);
+    assert!(pool.execute(|| ()).is_err(), "execute after shutdown");
+    let rejected = pool.spawn(|| 5).unwrap_err();
+    assert_eq!((rejected.0)(), 5, "the rejected closure is handed back");
+    // A scope after shutdown still runs its jobs (inline).
+    let mut x = 0;
+    pool.scope(|s| s.execute(|| x = 7));
+    assert_eq!(x, 7);
+}
+
+#[test]
+fn shutdown_now_returns_unstarted_jobs_and_the_rest_ran_once() {
+    let pool = Pool::builder().max_workers(1).build().unwrap();
+    let gate = Arc::new(Barrier::new(2));
+    let started = Arc::new(AtomicBool::new(false));
+    let runs: Arc<Vec<AtomicU32>> = Arc::new((0..100).map(|_| AtomicU32::new(0)).collect());
+    {
+        let (gate, started) = (gate.clone(), started.clone());
+        // Blocks the only worker until we have queued everything.
+        pool.execute(move || {
+            started.store(true, Ordering::SeqCst);
+            gate.wait();
+        })
+        .unwrap();
+    }
+    wait_until("the worker runs the blocking job", || {
+        started.load(Ordering::SeqCst)
+    });
+    let joinable = pool.spawn(|| 1).unwrap();
+    for i in 0..100 {
+        let runs = runs.clone();
+        pool.execute(move || {
+            runs[i].fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    }
+    let returned = pool.shutdown_now();
+    gate.wait();
+    // Everything queued behind the blocked worker came back unrun.
+    assert_eq!(returned.len(), 101);
+    assert!(runs.iter().all(|r| r.load(Ordering::SeqCst) == 0));
+    let mut returned = returned.into_iter();
+    drop(returned.next()); // the joinable job, dropped unrun
+    assert!(matches!(joinable.join(), Err(JoinError::Cancelled)));
+    for job in returned {
+        job.run();
+    }
+    assert_each_ran_once(&runs);
+    let report = pool.shutdown();
+    assert_eq!(report.stats.live_threads, 0);
+}
+
+#[test]
+fn panicking_jobs_are_caught_counted_and_reported() {
+    let pool = Pool::builder().max_workers(2).build().unwrap();
+    let ok = Arc::new(AtomicUsize::new(0));
+    for i in 0..100 {
+        let ok = ok.clone();
+        pool.execute(move || {
+            if i % 10 == 0 {
+                panic!("job {i} fails on purpose");
+            }
+            ok.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    }
+    let h = pool.spawn(|| -> u32 { panic!("joinable boom") }).unwrap();
+    let err = h.join().unwrap_err();
+    assert_eq!(err.panic_message(), Some("joinable boom"));
+    assert!(err.to_string().contains("joinable boom"));
+    assert_eq!(pool.spawn(|| 3).unwrap().join().unwrap(), 3);
+
+    let scoped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut done = [false; 4];
+        pool.scope(|s| {
+            for (i, d) in done.iter_mut().enumerate() {
+                s.execute(move || {
+                    if i == 2 {
+                        panic!("scoped boom");
+                    }
+                    *d = true;
+                });
+            }
+        });
+    }));
+    let payload = scoped.unwrap_err();
+    assert_eq!(payload.downcast_ref::<&str>(), Some(&"scoped boom"));
+
+    let report = pool.shutdown();
+    assert_eq!(ok.load(Ordering::SeqCst), 90);
+    // 10 execute + 1 spawn + 1 scoped (scoped panics are caught inside the
+    // scope's wrapper and re-raised by `scope`, not counted by the worker).
+    assert_eq!(report.stats.panicked, 11, "{:?}", report.stats);
+    assert_eq!(report.stats.completed, 100 + 2 + 4);
+}
+
+#[test]
+fn live_workers_respect_min_and_max() {
+    let (min, max) = (2, 5);
+    let pool = Arc::new(
+        Pool::builder()
+            .min_workers(min)
+            .max_workers(max)
+            .keep_alive(Duration::from_millis(5))
+            .keep_alive_jitter(Duration::from_millis(5))
+            .retire_batch(2)
+            .build()
+            .unwrap(),
+    );
+    assert_eq!(pool.stats().workers, min, "min workers start at build");
+    let stop = Arc::new(AtomicBool::new(false));
+    let violations = Arc::new(Mutex::new(Vec::new()));
+    let sampler = {
+        let (pool, stop, violations) = (pool.clone(), stop.clone(), violations.clone());
+        thread::spawn(move || {
+            let mut samples = 0;
+            while !stop.load(Ordering::SeqCst) {
+                let s = pool.stats();
+                if s.workers > max || s.workers < min || s.live_threads > max + 2 {
+                    violations.lock().unwrap().push(s);
+                }
+                samples += 1;
+                thread::yield_now();
+            }
+            samples
+        })
+    };
+    for _ in 0..10 {
+        // A burst of blocking jobs wants more than max workers.
+        let gate = Arc::new(Barrier::new(max + 1));
+        for _ in 0..max {
+            let gate = gate.clone();
+            pool.execute(move || {
+                gate.wait();
+                thread::sleep(Duration::from_millis(2));
+            })
+            .unwrap();
+        }
+        for _ in 0..20 {
+            pool.execute(|| thread::sleep(Duration::from_micros(200)))
+                .unwrap();
+        }
+        gate.wait(); // all `max` workers are running at once
+        assert_eq!(pool.stats().workers, max);
+        // Idle: shrink back to min, never below.
+        wait_until("pool shrinks back to min_workers", || {
+            let s = pool.stats();
+            s.workers == min && s.live_threads == min && s.queued == 0
+        });
+    }
+    stop.store(true, Ordering::SeqCst);
+    let samples = sampler.join().unwrap();
+    assert!(samples > 100, "sampler ran: {samples}");
+    let v = violations.lock().unwrap();
+    assert!(v.is_empty(), "min/max violated: {:?}", &v[..v.len().min(5)]);
+    // Stays at min while idle.
+    thread::sleep(Duration::from_millis(50));
+    assert_eq!(pool.stats().workers, min);
+    let report = pool.shutdown();
+    assert_eq!(report.stats.peak_workers, max);
+    assert_eq!(report.stats.live_threads, 0);
+}
+
+/// Retirements of one idle period after a burst of `n` workers.
+/// `hook_delay` stretches each exit's bookkeeping (a slow grace period).
+fn burst_then_idle(
+    n: usize,
+    jitter: Duration,
+    k: usize,
+    hook_delay: Duration,
+) -> (Vec<Retirement>, u64) {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    // A domain of its own: the hook delay must not slow other tests' pools.
+    let domain = exitq::Domain::new();
+    let pool = {
+        let log = log.clone();
+        Pool::builder()
+            .domain(domain.clone())
+            .max_workers(n)
+            .keep_alive(Duration::from_millis(30))
+            .keep_alive_jitter(jitter)
+            .retire_batch(k)
+            .on_retire(move |r| {
+                log.lock().unwrap().push(*r);
+                thread::sleep(hook_delay);
+            })
+            .build()
+            .unwrap()
+    };
+    let gate = Arc::new(Barrier::new(n + 1));
+    for _ in 0..n {
+        let gate = gate.clone();
+        pool.execute(move || {
+            gate.wait();
+        })
+        .unwrap();
+    }
+    gate.wait(); // n workers exist and go idle together
+    wait_until("every burst worker retired", || {
+        log.lock().unwrap().len() == n
+    });
+    let deferred = pool.stats().retire_deferred;
+    let report = pool.shutdown();
+    assert_eq!(report.stats.retired_idle, n as u64);
+    // The bookkeeping ran as exitq exit hooks, after each thread was gone.
+    assert!(domain.stats().exits_run >= n as u64, "{:?}", domain.stats());
+    let mut v = log.lock().unwrap().clone();
+    v.sort_by_key(|r| r.decided_at);
+    assert!(v.iter().all(|r| r.reason == RetireReason::Idle));
+    (v, deferred)
+}
+
+#[test]
+fn staggered_retirement_spreads_exits_over_time() {
+    let n = 12;
+    let (v, deferred) = burst_then_idle(n, Duration::from_millis(120), 1, Duration::ZERO);
+    // K = 1: a worker decides to leave only after the previous one's exit
+    // bookkeeping ran: no two exits overlap.
+    for w in v.windows(2) {
+        assert!(
+            w[1].decided_at >= w[0].cleaned_at,
+            "two retirements in flight at once with retire_batch(1)"
+        );
+    }
+    let span = v[n - 1].decided_at - v[0].decided_at;
+    // 12 keep-alives drawn uniformly from [30, 150) ms: a span under 40 ms
+    // has probability < 1e-6.
+    assert!(
+        span >= Duration::from_millis(40),
+        "exits not spread: span {span:?}"
+    );
+    eprintln!("staggered: {n} exits over {span:?}, {deferred} token waits");
+}
+
+#[test]
+fn retire_batch_alone_staggers_a_plain_keep_alive() {
+    // No jitter: every worker's keep-alive expires in the same instant, the
+    // herd of other pools. K = 1 still admits one exit at a time: with each
+    // exit's bookkeeping taking 3 ms (a slow grace period), the others must
+    // wait for a token, and the exits spread over at least (n-1) * 3 ms.
+    let n = 8;
+    let (v, deferred) = burst_then_idle(n, Duration::ZERO, 1, Duration::from_millis(3));
+    for w in v.windows(2) {
+        assert!(w[1].decided_at >= w[0].cleaned_at);
+    }
+    assert!(deferred > 0, "the token made some workers wait");
+    let span = v[n - 1].decided_at - v[0].decided_at;
+    assert!(
+        span >= Duration::from_millis(3 * (n as u64 - 1)),
+        "span {span:?}"
+    );
+}
+
+#[test]
+fn scope_borrows_and_nested_scope_in_a_job_does_not_deadlock() {
+    let pool = Arc::new(Pool::builder().max_workers(1).build().unwrap());
+    let mut data = vec![1u64; 1000];
+    pool.scope(|s| {
+        for chunk in data.chunks_mut(100) {
+            s.execute(move || chunk.iter_mut().for_each(|x| *x *= 3));
+        }
+    });
+    assert!(data.iter().all(|&x| x == 3));
+
+    // The only worker opens a scope: its jobs queue behind it, and the
+    // waiting worker runs them itself.
+    let inner_pool = pool.clone();
+    let h = pool
+        .spawn(move || {
+            let mut sum = [0u64; 8];
+            inner_pool.scope(|s| {
+                for (i, x) in sum.iter_mut().enumerate() {
+                    s.execute(move || *x = i as u64);
+                }
+            });
+            sum.iter().sum::<u64>()
+        })
+        .unwrap();
+    assert_eq!(h.join().unwrap(), 28);
+    pool.shutdown();
+}
+
+#[test]
+fn builder_rejects_inconsistent_settings() {
+    assert!(Pool::builder().max_workers(0).build().is_err());
+    assert!(Pool::builder()
+        .min_workers(3)
+        .max_workers(2)
+        .build()
+        .is_err());
+    assert!(Pool::builder().retire_batch(0).build().is_err());
+    assert!(Pool::builder().keep_alive(Duration::ZERO).build().is_err());
+    let e = Pool::builder().max_workers(0).build().unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+    assert!(e.to_string().contains("max_workers"));
+}
+
+#[test]
+fn dropping_the_pool_still_runs_queued_jobs() {
+    let done = Arc::new(AtomicUsize::new(0));
+    {
+        let pool = Pool::builder().max_workers(2).build().unwrap();
+        for _ in 0..200 {
+            let done = done.clone();
+            pool.execute(move || {
+                thread::sleep(Duration::from_micros(50));
+                done.fetch_add(1, Ordering::SeqCst);
+            })
+            .unwrap();
+        }
+    }
+    wait_until("queued jobs finish after drop", || {
+        done.load(Ordering::SeqCst) == 200
+    });
+}
+
+#[test]
+#[should_panic(expected = "same pool")]
+fn shutdown_from_own_job_is_refused() {
+    let pool = Arc::new(Pool::builder().max_workers(1).build().unwrap());
+    let p2 = pool.clone();
+    let h = pool.spawn(move || p2.shutdown()).unwrap();
+    if let Err(e) = h.join() {
+        panic!("{}", e.panic_message().unwrap_or("?"));
+    }
+}

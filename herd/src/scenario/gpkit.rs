@@ -1,0 +1,354 @@
+//! Pieces shared by the grace-period scenarios (`unregister`, `gp`,
+//! `membarrier`): duration parsing, per-thread and per-process CPU time,
+//! latency histograms, the CPUs load threads may use, and the run/output
+//! flow every herd scenario follows ([`run_scenario`]: one [`RunResult`] per
+//! repetition, repetitions in child processes, table/JSON/CSV through
+//! [`crate::export::run`]).
+
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use crate::error::usage;
+pub use crate::export::run::OutputArgs;
+use crate::result::RunResult;
+use crate::runner;
+
+/// Parses a duration: a number followed by `ns`, `us`, `ms` or `s`
+/// (`0` alone is allowed). Fractions are accepted (`1.5ms`).
+pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
+    let t = s.trim();
+    if t == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .ok_or_else(|| format!("`{t}` has no unit (use ns, us, ms or s, e.g. 100us)"))?;
+    let (num, unit) = t.split_at(split);
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("`{t}` does not start with a number"))?;
+    let nanos_per = match unit {
+        "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        _ => {
+            return Err(format!(
+                "`{t}`: unknown unit `{unit}` (use ns, us, ms or s)"
+            ))
+        }
+    };
+    let nanos = value * nanos_per;
+    if !nanos.is_finite() || nanos > 3.6e12 {
+        return Err(format!("`{t}` is out of range (at most 1 hour)"));
+    }
+    Ok(Duration::from_nanos(nanos.round() as u64))
+}
+
+/// Formats a duration the way [`parse_duration`] reads it, in the largest
+/// unit that keeps it an integer (`0`, `10us`, `1ms`, `1500us`).
+pub fn format_duration(d: Duration) -> String {
+    let ns = d.as_nanos();
+    if ns == 0 {
+        "0".into()
+    } else if ns % 1_000_000_000 == 0 {
+        format!("{}s", ns / 1_000_000_000)
+    } else if ns % 1_000_000 == 0 {
+        format!("{}ms", ns / 1_000_000)
+    } else if ns % 1_000 == 0 {
+        format!("{}us", ns / 1_000)
+    } else {
+        format!("{ns}ns")
+    }
+}
+
+/// Parses a duration flag, turning errors into usage errors naming `flag`.
+pub fn duration_flag(flag: &str, s: &str) -> Result<Duration> {
+    parse_duration(s).map_err(|m| usage(flag, m))
+}
+
+/// User and system CPU time, in seconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct CpuTime {
+    /// User-mode seconds.
+    pub user_s: f64,
+    /// Kernel-mode seconds.
+    pub sys_s: f64,
+}
+
+impl CpuTime {
+    /// CPU time of the calling thread so far.
+    pub fn thread() -> CpuTime {
+        Self::of(nix::sys::resource::UsageWho::RUSAGE_THREAD)
+    }
+
+    /// CPU time of the whole process so far (every thread, live or joined).
+    pub fn process() -> CpuTime {
+        Self::of(nix::sys::resource::UsageWho::RUSAGE_SELF)
+    }
+
+    fn of(who: nix::sys::resource::UsageWho) -> CpuTime {
+        match nix::sys::resource::getrusage(who) {
+            Ok(u) => {
+                let tv = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 * 1e-6;
+                CpuTime {
+                    user_s: tv(u.user_time()),
+                    sys_s: tv(u.system_time()),
+                }
+            }
+            // getrusage(2) only fails for an invalid `who`; report nothing used.
+            Err(_) => CpuTime::default(),
+        }
+    }
+
+    /// User plus system seconds.
+    pub fn total(&self) -> f64 {
+        self.user_s + self.sys_s
+    }
+
+    /// `self - earlier`, clamped at zero.
+    pub fn since(&self, earlier: CpuTime) -> CpuTime {
+        CpuTime {
+            user_s: (self.user_s - earlier.user_s).max(0.0),
+            sys_s: (self.sys_s - earlier.sys_s).max(0.0),
+        }
+    }
+
+    /// Sum of two CPU times.
+    pub fn plus(&self, o: CpuTime) -> CpuTime {
+        CpuTime {
+            user_s: self.user_s + o.user_s,
+            sys_s: self.sys_s + o.sys_s,
+        }
+    }
+}
+
+/// A latency histogram in nanoseconds, 1 ns to 100 s, 3 significant digits.
+pub fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("static histogram bounds are valid")
+}
+
+/// Records `d` (saturating at the histogram's bounds).
+pub fn record(h: &mut Histogram<u64>, d: Duration) {
+    h.saturating_record((d.as_nanos() as u64).max(1));
+}
+
+/// A histogram summarised for JSON and tables (nanoseconds).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Latency {
+    /// Samples.
+    pub count: u64,
+    /// Mean, ns.
+    pub mean_ns: f64,
+    /// Median, ns.
+    pub p50_ns: u64,
+    /// 90th percentile, ns.
+    pub p90_ns: u64,
+    /// 99th percentile, ns.
+    pub p99_ns: u64,
+    /// 99.9th percentile, ns.
+    pub p999_ns: u64,
+    /// Largest sample, ns.
+    pub max_ns: u64,
+}
+
+impl Latency {
+    /// Summarises `h` (all zero when empty).
+    pub fn of(h: &Histogram<u64>) -> Latency {
+        if h.is_empty() {
+            return Latency::default();
+        }
+        Latency {
+            count: h.len(),
+            mean_ns: h.mean(),
+            p50_ns: h.value_at_quantile(0.5),
+            p90_ns: h.value_at_quantile(0.9),
+            p99_ns: h.value_at_quantile(0.99),
+            p999_ns: h.value_at_quantile(0.999),
+            max_ns: h.max(),
+        }
+    }
+}
+
+/// Human-friendly nanoseconds: `850ns`, `12.3us`, `4.56ms`, `1.20s`.
+pub fn fmt_ns(ns: f64) -> String {
+    if ns < 1e3 {
+        format!("{ns:.0}ns")
+    } else if ns < 1e6 {
+        format!("{:.1}us", ns / 1e3)
+    } else if ns < 1e9 {
+        format!("{:.2}ms", ns / 1e6)
+    } else {
+        format!("{:.2}s", ns / 1e9)
+    }
+}
+
+/// Human-friendly rate: `812/s`, `45.2K/s`, `3.10M/s`.
+pub fn fmt_rate(per_s: f64) -> String {
+    if per_s < 1e3 {
+        format!("{per_s:.0}/s")
+    } else if per_s < 1e6 {
+        format!("{:.1}K/s", per_s / 1e3)
+    } else {
+        format!("{:.2}M/s", per_s / 1e6)
+    }
+}
+
+/// The CPUs this process may run on (its affinity mask; all online CPUs
+/// when that cannot be read): what "one load thread per CPU" counts.
+pub fn usable_cpus() -> Vec<usize> {
+    crate::host::allowed_cpus()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(crate::host::online_cpus)
+}
+
+/// Host facts recorded with every result.
+pub fn host_facts() -> serde_json::Value {
+    crate::host::HostFacts::read().to_json()
+}
+
+/// Explains a failed thread creation: the errno and the limit behind it.
+pub fn spawn_error(role: &str, index: usize, err: std::io::Error) -> anyhow::Error {
+    let why = match err.raw_os_error() {
+        Some(libc::EAGAIN) => {
+            "EAGAIN: a thread limit was reached (RLIMIT_NPROC, /proc/sys/kernel/threads-max, \
+             pid_max, or vm.max_map_count for stacks)"
+        }
+        Some(libc::ENOMEM) => "ENOMEM: no memory for the thread's stack",
+        _ => "see the error",
+    };
+    anyhow::anyhow!("cannot create {role} thread #{index}: {err} ({why})")
+}
+
+/// The run/output flow of every herd scenario: with `-r N` (N > 1, and not
+/// already a child) re-run herd once per repetition in a child process and
+/// print the summary ([`crate::export::run::repeat`]); otherwise measure
+/// once in this process and print the result with the scenario's own
+/// section below the metrics table. Returns the exit code (130 after Ctrl-C)
+/// and, when measured here, the result.
+pub fn run_scenario(
+    scenario: &str,
+    out: &OutputArgs,
+    once: impl FnOnce() -> Result<RunResult>,
+    section: impl Fn(&RunResult) -> String,
+) -> Result<(u8, Option<RunResult>)> {
+    if out.runs > 1 && !runner::is_child() {
+        return Ok((crate::export::run::repeat(scenario, out)?, None));
+    }
+    runner::install_interrupt_handler();
+    let r = once()?;
+    crate::export::run::emit(&r, out, section)?;
+    if !out.json && !out.csv {
+        for w in &r.warnings {
+            eprintln!("warning: {w}");
+        }
+    }
+    let code = if r.interrupted || runner::interrupted() {
+        crate::error::EXIT_INTERRUPTED
+    } else {
+        0
+    };
+    Ok((code, Some(r)))
+}
+
+/// A number with a sensible number of digits for a table.
+pub fn num(v: f64) -> String {
+    let a = v.abs();
+    if a == 0.0 {
+        "0".into()
+    } else if a >= 1e6 {
+        format!("{v:.4e}")
+    } else if a >= 100.0 {
+        format!("{v:.0}")
+    } else if a >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.4}")
+    }
+}
+
+/// The command-line form of `perf` (for child runs), defaults left out.
+pub fn perf_args(perf: &crate::perf::PerfArgs) -> Vec<String> {
+    let mut a = Vec::new();
+    if perf.perf_scope != crate::perf::Scope::default() {
+        a.push("--perf-scope".into());
+        a.push("system".into());
+    }
+    for (on, flag) in [
+        (perf.no_perf, "--no-perf"),
+        (perf.require_perf, "--require-perf"),
+        (perf.contention, "--contention"),
+    ] {
+        if on {
+            a.push(flag.to_string());
+        }
+    }
+    a
+}
+
+/// Sleeps until `deadline` or Ctrl-C, whichever comes first, checking every
+/// few milliseconds. Returns false if interrupted.
+pub fn wait_until(deadline: Instant) -> bool {
+    loop {
+        if runner::interrupted() {
+            return false;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return true;
+        }
+        std::thread::sleep((deadline - now).min(Duration::from_millis(10)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_and_round_trip() {
+        assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
+        assert_eq!(parse_duration("10us").unwrap(), Duration::from_micros(10));
+        assert_eq!(
+            parse_duration("1.5ms").unwrap(),
+            Duration::from_micros(1500)
+        );
+        assert_eq!(parse_duration("2s").unwrap(), Duration::from_secs(2));
+        assert_eq!(parse_duration("250ns").unwrap(), Duration::from_nanos(250));
+        assert!(parse_duration("10").unwrap_err().contains("no unit"));
+        assert!(parse_duration("10xs").unwrap_err().contains("unknown unit"));
+        assert!(parse_duration("ms").is_err());
+        assert!(parse_duration("99999s").is_err());
+        for s in ["0", "10us", "1ms", "1500us", "3s", "7ns"] {
+            assert_eq!(format_duration(parse_duration(s).unwrap()), s);
+        }
+    }
+
+    #[test]
+    fn thread_cpu_time_advances_with_work() {
+        let t0 = CpuTime::thread();
+        let start = Instant::now();
+        let mut x = 0u64;
+        while start.elapsed() < Duration::from_millis(30) {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        let used = CpuTime::thread().since(t0);
+        assert!(used.total() > 0.005, "30ms of spinning used {used:?}");
+    }
+
+    #[test]
+    fn latency_quantiles() {
+        let mut h = new_histogram();
+        for i in 1..=100u64 {
+            record(&mut h, Duration::from_micros(i));
+        }
+        let l = Latency::of(&h);
+        assert_eq!(l.count, 100);
+        assert!((49_000..=51_000).contains(&l.p50_ns), "{l:?}");
+        assert!(l.max_ns >= 99_000);
+        assert_eq!(Latency::of(&new_histogram()), Latency::default());
+    }
+}

@@ -1,0 +1,252 @@
+//! Background load for the grace-period scenarios: `--load idle|busy|N`.
+//!
+//! * `idle`: no load threads; the other CPUs have nothing of ours to run.
+//! * `busy`: one load thread per online CPU but one (at least one), so every
+//!   CPU but the measuring thread's runs one of ours.
+//! * `N`: exactly N load threads.
+//!
+//! What a load thread does is the scenario's choice (spin, run read-side
+//! sections, park while registered as a reader); [`LoadThreads`] starts them
+//! behind a start barrier, stops them with one flag, and joins them,
+//! collecting each thread's iteration count and its own CPU time.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+
+use anyhow::Result;
+use serde::Serialize;
+
+use super::gpkit::{spawn_error, CpuTime};
+
+/// Largest `--load N` accepted (a typo guard; 100+ CPU machines fit).
+pub const MAX_LOAD_THREADS: usize = 65_536;
+
+/// How many load threads run next to the measurement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Load {
+    /// No load threads.
+    Idle,
+    /// One per online CPU but one (at least one).
+    Busy,
+    /// Exactly this many.
+    Threads(usize),
+}
+
+impl Load {
+    /// Parses `idle`, `busy` or a thread count.
+    pub fn parse(s: &str) -> std::result::Result<Load, String> {
+        match s.trim() {
+            "idle" => Ok(Load::Idle),
+            "busy" => Ok(Load::Busy),
+            t => match t.parse::<usize>() {
+                Ok(0) => Ok(Load::Idle),
+                Ok(n) if n <= MAX_LOAD_THREADS => Ok(Load::Threads(n)),
+                Ok(n) => Err(format!("{n} load threads is more than {MAX_LOAD_THREADS}")),
+                Err(_) => Err(format!("`{t}` is not idle, busy or a number of threads")),
+            },
+        }
+    }
+
+    /// The number of load threads on a host with `online` CPUs.
+    pub fn threads(&self, online: usize) -> usize {
+        match *self {
+            Load::Idle => 0,
+            Load::Busy => online.saturating_sub(1).max(1),
+            Load::Threads(n) => n,
+        }
+    }
+
+    /// The label used in tables and metric names (`idle`, `busy`, `4`).
+    pub fn label(&self) -> String {
+        match self {
+            Load::Idle => "idle".into(),
+            Load::Busy => "busy".into(),
+            Load::Threads(n) => n.to_string(),
+        }
+    }
+}
+
+/// What one load thread did.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct LoadReport {
+    /// Iterations of its loop (read sections, spins; the body decides).
+    pub iterations: u64,
+    /// Its own CPU time.
+    pub cpu: CpuTime,
+}
+
+/// Running load threads; stopped and joined by [`LoadThreads::stop`] or on drop.
+#[derive(Debug)]
+pub struct LoadThreads {
+    stop: Arc<AtomicBool>,
+    handles: Vec<JoinHandle<LoadReport>>,
+}
+
+impl LoadThreads {
+    /// Starts `n` threads named `herd-<role>-<i>`, each running
+    /// `body(i, &stop)` until it returns (the body polls `stop`), and
+    /// returns once all of them are running. A thread that cannot be created
+    /// stops the ones already started and is reported with its errno and the
+    /// limit behind it.
+    pub fn start<F>(role: &str, n: usize, body: F) -> Result<LoadThreads>
+    where
+        F: Fn(usize, &AtomicBool) -> u64 + Send + Sync + 'static,
+    {
+        let stop = Arc::new(AtomicBool::new(false));
+        let body = Arc::new(body);
+        let gate = Arc::new(Gate::default());
+        let mut me = LoadThreads {
+            stop: Arc::clone(&stop),
+            handles: Vec::with_capacity(n),
+        };
+        for i in 0..n {
+            let (stop, body, g) = (Arc::clone(&stop), Arc::clone(&body), Arc::clone(&gate));
+            let spawned = std::thread::Builder::new()
+                .name(format!("herd-{role}-{i}"))
+                .spawn(move || {
+                    if !g.arrive_and_wait() {
+                        return LoadReport::default();
+                    }
+                    let t0 = CpuTime::thread();
+                    let iterations = body(i, &stop);
+                    LoadReport {
+                        iterations,
+                        cpu: CpuTime::thread().since(t0),
+                    }
+                });
+            match spawned {
+                Ok(h) => me.handles.push(h),
+                Err(e) => {
+                    gate.open(false);
+                    return Err(spawn_error(role, i, e));
+                }
+            }
+        }
+        gate.wait_arrivals(n);
+        gate.open(true);
+        Ok(me)
+    }
+
+    /// How many threads run.
+    pub fn len(&self) -> usize {
+        self.handles.len()
+    }
+
+    /// True when no thread runs.
+    pub fn is_empty(&self) -> bool {
+        self.handles.is_empty()
+    }
+
+    /// The stop flag the bodies poll (Relaxed: it carries no data).
+    pub fn stop_flag(&self) -> &AtomicBool {
+        &self.stop
+    }
+
+    /// Stops every thread and returns what each did.
+    pub fn stop(mut self) -> Vec<LoadReport> {
+        self.stop_and_join()
+    }
+
+    fn stop_and_join(&mut self) -> Vec<LoadReport> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handles
+            .drain(..)
+            .map(|h| h.join().unwrap_or_default())
+            .collect()
+    }
+}
+
+impl Drop for LoadThreads {
+    fn drop(&mut self) {
+        self.stop_and_join();
+    }
+}
+
+/// Start gate: threads arrive and wait until the starter opens it (to run)
+/// or aborts (a later thread could not be created).
+#[derive(Debug, Default)]
+struct Gate {
+    state: Mutex<GateState>,
+    cv: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct GateState {
+    arrived: usize,
+    open: Option<bool>,
+}
+
+impl Gate {
+    /// Counts this thread as arrived and waits; true if the gate opened to run.
+    fn arrive_and_wait(&self) -> bool {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.arrived += 1;
+        self.cv.notify_all();
+        loop {
+            if let Some(run) = st.open {
+                return run;
+            }
+            st = self.cv.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    fn wait_arrivals(&self, n: usize) {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        while st.arrived < n {
+            st = self.cv.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    fn open(&self, run: bool) {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).open = Some(run);
+        self.cv.notify_all();
+    }
+}
+
+/// Sum of the load threads' iterations and CPU time.
+pub fn totals(reports: &[LoadReport]) -> LoadReport {
+    reports
+        .iter()
+        .fold(LoadReport::default(), |a, r| LoadReport {
+            iterations: a.iterations + r.iterations,
+            cpu: a.cpu.plus(r.cpu),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn parse_and_size() {
+        assert_eq!(Load::parse("idle").unwrap(), Load::Idle);
+        assert_eq!(Load::parse("busy").unwrap().threads(2), 1);
+        assert_eq!(Load::parse("busy").unwrap().threads(1), 1);
+        assert_eq!(Load::parse("busy").unwrap().threads(256), 255);
+        assert_eq!(Load::parse("3").unwrap(), Load::Threads(3));
+        assert_eq!(Load::parse("0").unwrap(), Load::Idle);
+        assert!(Load::parse("lots").is_err());
+        assert!(Load::parse("999999999").is_err());
+    }
+
+    #[test]
+    fn threads_run_until_stopped() {
+        let load = LoadThreads::start("test", 3, |_, stop| {
+            let mut n = 0;
+            while !stop.load(Ordering::Relaxed) {
+                n += 1;
+                std::thread::yield_now();
+            }
+            n
+        })
+        .unwrap();
+        assert_eq!(load.len(), 3);
+        std::thread::sleep(Duration::from_millis(20));
+        let reports = load.stop();
+        assert_eq!(reports.len(), 3);
+        assert!(reports.iter().all(|r| r.iterations > 0), "{reports:?}");
+    }
+}

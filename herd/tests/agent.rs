@@ -1,0 +1,147 @@
+//! `herd agent` from the command line: validation, every mode runs every
+//! job, the figures are present and consistent.
+
+use assert_cmd::Command;
+use predicates::str::contains;
+
+fn herd() -> Command {
+    Command::cargo_bin("herd").unwrap()
+}
+
+#[test]
+fn bad_flags_exit_2_and_name_the_flag() {
+    for (args, flag) in [
+        (vec!["--waves", "0"], "--waves"),
+        (vec!["--jobs", "0"], "--jobs"),
+        (vec!["--job-us", "5000000"], "--job-us"),
+        (vec!["--submitters", "0"], "--submitters"),
+        (vec!["--jobs", "2", "--submitters", "3"], "--submitters"),
+        (vec!["--max-workers", "0"], "--max-workers"),
+        (
+            vec!["--min-workers", "9", "--max-workers", "4"],
+            "--min-workers",
+        ),
+        (vec!["--keep-alive-ms", "0"], "--keep-alive-ms"),
+        (vec!["--retire-batch", "0"], "--retire-batch"),
+        (vec!["--runs", "0"], "--runs"),
+    ] {
+        herd()
+            .arg("agent")
+            .args(&args)
+            .assert()
+            .code(2)
+            .stderr(contains(flag));
+    }
+    herd()
+        .args(["agent", "--mode", "fork"])
+        .assert()
+        .code(2)
+        .stderr(contains("--mode"));
+}
+
+fn run_json(mode: &str, extra: &[&str]) -> serde_json::Value {
+    let out = herd()
+        .args([
+            "agent",
+            "--mode",
+            mode,
+            "--waves=3",
+            "--jobs=200",
+            "--job-us=5",
+            "--gap-ms=40",
+            "--keep-alive-ms=10",
+            "--max-workers=8",
+            "--json",
+        ])
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "herd agent --mode {mode} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn metric(r: &serde_json::Value, name: &str) -> f64 {
+    r["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == name)
+        .unwrap_or_else(|| panic!("metric {name} missing: {r}"))["value"]
+        .as_f64()
+        .unwrap()
+}
+
+#[test]
+fn every_mode_runs_every_job_and_reports_churn() {
+    for mode in ["thread", "mutex-pool", "exitq-pool"] {
+        let r = run_json(mode, &[]);
+        assert_eq!(r["scenario"], "agent");
+        assert_eq!(r["config"]["mode"], mode);
+        assert_eq!(r["interrupted"], false);
+        for m in [
+            "wall_s",
+            "busy_s",
+            "jobs_per_s",
+            "sys_us_per_job",
+            "latency_p99_us",
+        ] {
+            assert!(metric(&r, m) >= 0.0);
+        }
+        let spawned = metric(&r, "threads_spawned");
+        let exits = metric(&r, "thread_exits");
+        match mode {
+            // One thread per job.
+            "thread" => assert_eq!(spawned, 600.0),
+            // The pools grow in each burst, at most 8 at a time, and shrink
+            // in each 40 ms gap (keep-alive 10 ms, jitter 5 ms).
+            _ => {
+                assert!((1.0..=24.0).contains(&spawned), "{mode}: {spawned}");
+                assert!(exits >= 1.0 && exits <= spawned, "{mode}: {exits}");
+            }
+        }
+    }
+}
+
+#[test]
+fn repetitions_run_in_child_processes_and_print_a_runset() {
+    let out = herd()
+        .args([
+            "agent",
+            "--waves=2",
+            "--jobs=50",
+            "--job-us=0",
+            "--gap-ms=5",
+            "-r",
+            "2",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let set: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(set["runs"].as_array().unwrap().len(), 2);
+
+    let out = herd()
+        .args([
+            "agent",
+            "--waves=2",
+            "--jobs=50",
+            "--job-us=0",
+            "--gap-ms=5",
+            "--csv",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut lines = text.lines();
+    assert!(lines.next().unwrap().starts_with("run,mode,wall_s"));
+    assert!(lines.next().unwrap().starts_with("1,exitq-pool,"));
+}

@@ -1,0 +1,161 @@
+//! `herd membarrier` end to end: real calls with reader load, the read-side
+//! figures, every output format, repetitions, bad flags (exit 2 naming the
+//! flag) and a kernel without membarrier (exit 1, clear message).
+
+use assert_cmd::Command;
+use herd::result::{RunResult, RunSet};
+use predicates::prelude::*;
+
+fn herd() -> Command {
+    Command::cargo_bin("herd").unwrap()
+}
+
+const QUICK: &[&str] = &[
+    "membarrier",
+    "--duration",
+    "50ms",
+    "--read-rounds",
+    "2",
+    "--read-slice",
+    "1ms",
+    "--no-perf",
+];
+
+/// Runs `herd membarrier QUICK extra --json`; None (after a loud SKIPPED) if
+/// this kernel has no PRIVATE_EXPEDITED membarrier.
+fn run_json(extra: &[&str]) -> Option<RunResult> {
+    let out = herd()
+        .args(QUICK)
+        .args(extra)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() && stderr.contains("membarrier(2)") {
+        eprintln!("SKIPPED: this kernel has no usable membarrier: {stderr}");
+        return None;
+    }
+    assert!(out.status.success(), "herd failed: {stderr}");
+    Some(serde_json::from_slice(&out.stdout).expect("stdout is one RunResult"))
+}
+
+#[test]
+fn measures_calls_latency_and_read_side() {
+    let Some(r) = run_json(&["--load", "1"]) else {
+        return;
+    };
+    assert_eq!(r.scenario, "membarrier");
+    let m = |n: &str| r.metric(n).unwrap_or_else(|| panic!("metric {n} missing"));
+    assert!(m("calls") >= 1.0);
+    assert!(m("calls_per_s") > 0.0);
+    assert!(m("latency_p50_ns") <= m("latency_p99_ns"));
+    assert!(m("latency_p99_ns") <= m("latency_max_ns"));
+    assert!(m("read_ns_compiler_fence") > 0.0);
+    assert!(m("read_ns_seqcst_fence") > 0.0);
+    assert_eq!(m("load_threads"), 1.0);
+    // One reader ran: its rate before and during the calls was measured.
+    assert!(m("reader_sections_per_s_before") > 0.0);
+    assert!(r.metric("reader_sections_per_s_during").is_some());
+    assert_eq!(r.details["latency"]["count"].as_f64(), Some(m("calls")));
+    assert_eq!(
+        r.details["read_cost"]["compiler_fence_ns"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    assert_eq!(r.args[0], "--load");
+}
+
+#[test]
+fn idle_load_has_no_reader_figures() {
+    let Some(r) = run_json(&["--load", "idle"]) else {
+        return;
+    };
+    assert_eq!(r.metric("load_threads"), Some(0.0));
+    assert!(r.metric("reader_slowdown_pct").is_none());
+}
+
+#[test]
+fn table_csv_and_repetitions() {
+    if run_json(&["--load", "idle"]).is_none() {
+        return;
+    }
+    herd()
+        .args(QUICK)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("calls"))
+        .stdout(predicate::str::contains("with a SeqCst fence"));
+    let out = herd()
+        .args(QUICK)
+        .args(["--load", "idle", "--csv"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("name,unit,value,better"));
+    assert!(text.lines().any(|l| l.starts_with("calls_per_s,/s,")));
+    let out = herd()
+        .args(QUICK)
+        .args(["--load", "idle", "-r", "2", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let set: RunSet = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(set.runs.len(), 2);
+    assert!(set.runs.iter().all(|r| r.metric("calls").unwrap() >= 1.0));
+    // The summary table over runs.
+    herd()
+        .args(QUICK)
+        .args(["--load", "idle", "-r", "2"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("2 runs of herd membarrier"))
+        .stdout(predicate::str::contains("%stddev"));
+}
+
+#[test]
+fn bad_flags_exit_2_naming_the_flag() {
+    for (args, flag) in [
+        (&["--load", "lots"][..], "--load"),
+        (&["--duration", "0"][..], "--duration"),
+        (&["--duration", "10"][..], "--duration"),
+        (&["--read-rounds", "0"][..], "--read-rounds"),
+        (&["--read-slice", "1us"][..], "--read-slice"),
+        (&["-r", "0"][..], "--runs"),
+        (&["--cmd", "fast"][..], "--cmd"),
+    ] {
+        herd()
+            .arg("membarrier")
+            .args(args)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(flag));
+    }
+}
+
+#[test]
+fn kernels_without_membarrier_are_explained() {
+    for (fake, says) in [
+        ("enosys", "membarrier(2) is not available"),
+        (
+            "no-private-expedited",
+            "does not support MEMBARRIER_CMD_PRIVATE_EXPEDITED",
+        ),
+        ("register-fails", "REGISTER_PRIVATE_EXPEDITED) failed"),
+    ] {
+        herd()
+            .args(QUICK)
+            .args(["--fake-kernel", fake])
+            .assert()
+            .code(1)
+            .stderr(predicate::str::contains(says))
+            .stderr(predicate::str::contains("panicked").not());
+    }
+}

@@ -1,0 +1,385 @@
+//! herd in a qemu guest with many vCPUs (scripts/vm-run.sh).
+//!
+//! The host has 2 CPUs; the guest kernel has `HERD_VM_CPUS` (default 16 in
+//! CI, 128 for the full check). The guest tests boot qemu, so they run only
+//! when `HERD_VM_TEST=1` (scripts/test.d/50-vm.sh sets it, and CI runs that
+//! file on every run); otherwise each prints `SKIPPED:` with the reason.
+//! The option-checking tests need no guest and always run.
+//!
+//!     HERD_VM_TEST=1 cargo test --workspace --release --test vm -- --nocapture
+//!     HERD_VM_CPUS=128 bash scripts/test.d/50-vm.sh
+//!
+//! One guest boot (shared by the tests through a `OnceLock`) runs a script
+//! of several herd commands; each test checks one of their results.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+/// The repository root (herd's manifest dir is `<root>/herd`).
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("herd/ has a parent")
+        .to_path_buf()
+}
+
+fn vm_run_sh() -> PathBuf {
+    repo().join("scripts/vm-run.sh")
+}
+
+/// vCPUs of the shared guest.
+fn guest_cpus() -> usize {
+    match std::env::var("HERD_VM_CPUS") {
+        Ok(v) => v
+            .parse()
+            .unwrap_or_else(|_| panic!("HERD_VM_CPUS={v:?} is not a number")),
+        Err(_) => 16,
+    }
+}
+
+/// Whether guest tests run; prints the loud skip otherwise.
+fn guests_enabled(test: &str) -> bool {
+    if std::env::var("HERD_VM_TEST").as_deref() == Ok("1") {
+        return true;
+    }
+    eprintln!(
+        "SKIPPED: {test}: boots a qemu guest; runs with HERD_VM_TEST=1 \
+         (scripts/test.d/50-vm.sh, which CI runs)"
+    );
+    false
+}
+
+/// Runs scripts/vm-run.sh with `args`; stdout and stderr captured.
+fn vm_run(args: &[&str], envs: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new("bash");
+    cmd.arg(vm_run_sh()).args(args);
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run scripts/vm-run.sh");
+    // Show the guest's console relay and vm-run.sh's notes in the test log.
+    eprintln!(
+        "--- vm-run.sh {}\n{}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn code(out: &Output) -> i32 {
+    out.status.code().expect("vm-run.sh exited by a signal")
+}
+
+// ------------------------------------------------------------ no guest
+
+#[test]
+fn help_and_usage_errors_need_no_guest() {
+    let help = vm_run(&["--help"], &[]);
+    assert_eq!(code(&help), 0);
+    let text = String::from_utf8_lossy(&help.stdout);
+    for flag in [
+        "--cpus",
+        "--mem",
+        "--timeout",
+        "--kernel",
+        "--herd",
+        "--script",
+    ] {
+        assert!(text.contains(flag), "--help does not mention {flag}");
+    }
+    for bad in [
+        &["--cpus", "0"][..],
+        &["--cpus", "256"],
+        &["--cpus", "lots"],
+        &["--cpus"],
+        &["--mem", "12X"],
+        &["--timeout", "0"],
+        &["--numa", "3", "--cpus", "2"],
+        &["--frobnicate"],
+        &["--env", "1BAD=x"],
+        &["--script", "/nonexistent/script"],
+        &["--kernel", "/nonexistent/vmlinuz"],
+    ] {
+        let out = vm_run(bad, &[]);
+        assert_eq!(code(&out), 2, "vm-run.sh {bad:?} should be a usage error");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("error:"), "no message for {bad:?}: {err}");
+    }
+}
+
+// ------------------------------------------------------------ small guests
+
+/// The herd binary cargo built for this test run (release under 50-vm.sh).
+fn herd_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_herd")
+}
+
+#[test]
+fn guest_returns_stdout_byte_for_byte_and_the_exit_status() {
+    if !guests_enabled("guest_returns_stdout_byte_for_byte_and_the_exit_status") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("bytes.sh");
+    // Every byte value (CR, LF, NUL, 0xff...), a megabyte of random data,
+    // text on stderr, a file in $HERD_VM_OUT, quoting of --env, and a
+    // non-zero exit status.
+    std::fs::write(
+        &script,
+        r#"
+i=0
+while [ $i -lt 256 ]; do printf "\\$(printf %o $i)"; i=$((i+1)); done
+head -c 1048576 /dev/urandom > rand.bin
+cat rand.bin
+sha256sum rand.bin | cut -d' ' -f1 > rand.sha256
+echo "note on stderr" >&2
+printf '%s' "$GREETING" > greeting.txt
+exit 7
+"#,
+    )
+    .unwrap();
+    let out_dir = dir.path().join("out");
+    let out = vm_run(
+        &[
+            "--cpus",
+            "2",
+            "--herd",
+            herd_bin(),
+            "--script",
+            script.to_str().unwrap(),
+            "--out-dir",
+            out_dir.to_str().unwrap(),
+            "--env",
+            "GREETING=it's a \"test\" $HOME `x`",
+        ],
+        &[],
+    );
+    assert_eq!(code(&out), 7, "the script's exit status comes back");
+    let all: Vec<u8> = (0..=255u8).collect();
+    assert_eq!(&out.stdout[..256], &all[..], "bytes 0-255 intact");
+    let rand = &out.stdout[256..];
+    assert_eq!(rand.len(), 1 << 20);
+    assert_eq!(rand, std::fs::read(out_dir.join("rand.bin")).unwrap());
+    let sha = std::fs::read_to_string(out_dir.join("rand.sha256")).unwrap();
+    let host_sha = Command::new("sha256sum")
+        .arg(out_dir.join("rand.bin"))
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&host_sha.stdout).starts_with(sha.trim()));
+    assert_eq!(
+        std::fs::read_to_string(out_dir.join("greeting.txt")).unwrap(),
+        "it's a \"test\" $HOME `x`"
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("note on stderr"), "stderr relayed live");
+}
+
+#[test]
+fn guest_that_does_not_finish_times_out_with_the_console_tail() {
+    if !guests_enabled("guest_that_does_not_finish_times_out_with_the_console_tail") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("hang.sh");
+    std::fs::write(&script, "echo about to hang >&2\nsleep 3600\n").unwrap();
+    let out = vm_run(
+        &[
+            "--cpus",
+            "1",
+            "--herd",
+            herd_bin(),
+            "--script",
+            script.to_str().unwrap(),
+            "--timeout",
+            "25",
+        ],
+        &[],
+    );
+    assert_eq!(code(&out), 124);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("did not finish within --timeout 25s"), "{err}");
+    assert!(
+        err.contains("  | about to hang"),
+        "console tail shown: {err}"
+    );
+}
+
+/// A C program that cancels threads but does not link libgcc_s (ldd does
+/// not list it); glibc dlopens libgcc_s.so.1 at the first pthread_cancel.
+fn build_cancel_program(dir: &Path) -> Option<PathBuf> {
+    let src = dir.join("cancel.c");
+    std::fs::write(
+        &src,
+        r#"
+#include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
+static void *sleeper(void *arg) { (void)arg; for (;;) sleep(1); return NULL; }
+int main(void) {
+    pthread_t t[8];
+    for (int i = 0; i < 8; i++) pthread_create(&t[i], NULL, sleeper, NULL);
+    for (int i = 0; i < 8; i++) { pthread_cancel(t[i]); pthread_join(t[i], NULL); }
+    printf("cancelled 8 threads\n");
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let bin = dir.join("cancel");
+    let built = Command::new("cc")
+        .args(["-O1", "-pthread", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .status();
+    match built {
+        Ok(s) if s.success() => Some(bin),
+        other => {
+            eprintln!(
+                "SKIPPED: libgcc_s test: no working C compiler ({other:?}); \
+                 scripts/test.sh installs gcc as root"
+            );
+            None
+        }
+    }
+}
+
+#[test]
+fn libgcc_s_is_packed_so_pthread_cancel_works_in_the_guest() {
+    if !guests_enabled("libgcc_s_is_packed_so_pthread_cancel_works_in_the_guest") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some(bin) = build_cancel_program(dir.path()) else {
+        return;
+    };
+    let ldd = Command::new("ldd").arg(&bin).output().unwrap();
+    assert!(
+        !String::from_utf8_lossy(&ldd.stdout).contains("libgcc_s"),
+        "the test program must not link libgcc_s, or it tests nothing"
+    );
+    let bin = bin.to_str().unwrap();
+
+    let ok = vm_run(&["--cpus", "2", "--herd", bin], &[]);
+    assert_eq!(code(&ok), 0);
+    assert_eq!(String::from_utf8_lossy(&ok.stdout), "cancelled 8 threads\n");
+
+    // The control: the same program without libgcc_s.so.1 aborts, so the
+    // test above really depends on vm-run.sh packing it.
+    let bad = vm_run(
+        &["--cpus", "2", "--quiet", "--herd", bin],
+        &[("HERD_VM_OMIT_LIBGCC", "1")],
+    );
+    assert_eq!(code(&bad), 134, "SIGABRT without libgcc_s.so.1");
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        err.contains("libgcc_s.so.1 must be installed for pthread_cancel"),
+        "{err}"
+    );
+}
+
+// ------------------------------------------------------------ the big guest
+
+/// One boot at `guest_cpus()` vCPUs running several herd commands; their
+/// outputs land in `dir`.
+struct Guest {
+    cpus: usize,
+    code: i32,
+    /// Holds the script and `out/`; removed at exit.
+    _dir: tempfile::TempDir,
+    out: PathBuf,
+}
+
+impl Guest {
+    fn file(&self, name: &str) -> String {
+        std::fs::read_to_string(self.out.join(name))
+            .unwrap_or_else(|e| panic!("guest output {name}: {e}"))
+    }
+    /// Exit status of the guest command `name`.
+    fn status(&self, name: &str) -> i32 {
+        self.file(&format!("{name}.rc")).trim().parse().unwrap()
+    }
+}
+
+static GUEST: OnceLock<Option<Guest>> = OnceLock::new();
+
+fn guest() -> Option<&'static Guest> {
+    GUEST
+        .get_or_init(|| {
+            let cpus = guest_cpus();
+            let dir = tempfile::tempdir().unwrap();
+            let script = dir.path().join("guest.sh");
+            std::fs::write(&script, guest_script(cpus)).unwrap();
+            let out_dir = dir.path().join("out");
+            // ~10 s to boot 16 vCPUs, ~45 s for 128 on an idle host; the
+            // host may be busy.
+            let timeout = (300 + 12 * cpus).to_string();
+            let out = vm_run(
+                &[
+                    "--cpus",
+                    &cpus.to_string(),
+                    "--herd",
+                    herd_bin(),
+                    "--script",
+                    script.to_str().unwrap(),
+                    "--out-dir",
+                    out_dir.to_str().unwrap(),
+                    "--timeout",
+                    &timeout,
+                ],
+                &[],
+            );
+            Some(Guest {
+                cpus,
+                code: code(&out),
+                _dir: dir,
+                out: out_dir,
+            })
+        })
+        .as_ref()
+}
+
+/// The commands the shared guest runs; `NAME.out` holds each one's stdout,
+/// `NAME.rc` its exit status, `NAME.err` its stderr.
+fn guest_script(cpus: usize) -> String {
+    let mut s = String::from(
+        "run() { name=$1; shift; \"$@\" >\"$name.out\" 2>\"$name.err\"; echo $? >\"$name.rc\"; \
+         echo \"== $name: exit $(cat $name.rc)\" >&2; }\n",
+    );
+    s.push_str("run nproc nproc\n");
+    s.push_str("run online cat /sys/devices/system/cpu/online\n");
+    s.push_str("run version herd --version\n");
+    let _ = cpus;
+    s
+}
+
+fn with_guest(test: &str, check: impl FnOnce(&Guest)) {
+    if !guests_enabled(test) {
+        return;
+    }
+    let g = guest().expect("guest ran");
+    assert_eq!(g.code, 0, "the guest script failed (see its console above)");
+    check(g);
+}
+
+#[test]
+fn guest_kernel_has_all_the_cpus_online() {
+    with_guest("guest_kernel_has_all_the_cpus_online", |g| {
+        assert_eq!(g.status("nproc"), 0);
+        assert_eq!(g.file("nproc.out").trim(), g.cpus.to_string());
+        let want = if g.cpus == 1 {
+            "0".to_string()
+        } else {
+            format!("0-{}", g.cpus - 1)
+        };
+        assert_eq!(g.file("online.out").trim(), want);
+    });
+}
+
+#[test]
+fn herd_runs_in_the_guest() {
+    with_guest("herd_runs_in_the_guest", |g| {
+        assert_eq!(g.status("version"), 0, "{}", g.file("version.err"));
+        assert!(g.file("version.out").starts_with("herd "));
+    });
+}
