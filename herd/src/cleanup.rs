@@ -11,9 +11,11 @@
 //! * fills **per-thread statistics**: `--cleanup-work` counters.
 //!
 //! At thread exit (from the thread's exit destructor, which glibc runs on
-//! `pthread_cancel` too) the *cleanup* undoes it: unlink the entry, clear
-//! the buffer and return it to the pool, add the statistics into the global
-//! counters, and, once no reader can still hold it, free the entry. A
+//! `pthread_cancel` too) the *cleanup* undoes it: clear the buffer (the
+//! thread's own memory: outside any lock, in every strategy), then unlink
+//! the entry, return the buffer to the pool and add the statistics into the
+//! global counters (shared: under the lock), and, once no reader can still
+//! hold it, free the entry. A
 //! **monitor** thread walks the registry the whole time (like a JVM
 //! safepoint walking its thread list, or a reader of /proc), once every
 //! `--cleanup-monitor-us`.
@@ -26,10 +28,15 @@
 //!   the lock (futex wait/wake).
 //! * `exitq`: at start the thread registers the cleanup with
 //!   [`exitq::Domain::register_exit`] (node preallocated). Its exit path is
-//!   one compare-and-swap push, done by exitq's thread-local destructor;
-//!   the reclaimer runs the cleanups in batches after a grace period and
-//!   frees the unlinked entries with `defer` (one more grace period per
-//!   batch). The monitor reads under an exitq guard.
+//!   one compare-and-swap push, done by exitq's thread-local destructor
+//!   (which glibc runs just before the pthread-key exit destructor, so
+//!   storm's `exit_hook_*` figures do not include it; its exit latency
+//!   does). The reclaimer runs the hooks after a grace period; each hook
+//!   does its thread-private part (clearing the buffer, summing the
+//!   statistics) and joins a batch, and a batch (up to [`BATCH_MAX`]) is
+//!   cleaned under one writer-lock acquisition; the unlinked entries are
+//!   freed with one `defer` per batch (one more grace period). The monitor
+//!   reads under an exitq guard.
 //! * `sync`: the exiting thread unlinks under the writer lock, then calls
 //!   [`exitq::Domain::synchronize`] and frees its entry: one full grace
 //!   period per exit, the shape that regressed in the kernel.
@@ -212,6 +219,8 @@ struct Shared {
     /// Lock-free read side: the published head (mirrors `Writer::head`).
     head: AtomicPtr<Entry>,
     writer: Mutex<Writer>,
+    /// exitq strategy: cleanups waiting for their batch (see `flush`).
+    batch: Mutex<Batch>,
     domain: Option<exitq::Domain>,
     next_id: AtomicU64,
     registered: AtomicU64,
@@ -332,6 +341,7 @@ impl Cleanup {
                 pool: Vec::new(),
                 stats: vec![0; args.cleanup_work],
             }),
+            batch: Mutex::new(Batch::default()),
             domain,
             next_id: AtomicU64::new(1),
             registered: AtomicU64::new(0),
@@ -388,7 +398,10 @@ impl Cleanup {
     pub fn finish(mut self) -> Report {
         let s = &self.shared;
         if let Some(d) = &s.domain {
+            // Exit hooks, then the batch flushes they deferred, then the
+            // entry frees those flushes deferred.
             d.exit_barrier();
+            d.barrier();
             d.barrier();
         }
         s.stop.store(true, Ordering::Relaxed);
@@ -620,7 +633,8 @@ impl Hooks {
         // SAFETY: `p` came from Box::into_raw in thread_start on this
         // thread and was taken out of the thread-local just now, so it is
         // reclaimed exactly once.
-        let state = unsafe { Box::from_raw(p) };
+        let mut state = unsafe { Box::from_raw(p) };
+        prepare(&mut state);
         let s = &self.shared;
         match s.strategy {
             Strategy::Locked => {
@@ -652,27 +666,109 @@ impl Hooks {
     }
 }
 
+/// Largest batch the exitq strategy cleans under one lock acquisition
+/// (bounds how long thread starts can wait for the writer lock).
+pub const BATCH_MAX: usize = 256;
+
+/// Cleanups of the exitq strategy waiting for their batch to be flushed.
+#[derive(Debug, Default)]
+struct Batch {
+    states: Vec<ThreadState>,
+    /// Sum of the batch's statistics, added outside the writer lock.
+    sum: Vec<u64>,
+    /// A flush is deferred already.
+    flush_armed: bool,
+}
+
 /// The exitq exit hook: runs on the reclaimer after a grace period.
-fn cleanup_deferred(s: &Arc<Shared>, state: ThreadState) {
-    let entry = state.entry;
+/// Prepares the cleanup outside any shared lock and adds it to the batch;
+/// the batch is cleaned under one writer-lock acquisition when it is full
+/// or, for the rest, by a flush deferred to the end of the current
+/// reclaim pass (the next grace period).
+fn cleanup_deferred(s: &Arc<Shared>, mut state: ThreadState) {
+    prepare(&mut state);
+    let full = {
+        let mut b = lock_batch(&s.batch);
+        if b.sum.len() != s.work {
+            b.sum = vec![0; s.work];
+        }
+        for (acc, v) in b.sum.iter_mut().zip(&state.stats) {
+            *acc = acc.wrapping_add(*v);
+        }
+        b.states.push(state);
+        if b.states.len() >= BATCH_MAX {
+            Some(std::mem::take(&mut *b))
+        } else {
+            if !b.flush_armed {
+                b.flush_armed = true;
+                let shared = Arc::clone(s);
+                if let Some(d) = &s.domain {
+                    d.defer(move || flush(&shared, None));
+                }
+            }
+            None
+        }
+    };
+    if let Some(mut batch) = full {
+        // A deferred flush may still be armed: it finds an empty batch or
+        // the next one; either way it clears the flag it set.
+        batch.flush_armed = false;
+        flush(s, Some(batch));
+    }
+}
+
+fn lock_batch(m: &Mutex<Batch>) -> MutexGuard<'_, Batch> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Cleans a whole batch under one writer-lock acquisition, then frees its
+/// entries after one more grace period (readers that found them before
+/// the unlink may still hold them): one `defer` per batch.
+fn flush(s: &Arc<Shared>, batch: Option<Batch>) {
+    let batch = match batch {
+        Some(b) => b,
+        // Taking the batch also lowers `flush_armed`: the next hook re-arms.
+        None => std::mem::take(&mut *lock_batch(&s.batch)),
+    };
+    if batch.states.is_empty() {
+        return;
+    }
+    let entries: Vec<EntryRef> = batch.states.iter().map(|st| st.entry).collect();
     {
         let mut w = lock(&s.writer);
-        do_cleanup(s, &mut w, state);
+        for st in batch.states {
+            unlink_and_return(s, &mut w, st);
+        }
+        merge(&mut w, &batch.sum);
     }
-    // Free after one more grace period: readers that found the entry
-    // before the unlink may still hold it. One grace period per batch.
     let keep = Arc::clone(s);
     if let Some(d) = &s.domain {
         d.defer(move || {
             let _keep = keep;
-            entry.get().state.store(FREE, Ordering::Relaxed);
+            for e in entries {
+                e.get().state.store(FREE, Ordering::Relaxed);
+            }
         });
     }
 }
 
-/// The cleanup proper, under the writer lock: unlink, return the buffer,
-/// merge the statistics, count.
-fn do_cleanup(s: &Shared, w: &mut Writer, mut state: ThreadState) {
+/// The part of a cleanup that touches only the thread's own memory: done
+/// before taking any shared lock, in every strategy.
+fn prepare(state: &mut ThreadState) {
+    for word in state.buffer.iter_mut() {
+        *word = 0;
+    }
+}
+
+/// Adds one thread's (or one batch's) statistics into the global counters.
+fn merge(w: &mut Writer, stats: &[u64]) {
+    for (g, v) in w.stats.iter_mut().zip(stats) {
+        *g = g.wrapping_add(*v);
+    }
+}
+
+/// Under the writer lock: unlink the entry, return the buffer, count.
+fn unlink_and_return(s: &Shared, w: &mut Writer, mut state: ThreadState) {
     let e = state.entry.get();
     let p = state.entry.0.as_ptr();
     let next = e.next.load(Ordering::Relaxed);
@@ -696,19 +792,20 @@ fn do_cleanup(s: &Shared, w: &mut Writer, mut state: ThreadState) {
     // The unlinked entry keeps its `next` so readers standing on it can
     // continue the walk (list_del_rcu does the same).
     e.state.store(UNLINKED, Ordering::Relaxed);
-    for word in state.buffer.iter_mut() {
-        *word = 0;
-    }
     w.pool.push(std::mem::take(&mut state.buffer));
-    for (g, v) in w.stats.iter_mut().zip(&state.stats) {
-        *g = g.wrapping_add(*v);
-    }
     // Relaxed: counts read in `finish` after every cleanup happened-before.
     if e.cleaned.fetch_add(1, Ordering::Relaxed) == 0 {
         s.cleaned.fetch_add(1, Ordering::Relaxed);
     } else {
         s.repeated.fetch_add(1, Ordering::Relaxed);
     }
+}
+
+/// One thread's whole cleanup under the writer lock (locked, sync,
+/// expedited): unlink, return the buffer, merge the statistics.
+fn do_cleanup(s: &Shared, w: &mut Writer, state: ThreadState) {
+    merge(w, &state.stats);
+    unlink_and_return(s, w, state);
 }
 
 /// One walk of the registry: counts entries and violations.

@@ -763,6 +763,7 @@ mod tests {
             cpus,
             pin: Pin::RoundRobin,
             force: false,
+            cleanup: Default::default(),
         }
     }
 

@@ -190,6 +190,7 @@ mod tests {
             cpus: vec![0],
             pin: Pin::None,
             force: false,
+            cleanup: Default::default(),
         }
     }
 
