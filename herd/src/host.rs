@@ -32,11 +32,12 @@ pub struct EnvArgs {
 /// Runs `herd env`: prints the host facts as a table or JSON.
 pub fn run_env(args: &EnvArgs) -> Result<u8> {
     let facts = HostFacts::read();
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&facts)?);
+    let text = if args.json {
+        serde_json::to_string_pretty(&facts)? + "\n"
     } else {
-        print!("{}", facts.table());
-    }
+        facts.table()
+    };
+    crate::export::run::print_out(&text)?;
     Ok(0)
 }
 

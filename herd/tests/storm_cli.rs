@@ -633,3 +633,30 @@ fn ctrl_c_stops_repetitions() {
     assert_eq!(runs[0]["interrupted"], true);
     assert!(metric(&runs[0], "threads_created") > 0.0);
 }
+
+/// `herd storm --json | head -1`: a closed stdout is not a panic.
+#[test]
+fn closed_stdout_is_not_a_panic() {
+    let exe = assert_cmd::cargo::cargo_bin("herd");
+    let mut child = StdCommand::new(exe)
+        .args([
+            "storm",
+            "--waves",
+            "20",
+            "--per-wave",
+            "5",
+            "--lag",
+            "1",
+            "--json",
+            "--no-perf",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take()); // the reader goes away before herd prints
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.code(), Some(0), "{err}");
+}

@@ -265,6 +265,7 @@ fn read_section<const FULL: bool>(slot: &AtomicU64, data: &AtomicU64, period: u6
         // retire store below becomes visible.
         fence(Ordering::SeqCst);
     } else {
+        // Compiler-only, as above: paired with the writer's membarrier.
         compiler_fence(Ordering::SeqCst);
     }
     slot.store(0, Ordering::Relaxed);
@@ -376,6 +377,10 @@ fn run_once(args: &Args) -> Result<RunResult> {
     // 1. Read side, before any load thread exists (quiet CPUs).
     let read = measure_read_cost(args.read_rounds, args.read_slice);
 
+    // Counters before the readers: process-scope counters are inherited
+    // only by threads created after they are opened.
+    let mut session = perf::Session::open(&args.perf, &cpus)?;
+
     // 2. Readers on the other CPUs; they count their sections.
     let counters: Counters = Arc::new(
         (0..nload)
@@ -407,7 +412,6 @@ fn run_once(args: &Args) -> Result<RunResult> {
     let reader_rate_before = (reader_total(&counters) - b0) as f64 / bt0.elapsed().as_secs_f64();
 
     // 3. The writer's calls.
-    let mut session = perf::Session::open(&args.perf, &cpus)?;
     let mut hist = new_histogram();
     let calls = AtomicUsize::new(0);
     let (r0, t_proc0, t_me0) = (
@@ -495,7 +499,7 @@ fn run_once(args: &Args) -> Result<RunResult> {
             lat.mean_ns / saved,
         ));
     }
-    if nload > 0 && reader_rate_before > 0.0 {
+    if nload > 0 {
         result.push(Metric::info(
             "reader_sections_per_s_before",
             "/s",
@@ -506,11 +510,15 @@ fn run_once(args: &Args) -> Result<RunResult> {
             "/s",
             reader_rate_during,
         ));
-        result.push(Metric::lower(
-            "reader_slowdown_pct",
-            "%",
-            100.0 * (1.0 - reader_rate_during / reader_rate_before),
-        ));
+        // Only when the readers ran in the baseline window (a loaded
+        // machine may not schedule them in a short one).
+        if reader_rate_before > 0.0 {
+            result.push(Metric::lower(
+                "reader_slowdown_pct",
+                "%",
+                100.0 * (1.0 - reader_rate_during / reader_rate_before),
+            ));
+        }
     }
     result.push(Metric::info("load_threads", "threads", nload as f64));
     result.push(Metric::info("calls", "calls", calls as f64));
@@ -540,7 +548,7 @@ fn render(r: &RunResult) -> String {
     let d = &r.details;
     let lat = &d["latency"];
     let g = |k: &str| lat[k].as_f64().unwrap_or(0.0);
-    let mut s = String::new();
+    let mut s = String::from("\n");
     s += &format!(
         "membarrier {} with {} reader thread(s) on the other CPUs, {:.2}s{}\n",
         r.config["cmd"].as_str().unwrap_or("?"),

@@ -50,6 +50,7 @@ use crate::perf;
 use crate::result::{Metric, RunResult};
 use crate::runner;
 use crate::spawn::failure::{DiagContext, Failures};
+use crate::spawn::recycled::{Recycled, Stacks};
 use crate::spawn::{now_ns, Body, Cancel, Handle, Hooks, Reap, Spawner, ThreadRec, NO_PIN};
 
 /// Runs `herd storm`.
@@ -69,7 +70,7 @@ pub fn run(args: &Args) -> Result<u8> {
     refuse_or_warn(&cfg, &pre, true)?;
     let result = storm(&cfg, &pre, &facts, &args.perf, child_args("storm"))?;
     if !args.out.json && !args.out.csv {
-        println!("{}", cfg.describe());
+        crate::export::run::print_out(&(cfg.describe() + "\n"))?;
     }
     emit(&result, &args.out, extra_sections)?;
     Ok(if result.interrupted {
@@ -340,6 +341,13 @@ fn placement(cfg: &Config, c: &Collector) -> serde_json::Value {
     let max = c.per_cpu_start.values().copied().max().unwrap_or(0);
     let mean = total as f64 / cfg.cpus.len().max(1) as f64;
     let imbalance = if total > 0 { max as f64 / mean } else { 0.0 };
+    // Threads seen (at start or exit) on a CPU outside --cpus: should be 0.
+    let outside = |m: &BTreeMap<i32, u64>| -> u64 {
+        m.iter()
+            .filter(|(&k, _)| k < 0 || cfg.cpus.binary_search(&(k as usize)).is_err())
+            .map(|(_, &v)| v)
+            .sum()
+    };
     json!({
         "cpus_requested": cfg.cpus,
         "per_cpu_start": pairs(&c.per_cpu_start),
@@ -347,6 +355,8 @@ fn placement(cfg: &Config, c: &Collector) -> serde_json::Value {
         "cpus_used": used.len(),
         "cpus_used_list": used,
         "imbalance": imbalance,
+        "outside_requested_start": outside(&c.per_cpu_start),
+        "outside_requested_exit": outside(&c.per_cpu_exit),
     })
 }
 
@@ -375,6 +385,19 @@ pub fn storm(
     .leak();
     let mut spawner = Spawner::new(cfg.spawn, cfg.stack_size.map(|s| s as usize))
         .with_context(|| format!("cannot prepare thread attributes ({:?})", cfg.stack_size))?;
+    if cfg.stacks == Stacks::Recycled {
+        // Keep every stack the ring (and a reaper running behind) can hand
+        // back at once, so the steady state does not unmap and remap.
+        let keep = cfg.per_wave.saturating_mul(cfg.slots).saturating_mul(2) as usize;
+        let pool = Recycled::new(
+            cfg.stack_size.map(|s| s as usize),
+            keep,
+            cfg.stack_release,
+            cfg.reap,
+        )
+        .context("cannot create the stack pool (--stacks recycled)")?;
+        spawner.use_recycled_stacks(pool)?;
+    }
     let diag = DiagContext {
         facts: facts.clone(),
         stack_bytes: pre.stack_bytes,
@@ -512,6 +535,11 @@ pub fn storm(
     // Inside the measured phase: deferred cleanups still queued are work
     // the strategy owes (exitq: exit_barrier).
     let cleanup_report = cleanup.map(|c| c.finish());
+    if let Some(r) = spawner.recycled_stacks() {
+        // Every thread joined (reaper or pool reclaimer), every stack
+        // unmapped: measured, as glibc's unmaps are.
+        r.drain(std::time::Duration::from_secs(60));
+    }
     let t1 = now_ns();
     session.disable()?;
     progress.finish();
@@ -598,6 +626,17 @@ pub fn storm(
         push_hist(&mut r, "exit_hook", &collector.exit_hook);
     }
     r.push(Metric::lower("peak_rss_kib", "KiB", ru1.ru_maxrss as f64));
+    r.push(Metric::lower(
+        "minor_faults",
+        "faults",
+        (ru1.ru_minflt - ru0.ru_minflt) as f64,
+    ));
+    if let Some(s) = spawner.recycled_stacks() {
+        for m in s.metrics() {
+            r.push(m);
+        }
+        r.warnings.extend(s.warnings());
+    }
     let place = placement(cfg, &collector);
     r.push(Metric::info(
         "cpus_used",
@@ -616,9 +655,6 @@ pub fn storm(
     r.perf = report.to_json();
     for line in report.notes() {
         eprintln!("{line}");
-    }
-    if let Some(t) = report.contention_table() {
-        eprintln!("{t}");
     }
 
     let groups = failures.groups();
@@ -662,6 +698,7 @@ pub fn storm(
         "placement": place,
         "preflight": pre,
         "cleanup": cleanup_report,
+        "stacks": spawner.recycled_stacks().map(|s| s.to_json()),
     });
     if runner::is_child() {
         // Children print JSON only; the parent shows stderr as is.
@@ -672,10 +709,13 @@ pub fn storm(
     Ok(r)
 }
 
-/// The storm's own sections below the metrics table: placement, failures,
-/// warnings.
+/// The storm's own sections below the metrics table: the `--contention`
+/// profile, placement, failures, warnings.
 pub fn extra_sections(r: &RunResult) -> String {
     let mut out = String::new();
+    if let Some(t) = perf::Report::from_json(&r.perf).and_then(|p| p.contention_table()) {
+        let _ = writeln!(out, "\n{t}");
+    }
     let p = &r.details["placement"];
     if let Some(starts) = p["per_cpu_start"].as_array() {
         let requested: Vec<usize> = p["cpus_requested"]
@@ -695,6 +735,16 @@ pub fn extra_sections(r: &RunResult) -> String {
             format_cpu_list(&requested),
             fmt_value(p["imbalance"].as_f64().unwrap_or(0.0))
         );
+        let (os, oe) = (
+            p["outside_requested_start"].as_u64().unwrap_or(0),
+            p["outside_requested_exit"].as_u64().unwrap_or(0),
+        );
+        if os + oe > 0 {
+            let _ = writeln!(
+                out,
+                "  threads seen outside the requested CPUs: {os} at start, {oe} at exit"
+            );
+        }
         for (label, list) in [
             ("start", starts),
             ("exit", p["per_cpu_exit"].as_array().unwrap_or(starts)),
@@ -758,6 +808,8 @@ mod tests {
             sleep_ms: 0,
             spawn: crate::spawn::Backend::Pthread,
             stack_size: None,
+            stacks: Default::default(),
+            stack_release: Default::default(),
             cancel: Cancel::Pthread,
             reap: Reap::Join,
             cpus,
@@ -808,5 +860,10 @@ mod tests {
         let p = placement(&cfg, &c);
         assert_eq!(p["cpus_used"], 1);
         assert_eq!(p["imbalance"], 5.0);
+        assert_eq!(p["outside_requested_start"], 0);
+        // A thread that exited on CPU 7, outside 0-4, is reported.
+        c.per_cpu_exit.insert(7, 1);
+        let p = placement(&cfg, &c);
+        assert_eq!(p["outside_requested_exit"], 1);
     }
 }

@@ -10,6 +10,7 @@ use crate::error::usage;
 use crate::export::run::OutputArgs;
 use crate::host::{format_cpu_list, parse_cpu_list_for, HostFacts};
 use crate::perf::PerfArgs;
+use crate::spawn::recycled::{StackRelease, Stacks};
 use crate::spawn::{Backend, Cancel, Reap};
 
 /// Starting points for the storm's knobs.
@@ -66,6 +67,14 @@ pub struct Args {
     /// glibc uses RLIMIT_STACK, std 2 MiB).
     #[arg(long, value_name = "BYTES")]
     pub stack_size: Option<String>,
+    /// Where thread stacks come from: glibc's own, or recycled from an
+    /// exitq stack pool (mapped once, reused after the join) [default: glibc].
+    #[arg(long, value_enum)]
+    pub stacks: Option<Stacks>,
+    /// With --stacks recycled: what a recycled stack's pages become
+    /// (batched madvise off the exit path) [default: keep].
+    #[arg(long, value_enum)]
+    pub stack_release: Option<StackRelease>,
     /// How a retired wave is stopped [default: pthread].
     #[arg(long, value_enum)]
     pub cancel: Option<Cancel>,
@@ -114,6 +123,12 @@ pub struct Config {
     pub spawn: Backend,
     /// Explicit stack size in bytes (None: backend default).
     pub stack_size: Option<u64>,
+    /// Where stacks come from.
+    #[serde(default)]
+    pub stacks: Stacks,
+    /// Page policy of recycled stacks.
+    #[serde(default)]
+    pub stack_release: StackRelease,
     /// Cancellation kind.
     pub cancel: Cancel,
     /// Reaping.
@@ -234,6 +249,16 @@ impl Config {
                  --cancel flag or none with --spawn std, or --spawn pthread",
             ));
         }
+        if cfg!(panic = "abort") && cancel == Cancel::Pthread {
+            return Err(usage(
+                "--cancel",
+                "pthread needs herd built with panic=unwind: the forced unwind of \
+                 pthread_cancel passes through Rust frames, which a panic=abort build may \
+                 not unwind (see herd/src/spawn/pthread.rs)",
+            ));
+        }
+        let stacks = a.stacks.unwrap_or_default();
+        crate::spawn::recycled::validate(stacks, a.stack_release, spawn, reap)?;
         let stack_size = match &a.stack_size {
             None => None,
             Some(s) => {
@@ -289,6 +314,8 @@ impl Config {
             sleep_ms,
             spawn,
             stack_size,
+            stacks,
+            stack_release: a.stack_release.unwrap_or_default(),
             cancel,
             reap,
             cpus,
@@ -310,7 +337,7 @@ impl Config {
     pub fn describe(&self) -> String {
         format!(
             "herd storm: {} waves x {} threads (lag {}, slots {}), spin {}, sleep {} ms; \
-             spawn {}, cancel {}, reap {}; CPUs {}, pin {}",
+             spawn {}, stacks {}, cancel {}, reap {}; CPUs {}, pin {}",
             self.waves,
             self.per_wave,
             self.lag,
@@ -318,6 +345,7 @@ impl Config {
             self.spin,
             self.sleep_ms,
             self.spawn,
+            self.stacks,
             self.cancel,
             self.reap,
             format_cpu_list(&self.cpus),

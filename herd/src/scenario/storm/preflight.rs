@@ -185,6 +185,8 @@ mod tests {
             sleep_ms: 0,
             spawn: Backend::Pthread,
             stack_size: Some(64 << 10),
+            stacks: Default::default(),
+            stack_release: Default::default(),
             cancel: Cancel::Pthread,
             reap,
             cpus: vec![0],
