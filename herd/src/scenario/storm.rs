@@ -402,6 +402,9 @@ pub fn storm(
         facts: facts.clone(),
         stack_bytes: pre.stack_bytes,
     };
+    // Opened before anything is started, so a --require-perf failure
+    // leaves nothing behind.
+    let mut session = perf::Session::open(perf_args, &cfg.cpus)?;
 
     // Threads inherit the spawning thread's mask: bind it to --cpus for
     // the run, restore afterwards.
@@ -448,7 +451,6 @@ pub fn storm(
     let npins = cfg.cpus.len();
 
     let progress = crate::export::progress::Progress::new(cfg.waves, "waves");
-    let mut session = perf::Session::open(perf_args, &cfg.cpus)?;
     let ru0 = rusage();
     session.enable()?;
     let t0 = now_ns();
