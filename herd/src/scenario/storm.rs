@@ -655,6 +655,9 @@ pub fn storm(
         r.warnings.extend(c.problems());
     }
     r.perf = report.to_json();
+    for m in crate::spawn::recycled::mmap_lock_metrics(&r.perf) {
+        r.push(m);
+    }
     for line in report.notes() {
         eprintln!("{line}");
     }
