@@ -86,7 +86,8 @@ pub struct LoadThreads {
 
 impl LoadThreads {
     /// Starts `n` threads named `herd-<role>-<i>`, each running
-    /// `body(i, &stop)` until it returns (the body polls `stop`), and
+    /// `body(i, &stop)` until it returns (the body polls `stop`, or waits in
+    /// `std::thread::park()`: stopping unparks every thread), and
     /// returns once all of them are running. A thread that cannot be created
     /// stops the ones already started and is reported with its errno and the
     /// limit behind it.
@@ -154,6 +155,11 @@ impl LoadThreads {
 
     fn stop_and_join(&mut self) -> Vec<LoadReport> {
         self.stop.store(true, Ordering::Relaxed);
+        // Wake bodies that wait in `std::thread::park()` (idle readers): an
+        // unpark happens-before the park it ends, so they see the flag.
+        for h in &self.handles {
+            h.thread().unpark();
+        }
         self.handles
             .drain(..)
             .map(|h| h.join().unwrap_or_default())
@@ -251,5 +257,23 @@ mod tests {
         let reports = load.stop();
         assert_eq!(reports.len(), 3);
         assert!(reports.iter().all(|r| r.iterations > 0), "{reports:?}");
+    }
+
+    #[test]
+    fn parked_threads_are_woken_by_stop() {
+        let load = LoadThreads::start("parked", 4, |_, stop| {
+            let mut wakeups = 0;
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::park();
+                wakeups += 1;
+            }
+            wakeups
+        })
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        let t = std::time::Instant::now();
+        let reports = load.stop();
+        assert_eq!(reports.len(), 4);
+        assert!(t.elapsed() < Duration::from_secs(5));
     }
 }
