@@ -117,10 +117,10 @@ fn refuse_or_warn(cfg: &Config, pre: &preflight::Preflight, print: bool) -> Resu
     ))
 }
 
-/// The per-thread hooks for this run. None today; exit-cleanup strategies
-/// (`--cleanup`) return theirs here.
-pub fn make_hooks(_cfg: &Config) -> Hooks {
-    Hooks::default()
+/// The per-thread hooks for this run: the exit-cleanup strategy's
+/// (`--cleanup`, see [`crate::cleanup`]), or none.
+pub fn make_hooks(_cfg: &Config, cleanup: Option<&crate::cleanup::Cleanup>) -> Hooks {
+    cleanup.map(|c| c.spawn_hooks()).unwrap_or_default()
 }
 
 /// One wave: the records (kept until harvested) and the handles (until
@@ -372,12 +372,14 @@ pub fn storm(
         Pin::None => Vec::new(),
         Pin::RoundRobin => cfg.cpus.iter().map(|&c| CpuMask::of(&[c])).collect(),
     };
+    // Exit-cleanup machinery (registry, pool, monitor, exitq domain).
+    let cleanup = crate::cleanup::Cleanup::start(&cfg.cleanup)?;
     let body = Body {
         spin: cfg.spin,
         sleep_ns: cfg.sleep_ms * 1_000_000,
         cancel: cfg.cancel,
         pin_masks,
-        hooks: make_hooks(cfg),
+        hooks: make_hooks(cfg, cleanup.as_ref()),
         exits: Default::default(),
     }
     .leak();
@@ -532,6 +534,9 @@ pub fn storm(
     if let Some(h) = reaper {
         let _ = h.join();
     }
+    // Inside the measured phase: deferred cleanups still queued are work
+    // the strategy owes (exitq: exit_barrier).
+    let cleanup_report = cleanup.map(|c| c.finish());
     if let Some(r) = spawner.recycled_stacks() {
         // Every thread joined (reaper or pool reclaimer), every stack
         // unmapped: measured, as glibc's unmaps are.
@@ -643,6 +648,12 @@ pub fn storm(
     for m in report.metrics(exits) {
         r.push(m);
     }
+    if let Some(c) = &cleanup_report {
+        for m in c.metrics(exits) {
+            r.push(m);
+        }
+        r.warnings.extend(c.problems());
+    }
     r.perf = report.to_json();
     for m in crate::spawn::recycled::mmap_lock_metrics(&r.perf) {
         r.push(m);
@@ -691,6 +702,7 @@ pub fn storm(
         },
         "placement": place,
         "preflight": pre,
+        "cleanup": cleanup_report,
         "stacks": spawner.recycled_stacks().map(|s| s.to_json()),
     });
     if runner::is_child() {
@@ -808,6 +820,7 @@ mod tests {
             cpus,
             pin: Pin::RoundRobin,
             force: false,
+            cleanup: Default::default(),
         }
     }
 
