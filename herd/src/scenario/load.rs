@@ -224,10 +224,11 @@ pub fn totals(reports: &[LoadReport]) -> LoadReport {
         })
 }
 
+// Tests that start threads live in tests/gp_load.rs (their own process):
+// other unit tests compare task counts and must not see ours come and go.
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
     fn parse_and_size() {
@@ -239,41 +240,5 @@ mod tests {
         assert_eq!(Load::parse("0").unwrap(), Load::Idle);
         assert!(Load::parse("lots").is_err());
         assert!(Load::parse("999999999").is_err());
-    }
-
-    #[test]
-    fn threads_run_until_stopped() {
-        let load = LoadThreads::start("test", 3, |_, stop| {
-            let mut n = 0;
-            while !stop.load(Ordering::Relaxed) {
-                n += 1;
-                std::thread::yield_now();
-            }
-            n
-        })
-        .unwrap();
-        assert_eq!(load.len(), 3);
-        std::thread::sleep(Duration::from_millis(20));
-        let reports = load.stop();
-        assert_eq!(reports.len(), 3);
-        assert!(reports.iter().all(|r| r.iterations > 0), "{reports:?}");
-    }
-
-    #[test]
-    fn parked_threads_are_woken_by_stop() {
-        let load = LoadThreads::start("parked", 4, |_, stop| {
-            let mut wakeups = 0;
-            while !stop.load(Ordering::Relaxed) {
-                std::thread::park();
-                wakeups += 1;
-            }
-            wakeups
-        })
-        .unwrap();
-        std::thread::sleep(Duration::from_millis(20));
-        let t = std::time::Instant::now();
-        let reports = load.stop();
-        assert_eq!(reports.len(), 4);
-        assert!(t.elapsed() < Duration::from_secs(5));
     }
 }
