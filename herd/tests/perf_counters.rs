@@ -67,6 +67,8 @@ fn real_kernel_counters() {
     process_scope_counts_futex_newtask_and_every_exit();
     eprintln!("-- process scope with inherited counters (no cgroup)");
     process_scope_inherited_counters_count_the_same();
+    eprintln!("-- enable/disable alternating: only enabled periods count");
+    counts_accumulate_over_enabled_periods_only();
     eprintln!("-- system scope");
     system_scope_counts_per_cpu_including_our_threads();
     eprintln!("-- contention profile on mmap_lock");
@@ -121,6 +123,24 @@ fn process_scope_inherited_counters_count_the_same() {
     assert_eq!(r.value("task_exits"), Some(exits as f64));
     assert_eq!(r.value("tasks_created"), Some(exits as f64));
     assert!(r.value("sys_futex").unwrap() > 0.0);
+}
+
+fn counts_accumulate_over_enabled_periods_only() {
+    quiesce();
+    let mut s = Session::open(&PerfArgs::default(), &[]).unwrap();
+    s.enable().unwrap();
+    let a = futex_storm(1, 8);
+    s.disable().unwrap();
+    let hidden = futex_storm(1, 5); // not counted
+    s.enable().unwrap();
+    s.enable().unwrap(); // a second enable is a no-op
+    let b = futex_storm(1, 3);
+    s.disable().unwrap();
+    s.disable().unwrap();
+    let r = s.finish().unwrap();
+    assert_eq!(hidden, 5);
+    assert_eq!(r.value("task_exits"), Some((a + b) as f64));
+    assert_eq!(r.value("tasks_created"), Some((a + b) as f64));
 }
 
 fn measure(args: &PerfArgs, work: impl FnOnce() -> u64) -> (Report, u64) {

@@ -280,11 +280,15 @@ impl Session {
         Ok(s)
     }
 
-    /// Starts counting.
+    /// Starts (or resumes) counting. `enable`/`disable` may alternate any
+    /// number of times: counts accumulate over the enabled periods only
+    /// (counters are created disabled, at zero).
     pub fn enable(&mut self) -> Result<()> {
+        if self.enabled_at.is_some() {
+            return Ok(());
+        }
         for o in &mut self.open {
             for c in &mut o.counters {
-                c.reset().context("perf: reset")?;
                 c.enable()
                     .with_context(|| format!("perf: cannot enable {}", o.spec.event))?;
             }
@@ -297,8 +301,11 @@ impl Session {
         Ok(())
     }
 
-    /// Stops counting.
+    /// Stops (pauses) counting; a second call is a no-op.
     pub fn disable(&mut self) -> Result<()> {
+        if self.enabled_at.is_none() {
+            return Ok(());
+        }
         if let Some(sm) = &self.sampler {
             sm.disable()
                 .context("perf: cannot disable contention sampling")?;
