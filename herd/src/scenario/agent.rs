@@ -33,8 +33,9 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use crate::error::{usage, EXIT_INTERRUPTED};
+use crate::export::run::{emit, repeat, OutputArgs};
 use crate::perf::{self, PerfArgs};
-use crate::result::{Metric, RunResult, RunSet};
+use crate::result::{Metric, RunResult};
 use crate::runner;
 use crate::stats::Summary;
 
@@ -96,15 +97,9 @@ pub struct Args {
     /// exitq-pool: at most this many retirements per grace period.
     #[arg(long, default_value_t = 2)]
     pub retire_batch: usize,
-    /// Print the result as JSON (a RunSet with -r).
-    #[arg(long, conflicts_with = "csv")]
-    pub json: bool,
-    /// Print the result as CSV.
-    #[arg(long)]
-    pub csv: bool,
-    /// Repetitions, each in a fresh child process.
-    #[arg(short = 'r', long = "runs", default_value_t = 1)]
-    pub runs: usize,
+    /// Output format and repetitions.
+    #[command(flatten)]
+    pub out: OutputArgs,
     /// perf counters.
     #[command(flatten)]
     pub perf: PerfArgs,
@@ -175,9 +170,6 @@ impl Args {
         if self.retire_batch == 0 {
             return Err(usage("--retire-batch", "must be at least 1"));
         }
-        if self.runs == 0 || self.runs > 10_000 {
-            return Err(usage("--runs", "must be between 1 and 10000"));
-        }
         Ok(Config {
             mode: self.mode,
             waves: self.waves,
@@ -232,56 +224,16 @@ impl Args {
 pub fn run(args: &Args) -> Result<u8> {
     let cfg = args.validate()?;
     runner::install_interrupt_handler();
-    if args.runs > 1 && !runner::is_child() {
-        return run_repeated(args);
+    if args.out.runs > 1 && !runner::is_child() {
+        return repeat("agent", &args.out);
     }
     let result = measure(args, &cfg)?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&result)?);
-    } else if args.csv {
-        print!("{}", csv_of(&[&result]));
-    } else {
-        print_table(&result);
-    }
+    emit(&result, &args.out, |_| String::new())?;
     Ok(if result.interrupted {
         EXIT_INTERRUPTED
     } else {
         0
     })
-}
-
-/// `-r N`: one child process per repetition; prints medians.
-fn run_repeated(args: &Args) -> Result<u8> {
-    let child_args = args.to_args();
-    let mut set = RunSet {
-        schema: crate::result::SCHEMA_VERSION,
-        label: format!("--mode {}", args.mode.name()),
-        runs: Vec::new(),
-    };
-    for i in 0..args.runs {
-        if runner::interrupted() {
-            break;
-        }
-        if !args.json && !args.csv {
-            eprintln!("run {}/{} ...", i + 1, args.runs);
-        }
-        let r = runner::run_child("agent", &child_args)?;
-        let stop = r.interrupted;
-        set.runs.push(r);
-        if stop {
-            break;
-        }
-    }
-    let interrupted = runner::interrupted() || set.runs.iter().any(|r| r.interrupted);
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&set)?);
-    } else if args.csv {
-        let refs: Vec<&RunResult> = set.runs.iter().collect();
-        print!("{}", csv_of(&refs));
-    } else {
-        print_summary(&set);
-    }
-    Ok(if interrupted { EXIT_INTERRUPTED } else { 0 })
 }
 
 /// Exit and spawn bookkeeping gathered by one run.
@@ -613,7 +565,7 @@ fn measure(args: &Args, cfg: &Config) -> Result<RunResult> {
         r.details = serde_json::json!({ "contention_table": t });
     }
     for w in &r.warnings {
-        if !args.json && !args.csv && !runner::is_child() {
+        if !args.out.json && !args.out.csv && !runner::is_child() {
             eprintln!("warning: {w}");
         }
     }
@@ -751,63 +703,6 @@ fn rusage() -> (f64, f64) {
         ru
     };
     (tv(ru.ru_utime), tv(ru.ru_stime))
-}
-
-fn print_table(r: &RunResult) {
-    println!("herd agent {}", r.args.join(" "));
-    for m in &r.metrics {
-        println!("  {:<24} {:>14.3} {}", m.name, m.value, m.unit);
-    }
-    if r.interrupted {
-        println!("  (interrupted: figures cover the waves that ran)");
-    }
-}
-
-fn print_summary(set: &RunSet) {
-    println!("herd agent {} ({} runs)", set.label, set.runs.len());
-    println!(
-        "  {:<24} {:>14} {:>14} {:>9}",
-        "metric", "median", "mean", "%stddev"
-    );
-    let Some(first) = set.runs.first() else {
-        return;
-    };
-    for m in &first.metrics {
-        let vals: Vec<f64> = set.runs.iter().filter_map(|r| r.metric(&m.name)).collect();
-        if let Some(s) = Summary::of(&vals) {
-            println!(
-                "  {:<24} {:>14.3} {:>14.3} {:>8.1}% {}",
-                m.name,
-                s.median,
-                s.mean,
-                s.pct_stddev(),
-                m.unit
-            );
-        }
-    }
-}
-
-/// CSV: one row per run, one column per metric of the first run.
-fn csv_of(runs: &[&RunResult]) -> String {
-    let Some(first) = runs.first() else {
-        return String::new();
-    };
-    let names: Vec<&str> = first.metrics.iter().map(|m| m.name.as_str()).collect();
-    let mut w = csv::Writer::from_writer(Vec::new());
-    let mut header = vec!["run".to_string(), "mode".to_string()];
-    header.extend(names.iter().map(|n| n.to_string()));
-    let _ = w.write_record(&header);
-    for (i, r) in runs.iter().enumerate() {
-        let mode = r.config.get("mode").and_then(|m| m.as_str()).unwrap_or("");
-        let mut row = vec![(i + 1).to_string(), mode.to_string()];
-        row.extend(
-            names
-                .iter()
-                .map(|n| r.metric(n).map(|v| v.to_string()).unwrap_or_default()),
-        );
-        let _ = w.write_record(&row);
-    }
-    String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default()
 }
 
 #[cfg(test)]
