@@ -246,6 +246,8 @@ pub struct Builder {
     keep_alive: Duration,
     keep_alive_jitter: Option<Duration>,
     retire_batch: usize,
+    spin: Duration,
+    max_spinners: Option<usize>,
     thread_name: String,
     stack_size: Option<usize>,
     on_retire: Option<RetireCallback>,
@@ -260,6 +262,8 @@ impl fmt::Debug for Builder {
             .field("keep_alive", &self.keep_alive)
             .field("keep_alive_jitter", &self.jitter())
             .field("retire_batch", &self.retire_batch)
+            .field("spin", &self.spin)
+            .field("max_spinners", &self.max_spinners)
             .field("thread_name", &self.thread_name)
             .field("stack_size", &self.stack_size)
             .field("on_retire", &self.on_retire.is_some())
@@ -276,6 +280,8 @@ impl Default for Builder {
             keep_alive: Duration::from_secs(10),
             keep_alive_jitter: None,
             retire_batch: 2,
+            spin: Duration::from_micros(50),
+            max_spinners: None,
             thread_name: "exitq-pool".into(),
             stack_size: None,
             on_retire: None,
@@ -318,6 +324,23 @@ impl Builder {
     /// run on the reclaimer. Default 2.
     pub fn retire_batch(mut self, k: usize) -> Self {
         self.retire_batch = k;
+        self
+    }
+
+    /// How long a worker that ran out of jobs polls the queue before it
+    /// parks (default 50 µs; zero: park at once). While a worker spins, a
+    /// submit costs no syscall: the spinner takes the job, and wakes
+    /// another worker itself if more jobs are queued. Costs up to this much
+    /// CPU per idle transition of a worker.
+    pub fn spin(mut self, d: Duration) -> Self {
+        self.spin = d;
+        self
+    }
+
+    /// Most workers spinning at once (default: half the available
+    /// parallelism, at least 1, at most `max_workers`).
+    pub fn max_spinners(mut self, n: usize) -> Self {
+        self.max_spinners = Some(n);
         self
     }
 
@@ -390,6 +413,7 @@ impl Builder {
             submit_state: CachePadded::new(AtomicUsize::new(0)),
             workers: CachePadded::new(AtomicUsize::new(0)),
             threads: AtomicUsize::new(0),
+            spinning: CachePadded::new(AtomicUsize::new(0)),
             retire_tokens: AtomicUsize::new(self.retire_batch),
             spawned: AtomicU64::new(0),
             spawn_failures: AtomicU64::new(0),
@@ -407,6 +431,13 @@ impl Builder {
                 max_workers: self.max_workers,
                 keep_alive: self.keep_alive,
                 jitter,
+                spin: self.spin,
+                max_spinners: self
+                    .max_spinners
+                    .unwrap_or_else(|| {
+                        std::thread::available_parallelism().map_or(1, |n| n.get()) / 2
+                    })
+                    .clamp(1, self.max_workers),
                 thread_name: self.thread_name,
                 stack_size: self.stack_size,
                 on_retire: self.on_retire,
@@ -442,6 +473,8 @@ struct Config {
     max_workers: usize,
     keep_alive: Duration,
     jitter: Duration,
+    spin: Duration,
+    max_spinners: usize,
     thread_name: String,
     stack_size: Option<usize>,
     on_retire: Option<RetireCallback>,
@@ -462,6 +495,8 @@ pub(crate) struct Inner {
     workers: CachePadded<AtomicUsize>,
     /// Threads whose exit bookkeeping has not run yet.
     threads: AtomicUsize,
+    /// Workers polling the queue before they park (see `spin_for_job`).
+    spinning: CachePadded<AtomicUsize>,
     /// Retirement tokens (see `Builder::retire_batch`).
     retire_tokens: AtomicUsize,
     spawned: AtomicU64,
@@ -511,11 +546,63 @@ impl Inner {
     fn push_and_wake(self: &Arc<Self>, job: Job) {
         self.queue.push(job);
         // Dekker with a worker going idle (state IDLE + idle-stack push,
-        // fence, queue re-check): either it sees our job, or we see it idle.
+        // fence, queue re-check) and with a spinner leaving its spin
+        // (decrement `spinning`, then the same idle path): either it sees
+        // our job, or we see it spinning / idle.
         fence(Ordering::SeqCst);
+        if self.spinning.load(Ordering::SeqCst) > 0 {
+            // A worker is polling the queue right now and takes the job
+            // without any syscall; it wakes help if more work piles up.
+            return;
+        }
+        self.wake_or_grow();
+    }
+
+    /// Wakes an idle worker, else starts one if below max.
+    fn wake_or_grow(self: &Arc<Self>) {
         if !self.wake_one() {
             self.grow_for_queued_job();
         }
+    }
+
+    /// A worker that ran out of jobs polls the queue for `cfg.spin` before
+    /// parking, if fewer than `max_spinners` already do. Returns a job it
+    /// found. While it spins, submitters skip their wake-up syscall.
+    fn spin_for_job(self: &Arc<Self>) -> Option<Job> {
+        if self.cfg.spin.is_zero() {
+            return None;
+        }
+        // SeqCst: see `push_and_wake`.
+        if self.spinning.fetch_add(1, Ordering::SeqCst) >= self.cfg.max_spinners {
+            self.spinning.fetch_sub(1, Ordering::SeqCst);
+            return None;
+        }
+        let t0 = Instant::now();
+        let mut found = None;
+        'spin: loop {
+            for _ in 0..64 {
+                if let Some(job) = self.queue.pop() {
+                    found = Some(job);
+                    break 'spin;
+                }
+                std::hint::spin_loop();
+            }
+            if t0.elapsed() >= self.cfg.spin || self.is_shutdown() {
+                break;
+            }
+        }
+        // SeqCst: after this, submitters wake or spawn instead of relying on
+        // us; our caller re-checks the queue (go_idle) after this store.
+        self.spinning.fetch_sub(1, Ordering::SeqCst);
+        if found.is_some() {
+            fence(Ordering::SeqCst);
+            if !self.queue.is_empty() {
+                // More work than one spinner takes: get help (the chained
+                // wake-up keeps parallelism growing during a burst).
+                self.wake_or_grow();
+            }
+        }
+        found
     }
 
     /// `enter`, `push_and_wake`, `leave`; hands the job back after shutdown.
@@ -881,6 +968,10 @@ fn worker_main(inner: Arc<Inner>, slot_idx: u32) {
     loop {
         while let Some(job) = inner.queue.pop() {
             run_job(slot, job);
+        }
+        if let Some(job) = inner.spin_for_job() {
+            run_job(slot, job);
+            continue;
         }
         if inner.is_shutdown() {
             // Shutdown: queue drained (no submitter can add more once the

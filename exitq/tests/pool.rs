@@ -37,10 +37,22 @@ fn assert_each_ran_once(runs: &[AtomicU32]) {
 
 #[test]
 fn bursts_from_many_submitters_run_each_job_exactly_once() {
+    bursts_exactly_once(Duration::from_micros(50));
+}
+
+#[test]
+fn bursts_without_spinning_run_each_job_exactly_once() {
+    // Every idle transition parks: the futex wake-up path alone.
+    bursts_exactly_once(Duration::ZERO);
+}
+
+fn bursts_exactly_once(spin: Duration) {
     // Short keep-alive and gaps between bursts: workers retire and are
     // spawned again mid-stream, exercising every state transition.
     let pool = Arc::new(
         Pool::builder()
+            .spin(spin)
+            .max_spinners(2)
             .max_workers(4)
             .keep_alive(Duration::from_millis(2))
             .keep_alive_jitter(Duration::from_millis(2))

@@ -97,6 +97,9 @@ pub struct Args {
     /// exitq-pool: at most this many retirements per grace period.
     #[arg(long, default_value_t = 2)]
     pub retire_batch: usize,
+    /// exitq-pool: microseconds a worker polls the queue before parking (0: never).
+    #[arg(long, default_value_t = 50)]
+    pub spin_us: u64,
     /// Output format and repetitions.
     #[command(flatten)]
     pub out: OutputArgs,
@@ -130,6 +133,8 @@ pub struct Config {
     pub jitter_ms: u64,
     /// See [`Args::retire_batch`].
     pub retire_batch: usize,
+    /// See [`Args::spin_us`].
+    pub spin_us: u64,
 }
 
 impl Args {
@@ -167,6 +172,9 @@ impl Args {
                 return Err(usage("--jitter-ms", "must be at most 3600000"));
             }
         }
+        if self.spin_us > 1_000_000 {
+            return Err(usage("--spin-us", "must be at most 1000000"));
+        }
         if self.retire_batch == 0 {
             return Err(usage("--retire-batch", "must be at least 1"));
         }
@@ -182,6 +190,7 @@ impl Args {
             keep_alive_ms: self.keep_alive_ms,
             jitter_ms: self.jitter_ms.unwrap_or(self.keep_alive_ms / 2),
             retire_batch: self.retire_batch,
+            spin_us: self.spin_us,
         })
     }
 
@@ -199,6 +208,7 @@ impl Args {
             format!("--min-workers={}", self.min_workers),
             format!("--keep-alive-ms={}", self.keep_alive_ms),
             format!("--retire-batch={}", self.retire_batch),
+            format!("--spin-us={}", self.spin_us),
         ];
         if let Some(j) = self.jitter_ms {
             v.push(format!("--jitter-ms={j}"));
@@ -366,6 +376,7 @@ fn measure(args: &Args, cfg: &Config) -> Result<RunResult> {
                 .keep_alive(Duration::from_millis(cfg.keep_alive_ms))
                 .keep_alive_jitter(Duration::from_millis(cfg.jitter_ms))
                 .retire_batch(cfg.retire_batch)
+                .spin(Duration::from_micros(cfg.spin_us))
                 .thread_name("agent")
                 .on_retire(move |r| {
                     if r.reason == exitq::pool::RetireReason::Idle {
