@@ -425,6 +425,7 @@ fn measure(args: &Args, cfg: &Config) -> Result<RunResult> {
     let ru0 = rusage();
     let t0 = Instant::now();
     let mut busy = Duration::ZERO;
+    let mut wave_starts_ns = Vec::with_capacity(cfg.waves);
     let mut waves_done = 0;
     session.enable()?;
     for w in 0..cfg.waves {
@@ -434,6 +435,7 @@ fn measure(args: &Args, cfg: &Config) -> Result<RunResult> {
         log.done.store(0, Ordering::SeqCst);
         wave_no.store(w, Ordering::SeqCst);
         let tb = Instant::now();
+        wave_starts_ns.push(log.ns());
         start_wave.wait();
         submit_share(&runner, &log, &submitted_ns, cfg, w, 0);
         end_wave.wait();
@@ -539,7 +541,7 @@ fn measure(args: &Args, cfg: &Config) -> Result<RunResult> {
         "threads",
         churn.spawned as f64 / waves_done.max(1) as f64,
     ));
-    let (burst, spread) = exit_shape(&churn.exits_ns, Duration::from_millis(1));
+    let (burst, spread) = exit_shape(&churn.exits_ns, &wave_starts_ns, Duration::from_millis(1));
     r.push(Metric::lower("max_exits_per_ms", "exits", burst as f64));
     if let Some(s) = spread {
         r.push(Metric::info("exit_spread_p50_ms", "ms", s));
@@ -675,10 +677,11 @@ fn finish(runner: Runner, log: &JobLog) -> Result<Churn> {
     })
 }
 
-/// The most exits within any `window`, and the median spread (first to
-/// last exit, ms) of the clusters of exits (exits closer than 10 ms apart
-/// belong to one cluster: one wave's gap).
-fn exit_shape(exits_ns: &[u64], window: Duration) -> (usize, Option<f64>) {
+/// The most exits within any `window`, and the median over waves of how
+/// long each wave's exits took from first to last (ms). Wave `i` owns the
+/// exits from its start to the next wave's start (its burst and its gap);
+/// waves with fewer than two exits are left out.
+fn exit_shape(exits_ns: &[u64], wave_starts_ns: &[u64], window: Duration) -> (usize, Option<f64>) {
     let mut v = exits_ns.to_vec();
     v.sort_unstable();
     let w = window.as_nanos() as u64;
@@ -691,13 +694,17 @@ fn exit_shape(exits_ns: &[u64], window: Duration) -> (usize, Option<f64>) {
         best = best.max(hi - lo + 1);
     }
     let mut spreads = Vec::new();
-    let mut start = 0;
-    for i in 1..=v.len() {
-        if i == v.len() || v[i] - v[i - 1] > 10_000_000 {
-            if i > start {
-                spreads.push((v[i - 1] - v[start]) as f64 / 1e6);
+    for (i, &start) in wave_starts_ns.iter().enumerate() {
+        let end = wave_starts_ns.get(i + 1).copied().unwrap_or(u64::MAX);
+        let mine: Vec<u64> = v
+            .iter()
+            .copied()
+            .filter(|&t| t >= start && t < end)
+            .collect();
+        if let (Some(first), Some(last)) = (mine.first(), mine.last()) {
+            if mine.len() >= 2 {
+                spreads.push((last - first) as f64 / 1e6);
             }
-            start = i;
         }
     }
     (best, Summary::of(&spreads).map(|s| s.median))
@@ -721,9 +728,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn exit_shape_counts_the_densest_millisecond_and_cluster_spread() {
+    fn exit_shape_counts_the_densest_millisecond_and_wave_spread() {
         let ms = 1_000_000;
-        // Cluster 1: 5 exits within 0.5 ms; cluster 2: 3 exits over 6 ms.
+        // Wave 0 (from 0): 5 exits within 0.5 ms; wave 1 (from 40 ms): 3
+        // exits over 6 ms; wave 2 (from 100 ms): one exit (no spread).
         let v = [
             0,
             100_000,
@@ -733,11 +741,12 @@ mod tests {
             50 * ms,
             53 * ms,
             56 * ms,
+            120 * ms,
         ];
-        let (burst, spread) = exit_shape(&v, Duration::from_millis(1));
+        let (burst, spread) = exit_shape(&v, &[0, 40 * ms, 100 * ms], Duration::from_millis(1));
         assert_eq!(burst, 5);
         // Spreads 0.4 ms and 6 ms: median 3.2.
         assert!((spread.unwrap() - 3.2).abs() < 1e-9);
-        assert_eq!(exit_shape(&[], Duration::from_millis(1)), (0, None));
+        assert_eq!(exit_shape(&[], &[0], Duration::from_millis(1)), (0, None));
     }
 }
