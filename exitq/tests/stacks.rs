@@ -35,14 +35,30 @@ unsafe extern "C-unwind" fn wait_flag(arg: *mut c_void) -> *mut c_void {
 
 /// Touches `*arg` KiB of its own stack, then returns.
 unsafe extern "C-unwind" fn touch_stack(arg: *mut c_void) -> *mut c_void {
-    let kib = arg as usize;
+    touch(arg as usize);
+    std::ptr::null_mut()
+}
+
+/// Set to let `touch_then_wait` threads end.
+static TOUCHED_GO: AtomicBool = AtomicBool::new(false);
+
+/// Touches `*arg` KiB of its own stack, then waits for [`TOUCHED_GO`].
+unsafe extern "C-unwind" fn touch_then_wait(arg: *mut c_void) -> *mut c_void {
+    touch(arg as usize);
+    while !TOUCHED_GO.load(Ordering::Acquire) {
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    std::ptr::null_mut()
+}
+
+#[inline(never)]
+fn touch(kib: usize) {
     let mut buf = [0u8; 512 * 1024];
     let n = (kib * 1024).min(buf.len());
     for i in (0..n).step_by(PAGE) {
         buf[i] = 1;
     }
     std::hint::black_box(&mut buf);
-    std::ptr::null_mut()
 }
 
 fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
@@ -241,17 +257,27 @@ fn reclaimer_threads_are_joined_and_recycled() {
     let pool = StackPool::builder().stack_size(128 * 1024).build().unwrap();
     let slot = AtomicUsize::new(0);
     let arg = &slot as *const AtomicUsize as *mut c_void;
-    for _ in 0..50 {
-        // SAFETY: as above; handle dropped at once (fire and forget).
-        drop(unsafe { pool.spawn(report_stack, arg, Reap::Reclaimer) }.unwrap());
+    for batch in 1..=5u64 {
+        for _ in 0..10 {
+            // SAFETY: as above; handle dropped at once (fire and forget).
+            drop(unsafe { pool.spawn(report_stack, arg, Reap::Reclaimer) }.unwrap());
+        }
+        wait_until("the reclaimer", Duration::from_secs(10), || {
+            pool.stats().recycled == batch * 10
+        });
     }
+    let before_drain = pool.stats();
     assert!(pool.drain(Duration::from_secs(10)));
     let s = pool.stats();
     assert_eq!(s.spawned, 50);
     assert_eq!(s.exit_pushes, 50, "every exit pushed its stack once: {s:?}");
     assert_eq!(s.recycled, 50);
     assert_eq!(s.canary_violations, 0);
-    assert!(s.maps < 50, "stacks were reused: {s:?}");
+    assert!(
+        before_drain.maps <= 10,
+        "later batches reuse the first batch's stacks: {before_drain:?}"
+    );
+    assert_eq!(before_drain.reused + before_drain.maps, 50);
 }
 
 #[test]
@@ -327,11 +353,14 @@ fn release_dontneed_drops_pages_with_batched_process_madvise() {
         // guaranteed, so touch via 16 threads again and join them all).
         let ts: Vec<_> = (0..16)
             .map(|_| {
-                // SAFETY: touch_stack holds no destructors, never cancelled.
-                unsafe { pool.spawn(touch_stack, 256 as *mut c_void, Reap::Reclaimer) }.unwrap()
+                // SAFETY: touch_then_wait is never cancelled.
+                unsafe { pool.spawn(touch_then_wait, 256 as *mut c_void, Reap::Reclaimer) }.unwrap()
             })
             .collect();
+        // All 16 are alive at once, so each took one of phase 1's stacks.
+        assert_eq!(pool.stats().reused, 16);
         drop(ts);
+        TOUCHED_GO.store(true, Ordering::Release);
         wait_until("recycling", Duration::from_secs(10), || {
             pool.stats().recycled == 32
         });
@@ -369,6 +398,7 @@ fn release_dontneed_drops_pages_with_batched_process_madvise() {
             }
         }
         assert!(pool.drain(Duration::from_secs(5)));
+        TOUCHED_GO.store(false, Ordering::Release);
     }
 }
 

@@ -32,11 +32,12 @@ pub struct EnvArgs {
 /// Runs `herd env`: prints the host facts as a table or JSON.
 pub fn run_env(args: &EnvArgs) -> Result<u8> {
     let facts = HostFacts::read();
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&facts)?);
+    let text = if args.json {
+        serde_json::to_string_pretty(&facts)? + "\n"
     } else {
-        print!("{}", facts.table());
-    }
+        facts.table()
+    };
+    crate::export::run::print_out(&text)?;
     Ok(0)
 }
 
@@ -133,11 +134,16 @@ pub struct HostFacts {
     pub page_size: u64,
     /// `kernel.perf_event_paranoid`.
     pub perf_event_paranoid: Option<i64>,
-    /// Whether perf counters can be opened: root, or paranoid <= 2 for
-    /// this process's own counters.
+    /// Whether a perf counter could be opened: herd tries one (a software
+    /// task-clock counter on itself, kernel included) at startup.
     pub perf_usable: bool,
+    /// Why the trial counter could not be opened, when it could not.
+    pub perf_error: Option<String>,
     /// Where tracefs is mounted (`None`: not mounted, tracepoints unusable).
     pub tracefs: Option<String>,
+    /// Whether tracepoint ids can be read from tracefs (e.g.
+    /// `events/sched/sched_process_exit/id`), as perf tracepoints need.
+    pub tracepoints_usable: bool,
     /// Effective uid is 0.
     pub root: bool,
     /// glibc version (`gnu_get_libc_version`).
@@ -188,6 +194,11 @@ impl HostFacts {
         let allowed_cpus = allowed_cpus().unwrap_or_else(|| online_cpus.clone());
         let paranoid =
             read_trim("/proc/sys/kernel/perf_event_paranoid").and_then(|v| v.parse().ok());
+        let perf_error = perf_trial().err();
+        let tracefs = tracefs_mount();
+        let tracepoints_usable = tracefs.as_ref().is_some_and(|t| {
+            read_u64(Path::new(t).join("events/sched/sched_process_exit/id")).is_some()
+        });
         // SAFETY: geteuid has no preconditions.
         let root = unsafe { libc::geteuid() } == 0;
         // SAFETY: sysconf has no preconditions.
@@ -215,8 +226,10 @@ impl HostFacts {
             default_thread_stack_bytes: default_thread_stack(),
             page_size: if page > 0 { page as u64 } else { 4096 },
             perf_event_paranoid: paranoid,
-            perf_usable: root || paranoid.is_some_and(|p| p <= 2),
-            tracefs: tracefs_mount(),
+            perf_usable: perf_error.is_none(),
+            perf_error,
+            tracefs,
+            tracepoints_usable,
             root,
             libc: libc_version,
         }
@@ -310,14 +323,19 @@ impl HostFacts {
             if self.perf_usable {
                 "usable".into()
             } else {
-                "not permitted (run as root or set kernel.perf_event_paranoid <= 2)".into()
+                format!(
+                    "not usable: {} (run as root or set kernel.perf_event_paranoid <= 1)",
+                    self.perf_error.as_deref().unwrap_or("unknown error")
+                )
             },
         ));
         rows.push((
             "tracefs",
-            self.tracefs.clone().unwrap_or_else(|| {
-                "not mounted (mount -t tracefs nodev /sys/kernel/tracing)".into()
-            }),
+            match &self.tracefs {
+                None => "not mounted (mount -t tracefs nodev /sys/kernel/tracing)".into(),
+                Some(t) if self.tracepoints_usable => format!("{t} (tracepoints usable)"),
+                Some(t) => format!("{t} (tracepoint ids not readable: run as root)"),
+            },
         ));
         rows.push(("root", if self.root { "yes" } else { "no" }.into()));
         let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
@@ -427,6 +445,19 @@ pub fn cgroup_pids() -> Option<CgroupPids> {
             return None;
         }
     }
+}
+
+/// Opens (and drops) one software counter on this process, kernel
+/// included, the way herd's perf sessions do.
+fn perf_trial() -> std::result::Result<(), String> {
+    use perf_event::events::Software;
+    perf_event::Builder::new(Software::TASK_CLOCK)
+        .observe_self()
+        .any_cpu()
+        .include_kernel()
+        .build()
+        .map(drop)
+        .map_err(|e| e.to_string())
 }
 
 fn tracefs_mount() -> Option<String> {

@@ -159,3 +159,47 @@ fn kernels_without_membarrier_are_explained() {
             .stderr(predicate::str::contains("panicked").not());
     }
 }
+
+#[test]
+fn ctrl_c_prints_the_partial_result_and_exits_130() {
+    let exe = assert_cmd::cargo::cargo_bin("herd");
+    let child = std::process::Command::new(exe)
+        .args([
+            "membarrier",
+            "--load",
+            "1",
+            "--duration",
+            "20s",
+            "--read-rounds",
+            "1",
+            "--read-slice",
+            "1ms",
+            "--no-perf",
+            "--json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let start = std::time::Instant::now();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(10),
+        "took {:?} to stop after Ctrl-C",
+        start.elapsed()
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: RunResult = serde_json::from_slice(&out.stdout).expect("partial result printed");
+    assert!(r.interrupted);
+}

@@ -588,3 +588,75 @@ fn rlimit_as_is_predicted_and_named() {
     let f = &r["details"]["failures"][0];
     assert_eq!(f["limit"], "rlimit_as", "{f}");
 }
+
+/// Ctrl-C at a terminal signals the whole process group: the parent of
+/// `-r N` and its child run. The child stops and reports; the parent keeps
+/// that partial run, starts no more, prints the set and exits 130.
+#[test]
+fn ctrl_c_stops_repetitions() {
+    use std::os::unix::process::CommandExt;
+    let exe = assert_cmd::cargo::cargo_bin("herd");
+    let child = StdCommand::new(exe)
+        .args([
+            "storm",
+            "--waves",
+            "100000000",
+            "--per-wave",
+            "5",
+            "--lag",
+            "1",
+            "--sleep-ms",
+            "1000",
+            "-r",
+            "5",
+            "--json",
+            "--no-perf",
+        ])
+        .process_group(0)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2000));
+    // SAFETY: killpg(2) on the process group we just created.
+    unsafe { libc::killpg(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let set: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let runs = set["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1, "no run after the interrupted one");
+    assert_eq!(runs[0]["interrupted"], true);
+    assert!(metric(&runs[0], "threads_created") > 0.0);
+}
+
+/// `herd storm --json | head -1`: a closed stdout is not a panic.
+#[test]
+fn closed_stdout_is_not_a_panic() {
+    let exe = assert_cmd::cargo::cargo_bin("herd");
+    let mut child = StdCommand::new(exe)
+        .args([
+            "storm",
+            "--waves",
+            "20",
+            "--per-wave",
+            "5",
+            "--lag",
+            "1",
+            "--json",
+            "--no-perf",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take()); // the reader goes away before herd prints
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.code(), Some(0), "{err}");
+}

@@ -16,6 +16,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
+use serde_json::Value;
+
 /// The repository root (herd's manifest dir is `<root>/herd`).
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -318,6 +320,8 @@ fn guest() -> Option<&'static Guest> {
                 &[
                     "--cpus",
                     &cpus.to_string(),
+                    "--numa",
+                    "2",
                     "--herd",
                     herd_bin(),
                     "--script",
@@ -339,17 +343,32 @@ fn guest() -> Option<&'static Guest> {
         .as_ref()
 }
 
+/// Storm flags shared by the guest's storms: short threads, few waves.
+const QUICK_STORM: &str = "--waves 4 --spin 1000 --sleep-ms 10";
+
 /// The commands the shared guest runs; `NAME.out` holds each one's stdout,
 /// `NAME.rc` its exit status, `NAME.err` its stderr.
 fn guest_script(cpus: usize) -> String {
+    let half = cpus / 2;
+    let last = cpus - 1;
     let mut s = String::from(
         "run() { name=$1; shift; \"$@\" >\"$name.out\" 2>\"$name.err\"; echo $? >\"$name.rc\"; \
          echo \"== $name: exit $(cat $name.rc)\" >&2; }\n",
     );
     s.push_str("run nproc nproc\n");
     s.push_str("run online cat /sys/devices/system/cpu/online\n");
-    s.push_str("run version herd --version\n");
-    let _ = cpus;
+    s.push_str("run env herd env --json\n");
+    s.push_str(&format!(
+        "run storm_rr herd storm {QUICK_STORM} --per-wave {cpus} --pin round-robin --json\n"
+    ));
+    s.push_str(&format!(
+        "run storm_half herd storm {QUICK_STORM} --per-wave {cpus} --pin round-robin \
+         --cpus {half}-{last} --json\n"
+    ));
+    s.push_str(&format!(
+        "run storm_table herd storm --waves 2 --spin 1000 --sleep-ms 10 --per-wave {cpus} \
+         --pin round-robin\n"
+    ));
     s
 }
 
@@ -360,6 +379,57 @@ fn with_guest(test: &str, check: impl FnOnce(&Guest)) {
     let g = guest().expect("guest ran");
     assert_eq!(g.code, 0, "the guest script failed (see its console above)");
     check(g);
+}
+
+impl Guest {
+    /// The JSON document command `name` printed; its exit status must be 0.
+    fn json(&self, name: &str) -> Value {
+        assert_eq!(
+            self.status(name),
+            0,
+            "guest command {name} failed:\n{}",
+            self.file(&format!("{name}.err"))
+        );
+        let text = self.file(&format!("{name}.out"));
+        serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("{name}: stdout is not one JSON document ({e}):\n{text}"))
+    }
+}
+
+fn range(from: usize, to_incl: usize) -> Vec<u64> {
+    (from as u64..=to_incl as u64).collect()
+}
+
+fn u64s(v: &Value) -> Vec<u64> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("not an array: {v}"))
+        .iter()
+        .map(|x| x.as_u64().unwrap_or_else(|| panic!("not a u64: {x}")))
+        .collect()
+}
+
+/// `[[cpu, count], ...]` as (cpus, counts).
+fn per_cpu(v: &Value) -> (Vec<u64>, Vec<u64>) {
+    v.as_array()
+        .unwrap_or_else(|| panic!("not an array: {v}"))
+        .iter()
+        .map(|pair| {
+            let p = u64s(pair);
+            assert_eq!(p.len(), 2, "per-CPU entry is [cpu, count]: {pair}");
+            (p[0], p[1])
+        })
+        .unzip()
+}
+
+fn metric(run: &Value, name: &str) -> f64 {
+    run["metrics"]
+        .as_array()
+        .expect("metrics array")
+        .iter()
+        .find(|m| m["name"] == name)
+        .unwrap_or_else(|| panic!("no metric {name}"))["value"]
+        .as_f64()
+        .unwrap()
 }
 
 #[test]
@@ -377,9 +447,70 @@ fn guest_kernel_has_all_the_cpus_online() {
 }
 
 #[test]
-fn herd_runs_in_the_guest() {
-    with_guest("herd_runs_in_the_guest", |g| {
-        assert_eq!(g.status("version"), 0, "{}", g.file("version.err"));
-        assert!(g.file("version.out").starts_with("herd "));
+fn herd_env_reports_every_online_cpu_and_the_numa_nodes() {
+    with_guest(
+        "herd_env_reports_every_online_cpu_and_the_numa_nodes",
+        |g| {
+            let env = g.json("env");
+            let all = range(0, g.cpus - 1);
+            assert_eq!(u64s(&env["online_cpus"]), all);
+            assert_eq!(u64s(&env["allowed_cpus"]), all);
+            // The guest has two NUMA nodes, the CPUs split in halves.
+            let nodes = env["numa_nodes"].as_array().expect("numa_nodes");
+            assert_eq!(nodes.len(), 2, "{}", env["numa_nodes"]);
+            let half = g.cpus / 2;
+            assert_eq!(u64s(&nodes[0]["cpus"]), range(0, half - 1));
+            assert_eq!(u64s(&nodes[1]["cpus"]), range(half, g.cpus - 1));
+            assert_eq!(env["tracefs"], "/sys/kernel/tracing");
+            assert_eq!(env["root"], true);
+        },
+    );
+}
+
+/// Checks a round-robin storm's placement over `cpus`: every CPU used,
+/// each with the same share, at start and at exit.
+fn check_round_robin(run: &Value, cpus: &[u64], threads_per_cpu: u64) {
+    let p = &run["details"]["placement"];
+    assert_eq!(u64s(&p["cpus_requested"]), cpus);
+    assert_eq!(p["cpus_used"].as_u64(), Some(cpus.len() as u64), "{p}");
+    assert_eq!(metric(run, "cpus_used"), cpus.len() as f64);
+    for side in ["per_cpu_start", "per_cpu_exit"] {
+        let (used, counts) = per_cpu(&p[side]);
+        assert_eq!(used, cpus, "{side}: CPUs other than the requested ones");
+        assert!(
+            counts.iter().all(|&c| c == threads_per_cpu),
+            "{side}: uneven round-robin: {counts:?}"
+        );
+    }
+    assert_eq!(metric(run, "threads_failed"), 0.0);
+}
+
+#[test]
+fn storm_round_robin_uses_every_cpu() {
+    with_guest("storm_round_robin_uses_every_cpu", |g| {
+        let run = g.json("storm_rr");
+        // 4 waves of `cpus` threads: 4 threads per CPU.
+        check_round_robin(&run, &range(0, g.cpus - 1), 4);
+    });
+}
+
+#[test]
+fn storm_cpus_upper_half_uses_exactly_those() {
+    with_guest("storm_cpus_upper_half_uses_exactly_those", |g| {
+        let run = g.json("storm_half");
+        // 4 waves of `cpus` threads over half the CPUs: 8 per CPU.
+        check_round_robin(&run, &range(g.cpus / 2, g.cpus - 1), 8);
+    });
+}
+
+#[test]
+fn storm_table_shows_the_placement() {
+    with_guest("storm_table_shows_the_placement", |g| {
+        assert_eq!(g.status("storm_table"), 0, "{}", g.file("storm_table.err"));
+        let table = g.file("storm_table.out");
+        let want = format!("{n} CPUs used of {n} requested", n = g.cpus);
+        assert!(table.contains(&want), "no '{want}' in:\n{table}");
+        let last = format!("cpu{}:2", g.cpus - 1);
+        assert!(table.contains(&last), "no '{last}' in:\n{table}");
     });
 }

@@ -41,6 +41,18 @@ pub struct OutputArgs {
     pub runs: u32,
 }
 
+/// Writes `text` to stdout. A closed pipe (`herd ... | head`) is not an
+/// error: the reader has what it wanted, so herd stops printing quietly
+/// instead of panicking like `print!` does.
+pub fn print_out(text: &str) -> Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
+}
+
 /// Formats a value with a sensible number of digits for its size.
 pub fn fmt_value(v: f64) -> String {
     let a = v.abs();
@@ -236,18 +248,18 @@ pub fn strip_output_args(scenario: &str, argv: &[String]) -> Vec<String> {
 /// Prints one run in the format `out` asks for; `extra` renders the
 /// scenario's own sections (placement, failures) below the metrics table.
 pub fn emit(r: &RunResult, out: &OutputArgs, extra: impl Fn(&RunResult) -> String) -> Result<()> {
-    if out.json {
-        println!("{}", serde_json::to_string_pretty(r)?);
+    let text = if out.json {
+        serde_json::to_string_pretty(r)? + "\n"
     } else if out.csv {
-        print!("{}", run_csv(r)?);
+        run_csv(r)?
     } else {
-        print!("{}", metrics_table(r));
-        print!("{}", extra(r));
+        let mut t = metrics_table(r) + &extra(r);
         if r.interrupted {
-            println!("(interrupted: figures cover the part that ran)");
+            t.push_str("(interrupted: figures cover the part that ran)\n");
         }
-    }
-    Ok(())
+        t
+    };
+    print_out(&text)
 }
 
 /// Runs `out.runs` repetitions of `herd <scenario> <this command line>`,
@@ -263,35 +275,37 @@ pub fn repeat(scenario: &str, out: &OutputArgs) -> Result<u8> {
             .to_string(),
         runs: Vec::new(),
     };
-    for i in 0..out.runs {
+    let progress = crate::export::progress::Progress::new(u64::from(out.runs), "runs");
+    for _ in 0..out.runs {
         if runner::interrupted() {
             break;
-        }
-        if !out.json && !out.csv {
-            eprintln!("run {}/{}", i + 1, out.runs);
         }
         let r = runner::run_child(scenario, &args)?;
         let stop = r.interrupted;
         set.runs.push(r);
+        progress.inc();
         if stop {
             break;
         }
     }
+    progress.finish();
     let interrupted = runner::interrupted();
-    if out.json {
-        println!("{}", serde_json::to_string_pretty(&set)?);
+    let text = if out.json {
+        serde_json::to_string_pretty(&set)? + "\n"
     } else if out.csv {
-        print!("{}", runset_csv(&set)?);
+        runset_csv(&set)?
     } else {
-        print!("{}", runset_table(&set));
+        let mut t = runset_table(&set);
         if interrupted {
-            println!(
-                "(interrupted after {} of {} runs)",
+            t += &format!(
+                "(interrupted after {} of {} runs)\n",
                 set.runs.len(),
                 out.runs
             );
         }
-    }
+        t
+    };
+    print_out(&text)?;
     Ok(if interrupted { EXIT_INTERRUPTED } else { 0 })
 }
 

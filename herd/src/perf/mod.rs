@@ -1,7 +1,4 @@
-//! perf counters around the measured phase of a scenario.
-//!
-//! API contract (stable; the implementation is being built in the perf
-//! counters issue):
+//! perf counters around exactly the measured phase of a scenario.
 //!
 //! ```ignore
 //! let mut s = perf::Session::open(&args.perf, &cpus)?;   // never fails for an
@@ -14,11 +11,61 @@
 //! for line in report.notes() { eprintln!("{line}") }      // unavailable counters: reason + fix
 //! if let Some(t) = report.contention_table() { println!("{t}") }
 //! ```
+//!
+//! # What is counted
+//! The event set is [`events::catalog`]: the futex syscalls (old and, where
+//! the kernel has them, the futex2 ones), `lock:contention_begin`, thread
+//! exits (`sched:sched_process_exit`, which fires once per thread) and
+//! creations (`task:task_newtask`), context switches, migrations, page
+//! faults, task-clock, and hardware cycles/instructions where a PMU exists.
+//! Tracepoint ids come from tracefs (see [`sys::Kernel::tracepoint_id`]);
+//! every counter includes kernel events (perf-event2 excludes them by
+//! default, which would make every tracepoint read 0).
+//!
+//! # Scopes
+//! * [`Scope::Process`]: one counter per event per thread of this process
+//!   at `open` time, `inherit`ed by every thread those create afterwards.
+//!   So open the session *before* the scenario creates its threads (the
+//!   contract above does). Counts of exited threads are folded into the
+//!   parent counter by the kernel, so nothing is lost to thread exit.
+//! * [`Scope::System`]: one counter per event per CPU of the run's CPU list
+//!   (`pid = -1`), so kernel work done for us by other tasks (kworkers,
+//!   RCU callbacks, the reaper) counts too, and so does everything else
+//!   running there.
+//!
+//! Counters are independent (not a perf group): `inherit` and group reads
+//! do not mix on many kernels, and software/tracepoint events never
+//! multiplex anyway. Each counter reports `time_enabled`/`time_running`;
+//! when a hardware counter was multiplexed (running < enabled) its value is
+//! scaled as `perf stat` does and a note says by how much.
+//!
+//! # When a counter cannot be opened
+//! The run goes on; the counter is reported unavailable with the reason and
+//! the fix ([`sys::explain_open_error`]), and its metrics are left out
+//! (never written as 0). `--require-perf` turns that into an error, except
+//! for events the machine does not have at all (hardware counters in a VM
+//! without a PMU, futex2 tracepoints on kernels before 6.7).
 
-use anyhow::Result;
+pub mod contention;
+pub mod events;
+pub mod kallsyms;
+pub mod sampler;
+pub mod sys;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use perf_event::events::Tracepoint;
+use perf_event::{Builder, Counter};
 use serde::{Deserialize, Serialize};
 
 use crate::result::Metric;
+use contention::{ContentionReport, Layout};
+use events::{EventSpec, Source};
+use kallsyms::Symbols;
+use sampler::{ContentionSampler, Drain};
+use sys::{Kernel, RealKernel, Unavailable};
 
 /// Which tasks the counters follow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
@@ -48,41 +95,381 @@ pub struct PerfArgs {
     pub contention: bool,
 }
 
+/// One event's open file descriptors (one per thread or per CPU).
+#[derive(Debug)]
+struct Open {
+    spec: EventSpec,
+    counters: Vec<Counter>,
+}
+
 /// Counters opened for one measured phase.
 #[derive(Debug)]
 pub struct Session {
-    enabled: bool,
+    args: PerfArgs,
+    cpus: Vec<usize>,
+    targets: usize,
+    open: Vec<Open>,
+    unavailable: Vec<(EventSpec, Unavailable)>,
+    sampler: Option<ContentionSampler>,
+    contention_unavailable: Option<Unavailable>,
+    syms: Arc<Symbols>,
+    enabled_at: Option<Instant>,
+    enabled_s: f64,
 }
 
 impl Session {
     /// Opens every counter `args` asks for on `cpus` (system scope) or this
-    /// process. Counters that cannot be opened are recorded as unavailable.
+    /// process. Counters that cannot be opened are recorded as unavailable;
+    /// with `--require-perf` that is an error instead.
     pub fn open(args: &PerfArgs, cpus: &[usize]) -> Result<Session> {
-        let _ = (args, cpus);
-        Ok(Session { enabled: false })
+        Session::open_with(args, cpus, &RealKernel)
+    }
+
+    /// [`Session::open`] against any [`Kernel`] (tests fake failures here).
+    pub fn open_with(args: &PerfArgs, cpus: &[usize], kernel: &dyn Kernel) -> Result<Session> {
+        let cpus: Vec<usize> = if cpus.is_empty() {
+            sys::online_cpus()
+        } else {
+            cpus.to_vec()
+        };
+        let mut s = Session {
+            args: args.clone(),
+            cpus,
+            targets: 0,
+            open: Vec::new(),
+            unavailable: Vec::new(),
+            sampler: None,
+            contention_unavailable: None,
+            syms: Arc::new(Symbols::default()),
+            enabled_at: None,
+            enabled_s: 0.0,
+        };
+        if args.no_perf {
+            return Ok(s);
+        }
+        raise_fd_limit();
+        let system = args.perf_scope == Scope::System;
+
+        // The drain thread must exist before any counter is opened, so
+        // that it does not inherit them (see sampler.rs).
+        let mut drain = None;
+        let mut layout = None;
+        if args.contention {
+            s.syms = Arc::new(Symbols::load());
+            match contention_layout(kernel) {
+                Ok(l) => {
+                    layout = Some(l);
+                    drain = Some(Drain::spawn(s.syms.clone())?);
+                }
+                Err(u) => s.contention_unavailable = Some(u),
+            }
+        }
+        let drain_tid = drain.as_ref().map(Drain::tid);
+
+        // Who is watched: every thread of ours (but the drain thread), or any task.
+        let pids: Vec<i32> = if system {
+            vec![-1]
+        } else {
+            let mut t = sys::own_threads();
+            t.retain(|&tid| Some(tid) != drain_tid);
+            if t.is_empty() {
+                t.push(sys::gettid());
+            }
+            t
+        };
+        s.targets = pids.len();
+
+        for spec in events::catalog(args.perf_scope) {
+            match open_event(kernel, &spec, &pids, &s.cpus, system) {
+                Ok(counters) => s.open.push(Open { spec, counters }),
+                Err(u) => s.unavailable.push((spec, u)),
+            }
+        }
+
+        if let (Some(drain), Some(layout)) = (drain, layout) {
+            let sample_cpus = if system {
+                s.cpus.clone()
+            } else {
+                // Our threads may run on any online CPU.
+                sys::online_cpus()
+            };
+            let callchain = !s.syms.is_empty();
+            match ContentionSampler::open(kernel, drain, layout, &sample_cpus, &pids, callchain) {
+                Ok(sampler) => s.sampler = Some(sampler),
+                Err(u) => s.contention_unavailable = Some(u),
+            }
+        }
+
+        if args.require_perf {
+            let mut fatal: Vec<String> = s
+                .unavailable
+                .iter()
+                .filter(|(spec, u)| !(u.absent && spec.optional))
+                .map(|(spec, u)| note_for(spec.event, u))
+                .collect();
+            if let Some(u) = &s.contention_unavailable {
+                fatal.push(note_for("contention profile", u));
+            }
+            if !fatal.is_empty() {
+                bail!(
+                    "--require-perf: {} counter(s) unavailable:\n  {}",
+                    fatal.len(),
+                    fatal.join("\n  ")
+                );
+            }
+        }
+        Ok(s)
     }
 
     /// Starts counting.
     pub fn enable(&mut self) -> Result<()> {
-        self.enabled = true;
+        for o in &mut self.open {
+            for c in &mut o.counters {
+                c.reset().context("perf: reset")?;
+                c.enable()
+                    .with_context(|| format!("perf: cannot enable {}", o.spec.event))?;
+            }
+        }
+        if let Some(sm) = &self.sampler {
+            sm.enable()
+                .context("perf: cannot enable contention sampling")?;
+        }
+        self.enabled_at = Some(Instant::now());
         Ok(())
     }
 
     /// Stops counting.
     pub fn disable(&mut self) -> Result<()> {
-        self.enabled = false;
+        if let Some(sm) = &self.sampler {
+            sm.disable()
+                .context("perf: cannot disable contention sampling")?;
+        }
+        for o in &mut self.open {
+            for c in &mut o.counters {
+                c.disable()
+                    .with_context(|| format!("perf: cannot disable {}", o.spec.event))?;
+            }
+        }
+        if let Some(t) = self.enabled_at.take() {
+            self.enabled_s += t.elapsed().as_secs_f64();
+        }
         Ok(())
     }
 
+    /// True when at least one counter is open.
+    pub fn is_counting(&self) -> bool {
+        !self.open.is_empty() || self.sampler.is_some()
+    }
+
     /// Reads every counter and the contention samples.
-    pub fn finish(self) -> Result<Report> {
-        Ok(Report::default())
+    pub fn finish(mut self) -> Result<Report> {
+        if self.enabled_at.is_some() {
+            self.disable()?;
+        }
+        let mut counters = Vec::new();
+        for o in &mut self.open {
+            let (mut count, mut enabled, mut running) = (0u64, 0u64, 0u64);
+            for c in &mut o.counters {
+                let d = c
+                    .read_full()
+                    .with_context(|| format!("perf: cannot read {}", o.spec.event))?;
+                count += d.count();
+                enabled += d.time_enabled().map_or(0, |t| t.as_nanos() as u64);
+                running += d.time_running().map_or(0, |t| t.as_nanos() as u64);
+            }
+            // perf stat's scaling: a counter that ran part of the time is
+            // extrapolated to the whole enabled time.
+            let scaled = if running > 0 && running < enabled {
+                count as f64 * enabled as f64 / running as f64
+            } else {
+                count as f64
+            };
+            counters.push(CounterReading {
+                metric: o.spec.metric.into(),
+                event: o.spec.event.into(),
+                unit: o.spec.unit.into(),
+                raw: Some(count),
+                value: Some(scaled / o.spec.scale),
+                time_enabled_ns: enabled,
+                time_running_ns: running,
+                fds: o.counters.len(),
+                optional: o.spec.optional,
+                unavailable: None,
+            });
+        }
+        for (spec, u) in &self.unavailable {
+            counters.push(CounterReading {
+                metric: spec.metric.into(),
+                event: spec.event.into(),
+                unit: spec.unit.into(),
+                raw: None,
+                value: None,
+                time_enabled_ns: 0,
+                time_running_ns: 0,
+                fds: 0,
+                optional: spec.optional,
+                unavailable: Some(u.clone()),
+            });
+        }
+        // Display order is the catalog's.
+        let order = events::catalog(self.args.perf_scope);
+        counters.sort_by_key(|c| order.iter().position(|e| e.metric == c.metric));
+
+        let contention = self.sampler.take().map(|sm| {
+            let rings = sm.rings;
+            let mut collected = sm.finish();
+            let mut r = contention::analyse(&mut collected.events, &self.syms);
+            r.lost = collected.lost;
+            r.dropped = collected.dropped;
+            r.ring_buffers = rings;
+            r.ring_kib = sampler::RING_BYTES >> 10;
+            r
+        });
+        Ok(Report {
+            enabled: !self.args.no_perf,
+            scope: self.args.perf_scope,
+            cpus: if self.args.perf_scope == Scope::System {
+                self.cpus.clone()
+            } else {
+                Vec::new()
+            },
+            threads_at_open: self.targets,
+            counted_s: self.enabled_s,
+            counters,
+            contention_requested: self.args.contention,
+            contention,
+            contention_unavailable: self.contention_unavailable.clone(),
+        })
+    }
+}
+
+/// Opens one event for every pid (process scope, inherited, any CPU) or
+/// every CPU (system scope, any pid).
+fn open_event(
+    kernel: &dyn Kernel,
+    spec: &EventSpec,
+    pids: &[i32],
+    cpus: &[usize],
+    system: bool,
+) -> Result<Vec<Counter>, Unavailable> {
+    let mut builder = match spec.source {
+        Source::Tracepoint(sys_name, name) => {
+            Builder::new(Tracepoint::with_id(kernel.tracepoint_id(sys_name, name)?))
+        }
+        Source::Software(e) => Builder::new(e),
+        Source::Hardware(e) => Builder::new(e),
+    };
+    builder.include_kernel().exclude_user(false);
+    let explain = |e: &std::io::Error| {
+        sys::explain_open_error(e, spec.kind(), system, kernel.paranoid(), kernel.is_root())
+    };
+    let mut counters = Vec::new();
+    if system {
+        builder.any_pid();
+        for &cpu in cpus {
+            builder.one_cpu(cpu);
+            counters.push(kernel.open(&builder).map_err(|e| explain(&e))?);
+        }
+    } else {
+        builder.inherit(true).any_cpu();
+        for &pid in pids {
+            builder.observe_pid(pid);
+            match kernel.open(&builder) {
+                Ok(c) => counters.push(c),
+                // A thread that exited between listing and opening.
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) && pid != pids[0] => {}
+                Err(e) => return Err(explain(&e)),
+            }
+        }
+    }
+    Ok(counters)
+}
+
+/// Reads both contention tracepoints' ids and formats.
+fn contention_layout(kernel: &dyn Kernel) -> Result<Layout, Unavailable> {
+    let (bs, bn) = events::CONTENTION_BEGIN;
+    let (es, en) = events::CONTENTION_END;
+    let begin_id = kernel.tracepoint_id(bs, bn)?;
+    let end_id = kernel.tracepoint_id(es, en)?;
+    let begin_fmt = kernel.tracepoint_file(bs, bn, "format")?;
+    let end_fmt = kernel.tracepoint_file(es, en, "format")?;
+    Layout::new(begin_id, &begin_fmt, end_id, &end_fmt).map_err(|m| Unavailable::fixable(m, ""))
+}
+
+/// Raises the soft RLIMIT_NOFILE to the hard limit: system scope opens one
+/// descriptor per event per CPU (14 x 128 CPUs is past the usual 1024).
+fn raise_fd_limit() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
+        if soft < hard {
+            let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
+        }
+    }
+}
+
+fn note_for(what: &str, u: &Unavailable) -> String {
+    if u.fix.is_empty() {
+        format!("perf: {what} unavailable: {}", u.reason)
+    } else {
+        format!("perf: {what} unavailable: {}; fix: {}", u.reason, u.fix)
+    }
+}
+
+/// One counter's reading, or why there is none.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CounterReading {
+    /// Metric name (e.g. `sys_futex`).
+    pub metric: String,
+    /// The perf event (e.g. `syscalls:sys_enter_futex`).
+    pub event: String,
+    /// Unit of `value`.
+    pub unit: String,
+    /// Raw count summed over all descriptors; `None` when unavailable.
+    pub raw: Option<u64>,
+    /// The metric value: raw scaled for multiplexing, in `unit`.
+    pub value: Option<f64>,
+    /// Sum of time_enabled over the descriptors, ns.
+    pub time_enabled_ns: u64,
+    /// Sum of time_running over the descriptors, ns (< enabled: multiplexed).
+    pub time_running_ns: u64,
+    /// Descriptors summed (threads in process scope, CPUs in system scope).
+    pub fds: usize,
+    /// True when the machine may legitimately lack the event.
+    pub optional: bool,
+    /// Why the counter could not be opened, and the fix.
+    pub unavailable: Option<Unavailable>,
+}
+
+impl CounterReading {
+    /// Fraction of the enabled time the counter was actually counting.
+    pub fn running_fraction(&self) -> Option<f64> {
+        (self.time_enabled_ns > 0)
+            .then(|| self.time_running_ns as f64 / self.time_enabled_ns as f64)
     }
 }
 
 /// What a [`Session`] measured.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct Report {}
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// False with `--no-perf` (nothing was opened).
+    pub enabled: bool,
+    /// Counter scope.
+    pub scope: Scope,
+    /// CPUs watched (system scope only).
+    pub cpus: Vec<usize>,
+    /// Threads the process-scope counters were attached to at open.
+    pub threads_at_open: usize,
+    /// Seconds the counters were enabled.
+    pub counted_s: f64,
+    /// Every counter of the event set, available or not, in display order.
+    pub counters: Vec<CounterReading>,
+    /// True when `--contention` was given.
+    pub contention_requested: bool,
+    /// The contention profile (`--contention`).
+    pub contention: Option<ContentionReport>,
+    /// Why the contention profile could not be taken.
+    pub contention_unavailable: Option<Unavailable>,
+}
 
 impl Report {
     /// The whole report as JSON for `RunResult::perf`.
@@ -90,19 +477,245 @@ impl Report {
         serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
     }
 
-    /// Flat metrics (totals, and per thread exit when `exits > 0`).
-    pub fn metrics(&self, exits: u64) -> Vec<Metric> {
-        let _ = exits;
-        Vec::new()
+    /// Reads a report back from `RunResult::perf` (`None` for null or foreign JSON).
+    pub fn from_json(v: &serde_json::Value) -> Option<Report> {
+        serde_json::from_value(v.clone()).ok()
     }
 
-    /// One line per counter that could not be opened: reason and fix.
+    /// The reading of counter `metric`, if it was opened.
+    pub fn value(&self, metric: &str) -> Option<f64> {
+        self.counters
+            .iter()
+            .find(|c| c.metric == metric)
+            .and_then(|c| c.value)
+    }
+
+    /// Flat metrics (totals, and per thread exit when `exits > 0`).
+    /// Unavailable counters are left out, never written as 0.
+    pub fn metrics(&self, exits: u64) -> Vec<Metric> {
+        let mut out = Vec::new();
+        let per_exit = |v: f64| v / exits as f64;
+        let futex: Vec<f64> = self
+            .counters
+            .iter()
+            .filter(|c| c.event.contains("futex"))
+            .filter_map(|c| c.value)
+            .collect();
+        if !futex.is_empty() {
+            let total: f64 = futex.iter().sum();
+            out.push(Metric::lower("futex_calls", "calls", total));
+            if exits > 0 {
+                out.push(Metric::lower("futex_per_exit", "calls", per_exit(total)));
+            }
+        }
+        let catalog = events::catalog(self.scope);
+        for c in &self.counters {
+            let Some(v) = c.value else { continue };
+            let m = match c.metric.as_str() {
+                "task_exits" | "tasks_created" => Metric::info(&c.metric, &c.unit, v),
+                _ => Metric::lower(&c.metric, &c.unit, v),
+            };
+            out.push(m);
+            let spec = catalog.iter().find(|e| e.metric == c.metric);
+            if let (Some(name), true) = (spec.and_then(|e| e.per_exit), exits > 0) {
+                // Clocks per exit are in us (the total is in ms).
+                let (unit, v) = if c.unit == "ms" {
+                    ("us", per_exit(v) * 1e3)
+                } else {
+                    (c.unit.as_str(), per_exit(v))
+                };
+                out.push(Metric::lower(name, unit, v));
+            }
+        }
+        if let (Some(i), Some(c)) = (self.value("instructions"), self.value("cycles")) {
+            if c > 0.0 {
+                out.push(Metric::higher("ipc", "insn/cycle", i / c));
+            }
+        }
+        if let Some(r) = &self.contention {
+            out.push(Metric::lower("lock_waits", "waits", r.pairs as f64));
+            out.push(Metric::lower(
+                "lock_wait_total_ms",
+                "ms",
+                r.total_wait_ns as f64 / 1e6,
+            ));
+            out.push(Metric::lower(
+                "lock_wait_max_us",
+                "us",
+                r.max_wait_ns as f64 / 1e3,
+            ));
+            if exits > 0 {
+                out.push(Metric::lower(
+                    "lock_wait_us_per_exit",
+                    "us",
+                    r.total_wait_ns as f64 / 1e3 / exits as f64,
+                ));
+            }
+            out.push(Metric::info(
+                "contention_lost_samples",
+                "samples",
+                (r.lost + r.dropped) as f64,
+            ));
+        }
+        out
+    }
+
+    /// One line per counter that could not be opened (reason and fix), per
+    /// multiplexed counter, and for lost contention samples.
     pub fn notes(&self) -> Vec<String> {
-        vec!["perf counters: not built yet".to_string()]
+        let mut notes = Vec::new();
+        if !self.enabled {
+            return notes;
+        }
+        for c in &self.counters {
+            if let Some(u) = &c.unavailable {
+                notes.push(note_for(&c.event, u));
+            } else if let Some(f) = c.running_fraction() {
+                if f < 0.999 {
+                    notes.push(format!(
+                        "perf: {} was multiplexed: counted {:.1}% of the time, value scaled up",
+                        c.event,
+                        f * 100.0
+                    ));
+                }
+            }
+        }
+        if let Some(u) = &self.contention_unavailable {
+            notes.push(note_for("--contention profile", u));
+        }
+        if let Some(r) = &self.contention {
+            if r.lost + r.dropped > 0 {
+                notes.push(format!(
+                    "perf: contention profile lost {} samples (kernel ring buffers full) and dropped {} (herd's cap); waits are undercounted",
+                    r.lost, r.dropped
+                ));
+            }
+        }
+        notes
     }
 
     /// The `--contention` profile rendered like `perf lock contention`.
     pub fn contention_table(&self) -> Option<String> {
-        None
+        self.contention.as_ref().map(ContentionReport::render)
+    }
+
+    /// Every counter as a table (`metric  value  unit  event  running`),
+    /// unavailable ones with their reason. For scenarios without their own table.
+    pub fn counter_table(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        for c in &self.counters {
+            match (&c.value, &c.unavailable) {
+                (Some(v), _) => {
+                    let run = c
+                        .running_fraction()
+                        .filter(|f| *f < 0.999)
+                        .map(|f| format!("  ({:.1}% running)", f * 100.0))
+                        .unwrap_or_default();
+                    let _ = writeln!(out, "{:>16.2} {:<12} {}{run}", v, c.unit, c.event);
+                }
+                (None, Some(u)) => {
+                    let _ = writeln!(
+                        out,
+                        "{:>16} {:<12} {}  ({})",
+                        "<unavailable>", "", c.event, u.reason
+                    );
+                }
+                (None, None) => {}
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reading(metric: &str, event: &str, unit: &str, v: Option<f64>) -> CounterReading {
+        CounterReading {
+            metric: metric.into(),
+            event: event.into(),
+            unit: unit.into(),
+            raw: v.map(|v| v as u64),
+            value: v,
+            time_enabled_ns: 100,
+            time_running_ns: 100,
+            fds: 1,
+            optional: false,
+            unavailable: v.is_none().then(|| Unavailable::absent("nope")),
+        }
+    }
+
+    #[test]
+    fn metrics_sum_futex_and_divide_per_exit_and_skip_unavailable() {
+        let r = Report {
+            enabled: true,
+            counters: vec![
+                reading(
+                    "sys_futex",
+                    "syscalls:sys_enter_futex",
+                    "calls",
+                    Some(300.0),
+                ),
+                reading(
+                    "sys_futex_wake",
+                    "syscalls:sys_enter_futex_wake",
+                    "calls",
+                    Some(100.0),
+                ),
+                reading(
+                    "task_exits",
+                    "sched:sched_process_exit",
+                    "tasks",
+                    Some(100.0),
+                ),
+                reading("task_clock_ms", "task-clock", "ms", Some(50.0)),
+                reading("cycles", "cycles", "cycles", None),
+            ],
+            ..Default::default()
+        };
+        let m = r.metrics(100);
+        let get = |n: &str| m.iter().find(|x| x.name == n).map(|x| x.value);
+        assert_eq!(get("futex_calls"), Some(400.0));
+        assert_eq!(get("futex_per_exit"), Some(4.0));
+        assert_eq!(get("task_clock_us_per_exit"), Some(500.0));
+        assert_eq!(get("cycles"), None, "unavailable is left out, not 0");
+        assert_eq!(get("cycles_per_exit"), None);
+        assert!(r.metrics(0).iter().all(|x| !x.name.ends_with("_per_exit")));
+        let notes = r.notes();
+        assert_eq!(notes.len(), 1);
+        assert!(notes[0].contains("cycles unavailable: nope"), "{notes:?}");
+    }
+
+    #[test]
+    fn json_round_trips() {
+        let r = Report {
+            enabled: true,
+            counters: vec![reading(
+                "sys_futex",
+                "syscalls:sys_enter_futex",
+                "calls",
+                Some(3.0),
+            )],
+            ..Default::default()
+        };
+        assert_eq!(Report::from_json(&r.to_json()), Some(r));
+    }
+
+    #[test]
+    fn multiplexed_counters_are_noted() {
+        let mut c = reading("cycles", "cycles", "cycles", Some(10.0));
+        c.time_running_ns = 50;
+        let r = Report {
+            enabled: true,
+            counters: vec![c],
+            ..Default::default()
+        };
+        assert!(
+            r.notes()[0].contains("multiplexed: counted 50.0%"),
+            "{:?}",
+            r.notes()
+        );
     }
 }

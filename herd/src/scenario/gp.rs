@@ -422,7 +422,7 @@ fn run_cell(
 fn render(r: &RunResult) -> String {
     let cells = r.details["cells"].as_array().cloned().unwrap_or_default();
     let mut s = format!(
-        "grace periods: {} updater(s) calling synchronize() back to back, {}s per cell{}\n",
+        "\ngrace periods: {} updater(s) calling synchronize() back to back, {}s per cell{}\n",
         r.config["updaters"],
         num(r.config["duration_s"].as_f64().unwrap_or(0.0)),
         if r.interrupted { " (interrupted)" } else { "" }

@@ -210,17 +210,26 @@ pub fn host_facts() -> serde_json::Value {
     crate::host::HostFacts::read().to_json()
 }
 
-/// Explains a failed thread creation: the errno and the limit behind it.
+/// Explains a failed thread creation: the errno and the limit behind it,
+/// named with its evidence by [`crate::spawn::failure::diagnose`] (read
+/// right after the failure, while the limit is still at its ceiling).
 pub fn spawn_error(role: &str, index: usize, err: std::io::Error) -> anyhow::Error {
-    let why = match err.raw_os_error() {
-        Some(libc::EAGAIN) => {
-            "EAGAIN: a thread limit was reached (RLIMIT_NPROC, /proc/sys/kernel/threads-max, \
-             pid_max, or vm.max_map_count for stacks)"
-        }
-        Some(libc::ENOMEM) => "ENOMEM: no memory for the thread's stack",
-        _ => "see the error",
+    use crate::spawn::failure::{diagnose, errno_name, DiagContext};
+    let Some(errno) = err.raw_os_error() else {
+        return anyhow::anyhow!("cannot create {role} thread #{index}: {err}");
     };
-    anyhow::anyhow!("cannot create {role} thread #{index}: {err} ({why})")
+    let ctx = DiagContext {
+        facts: crate::host::HostFacts::read(),
+        // std::thread's default stack (RUST_MIN_STACK aside).
+        stack_bytes: 2 << 20,
+    };
+    let (limit, evidence) = diagnose(errno, &ctx);
+    anyhow::anyhow!(
+        "cannot create {role} thread #{index}: {} ({err}): limit {} ({evidence}); \
+         {index} {role} thread(s) were running",
+        errno_name(errno),
+        limit.name()
+    )
 }
 
 /// The run/output flow of every herd scenario: with `-r N` (N > 1, and not

@@ -119,8 +119,11 @@ impl LoadThreads {
             match spawned {
                 Ok(h) => me.handles.push(h),
                 Err(e) => {
+                    // Diagnose while the threads already created still
+                    // count against the limit, then let them go.
+                    let err = spawn_error(role, i, e);
                     gate.open(false);
-                    return Err(spawn_error(role, i, e));
+                    return Err(err);
                 }
             }
         }

@@ -265,6 +265,7 @@ fn read_section<const FULL: bool>(slot: &AtomicU64, data: &AtomicU64, period: u6
         // retire store below becomes visible.
         fence(Ordering::SeqCst);
     } else {
+        // Compiler-only, as above: paired with the writer's membarrier.
         compiler_fence(Ordering::SeqCst);
     }
     slot.store(0, Ordering::Relaxed);
@@ -376,6 +377,10 @@ fn run_once(args: &Args) -> Result<RunResult> {
     // 1. Read side, before any load thread exists (quiet CPUs).
     let read = measure_read_cost(args.read_rounds, args.read_slice);
 
+    // Counters before the readers: process-scope counters are inherited
+    // only by threads created after they are opened.
+    let mut session = perf::Session::open(&args.perf, &cpus)?;
+
     // 2. Readers on the other CPUs; they count their sections.
     let counters: Counters = Arc::new(
         (0..nload)
@@ -407,7 +412,6 @@ fn run_once(args: &Args) -> Result<RunResult> {
     let reader_rate_before = (reader_total(&counters) - b0) as f64 / bt0.elapsed().as_secs_f64();
 
     // 3. The writer's calls.
-    let mut session = perf::Session::open(&args.perf, &cpus)?;
     let mut hist = new_histogram();
     let calls = AtomicUsize::new(0);
     let (r0, t_proc0, t_me0) = (
@@ -540,7 +544,7 @@ fn render(r: &RunResult) -> String {
     let d = &r.details;
     let lat = &d["latency"];
     let g = |k: &str| lat[k].as_f64().unwrap_or(0.0);
-    let mut s = String::new();
+    let mut s = String::from("\n");
     s += &format!(
         "membarrier {} with {} reader thread(s) on the other CPUs, {:.2}s{}\n",
         r.config["cmd"].as_str().unwrap_or("?"),

@@ -50,6 +50,7 @@ use crate::perf;
 use crate::result::{Metric, RunResult};
 use crate::runner;
 use crate::spawn::failure::{DiagContext, Failures};
+use crate::spawn::recycled::{Recycled, Stacks};
 use crate::spawn::{now_ns, Body, Cancel, Handle, Hooks, Reap, Spawner, ThreadRec, NO_PIN};
 
 /// Runs `herd storm`.
@@ -58,17 +59,18 @@ pub fn run(args: &Args) -> Result<u8> {
         // Validate here so a bad flag fails once, not once per child.
         let facts = HostFacts::read();
         let cfg = Config::from_args(args, &facts)?;
-        refuse_or_warn(&cfg, &preflight::check(&cfg, &facts))?;
+        // Each child prints the warnings of its own pre-flight.
+        refuse_or_warn(&cfg, &preflight::check(&cfg, &facts), false)?;
         return repeat("storm", &args.out);
     }
     runner::install_interrupt_handler();
     let facts = HostFacts::read();
     let cfg = Config::from_args(args, &facts)?;
     let pre = preflight::check(&cfg, &facts);
-    refuse_or_warn(&cfg, &pre)?;
+    refuse_or_warn(&cfg, &pre, true)?;
     let result = storm(&cfg, &pre, &facts, &args.perf, child_args("storm"))?;
     if !args.out.json && !args.out.csv {
-        println!("{}", cfg.describe());
+        crate::export::run::print_out(&(cfg.describe() + "\n"))?;
     }
     emit(&result, &args.out, extra_sections)?;
     Ok(if result.interrupted {
@@ -87,16 +89,20 @@ pub fn run_default() -> Result<u8> {
     }
 }
 
-fn refuse_or_warn(cfg: &Config, pre: &preflight::Preflight) -> Result<()> {
-    for w in &pre.warnings {
-        eprintln!("herd: warning: {w}");
+fn refuse_or_warn(cfg: &Config, pre: &preflight::Preflight, print: bool) -> Result<()> {
+    if print {
+        for w in &pre.warnings {
+            eprintln!("herd: warning: {w}");
+        }
     }
     if pre.problems.is_empty() {
         return Ok(());
     }
     if cfg.force {
-        for p in &pre.problems {
-            eprintln!("herd: warning (--force): {p}");
+        if print {
+            for p in &pre.problems {
+                eprintln!("herd: warning (--force): {p}");
+            }
         }
         return Ok(());
     }
@@ -335,6 +341,13 @@ fn placement(cfg: &Config, c: &Collector) -> serde_json::Value {
     let max = c.per_cpu_start.values().copied().max().unwrap_or(0);
     let mean = total as f64 / cfg.cpus.len().max(1) as f64;
     let imbalance = if total > 0 { max as f64 / mean } else { 0.0 };
+    // Threads seen (at start or exit) on a CPU outside --cpus: should be 0.
+    let outside = |m: &BTreeMap<i32, u64>| -> u64 {
+        m.iter()
+            .filter(|(&k, _)| k < 0 || cfg.cpus.binary_search(&(k as usize)).is_err())
+            .map(|(_, &v)| v)
+            .sum()
+    };
     json!({
         "cpus_requested": cfg.cpus,
         "per_cpu_start": pairs(&c.per_cpu_start),
@@ -342,6 +355,8 @@ fn placement(cfg: &Config, c: &Collector) -> serde_json::Value {
         "cpus_used": used.len(),
         "cpus_used_list": used,
         "imbalance": imbalance,
+        "outside_requested_start": outside(&c.per_cpu_start),
+        "outside_requested_exit": outside(&c.per_cpu_exit),
     })
 }
 
@@ -368,6 +383,19 @@ pub fn storm(
     .leak();
     let mut spawner = Spawner::new(cfg.spawn, cfg.stack_size.map(|s| s as usize))
         .with_context(|| format!("cannot prepare thread attributes ({:?})", cfg.stack_size))?;
+    if cfg.stacks == Stacks::Recycled {
+        // Keep every stack the ring (and a reaper running behind) can hand
+        // back at once, so the steady state does not unmap and remap.
+        let keep = cfg.per_wave.saturating_mul(cfg.slots).saturating_mul(2) as usize;
+        let pool = Recycled::new(
+            cfg.stack_size.map(|s| s as usize),
+            keep,
+            cfg.stack_release,
+            cfg.reap,
+        )
+        .context("cannot create the stack pool (--stacks recycled)")?;
+        spawner.use_recycled_stacks(pool)?;
+    }
     let diag = DiagContext {
         facts: facts.clone(),
         stack_bytes: pre.stack_bytes,
@@ -417,6 +445,7 @@ pub fn storm(
     let mut next_pin = 0usize;
     let npins = cfg.cpus.len();
 
+    let progress = crate::export::progress::Progress::new(cfg.waves, "waves");
     let mut session = perf::Session::open(perf_args, &cfg.cpus)?;
     let ru0 = rusage();
     session.enable()?;
@@ -470,8 +499,10 @@ pub fn storm(
             }
         }
         waves_run += 1;
+        progress.inc();
     }
     let t_waves = now_ns();
+    progress.set_message("draining");
 
     // Drain: retire what is left, oldest first, and wait for every
     // created thread's exit destructor.
@@ -480,17 +511,33 @@ pub fn storm(
     for w in left {
         retire(w, cfg, &mut counts, tx.as_ref());
     }
+    // Threads still spinning finish their spin first; uncancelled ones
+    // (--cancel none) sleep to the end. After Ctrl-C, wait at most a few
+    // seconds more: what has not exited by then is reported, not awaited.
     let deadline = now_ns() + (cfg.sleep_ms + 60_000) * 1_000_000;
+    let mut patience_from_interrupt: Option<u64> = None;
     // Acquire pairs with the Release increment in the exit destructor.
     while body.exits.load(Ordering::Acquire) < counts.created && now_ns() < deadline {
+        if runner::interrupted() {
+            let since = *patience_from_interrupt.get_or_insert_with(now_ns);
+            if now_ns() - since > 5_000_000_000 {
+                break;
+            }
+        }
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
     drop(tx);
     if let Some(h) = reaper {
         let _ = h.join();
     }
+    if let Some(r) = spawner.recycled_stacks() {
+        // Every thread joined (reaper or pool reclaimer), every stack
+        // unmapped: measured, as glibc's unmaps are.
+        r.drain(std::time::Duration::from_secs(60));
+    }
     let t1 = now_ns();
     session.disable()?;
+    progress.finish();
     let ru1 = rusage();
     if let Some(m) = saved_mask {
         let _ = CpuMask::of(&m).apply_to_current_thread();
@@ -574,6 +621,17 @@ pub fn storm(
         push_hist(&mut r, "exit_hook", &collector.exit_hook);
     }
     r.push(Metric::lower("peak_rss_kib", "KiB", ru1.ru_maxrss as f64));
+    r.push(Metric::lower(
+        "minor_faults",
+        "faults",
+        (ru1.ru_minflt - ru0.ru_minflt) as f64,
+    ));
+    if let Some(s) = spawner.recycled_stacks() {
+        for m in s.metrics() {
+            r.push(m);
+        }
+        r.warnings.extend(s.warnings());
+    }
     let place = placement(cfg, &collector);
     r.push(Metric::info(
         "cpus_used",
@@ -586,9 +644,6 @@ pub fn storm(
     r.perf = report.to_json();
     for line in report.notes() {
         eprintln!("{line}");
-    }
-    if let Some(t) = report.contention_table() {
-        eprintln!("{t}");
     }
 
     let groups = failures.groups();
@@ -631,6 +686,7 @@ pub fn storm(
         },
         "placement": place,
         "preflight": pre,
+        "stacks": spawner.recycled_stacks().map(|s| s.to_json()),
     });
     if runner::is_child() {
         // Children print JSON only; the parent shows stderr as is.
@@ -641,10 +697,13 @@ pub fn storm(
     Ok(r)
 }
 
-/// The storm's own sections below the metrics table: placement, failures,
-/// warnings.
+/// The storm's own sections below the metrics table: the `--contention`
+/// profile, placement, failures, warnings.
 pub fn extra_sections(r: &RunResult) -> String {
     let mut out = String::new();
+    if let Some(t) = perf::Report::from_json(&r.perf).and_then(|p| p.contention_table()) {
+        let _ = writeln!(out, "\n{t}");
+    }
     let p = &r.details["placement"];
     if let Some(starts) = p["per_cpu_start"].as_array() {
         let requested: Vec<usize> = p["cpus_requested"]
@@ -664,6 +723,16 @@ pub fn extra_sections(r: &RunResult) -> String {
             format_cpu_list(&requested),
             fmt_value(p["imbalance"].as_f64().unwrap_or(0.0))
         );
+        let (os, oe) = (
+            p["outside_requested_start"].as_u64().unwrap_or(0),
+            p["outside_requested_exit"].as_u64().unwrap_or(0),
+        );
+        if os + oe > 0 {
+            let _ = writeln!(
+                out,
+                "  threads seen outside the requested CPUs: {os} at start, {oe} at exit"
+            );
+        }
         for (label, list) in [
             ("start", starts),
             ("exit", p["per_cpu_exit"].as_array().unwrap_or(starts)),
@@ -684,6 +753,25 @@ pub fn extra_sections(r: &RunResult) -> String {
             out.push('\n');
         }
     }
+    let pre = &r.details["preflight"];
+    if pre.is_object() {
+        let _ = writeln!(
+            out,
+            "\npre-flight: stack {} per thread, peak live threads {}{}, peak mappings {}{}",
+            crate::host::human_bytes(pre["stack_bytes"].as_u64().unwrap_or(0)),
+            if pre["peak_is_lower_bound"] == true {
+                ">= "
+            } else {
+                "~"
+            },
+            pre["peak_live_threads"],
+            pre["peak_mappings"],
+            match pre["leak_thread_capacity"].as_u64() {
+                Some(c) => format!(", room for ~{c} leaked threads"),
+                None => String::new(),
+            }
+        );
+    }
     if !r.warnings.is_empty() {
         let _ = writeln!(out, "\nwarnings:");
         for w in &r.warnings {
@@ -691,4 +779,78 @@ pub fn extra_sections(r: &RunResult) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg_with_cpus(cpus: Vec<usize>) -> Config {
+        Config {
+            preset: Preset::Default,
+            waves: 1,
+            per_wave: 1,
+            lag: 0,
+            slots: 1,
+            spin: 0,
+            sleep_ms: 0,
+            spawn: crate::spawn::Backend::Pthread,
+            stack_size: None,
+            stacks: Default::default(),
+            stack_release: Default::default(),
+            cancel: Cancel::Pthread,
+            reap: Reap::Join,
+            cpus,
+            pin: Pin::RoundRobin,
+            force: false,
+        }
+    }
+
+    /// Placement on a simulated 384-CPU machine: ids above 128 and 256,
+    /// no fixed-size tables anywhere.
+    #[test]
+    fn placement_beyond_128_cpus() {
+        let requested: Vec<usize> = (0..128).chain(256..384).collect();
+        let cfg = cfg_with_cpus(requested.clone());
+        let mut c = Collector::new();
+        for &cpu in &requested {
+            let n = if cpu == 300 { 4 } else { 2 };
+            c.per_cpu_start.insert(cpu as i32, n);
+            c.per_cpu_exit.insert(cpu as i32, n);
+        }
+        let p = placement(&cfg, &c);
+        assert_eq!(p["cpus_used"], 256);
+        assert_eq!(p["cpus_requested"].as_array().unwrap().len(), 256);
+        assert_eq!(p["per_cpu_start"][200], serde_json::json!([328, 2]));
+        let total = 2.0 * 255.0 + 4.0;
+        assert!((p["imbalance"].as_f64().unwrap() - 4.0 / (total / 256.0)).abs() < 1e-9);
+        let r = {
+            let mut r = RunResult::new("storm", vec![], Default::default(), Default::default());
+            r.details = json!({ "placement": p });
+            r
+        };
+        let text = extra_sections(&r);
+        assert!(
+            text.contains("256 CPUs used of 256 requested (0-127,256-383)"),
+            "{text}"
+        );
+        assert!(text.contains("cpu383:2"), "{text}");
+    }
+
+    #[test]
+    fn placement_counts_unused_requested_cpus_in_the_imbalance() {
+        // 10 threads all on CPU 1 of 0-4: imbalance 5 (max 10 / mean 2).
+        let cfg = cfg_with_cpus(vec![0, 1, 2, 3, 4]);
+        let mut c = Collector::new();
+        c.per_cpu_start.insert(1, 10);
+        c.per_cpu_exit.insert(1, 10);
+        let p = placement(&cfg, &c);
+        assert_eq!(p["cpus_used"], 1);
+        assert_eq!(p["imbalance"], 5.0);
+        assert_eq!(p["outside_requested_start"], 0);
+        // A thread that exited on CPU 7, outside 0-4, is reported.
+        c.per_cpu_exit.insert(7, 1);
+        let p = placement(&cfg, &c);
+        assert_eq!(p["outside_requested_exit"], 1);
+    }
 }

@@ -31,7 +31,7 @@
 use std::hint::black_box;
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
@@ -39,7 +39,7 @@ use crossbeam_queue::SegQueue;
 use crossbeam_utils::CachePadded;
 use serde::Serialize;
 
-use super::gpkit::{self, fmt_ns, fmt_rate, format_duration, num, CpuTime, OutputArgs};
+use super::gpkit::{self, fmt_ns, fmt_rate, format_duration, num, CpuTime, Latency, OutputArgs};
 use super::load::{self, LoadThreads};
 use crate::error::usage;
 use crate::perf::{self, PerfArgs};
@@ -268,7 +268,9 @@ impl Registry {
         let in_slots = self
             .slots
             .iter()
-            .filter(|s| !s.load(Ordering::Acquire).is_null())
+            // Relaxed: called after every thread is joined and the domain's
+            // barrier() returned; both synchronise with the writers.
+            .filter(|s| !s.load(Ordering::Relaxed).is_null())
             .count() as u64;
         in_slots + self.free.len() as u64
     }
@@ -277,7 +279,8 @@ impl Registry {
 impl Drop for Registry {
     fn drop(&mut self) {
         for s in self.slots.iter() {
-            let p = s.swap(ptr::null_mut(), Ordering::Acquire);
+            // Relaxed: `&mut self`, no other thread can touch the slots.
+            let p = s.swap(ptr::null_mut(), Ordering::Relaxed);
             if !p.is_null() {
                 // SAFETY: every thread is joined (the registry is dropped when
                 // the last Arc goes, after the domain ran every callback), and
@@ -307,6 +310,7 @@ fn walk(reg: &Registry, seen: &mut Vec<(*mut Obj, u64)>) -> (u64, u64) {
         // SAFETY: memory of every object stays valid until the registry drops.
         let o = unsafe { &*p };
         let generation = o.generation.load(Ordering::Relaxed);
+        // Acquire: pairs with `release`'s Release store of the poison.
         if o.magic.load(Ordering::Acquire) != LIVE {
             violations += 1;
         }
@@ -346,6 +350,17 @@ pub fn run(args: &Args) -> Result<u8> {
     Ok(code)
 }
 
+/// One operation in this many is timed for the latency histogram: every
+/// one when it waits for a grace period (microseconds; two clock reads do
+/// not matter), one in 64 when it does not (a clock read costs as much as
+/// the operation).
+fn sample_every(sync: SyncMode) -> u64 {
+    match sync {
+        SyncMode::PerOp | SyncMode::Expedited => 1,
+        SyncMode::Deferred | SyncMode::None => 64,
+    }
+}
+
 /// What the updaters did in total.
 #[derive(Debug, Default, Clone, Copy, Serialize)]
 struct UpdaterTotals {
@@ -364,6 +379,9 @@ fn run_once(args: &Args) -> Result<RunResult> {
     if let Some(d) = args.first_check_delay {
         builder = builder.first_check_delay(d);
     }
+    // Counters first: process-scope counters are inherited only by threads
+    // created after they are opened (the reclaimer, readers, updaters).
+    let mut session = perf::Session::open(&args.perf, &cpus)?;
     let domain = builder.build();
     let reg = Arc::new(Registry::new(args.objects));
     let mut result = RunResult::new(
@@ -408,7 +426,6 @@ fn run_once(args: &Args) -> Result<RunResult> {
         sections
     })?;
 
-    let mut session = perf::Session::open(&args.perf, &cpus)?;
     let s0 = domain.stats();
     let proc0 = CpuTime::process();
     session.enable()?;
@@ -417,11 +434,17 @@ fn run_once(args: &Args) -> Result<RunResult> {
     // Updaters: updater u owns slots u, u + N, u + 2N, ...
     let nupd = args.updaters;
     let (d3, r3, sync) = (domain.clone(), Arc::clone(&reg), args.sync);
+    let op_latency = Arc::new(Mutex::new(gpkit::new_histogram()));
+    let lat3 = Arc::clone(&op_latency);
+    let every = sample_every(sync);
     let updaters = LoadThreads::start("updater", nupd, move |u, stop| {
         let mine: Vec<usize> = (u..r3.slots.len()).step_by(nupd).collect();
         let mut ops = 0u64;
         let mut next = 0usize;
+        let mut hist = gpkit::new_histogram();
         while !stop.load(Ordering::Relaxed) {
+            let timed = ops % every == 0;
+            let t = if timed { Some(Instant::now()) } else { None };
             let i = mine[next];
             next = if next + 1 == mine.len() { 0 } else { next + 1 };
             let new = r3.obtain(ops);
@@ -447,10 +470,14 @@ fn run_once(args: &Args) -> Result<RunResult> {
                 }
                 SyncMode::None => r3.release(old),
             }
+            if let Some(t) = t {
+                gpkit::record(&mut hist, t.elapsed());
+            }
             ops += 1;
         }
         // Publish this thread's partial batch before it stops.
         d3.flush();
+        let _ = lat3.lock().map(|mut h| h.add(&hist));
         ops
     })?;
 
@@ -477,6 +504,10 @@ fn run_once(args: &Args) -> Result<RunResult> {
     // grace periods run for them) and the main thread.
     let other_cpu = proc_cpu.since(upd.cpu).since(rd.cpu);
     let violations = violations.load(Ordering::Relaxed);
+    let op_latency = op_latency
+        .lock()
+        .map(|h| Latency::of(&h))
+        .unwrap_or_default();
 
     // Nothing lost: every object is in exactly one place.
     let allocated = reg.allocated.load(Ordering::Relaxed);
@@ -510,6 +541,11 @@ fn run_once(args: &Args) -> Result<RunResult> {
             "ns",
             update_cpu.sys_s * 1e9 / ops as f64,
         ));
+    }
+    if op_latency.count > 0 {
+        result.push(Metric::lower("op_p50_ns", "ns", op_latency.p50_ns as f64));
+        result.push(Metric::lower("op_p99_ns", "ns", op_latency.p99_ns as f64));
+        result.push(Metric::lower("op_max_ns", "ns", op_latency.max_ns as f64));
     }
     result.push(Metric::info("ops", "ops", ops as f64));
     result.push(Metric::info("grace_periods", "GPs", gps as f64));
@@ -561,6 +597,8 @@ fn run_once(args: &Args) -> Result<RunResult> {
     result.perf = report.to_json();
     result.details = serde_json::json!({
         "elapsed_s": secs,
+        "op_latency": op_latency,
+        "op_latency_sampled_every": sample_every(args.sync),
         "updaters_stopped_s": stopped.as_secs_f64(),
         "process_cpu": proc_cpu,
         "updater_cpu": upd.cpu,
@@ -605,7 +643,7 @@ fn render(r: &RunResult) -> String {
         )
     };
     let mut s = format!(
-        "unregister --sync {}: {} updater(s), {} reader(s), {} objects, {:.2}s{}\n",
+        "\nunregister --sync {}: {} updater(s), {} reader(s), {} objects, {:.2}s{}\n",
         c["sync"].as_str().unwrap_or("?"),
         c["updaters"],
         c["readers"],
@@ -618,6 +656,19 @@ fn render(r: &RunResult) -> String {
         num(m("ops")),
         fmt_rate(m("ops_per_s")),
         fmt_ns(m("ns_per_op"))
+    );
+    let lat = &d["op_latency"];
+    let l = |k: &str| fmt_ns(lat[k].as_f64().unwrap_or(0.0));
+    s += &format!(
+        "  op latency p50 {}  p99 {}  max {} ({})\n",
+        l("p50_ns"),
+        l("p99_ns"),
+        l("max_ns"),
+        match d["op_latency_sampled_every"].as_u64() {
+            Some(1) => "every op timed".to_string(),
+            Some(n) => format!("one op in {n} timed"),
+            None => "not timed".to_string(),
+        }
     );
     s += &format!(
         "  grace periods {} ({}, {} expedited), {} frees per grace period\n",

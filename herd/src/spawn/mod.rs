@@ -30,6 +30,7 @@
 
 pub mod failure;
 pub mod pthread;
+pub mod recycled;
 pub mod std_thread;
 
 use std::ffi::c_void;
@@ -434,6 +435,9 @@ pub enum Handle {
     Pthread(libc::pthread_t),
     /// A std thread.
     Std(std::thread::JoinHandle<()>),
+    /// A raw pthread on a pooled stack (`--stacks recycled`): joined through
+    /// the pool, which then reuses the stack.
+    Pooled(exitq::stacks::PooledThread),
 }
 
 impl Handle {
@@ -447,6 +451,7 @@ impl Handle {
             // so its descriptor is valid even if it already exited.
             Handle::Pthread(t) => unsafe { libc::pthread_cancel(*t) },
             Handle::Std(_) => libc::ENOTSUP,
+            Handle::Pooled(t) => t.cancel(),
         }
     }
 
@@ -458,6 +463,7 @@ impl Handle {
                 unsafe { libc::pthread_join(t, std::ptr::null_mut()) == 0 }
             }
             Handle::Std(h) => h.join().is_ok(),
+            Handle::Pooled(t) => t.join().is_ok(),
         }
     }
 
@@ -469,6 +475,9 @@ impl Handle {
                 unsafe { libc::pthread_detach(t) };
             }
             Handle::Std(h) => drop(h),
+            // Spawned with `Reap::Reclaimer`: dropping the handle lets the
+            // pool's reclaimer join the thread once it has exited.
+            Handle::Pooled(t) => drop(t),
         }
     }
 
@@ -477,6 +486,9 @@ impl Handle {
         match self {
             Handle::Pthread(_) => {}
             Handle::Std(h) => std::mem::forget(h),
+            // Refused up front (--stacks recycled --reap leak); forgetting
+            // the handle keeps the stack lent forever, which is sound.
+            Handle::Pooled(t) => std::mem::forget(t),
         }
     }
 }
@@ -509,6 +521,28 @@ impl Spawner {
         match self {
             Spawner::Pthread(s) => s.spawn(rec),
             Spawner::Std(s) => s.spawn(rec),
+        }
+    }
+
+    /// Switches the pthread backend to pooled stacks (`--stacks recycled`).
+    pub fn use_recycled_stacks(&mut self, pool: recycled::Recycled) -> std::io::Result<()> {
+        match self {
+            Spawner::Pthread(s) => {
+                s.use_recycled_stacks(pool);
+                Ok(())
+            }
+            Spawner::Std(_) => Err(std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                "recycled stacks need the pthread backend",
+            )),
+        }
+    }
+
+    /// The stack pool, with `--stacks recycled`.
+    pub fn recycled_stacks(&self) -> Option<&recycled::Recycled> {
+        match self {
+            Spawner::Pthread(s) => s.recycled_stacks(),
+            Spawner::Std(_) => None,
         }
     }
 }

@@ -34,6 +34,10 @@
 //!   a forced unwind ("FATAL: exception not rethrown", rust-lang/rust#65441).
 //!   That is why `--spawn std --cancel pthread` is refused.
 //!
+//! * herd is built with `panic = "unwind"` (the default), so these frames
+//!   carry unwind tables and no abort-on-unwind guard; a `panic = "abort"`
+//!   build refuses `--cancel pthread` (see `scenario::storm::options`).
+//!
 //! Default attributes: `pthread_create(&t, NULL, ...)` exactly as the C
 //! micro unless `--stack-size` is given ([`StackChoice`]).
 
@@ -153,6 +157,11 @@ pub enum StackChoice {
     Default,
     /// Default attributes except the stack size (`--stack-size`).
     Size(Box<AttrBox>),
+    /// A stack from an exitq StackPool per thread (`--stacks recycled`):
+    /// [`PthreadSpawner::spawn`] creates the thread through the pool, which
+    /// sets the stack with `pthread_attr_setstack` and takes it back after
+    /// the thread is joined (see [`super::recycled`]).
+    Recycled(super::recycled::Recycled),
 }
 
 /// An initialised `pthread_attr_t`, destroyed on drop.
@@ -194,6 +203,8 @@ impl StackChoice {
         match self {
             StackChoice::Default => std::ptr::null(),
             StackChoice::Size(a) => &a.0,
+            // Not used: pooled threads are created by the pool (`spawn`).
+            StackChoice::Recycled(_) => std::ptr::null(),
         }
     }
 }
@@ -212,8 +223,39 @@ impl PthreadSpawner {
         })
     }
 
+    /// Switches to pooled stacks (`--stacks recycled`).
+    pub fn use_recycled_stacks(&mut self, pool: super::recycled::Recycled) {
+        self.stacks = StackChoice::Recycled(pool);
+    }
+
+    /// The stack pool, with `--stacks recycled`.
+    pub fn recycled_stacks(&self) -> Option<&super::recycled::Recycled> {
+        match &self.stacks {
+            StackChoice::Recycled(r) => Some(r),
+            _ => None,
+        }
+    }
+
     /// `pthread_create`; returns the handle or the error number.
     pub fn spawn(&mut self, rec: &Arc<ThreadRec>) -> Result<Handle, i32> {
+        if let StackChoice::Recycled(r) = &self.stacks {
+            let arg = Arc::into_raw(Arc::clone(rec)).cast_mut().cast::<c_void>();
+            // SAFETY: `start` is the storm's start routine, sound to
+            // force-unwind (module docs); the thread is joined only through
+            // the returned handle (the reaper's `Handle::join`, or the
+            // pool's reclaimer after `Handle::detach`); `arg` is an Arc
+            // reference the new thread owns (released by its exit
+            // destructor).
+            return match unsafe { r.pool().spawn(start, arg, r.reap()) } {
+                Ok(t) => Ok(Handle::Pooled(t)),
+                Err(e) => {
+                    // SAFETY: no thread was created, so the reference is
+                    // still ours.
+                    drop(unsafe { Arc::from_raw(arg.cast_const().cast::<ThreadRec>()) });
+                    Err(e.errno())
+                }
+            };
+        }
         let attr = self.stacks.attr_for(rec);
         let arg = Arc::into_raw(Arc::clone(rec)).cast_mut().cast::<c_void>();
         let mut tid: libc::pthread_t = 0;

@@ -10,6 +10,7 @@ use crate::error::usage;
 use crate::export::run::OutputArgs;
 use crate::host::{format_cpu_list, parse_cpu_list_for, HostFacts};
 use crate::perf::PerfArgs;
+use crate::spawn::recycled::{StackRelease, Stacks};
 use crate::spawn::{Backend, Cancel, Reap};
 
 /// Starting points for the storm's knobs.
@@ -37,7 +38,8 @@ pub enum Pin {
 /// Flags of `herd storm` (and plain `herd`).
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
-    /// Settings the other flags start from (see `herd storm --help`).
+    /// Settings the other flags start from; a flag given explicitly
+    /// overrides its preset value.
     #[arg(long, value_enum, default_value_t = Preset::Default)]
     pub preset: Preset,
     /// Number of waves [default: 1000].
@@ -65,13 +67,21 @@ pub struct Args {
     /// glibc uses RLIMIT_STACK, std 2 MiB).
     #[arg(long, value_name = "BYTES")]
     pub stack_size: Option<String>,
+    /// Where thread stacks come from: glibc's own, or recycled from an
+    /// exitq stack pool (mapped once, reused after the join) [default: glibc].
+    #[arg(long, value_enum)]
+    pub stacks: Option<Stacks>,
+    /// With --stacks recycled: what a recycled stack's pages become
+    /// (batched madvise off the exit path) [default: keep].
+    #[arg(long, value_enum)]
+    pub stack_release: Option<StackRelease>,
     /// How a retired wave is stopped [default: pthread].
     #[arg(long, value_enum)]
     pub cancel: Option<Cancel>,
     /// What happens to a retired thread's handle [default: join; micro leak].
     #[arg(long, value_enum)]
     pub reap: Option<Reap>,
-    /// CPUs to run on, e.g. 0-3,8 [default: every online CPU].
+    /// CPUs to run on, e.g. 0-3,8 [default: every CPU this process may use].
     #[arg(long, value_name = "LIST")]
     pub cpus: Option<String>,
     /// Thread placement over --cpus [default: none].
@@ -110,6 +120,12 @@ pub struct Config {
     pub spawn: Backend,
     /// Explicit stack size in bytes (None: backend default).
     pub stack_size: Option<u64>,
+    /// Where stacks come from.
+    #[serde(default)]
+    pub stacks: Stacks,
+    /// Page policy of recycled stacks.
+    #[serde(default)]
+    pub stack_release: StackRelease,
     /// Cancellation kind.
     pub cancel: Cancel,
     /// Reaping.
@@ -128,7 +144,7 @@ pub const MAX_WAVES: u64 = 100_000_000;
 /// See [`MAX_WAVES`].
 pub const MAX_PER_WAVE: u64 = 1_000_000;
 /// See [`MAX_WAVES`].
-pub const MAX_SLOTS: u64 = 1_000_000;
+pub const MAX_SLOTS: u64 = 100_000;
 /// See [`MAX_WAVES`]: about an hour of spinning per thread.
 pub const MAX_SPIN: u64 = 10_000_000_000_000;
 /// See [`MAX_WAVES`]: one day.
@@ -227,6 +243,16 @@ impl Config {
                  --cancel flag or none with --spawn std, or --spawn pthread",
             ));
         }
+        if cfg!(panic = "abort") && cancel == Cancel::Pthread {
+            return Err(usage(
+                "--cancel",
+                "pthread needs herd built with panic=unwind: the forced unwind of \
+                 pthread_cancel passes through Rust frames, which a panic=abort build may \
+                 not unwind (see herd/src/spawn/pthread.rs)",
+            ));
+        }
+        let stacks = a.stacks.unwrap_or_default();
+        crate::spawn::recycled::validate(stacks, a.stack_release, spawn, reap)?;
         let stack_size = match &a.stack_size {
             None => None,
             Some(s) => {
@@ -282,6 +308,8 @@ impl Config {
             sleep_ms,
             spawn,
             stack_size,
+            stacks,
+            stack_release: a.stack_release.unwrap_or_default(),
             cancel,
             reap,
             cpus,
@@ -299,7 +327,7 @@ impl Config {
     pub fn describe(&self) -> String {
         format!(
             "herd storm: {} waves x {} threads (lag {}, slots {}), spin {}, sleep {} ms; \
-             spawn {}, cancel {}, reap {}; CPUs {}, pin {}",
+             spawn {}, stacks {}, cancel {}, reap {}; CPUs {}, pin {}",
             self.waves,
             self.per_wave,
             self.lag,
@@ -307,6 +335,7 @@ impl Config {
             self.spin,
             self.sleep_ms,
             self.spawn,
+            self.stacks,
             self.cancel,
             self.reap,
             format_cpu_list(&self.cpus),

@@ -168,3 +168,118 @@ pub fn check(cfg: &Config, facts: &HostFacts) -> Preflight {
     }
     p
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::storm::options::{Pin, Preset};
+
+    fn cfg(waves: u64, per_wave: u64, lag: u64, reap: Reap) -> Config {
+        Config {
+            preset: Preset::Default,
+            waves,
+            per_wave,
+            lag,
+            slots: lag + 1,
+            spin: 0,
+            sleep_ms: 0,
+            spawn: Backend::Pthread,
+            stack_size: Some(64 << 10),
+            stacks: Default::default(),
+            stack_release: Default::default(),
+            cancel: Cancel::Pthread,
+            reap,
+            cpus: vec![0],
+            pin: Pin::None,
+            force: false,
+        }
+    }
+
+    fn facts() -> HostFacts {
+        let mut f = HostFacts::read();
+        f.threads_max = Some(1_000_000);
+        f.pid_max = Some(4_000_000);
+        f.tasks_now = Some(100);
+        f.cgroup_pids = None;
+        f.max_map_count = Some(1_000_000);
+        f.rlimit_as = None;
+        f.root = true;
+        f
+    }
+
+    #[test]
+    fn live_threads_follow_lag() {
+        let p = check(&cfg(1000, 100, 5, Reap::Join), &facts());
+        assert_eq!(p.peak_live_threads, 700);
+        assert!(p.problems.is_empty() && p.warnings.is_empty(), "{p:?}");
+        // Fewer waves than lag + 2: all of them.
+        assert_eq!(
+            check(&cfg(2, 100, 5, Reap::Join), &facts()).peak_live_threads,
+            200
+        );
+    }
+
+    #[test]
+    fn leak_mapping_wall_is_a_warning_with_capacity() {
+        let mut f = facts();
+        let now = map_count().unwrap();
+        f.max_map_count = Some(now + 2 * 30_000);
+        let p = check(&cfg(1000, 100, 5, Reap::Leak), &f);
+        assert!(p.problems.is_empty(), "{p:?}");
+        assert!(p.warnings[0].contains("vm.max_map_count"), "{p:?}");
+        let cap = p.leak_thread_capacity.unwrap();
+        assert!((29_990..=30_000).contains(&cap), "{cap}");
+        // The same wall without leaking is not reached: no warning.
+        assert!(check(&cfg(1000, 100, 5, Reap::Join), &f)
+            .warnings
+            .is_empty());
+    }
+
+    #[test]
+    fn task_limits_refuse() {
+        let mut f = facts();
+        f.threads_max = Some(500);
+        let p = check(&cfg(10, 100, 5, Reap::Join), &f);
+        assert!(
+            p.problems.iter().any(|m| m.contains("kernel.threads-max")),
+            "{p:?}"
+        );
+        let mut f = facts();
+        f.pid_max = Some(600);
+        let p = check(&cfg(10, 100, 5, Reap::Join), &f);
+        assert!(
+            p.problems.iter().any(|m| m.contains("kernel.pid_max")),
+            "{p:?}"
+        );
+        let mut f = facts();
+        f.root = false;
+        f.rlimit_nproc = Some(Rlimit {
+            soft: Some(50),
+            hard: Some(50),
+        });
+        let p = check(&cfg(10, 100, 5, Reap::Join), &f);
+        assert!(
+            p.problems.iter().any(|m| m.contains("RLIMIT_NPROC")),
+            "{p:?}"
+        );
+        let mut f = facts();
+        f.rlimit_as = Some(Rlimit {
+            soft: Some(1 << 20),
+            hard: None,
+        });
+        let p = check(&cfg(10, 100, 5, Reap::Join), &f);
+        assert!(p.problems.iter().any(|m| m.contains("RLIMIT_AS")), "{p:?}");
+    }
+
+    #[test]
+    fn a_stack_larger_than_memory_is_refused() {
+        let mut c = cfg(1, 1, 0, Reap::Join);
+        let f = facts();
+        c.stack_size = Some(f.mem_total_bytes.unwrap() * 2);
+        let p = check(&c, &f);
+        assert!(
+            p.problems.iter().any(|m| m.contains("cannot be mapped")),
+            "{p:?}"
+        );
+    }
+}

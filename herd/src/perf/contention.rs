@@ -1,0 +1,793 @@
+//! The `--contention` profile: kernel lock contention without BPF.
+//!
+//! The kernel fires `lock:contention_begin(lock_addr, flags)` when a task
+//! starts waiting for a lock and `lock:contention_end(lock_addr, ret)` when
+//! it gets it (include/trace/events/lock.h). [`super::sampler`] records
+//! both with their raw payload, thread id, CPU and time (and the kernel
+//! call chain of the begin, to name the caller). Here the samples are
+//! merged in time order, paired per thread (a task waits for one lock at a
+//! time, but a lock's slow path may itself contend on an inner spinlock,
+//! so begins nest as a stack), and summed per lock and per caller, the
+//! way `perf lock contention` (tracepoint mode) does.
+//!
+//! Nothing is hidden: samples the kernel dropped (`PERF_RECORD_LOST`),
+//! samples over herd's memory cap, begins without an end (still waiting
+//! when counting stopped) and ends without a begin (waiting started
+//! before) are all counted and printed under the table.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+use super::kallsyms::{Region, Symbols};
+
+/// `LCB_F_SPIN`: a spinning lock (spinlock, rwlock, qrwlock).
+pub const LCB_F_SPIN: u32 = 1 << 0;
+/// `LCB_F_READ`: waiting for the read side.
+pub const LCB_F_READ: u32 = 1 << 1;
+/// `LCB_F_WRITE`: waiting for the write side.
+pub const LCB_F_WRITE: u32 = 1 << 2;
+/// `LCB_F_RT`: an rt-mutex based lock.
+pub const LCB_F_RT: u32 = 1 << 3;
+/// `LCB_F_PERCPU`: a percpu rw-semaphore.
+pub const LCB_F_PERCPU: u32 = 1 << 4;
+/// `LCB_F_MUTEX`: a mutex (with `LCB_F_SPIN`: optimistic spinning).
+pub const LCB_F_MUTEX: u32 = 1 << 5;
+
+/// The lock class for contention flags, named as `perf lock contention`
+/// names them (tools/perf/builtin-lock.c, `lock_type_table`).
+pub fn lock_class(flags: u32) -> String {
+    let known = LCB_F_SPIN | LCB_F_READ | LCB_F_WRITE | LCB_F_RT | LCB_F_PERCPU | LCB_F_MUTEX;
+    let rw = |base: &str| {
+        if flags & LCB_F_READ != 0 {
+            format!("{base}:R")
+        } else {
+            format!("{base}:W")
+        }
+    };
+    let name = match flags & known {
+        f if f & LCB_F_MUTEX != 0 => "mutex".to_string(),
+        f if f & LCB_F_PERCPU != 0 => rw("pcpu-sem"),
+        f if f & LCB_F_RT != 0 && f & (LCB_F_READ | LCB_F_WRITE) != 0 => rw("rwlock-rt"),
+        f if f & LCB_F_RT != 0 => "rt-mutex".to_string(),
+        f if f & LCB_F_SPIN != 0 && f & (LCB_F_READ | LCB_F_WRITE) != 0 => rw("rwlock"),
+        LCB_F_SPIN => "spinlock".to_string(),
+        f if f & (LCB_F_READ | LCB_F_WRITE) != 0 => rw("rwsem"),
+        _ => format!("unknown:{flags:#x}"),
+    };
+    if flags & !known != 0 {
+        format!("{name}+{:#x}", flags & !known)
+    } else {
+        name
+    }
+}
+
+/// One field of a tracepoint's `format` file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Field {
+    /// Byte offset in the raw record.
+    pub offset: usize,
+    /// Size in bytes (1, 2, 4 or 8 for the fields read here).
+    pub size: usize,
+}
+
+impl Field {
+    /// Reads the field from a raw record (native endian), if it fits.
+    pub fn read(&self, raw: &[u8]) -> Option<u64> {
+        let b = raw.get(self.offset..self.offset + self.size)?;
+        Some(match self.size {
+            1 => b[0] as u64,
+            2 => u16::from_ne_bytes(b.try_into().ok()?) as u64,
+            4 => u32::from_ne_bytes(b.try_into().ok()?) as u64,
+            8 => u64::from_ne_bytes(b.try_into().ok()?),
+            _ => return None,
+        })
+    }
+}
+
+/// Parses a tracefs `format` file into `name -> field`.
+pub fn parse_format(text: &str) -> HashMap<String, Field> {
+    let mut fields = HashMap::new();
+    for line in text.lines() {
+        let line = line.trim();
+        let Some(rest) = line.strip_prefix("field:") else {
+            continue;
+        };
+        let mut decl = None;
+        let (mut offset, mut size) = (None, None);
+        for part in rest.split(';') {
+            let part = part.trim();
+            if let Some(v) = part.strip_prefix("offset:") {
+                offset = v.parse().ok();
+            } else if let Some(v) = part.strip_prefix("size:") {
+                size = v.parse().ok();
+            } else if decl.is_none() && !part.is_empty() {
+                decl = Some(part);
+            }
+        }
+        let (Some(decl), Some(offset), Some(size)) = (decl, offset, size) else {
+            continue;
+        };
+        // "void * lock_addr", "unsigned int flags", "char comm[16]"
+        let name = decl
+            .rsplit(|c: char| c.is_whitespace() || c == '*')
+            .next()
+            .unwrap_or("")
+            .split('[')
+            .next()
+            .unwrap_or("");
+        if !name.is_empty() {
+            fields.insert(name.to_string(), Field { offset, size });
+        }
+    }
+    fields
+}
+
+/// Where the fields herd needs sit in the two tracepoints' raw records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    /// Tracepoint id of `lock:contention_begin`.
+    pub begin_id: u64,
+    /// Tracepoint id of `lock:contention_end`.
+    pub end_id: u64,
+    /// `common_type` (the tracepoint id), same in both.
+    pub common_type: Field,
+    /// `lock_addr` in contention_begin.
+    pub begin_addr: Field,
+    /// `flags` in contention_begin.
+    pub begin_flags: Field,
+    /// `lock_addr` in contention_end.
+    pub end_addr: Field,
+}
+
+impl Layout {
+    /// Builds the layout from the two `format` files.
+    pub fn new(
+        begin_id: u64,
+        begin_fmt: &str,
+        end_id: u64,
+        end_fmt: &str,
+    ) -> Result<Layout, String> {
+        let b = parse_format(begin_fmt);
+        let e = parse_format(end_fmt);
+        let get = |m: &HashMap<String, Field>, tp: &str, f: &str| {
+            m.get(f)
+                .copied()
+                .ok_or_else(|| format!("lock:{tp} format has no field `{f}`"))
+        };
+        Ok(Layout {
+            begin_id,
+            end_id,
+            common_type: get(&b, "contention_begin", "common_type")?,
+            begin_addr: get(&b, "contention_begin", "lock_addr")?,
+            begin_flags: get(&b, "contention_begin", "flags")?,
+            end_addr: get(&e, "contention_end", "lock_addr")?,
+        })
+    }
+}
+
+/// `PERF_SAMPLE_TID`.
+pub const SAMPLE_TID: u64 = 1 << 1;
+/// `PERF_SAMPLE_TIME`.
+pub const SAMPLE_TIME: u64 = 1 << 2;
+/// `PERF_SAMPLE_CALLCHAIN`.
+pub const SAMPLE_CALLCHAIN: u64 = 1 << 5;
+/// `PERF_SAMPLE_CPU`.
+pub const SAMPLE_CPU: u64 = 1 << 7;
+/// `PERF_SAMPLE_RAW`.
+pub const SAMPLE_RAW: u64 = 1 << 10;
+/// Call-chain entries at or above this are context markers, not addresses
+/// (`PERF_CONTEXT_MAX`, -4095).
+pub const PERF_CONTEXT_MAX: u64 = (-4095i64) as u64;
+
+/// What a sample says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// contention_begin with its flags.
+    Begin(u32),
+    /// contention_end.
+    End,
+}
+
+/// One contention event, compact (the sampler may hold millions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LockEvent {
+    /// perf clock, ns.
+    pub time: u64,
+    /// Lock address.
+    pub addr: u64,
+    /// First call-chain address outside the lock code (0 when unknown).
+    pub caller: u64,
+    /// Thread id.
+    pub tid: u32,
+    /// CPU the event fired on.
+    pub cpu: u32,
+    /// Begin or end.
+    pub kind: Kind,
+}
+
+fn take<const N: usize>(buf: &[u8], at: &mut usize) -> Option<[u8; N]> {
+    let b = buf.get(*at..*at + N)?.try_into().ok()?;
+    *at += N;
+    Some(b)
+}
+
+/// Parses the body of a `PERF_RECORD_SAMPLE` written with `sample_type`
+/// (which must be [`SAMPLE_TID`] | [`SAMPLE_TIME`] | [`SAMPLE_CPU`] |
+/// [`SAMPLE_RAW`], optionally with [`SAMPLE_CALLCHAIN`]). `caller` picks
+/// the caller from the call chain. `None` for a record that is not one of
+/// the two tracepoints or is truncated.
+pub fn parse_sample(
+    body: &[u8],
+    sample_type: u64,
+    layout: &Layout,
+    caller: impl Fn(&[u64]) -> u64,
+) -> Option<LockEvent> {
+    let mut at = 0;
+    let _pid = u32::from_ne_bytes(take(body, &mut at)?);
+    let tid = u32::from_ne_bytes(take(body, &mut at)?);
+    let time = u64::from_ne_bytes(take(body, &mut at)?);
+    let cpu = u32::from_ne_bytes(take(body, &mut at)?);
+    let _res = u32::from_ne_bytes(take::<4>(body, &mut at)?);
+    let mut chain = Vec::new();
+    if sample_type & SAMPLE_CALLCHAIN != 0 {
+        let nr = u64::from_ne_bytes(take(body, &mut at)?) as usize;
+        if nr > body.len() / 8 {
+            return None;
+        }
+        chain.reserve(nr);
+        for _ in 0..nr {
+            chain.push(u64::from_ne_bytes(take(body, &mut at)?));
+        }
+    }
+    let size = u32::from_ne_bytes(take(body, &mut at)?) as usize;
+    let raw = body.get(at..at + size)?;
+    let ty = layout.common_type.read(raw)?;
+    let (kind, addr) = if ty == layout.begin_id {
+        let flags = layout.begin_flags.read(raw)? as u32;
+        (Kind::Begin(flags), layout.begin_addr.read(raw)?)
+    } else if ty == layout.end_id {
+        (Kind::End, layout.end_addr.read(raw)?)
+    } else {
+        return None;
+    };
+    let caller = match kind {
+        Kind::Begin(_) if !chain.is_empty() => caller(&chain),
+        _ => 0,
+    };
+    Some(LockEvent {
+        time,
+        addr,
+        caller,
+        tid,
+        cpu,
+        kind,
+    })
+}
+
+/// The first address in a kernel call chain that is not a context marker
+/// and not lock/scheduler/tracing code.
+pub fn pick_caller(chain: &[u64], syms: &Symbols) -> u64 {
+    chain
+        .iter()
+        .copied()
+        .filter(|&ip| ip < PERF_CONTEXT_MAX)
+        .find(|&ip| !syms.is_lock_frame(ip))
+        .unwrap_or(0)
+}
+
+/// Wait statistics of one row (a lock, or a caller).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WaitStat {
+    /// Lock address (hex) for by-lock rows; empty for by-caller rows.
+    pub address: String,
+    /// Kernel symbol of the lock (static locks) or of the caller
+    /// (`func+0xoff`); empty when unknown.
+    pub symbol: String,
+    /// For by-lock rows without a symbol: `kernel image` (a static lock,
+    /// kallsyms lists no data symbols) or `dynamic` (inside a heap object).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub region: String,
+    /// Lock class (`spinlock`, `rwsem:W`, `mutex`, ...).
+    pub class: String,
+    /// Completed waits.
+    pub contended: u64,
+    /// Sum of waits, ns.
+    pub total_ns: u64,
+    /// Longest wait, ns.
+    pub max_ns: u64,
+    /// Shortest wait, ns.
+    pub min_ns: u64,
+}
+
+impl WaitStat {
+    /// Mean wait, ns.
+    pub fn avg_ns(&self) -> u64 {
+        self.total_ns.checked_div(self.contended).unwrap_or(0)
+    }
+
+    fn add(&mut self, wait: u64) {
+        if self.contended == 0 || wait < self.min_ns {
+            self.min_ns = wait;
+        }
+        self.contended += 1;
+        self.total_ns += wait;
+        self.max_ns = self.max_ns.max(wait);
+    }
+}
+
+/// The whole contention profile.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ContentionReport {
+    /// Per lock address and class, sorted by total wait (largest first).
+    pub by_lock: Vec<WaitStat>,
+    /// Per caller and class, sorted by total wait (empty without call chains).
+    pub by_caller: Vec<WaitStat>,
+    /// Rows left out of `by_lock`/`by_caller` to bound the JSON size.
+    pub rows_omitted: u64,
+    /// Samples read (begins + ends).
+    pub samples: u64,
+    /// contention_begin samples read.
+    pub begins: u64,
+    /// contention_end samples read.
+    pub ends: u64,
+    /// Begin/end pairs matched (= sum of `contended`).
+    pub pairs: u64,
+    /// Total wait over all pairs, ns.
+    pub total_wait_ns: u64,
+    /// Longest single wait, ns.
+    pub max_wait_ns: u64,
+    /// Begins still waiting when counting stopped.
+    pub unfinished: u64,
+    /// Ends whose begin came before counting started (or was lost).
+    pub unmatched_ends: u64,
+    /// Samples the kernel dropped because a ring buffer was full.
+    pub lost: u64,
+    /// Samples read but discarded over herd's in-memory cap.
+    pub dropped: u64,
+    /// Ring buffers (one per CPU) and the size of each, KiB.
+    pub ring_buffers: usize,
+    /// Size of each ring buffer, KiB.
+    pub ring_kib: usize,
+    /// True when /proc/kallsyms hides addresses (symbols unresolved).
+    pub kallsyms_hidden: bool,
+    /// True when kallsyms lists static data (CONFIG_KALLSYMS_ALL), so
+    /// static locks can be named.
+    pub kallsyms_data: bool,
+}
+
+/// Rows kept per table in the report.
+pub const MAX_ROWS: usize = 100;
+
+/// Pairs begins and ends per thread and sums waits per lock and caller.
+///
+/// `events` need not be sorted (they come from per-CPU buffers); they are
+/// sorted by time here, begins before ends at equal times.
+pub fn analyse(events: &mut [LockEvent], syms: &Symbols) -> ContentionReport {
+    events.sort_by_key(|e| (e.time, matches!(e.kind, Kind::End)));
+    // Per thread: the stack of locks it is waiting for (addr, start, flags, caller).
+    let mut waiting: HashMap<u32, Vec<(u64, u64, u32, u64)>> = HashMap::new();
+    let mut by_lock: HashMap<(u64, String), WaitStat> = HashMap::new();
+    let mut by_caller: HashMap<(u64, String), WaitStat> = HashMap::new();
+    let mut r = ContentionReport {
+        samples: events.len() as u64,
+        kallsyms_hidden: syms.hidden,
+        kallsyms_data: syms.data_symbols,
+        ..Default::default()
+    };
+    r.begins = events
+        .iter()
+        .filter(|e| matches!(e.kind, Kind::Begin(_)))
+        .count() as u64;
+    r.ends = r.samples - r.begins;
+    for e in events.iter() {
+        let stack = waiting.entry(e.tid).or_default();
+        match e.kind {
+            Kind::Begin(flags) => match stack.last_mut() {
+                // The same lock again before its end: a mutex that stopped
+                // spinning and now sleeps. One wait, from the first begin;
+                // the class is the latest.
+                Some(top) if top.0 == e.addr => top.2 = flags,
+                _ => stack.push((e.addr, e.time, flags, e.caller)),
+            },
+            Kind::End => {
+                let Some(pos) = stack.iter().rposition(|w| w.0 == e.addr) else {
+                    r.unmatched_ends += 1;
+                    continue;
+                };
+                // Begins above it never ended: the kernel gave up on them
+                // (trylock-style paths); count them as unfinished.
+                r.unfinished += (stack.len() - pos - 1) as u64;
+                let (addr, start, flags, caller) = stack[pos];
+                stack.truncate(pos);
+                let wait = e.time.saturating_sub(start);
+                let class = lock_class(flags);
+                r.pairs += 1;
+                r.total_wait_ns += wait;
+                r.max_wait_ns = r.max_wait_ns.max(wait);
+                by_lock
+                    .entry((addr, class.clone()))
+                    .or_insert_with(|| WaitStat {
+                        address: format!("{addr:016x}"),
+                        symbol: syms.lock_name(addr).unwrap_or_default(),
+                        region: match syms.region(addr) {
+                            Region::KernelImage => "kernel image".into(),
+                            Region::Dynamic => "dynamic".into(),
+                        },
+                        class: class.clone(),
+                        ..Default::default()
+                    })
+                    .add(wait);
+                if caller != 0 {
+                    by_caller
+                        .entry((caller, class.clone()))
+                        .or_insert_with(|| WaitStat {
+                            symbol: syms
+                                .function(caller)
+                                .map(|(n, off)| format!("{n}+{off:#x}"))
+                                .unwrap_or_else(|| format!("{caller:#x}")),
+                            class,
+                            ..Default::default()
+                        })
+                        .add(wait);
+                }
+            }
+        }
+    }
+    r.unfinished += waiting.values().map(|s| s.len() as u64).sum::<u64>();
+    let sorted = |m: HashMap<(u64, String), WaitStat>, omitted: &mut u64| {
+        let mut v: Vec<WaitStat> = m.into_values().collect();
+        v.sort_by(|a, b| {
+            b.total_ns
+                .cmp(&a.total_ns)
+                .then(b.contended.cmp(&a.contended))
+        });
+        if v.len() > MAX_ROWS {
+            *omitted += (v.len() - MAX_ROWS) as u64;
+            v.truncate(MAX_ROWS);
+        }
+        v
+    };
+    let mut omitted = 0;
+    r.by_lock = sorted(by_lock, &mut omitted);
+    r.by_caller = sorted(by_caller, &mut omitted);
+    r.rows_omitted = omitted;
+    r
+}
+
+/// A duration the way perf prints it: `812 ns`, `3.25 us`, `1.20 ms`, `2.01 s`.
+pub fn fmt_ns(ns: u64) -> String {
+    match ns {
+        0..1_000 => format!("{ns} ns"),
+        1_000..1_000_000 => format!("{:.2} us", ns as f64 / 1e3),
+        1_000_000..1_000_000_000 => format!("{:.2} ms", ns as f64 / 1e6),
+        _ => format!("{:.2} s", ns as f64 / 1e9),
+    }
+}
+
+/// Rows printed per table (the JSON has up to [`MAX_ROWS`]).
+pub const PRINT_ROWS: usize = 20;
+
+impl ContentionReport {
+    /// Renders the profile like `perf lock contention` (by caller) and
+    /// `perf lock contention -l` (by lock), with the accounting footer.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let head = |out: &mut String, last: &str| {
+            let _ = writeln!(
+                out,
+                " {:>9} {:>12} {:>12} {:>12} {:>12}   {last}\n",
+                "contended", "total wait", "max wait", "avg wait", "type"
+            );
+        };
+        let row = |out: &mut String, s: &WaitStat, last: &str| {
+            let _ = writeln!(
+                out,
+                " {:>9} {:>12} {:>12} {:>12} {:>12}   {last}",
+                s.contended,
+                fmt_ns(s.total_ns),
+                fmt_ns(s.max_ns),
+                fmt_ns(s.avg_ns()),
+                s.class
+            );
+        };
+        let _ = writeln!(
+            out,
+            "kernel lock contention (lock:contention_begin/end, sorted by total wait)\n"
+        );
+        if self.by_caller.is_empty() && self.by_lock.is_empty() {
+            let _ = writeln!(out, " no completed lock waits were recorded\n");
+        }
+        if !self.by_caller.is_empty() {
+            head(&mut out, "caller");
+            for s in self.by_caller.iter().take(PRINT_ROWS) {
+                row(&mut out, s, &s.symbol);
+            }
+            if self.by_caller.len() > PRINT_ROWS {
+                let _ = writeln!(
+                    out,
+                    " ... {} more callers in --json",
+                    self.by_caller.len() - PRINT_ROWS
+                );
+            }
+            out.push('\n');
+        }
+        if !self.by_lock.is_empty() {
+            head(&mut out, &format!("{:>16}   symbol", "address"));
+            for s in self.by_lock.iter().take(PRINT_ROWS) {
+                let sym = match (s.symbol.is_empty(), s.region.as_str()) {
+                    (false, _) => s.symbol.as_str(),
+                    (true, "kernel image") => "(static, in the kernel image; unnamed)",
+                    _ => "(in a heap object)",
+                };
+                row(&mut out, s, &format!("{:>16}   {sym}", s.address));
+            }
+            if self.by_lock.len() > PRINT_ROWS {
+                let _ = writeln!(
+                    out,
+                    " ... {} more locks in --json",
+                    self.by_lock.len() - PRINT_ROWS
+                );
+            }
+            out.push('\n');
+        }
+        let _ = writeln!(
+            out,
+            "samples: {}  waits paired: {}  total wait: {}  max wait: {}",
+            self.samples,
+            self.pairs,
+            fmt_ns(self.total_wait_ns),
+            fmt_ns(self.max_wait_ns)
+        );
+        let _ = writeln!(
+            out,
+            "unpaired: {} begins still waiting at the end, {} ends whose begin preceded counting",
+            self.unfinished, self.unmatched_ends
+        );
+        let _ = write!(
+            out,
+            "lost: {} samples dropped by the kernel (ring buffers full; {} x {} KiB), {} over herd's memory cap",
+            self.lost, self.ring_buffers, self.ring_kib, self.dropped
+        );
+        if self.rows_omitted > 0 {
+            let _ = write!(
+                out,
+                "\nrows: {} beyond the top {MAX_ROWS} left out of the JSON",
+                self.rows_omitted
+            );
+        }
+        if !self.kallsyms_hidden && !self.kallsyms_data && !self.by_lock.is_empty() {
+            let _ = write!(
+                out,
+                "\nsymbols: this kernel's kallsyms lists no static data (CONFIG_KALLSYMS_ALL=n): static locks such as tasklist_lock show as addresses"
+            );
+        }
+        if self.kallsyms_hidden {
+            let _ = write!(
+                out,
+                "\nsymbols: /proc/kallsyms hides addresses (run as root or sysctl kernel.kptr_restrict=0)"
+            );
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BEGIN_FMT: &str = "name: contention_begin
+ID: 408
+format:
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+
+\tfield:void * lock_addr;\toffset:8;\tsize:8;\tsigned:0;
+\tfield:unsigned int flags;\toffset:16;\tsize:4;\tsigned:0;
+";
+    const END_FMT: &str = "name: contention_end
+ID: 407
+format:
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+
+\tfield:void * lock_addr;\toffset:8;\tsize:8;\tsigned:0;
+\tfield:int ret;\toffset:16;\tsize:4;\tsigned:1;
+";
+
+    fn layout() -> Layout {
+        Layout::new(408, BEGIN_FMT, 407, END_FMT).unwrap()
+    }
+
+    fn sample(
+        tid: u32,
+        time: u64,
+        cpu: u32,
+        chain: &[u64],
+        ty: u16,
+        addr: u64,
+        flags: u32,
+    ) -> Vec<u8> {
+        let mut b = Vec::new();
+        b.extend(tid.to_ne_bytes()); // pid
+        b.extend(tid.to_ne_bytes());
+        b.extend(time.to_ne_bytes());
+        b.extend(cpu.to_ne_bytes());
+        b.extend(0u32.to_ne_bytes());
+        if !chain.is_empty() {
+            b.extend((chain.len() as u64).to_ne_bytes());
+            for ip in chain {
+                b.extend(ip.to_ne_bytes());
+            }
+        }
+        let mut raw = vec![0u8; 20];
+        raw[0..2].copy_from_slice(&ty.to_ne_bytes());
+        raw[8..16].copy_from_slice(&addr.to_ne_bytes());
+        raw[16..20].copy_from_slice(&flags.to_ne_bytes());
+        raw.extend([0u8; 4]); // the kernel pads raw data to 8 bytes with the size word
+        b.extend((raw.len() as u32).to_ne_bytes());
+        b.extend(raw);
+        b
+    }
+
+    #[test]
+    fn format_files_parse() {
+        let f = parse_format(BEGIN_FMT);
+        assert_eq!(f["lock_addr"], Field { offset: 8, size: 8 });
+        assert_eq!(
+            f["flags"],
+            Field {
+                offset: 16,
+                size: 4
+            }
+        );
+        assert_eq!(f["common_type"], Field { offset: 0, size: 2 });
+        assert!(
+            Layout::new(408, END_FMT, 407, END_FMT).is_err(),
+            "begin needs flags"
+        );
+        let arr = parse_format("\tfield:char comm[16];\toffset:8;\tsize:16;\tsigned:0;");
+        assert_eq!(
+            arr["comm"],
+            Field {
+                offset: 8,
+                size: 16
+            }
+        );
+    }
+
+    #[test]
+    fn classes_follow_perf_names() {
+        assert_eq!(lock_class(LCB_F_SPIN), "spinlock");
+        assert_eq!(lock_class(LCB_F_SPIN | LCB_F_READ), "rwlock:R");
+        assert_eq!(lock_class(LCB_F_SPIN | LCB_F_WRITE), "rwlock:W");
+        assert_eq!(lock_class(LCB_F_READ), "rwsem:R");
+        assert_eq!(lock_class(LCB_F_WRITE), "rwsem:W");
+        assert_eq!(lock_class(LCB_F_RT), "rt-mutex");
+        assert_eq!(lock_class(LCB_F_PERCPU | LCB_F_WRITE), "pcpu-sem:W");
+        assert_eq!(lock_class(LCB_F_MUTEX), "mutex");
+        assert_eq!(lock_class(LCB_F_MUTEX | LCB_F_SPIN), "mutex");
+        assert_eq!(lock_class(0), "unknown:0x0");
+        assert_eq!(lock_class(LCB_F_SPIN | 1 << 9), "spinlock+0x200");
+    }
+
+    #[test]
+    fn samples_parse_with_and_without_call_chains() {
+        let l = layout();
+        let base = SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU | SAMPLE_RAW;
+        let b = sample(7, 100, 1, &[], 408, 0xdead, LCB_F_WRITE);
+        let e = parse_sample(&b, base, &l, |_| 0).unwrap();
+        assert_eq!(
+            (e.tid, e.time, e.cpu, e.addr, e.kind),
+            (7, 100, 1, 0xdead, Kind::Begin(LCB_F_WRITE))
+        );
+        let b = sample(
+            7,
+            150,
+            0,
+            &[PERF_CONTEXT_MAX + 3986, 0x10, 0x20],
+            408,
+            0xbeef,
+            LCB_F_SPIN,
+        );
+        let e = parse_sample(&b, base | SAMPLE_CALLCHAIN, &l, |c| c[2]).unwrap();
+        assert_eq!((e.addr, e.caller), (0xbeef, 0x20));
+        let b = sample(7, 150, 0, &[], 407, 0xbeef, 0);
+        assert_eq!(parse_sample(&b, base, &l, |_| 0).unwrap().kind, Kind::End);
+        let other = sample(7, 150, 0, &[], 999, 0xbeef, 0);
+        assert_eq!(parse_sample(&other, base, &l, |_| 0), None);
+        assert_eq!(
+            parse_sample(&b[..b.len() - 20], base, &l, |_| 0),
+            None,
+            "truncated"
+        );
+    }
+
+    fn ev(tid: u32, time: u64, addr: u64, kind: Kind) -> LockEvent {
+        LockEvent {
+            time,
+            addr,
+            caller: 0,
+            tid,
+            cpu: 0,
+            kind,
+        }
+    }
+
+    #[test]
+    fn pairing_is_per_thread_nests_and_counts_the_unpaired() {
+        let syms = Symbols::parse("ffffffff82000000 D tasklist_lock\nffffffff82000100 D after\n");
+        let tl = 0xffffffff82000000;
+        let mm = 0xffff888000001000;
+        let mut evs = vec![
+            // thread 1 waits 50 ns on tasklist_lock (write), thread 2 interleaved 30 ns
+            ev(1, 100, tl, Kind::Begin(LCB_F_SPIN | LCB_F_WRITE)),
+            ev(2, 110, tl, Kind::Begin(LCB_F_SPIN | LCB_F_WRITE)),
+            ev(1, 150, tl, Kind::End),
+            ev(2, 140, tl, Kind::End), // out of order across CPUs: sorted by time
+            // thread 3: rwsem wait with an inner spinlock contention nested inside
+            ev(3, 200, mm, Kind::Begin(LCB_F_WRITE)),
+            ev(3, 210, tl + 8, Kind::Begin(LCB_F_SPIN)),
+            ev(3, 215, tl + 8, Kind::End),
+            ev(3, 400, mm, Kind::End),
+            // mutex: spin begin then sleep begin, one end -> one wait of 90
+            ev(4, 500, mm + 64, Kind::Begin(LCB_F_MUTEX | LCB_F_SPIN)),
+            ev(4, 520, mm + 64, Kind::Begin(LCB_F_MUTEX)),
+            ev(4, 590, mm + 64, Kind::End),
+            // end without begin, begin without end
+            ev(5, 600, mm, Kind::End),
+            ev(6, 700, mm, Kind::Begin(LCB_F_READ)),
+        ];
+        let r = analyse(&mut evs, &syms);
+        assert_eq!((r.samples, r.begins, r.ends), (13, 7, 6));
+        assert_eq!(r.pairs, 5);
+        assert_eq!((r.unfinished, r.unmatched_ends), (1, 1));
+        assert_eq!(r.total_wait_ns, 50 + 30 + 5 + 200 + 90);
+        assert_eq!(r.max_wait_ns, 200);
+        let tasklist = r
+            .by_lock
+            .iter()
+            .find(|s| s.symbol == "tasklist_lock")
+            .unwrap();
+        assert_eq!(
+            (
+                tasklist.contended,
+                tasklist.total_ns,
+                tasklist.max_ns,
+                tasklist.min_ns
+            ),
+            (2, 80, 50, 30)
+        );
+        assert_eq!(tasklist.class, "rwlock:W");
+        assert_eq!(tasklist.avg_ns(), 40);
+        let inner = r
+            .by_lock
+            .iter()
+            .find(|s| s.symbol == "tasklist_lock+0x8")
+            .unwrap();
+        assert_eq!(
+            (inner.contended, inner.total_ns, inner.class.as_str()),
+            (1, 5, "spinlock")
+        );
+        let rwsem = r.by_lock.iter().find(|s| s.class == "rwsem:W").unwrap();
+        assert_eq!((rwsem.total_ns, rwsem.symbol.as_str()), (200, ""));
+        let mutex = r.by_lock.iter().find(|s| s.class == "mutex").unwrap();
+        assert_eq!(mutex.total_ns, 90);
+        assert_eq!(r.by_lock[0].total_ns, 200, "sorted by total wait");
+        let text = r.render();
+        assert!(text.contains("tasklist_lock"), "{text}");
+        assert!(text.contains("rwlock:W"), "{text}");
+        assert!(text.contains("lost: 0 samples"), "{text}");
+    }
+
+    #[test]
+    fn durations_print_like_perf() {
+        assert_eq!(fmt_ns(812), "812 ns");
+        assert_eq!(fmt_ns(3_250), "3.25 us");
+        assert_eq!(fmt_ns(1_200_000), "1.20 ms");
+        assert_eq!(fmt_ns(2_010_000_000), "2.01 s");
+    }
+}

@@ -1,0 +1,317 @@
+//! Sampling `lock:contention_begin`/`end` into per-CPU ring buffers,
+//! drained by a thread while the scenario runs.
+//!
+//! Layout of the file descriptors: for every CPU, every target (one per
+//! existing thread in process scope, inherited by the threads they create;
+//! `pid = -1` in system scope) and both tracepoints, one event with
+//! `sample_period = 1`. The first event of each CPU owns that CPU's ring
+//! buffer; the others write into it (`PERF_EVENT_IOC_SET_OUTPUT`), so there
+//! is exactly one buffer per CPU whatever the thread count. Per-CPU is not
+//! only for scale: the kernel refuses to mmap an inherited per-task event
+//! that is not bound to a CPU.
+//!
+//! The drain thread is started *before* any counter is opened, so it is not
+//! one of the threads that inherit the counters (its own futex calls and
+//! context switches are not counted in process scope). It polls the
+//! buffers (woken at a quarter full, or every 10 ms), decodes each sample
+//! into a compact [`LockEvent`] and counts `PERF_RECORD_LOST`.
+
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use anyhow::{anyhow, Result};
+use perf_event::events::Tracepoint;
+use perf_event::{Builder, Counter, Sampler};
+
+use super::contention::{
+    pick_caller, Layout, LockEvent, SAMPLE_CALLCHAIN, SAMPLE_CPU, SAMPLE_RAW, SAMPLE_TID,
+    SAMPLE_TIME,
+};
+use super::kallsyms::Symbols;
+use super::sys::{self, EventKind, Kernel, Unavailable};
+
+/// Ring buffer data size per CPU, bytes (plus one header page).
+pub const RING_BYTES: usize = 1 << 20;
+/// Events kept in memory at most (about 48 bytes each); beyond, counted as dropped.
+pub const MAX_EVENTS: usize = 8 << 20;
+/// Kernel call-chain depth recorded with each begin, to find the caller.
+pub const STACK_DEPTH: u16 = 24;
+
+const PERF_RECORD_LOST: u32 = 2;
+const PERF_RECORD_SAMPLE: u32 = 9;
+const PERF_RECORD_LOST_SAMPLES: u32 = 13;
+
+/// What the drain thread collected.
+#[derive(Debug, Default)]
+pub struct Collected {
+    /// Decoded events, in per-CPU order.
+    pub events: Vec<LockEvent>,
+    /// Samples the kernel dropped.
+    pub lost: u64,
+    /// Samples over [`MAX_EVENTS`].
+    pub dropped: u64,
+}
+
+enum Start {
+    Go(Vec<Sampler>, u64, Layout),
+    Abort,
+}
+
+/// The drain thread, started before the counters are opened.
+#[derive(Debug)]
+pub struct Drain {
+    tid: i32,
+    stop: Arc<AtomicBool>,
+    tx: Option<mpsc::Sender<Start>>,
+    handle: Option<JoinHandle<Collected>>,
+}
+
+impl Drain {
+    /// Starts the (idle) drain thread and returns once its tid is known.
+    pub fn spawn(syms: Arc<Symbols>) -> Result<Drain> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = mpsc::channel::<Start>();
+        let (tid_tx, tid_rx) = mpsc::channel();
+        let stop2 = stop.clone();
+        let handle = std::thread::Builder::new()
+            .name("herd-perf-drain".into())
+            .spawn(move || {
+                let _ = tid_tx.send(sys::gettid());
+                match rx.recv() {
+                    Ok(Start::Go(samplers, sample_type, layout)) => {
+                        drain(samplers, sample_type, &layout, &syms, &stop2)
+                    }
+                    _ => Collected::default(),
+                }
+            })
+            .map_err(|e| anyhow!("cannot start the contention drain thread: {e}"))?;
+        let tid = tid_rx
+            .recv()
+            .map_err(|_| anyhow!("the contention drain thread died at start"))?;
+        Ok(Drain {
+            tid,
+            stop,
+            tx: Some(tx),
+            handle: Some(handle),
+        })
+    }
+
+    /// The drain thread's id (excluded from the counted threads).
+    pub fn tid(&self) -> i32 {
+        self.tid
+    }
+
+    fn start(&mut self, samplers: Vec<Sampler>, sample_type: u64, layout: Layout) {
+        if let Some(tx) = self.tx.take() {
+            let _ = tx.send(Start::Go(samplers, sample_type, layout));
+        }
+    }
+
+    /// Stops draining (after one last full pass) and returns what was read.
+    pub fn finish(mut self) -> Collected {
+        self.stop_and_join()
+    }
+
+    fn stop_and_join(&mut self) -> Collected {
+        if let Some(tx) = self.tx.take() {
+            let _ = tx.send(Start::Abort);
+        }
+        // Release pairs with the Acquire load in `drain`: everything the
+        // caller did before stopping (disabling the events) happens before
+        // the thread's final pass.
+        self.stop.store(true, Ordering::Release);
+        self.handle
+            .take()
+            .and_then(|h| h.join().ok())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Drain {
+    fn drop(&mut self) {
+        let _ = self.stop_and_join();
+    }
+}
+
+fn drain(
+    mut samplers: Vec<Sampler>,
+    sample_type: u64,
+    layout: &Layout,
+    syms: &Symbols,
+    stop: &AtomicBool,
+) -> Collected {
+    let mut c = Collected::default();
+    let mut pollfds: Vec<libc::pollfd> = samplers
+        .iter()
+        .map(|s| libc::pollfd {
+            fd: s.as_counter().as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    loop {
+        // Acquire pairs with the Release store in `Drain::stop_and_join`.
+        let last = stop.load(Ordering::Acquire);
+        for s in samplers.iter_mut() {
+            while let Some(rec) = s.next_record() {
+                match rec.ty() {
+                    PERF_RECORD_SAMPLE => {
+                        let body = rec.to_contiguous();
+                        let ev =
+                            super::contention::parse_sample(&body, sample_type, layout, |chain| {
+                                pick_caller(chain, syms)
+                            });
+                        if let Some(ev) = ev {
+                            if c.events.len() < MAX_EVENTS {
+                                c.events.push(ev);
+                            } else {
+                                c.dropped += 1;
+                            }
+                        }
+                    }
+                    PERF_RECORD_LOST => {
+                        let body = rec.to_contiguous();
+                        if let Some(n) = body.get(8..16) {
+                            c.lost += u64::from_ne_bytes(n.try_into().unwrap_or([0; 8]));
+                        }
+                    }
+                    PERF_RECORD_LOST_SAMPLES => {
+                        let body = rec.to_contiguous();
+                        if let Some(n) = body.get(0..8) {
+                            c.lost += u64::from_ne_bytes(n.try_into().unwrap_or([0; 8]));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        if last {
+            return c;
+        }
+        // SAFETY:
+        //   * `pollfds` is a live, exclusively borrowed array of
+        //     `pollfds.len()` initialised `pollfd`s.
+        //   * the fds belong to `samplers`, which outlive the call.
+        unsafe {
+            libc::poll(pollfds.as_mut_ptr(), pollfds.len() as libc::nfds_t, 10);
+        }
+    }
+}
+
+/// The sampling events of one session.
+#[derive(Debug)]
+pub struct ContentionSampler {
+    fds: Vec<RawFd>,
+    /// Events writing into another event's buffer; kept open here.
+    _redirected: Vec<Counter>,
+    drain: Drain,
+    /// Ring buffers opened (one per CPU).
+    pub rings: usize,
+}
+
+impl ContentionSampler {
+    /// Opens begin/end sampling on every CPU in `cpus` for `pids` (thread
+    /// ids, inherited; or `[-1]` for any task) and hands the buffers to
+    /// `drain`. On failure the drain thread is stopped and the reason given.
+    pub fn open(
+        kernel: &dyn Kernel,
+        mut drain: Drain,
+        layout: Layout,
+        cpus: &[usize],
+        pids: &[i32],
+        callchain: bool,
+    ) -> Result<ContentionSampler, Unavailable> {
+        let system = pids == [-1];
+        let mut sample_type = SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU | SAMPLE_RAW;
+        if callchain {
+            sample_type |= SAMPLE_CALLCHAIN;
+        }
+        let mut samplers = Vec::with_capacity(cpus.len());
+        let mut redirected = Vec::new();
+        let mut fds = Vec::new();
+        let explain = |e: &std::io::Error| {
+            sys::explain_open_error(
+                e,
+                EventKind::RawSample,
+                system,
+                kernel.paranoid(),
+                kernel.is_root(),
+            )
+        };
+        for &cpu in cpus {
+            let mut leader: Option<Sampler> = None;
+            for &pid in pids {
+                for id in [layout.begin_id, layout.end_id] {
+                    let mut b = Builder::new(Tracepoint::with_id(id));
+                    b.include_kernel()
+                        .exclude_user(false)
+                        .one_cpu(cpu)
+                        .sample_period(1)
+                        .wakeup_watermark(RING_BYTES / 4);
+                    b.attrs_mut().sample_type = sample_type;
+                    if callchain {
+                        b.exclude_callchain_user(true).sample_max_stack(STACK_DEPTH);
+                    }
+                    if system {
+                        b.any_pid();
+                    } else {
+                        b.observe_pid(pid).inherit(true);
+                    }
+                    let counter = kernel.open(&b).map_err(|e| explain(&e))?;
+                    fds.push(counter.as_raw_fd());
+                    match &leader {
+                        None => {
+                            let s = counter.sampled(RING_BYTES).map_err(|e| {
+                                Unavailable::fixable(
+                                    format!(
+                                        "cannot map a {} KiB ring buffer: {e}",
+                                        RING_BYTES >> 10
+                                    ),
+                                    "as root, or raise kernel.perf_event_mlock_kb",
+                                )
+                            })?;
+                            leader = Some(s);
+                        }
+                        Some(l) => {
+                            sys::set_output(counter.as_raw_fd(), l.as_counter().as_raw_fd())
+                                .map_err(|e| {
+                                    Unavailable::fixable(
+                                        format!("PERF_EVENT_IOC_SET_OUTPUT failed: {e}"),
+                                        "",
+                                    )
+                                })?;
+                            redirected.push(counter);
+                        }
+                    }
+                }
+            }
+            samplers.extend(leader);
+        }
+        let rings = samplers.len();
+        drain.start(samplers, sample_type, layout);
+        Ok(ContentionSampler {
+            fds,
+            _redirected: redirected,
+            drain,
+            rings,
+        })
+    }
+
+    /// Starts sampling.
+    pub fn enable(&self) -> std::io::Result<()> {
+        self.fds.iter().try_for_each(|&fd| sys::enable_fd(fd))
+    }
+
+    /// Stops sampling.
+    pub fn disable(&self) -> std::io::Result<()> {
+        self.fds.iter().try_for_each(|&fd| sys::disable_fd(fd))
+    }
+
+    /// Stops the drain thread and returns the samples.
+    pub fn finish(self) -> Collected {
+        self.drain.finish()
+    }
+}

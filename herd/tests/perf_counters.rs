@@ -1,0 +1,243 @@
+//! The perf counters against the real kernel: a small storm of threads must
+//! show up as futex calls, thread creations and exactly as many exits.
+//!
+//! Needs root (or perf_event_paranoid <= 1) and tracefs; otherwise every
+//! test prints `SKIPPED: <why>` (CI on this machine runs as root and
+//! mounts tracefs, so there they run).
+
+use std::sync::{Arc, Barrier, Condvar, Mutex};
+
+use herd::perf::sys::{Kernel, RealKernel};
+use herd::perf::{PerfArgs, Report, Scope, Session};
+
+fn skip_reason() -> Option<String> {
+    let k = RealKernel;
+    if k.tracefs().is_none() {
+        return Some("tracefs is not mounted (mount -t tracefs nodev /sys/kernel/tracing)".into());
+    }
+    if !k.is_root() && !matches!(k.paranoid(), Some(p) if p <= 1) {
+        return Some(format!(
+            "not root and kernel.perf_event_paranoid={:?} (needs <= 1)",
+            k.paranoid()
+        ));
+    }
+    None
+}
+
+/// `waves` waves of `per_wave` threads that meet at a barrier, hand a
+/// token around a mutex + condvar (futex wait/wake), then exit and are joined.
+fn futex_storm(waves: usize, per_wave: usize) -> u64 {
+    let mut exited = 0;
+    for _ in 0..waves {
+        let barrier = Arc::new(Barrier::new(per_wave));
+        let token = Arc::new((Mutex::new(0usize), Condvar::new()));
+        let handles: Vec<_> = (0..per_wave)
+            .map(|i| {
+                let (barrier, token) = (barrier.clone(), token.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    let (m, cv) = &*token;
+                    let mut turn = m.lock().unwrap();
+                    while *turn != i {
+                        turn = cv.wait(turn).unwrap();
+                    }
+                    *turn += 1;
+                    cv.notify_all();
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+            exited += 1;
+        }
+    }
+    exited
+}
+
+/// One test function for the whole binary: process-scope counters see
+/// every thread of the process, so no other test may run (or have its
+/// harness thread exit, or be spawned) while one measures.
+#[test]
+fn real_kernel_counters() {
+    if let Some(why) = skip_reason() {
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    eprintln!("-- process scope: futex, newtask, exits");
+    process_scope_counts_futex_newtask_and_every_exit();
+    eprintln!("-- system scope");
+    system_scope_counts_per_cpu_including_our_threads();
+    eprintln!("-- contention profile on mmap_lock");
+    contention_sampler_pairs_begin_and_end_on_mmap_lock();
+}
+
+/// Waits until the harness's main thread has no other test thread
+/// running (it may still be exiting), so only this test's threads count.
+fn quiesce() {
+    for _ in 0..500 {
+        if herd::perf::sys::own_threads().len() <= 2 {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("threads left over: {:?}", herd::perf::sys::own_threads());
+}
+
+fn measure(args: &PerfArgs, work: impl FnOnce() -> u64) -> (Report, u64) {
+    quiesce();
+    let mut s = Session::open(args, &[]).expect("open");
+    s.enable().unwrap();
+    let exits = work();
+    s.disable().unwrap();
+    (s.finish().unwrap(), exits)
+}
+
+fn process_scope_counts_futex_newtask_and_every_exit() {
+    let args = PerfArgs::default();
+    let (r, exits) = measure(&args, || futex_storm(4, 16));
+    eprintln!("{}", r.counter_table());
+    for n in r.notes() {
+        eprintln!("{n}");
+    }
+    assert_eq!(exits, 64);
+    assert_eq!(
+        r.value("task_exits"),
+        Some(exits as f64),
+        "one sched_process_exit per thread"
+    );
+    assert_eq!(
+        r.value("tasks_created"),
+        Some(exits as f64),
+        "one task_newtask per thread"
+    );
+    let futex = r
+        .metrics(exits)
+        .iter()
+        .find(|m| m.name == "futex_calls")
+        .map(|m| m.value);
+    assert!(futex.unwrap_or(0.0) > 0.0, "futex calls counted: {futex:?}");
+    assert!(r.value("context_switches").unwrap_or(0.0) > 0.0);
+    assert!(r.value("task_clock_ms").unwrap_or(0.0) > 0.0);
+    let per_exit = r
+        .metrics(exits)
+        .into_iter()
+        .find(|m| m.name == "futex_per_exit")
+        .unwrap();
+    assert!(per_exit.value > 0.0);
+    // Every required counter opened on this machine.
+    for c in &r.counters {
+        assert!(
+            c.optional || c.unavailable.is_none(),
+            "{} unavailable: {:?}",
+            c.event,
+            c.unavailable
+        );
+    }
+}
+
+/// Threads that map, touch and unmap memory in one address space: every
+/// mmap/munmap takes the process's mmap_lock for writing and page faults
+/// take it for reading, so they contend on it (an rwsem).
+fn mmap_storm(threads: usize, iters: usize) -> u64 {
+    let handles: Vec<_> = (0..threads)
+        .map(|_| {
+            std::thread::spawn(move || {
+                for _ in 0..iters {
+                    let len = 256 << 10;
+                    // SAFETY: an anonymous private mapping, not aliased; unmapped below.
+                    let p = unsafe {
+                        libc::mmap(
+                            std::ptr::null_mut(),
+                            len,
+                            libc::PROT_READ | libc::PROT_WRITE,
+                            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                            -1,
+                            0,
+                        )
+                    };
+                    assert_ne!(p, libc::MAP_FAILED);
+                    for off in (0..len).step_by(4096) {
+                        // SAFETY: `off < len`, inside the mapping we own.
+                        unsafe { (p as *mut u8).add(off).write_volatile(1) };
+                    }
+                    // SAFETY: `p`/`len` is exactly the mapping created above.
+                    unsafe { libc::munmap(p, len) };
+                }
+            })
+        })
+        .collect();
+    let n = handles.len() as u64;
+    for h in handles {
+        h.join().unwrap();
+    }
+    n
+}
+
+fn contention_sampler_pairs_begin_and_end_on_mmap_lock() {
+    let args = PerfArgs {
+        contention: true,
+        ..Default::default()
+    };
+    let (r, exits) = measure(&args, || mmap_storm(8, 400));
+    for n in r.notes() {
+        eprintln!("{n}");
+    }
+    let table = r.contention_table().expect("contention profile taken");
+    eprintln!("{table}");
+    let c = r.contention.as_ref().unwrap();
+    assert!(c.pairs > 0, "mmap/munmap storm must contend: {c:?}");
+    assert!(
+        c.by_lock.iter().any(|s| s.class.starts_with("rwsem")),
+        "mmap_lock is an rwsem"
+    );
+    // Every sample is accounted for: a begin is paired, nested into the
+    // same wait (mutex spin then sleep) or unfinished; an end is paired or unmatched.
+    assert!(c.pairs + c.unfinished <= c.begins);
+    assert_eq!(c.pairs + c.unmatched_ends, c.ends);
+    if c.rows_omitted == 0 {
+        assert_eq!(c.by_lock.iter().map(|s| s.contended).sum::<u64>(), c.pairs);
+        assert_eq!(
+            c.by_lock.iter().map(|s| s.total_ns).sum::<u64>(),
+            c.total_wait_ns
+        );
+    }
+    for s in &c.by_lock {
+        assert!(s.min_ns <= s.avg_ns() && s.avg_ns() <= s.max_ns, "{s:?}");
+    }
+    // With no sample lost, the sampled begins are exactly what the counter counted.
+    if c.lost == 0 && c.dropped == 0 {
+        assert_eq!(Some(c.begins as f64), r.value("lock_contentions"));
+    } else {
+        eprintln!(
+            "lost {} dropped {}: not comparing with the counter",
+            c.lost, c.dropped
+        );
+    }
+    assert_eq!(r.value("task_exits"), Some(exits as f64));
+    assert!(table.contains("contended") && table.contains("total wait") && table.contains("lost:"));
+}
+
+fn system_scope_counts_per_cpu_including_our_threads() {
+    let cpus = herd::perf::sys::online_cpus();
+    let args = PerfArgs {
+        perf_scope: Scope::System,
+        ..Default::default()
+    };
+    let mut s = Session::open(&args, &cpus).unwrap();
+    s.enable().unwrap();
+    let exits = futex_storm(2, 8);
+    s.disable().unwrap();
+    let r = s.finish().unwrap();
+    assert_eq!(r.cpus, cpus);
+    let exit = r
+        .counters
+        .iter()
+        .find(|c| c.metric == "task_exits")
+        .unwrap();
+    assert_eq!(exit.fds, cpus.len(), "one counter per CPU");
+    // Any task on these CPUs counts: at least ours.
+    assert!(exit.value.unwrap() >= exits as f64, "{exit:?}");
+    assert!(r.value("tasks_created").unwrap() >= exits as f64);
+    assert!(r.value("sys_futex").unwrap() > 0.0);
+    assert!(r.value("cpu_clock_ms").unwrap() > 0.0);
+}

@@ -1,0 +1,168 @@
+//! `herd storm` with its perf counters, end to end through the binary: the
+//! counters land in the JSON, table and CSV, exits match the threads that
+//! exited, `--contention` adds the profile, `--no-perf` opens nothing and
+//! `--require-perf` passes where every counter the machine has can be opened.
+//!
+//! The real-kernel parts need root (or perf_event_paranoid <= 1) and
+//! tracefs; otherwise they print `SKIPPED: <why>`.
+
+use assert_cmd::Command;
+use herd::perf::sys::{Kernel, RealKernel};
+use serde_json::Value;
+
+const SMALL: &[&str] = &["--waves", "20", "--per-wave", "20", "--sleep-ms", "5"];
+
+fn skip_reason() -> Option<String> {
+    let k = RealKernel;
+    if k.tracefs().is_none() {
+        return Some("tracefs is not mounted (mount -t tracefs nodev /sys/kernel/tracing)".into());
+    }
+    if !k.is_root() && !matches!(k.paranoid(), Some(p) if p <= 1) {
+        return Some(format!(
+            "not root and kernel.perf_event_paranoid={:?}",
+            k.paranoid()
+        ));
+    }
+    None
+}
+
+fn storm(args: &[&str]) -> (Value, String) {
+    let out = Command::cargo_bin("herd")
+        .unwrap()
+        .arg("storm")
+        .args(SMALL)
+        .args(args)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        out.status.success(),
+        "herd storm {args:?}: {}\n{stderr}",
+        out.status
+    );
+    (
+        serde_json::from_slice(&out.stdout).expect("valid JSON"),
+        stderr,
+    )
+}
+
+fn metric(r: &Value, name: &str) -> Option<f64> {
+    r["metrics"]
+        .as_array()?
+        .iter()
+        .find(|m| m["name"] == name)?["value"]
+        .as_f64()
+}
+
+#[test]
+fn storm_reports_counters_and_exits_match_threads() {
+    if let Some(why) = skip_reason() {
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    // --reap join (the default): every storm thread is joined before the
+    // window closes, so its kernel exit is inside it; the reaper thread
+    // (started before the counters) exits inside the window too.
+    let (r, stderr) = storm(&["--reap", "join", "--require-perf"]);
+    let exited = metric(&r, "threads_exited").unwrap();
+    assert_eq!(exited, 400.0);
+    assert_eq!(
+        metric(&r, "task_exits"),
+        Some(exited + 1.0),
+        "one sched_process_exit per storm thread, plus the reaper"
+    );
+    assert_eq!(
+        metric(&r, "tasks_created"),
+        Some(metric(&r, "threads_created").unwrap())
+    );
+    assert!(metric(&r, "futex_calls").unwrap() > 0.0);
+    assert!(metric(&r, "futex_per_exit").unwrap() > 0.0);
+    assert!(metric(&r, "context_switches_per_exit").is_some());
+    let counters = r["perf"]["counters"].as_array().expect("perf.counters");
+    let futex = counters
+        .iter()
+        .find(|c| c["event"] == "syscalls:sys_enter_futex")
+        .unwrap();
+    assert!(futex["time_enabled_ns"].as_u64().unwrap() > 0);
+    assert!(futex["time_running_ns"].as_u64().unwrap() > 0);
+    // Hardware counters in this VM: reported with a reason, not as 0.
+    for c in counters.iter().filter(|c| c["raw"].is_null()) {
+        assert!(c["unavailable"]["reason"].is_string(), "{c}");
+        assert!(metric(&r, c["metric"].as_str().unwrap()).is_none());
+        assert!(
+            stderr.contains(c["event"].as_str().unwrap()),
+            "note printed: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn storm_contention_profile_and_text_and_csv_output() {
+    if let Some(why) = skip_reason() {
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    let (r, _) = storm(&["--contention"]);
+    let c = &r["perf"]["contention"];
+    assert!(c.is_object(), "contention profile in JSON: {}", r["perf"]);
+    assert_eq!(
+        c["pairs"].as_u64(),
+        metric(&r, "lock_waits").map(|v| v as u64)
+    );
+    assert!(c["lost"].is_u64() && c["unfinished"].is_u64());
+
+    let out = Command::cargo_bin("herd")
+        .unwrap()
+        .arg("storm")
+        .args(SMALL)
+        .arg("--contention")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let table_at = text.find("futex_calls").expect("counters in the table");
+    let profile_at = text
+        .find("kernel lock contention")
+        .expect("profile printed");
+    assert!(profile_at > table_at, "profile after the table:\n{text}");
+    assert!(text.contains("lost:"), "{text}");
+
+    let out = Command::cargo_bin("herd")
+        .unwrap()
+        .arg("storm")
+        .args(SMALL)
+        .arg("--csv")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let csv = String::from_utf8_lossy(&out.stdout);
+    for name in [
+        "futex_calls",
+        "futex_per_exit",
+        "task_exits",
+        "contentions_per_exit",
+    ] {
+        assert!(csv.contains(name), "{name} in CSV:\n{csv}");
+    }
+}
+
+#[test]
+fn no_perf_opens_nothing() {
+    let (r, stderr) = storm(&["--no-perf"]);
+    assert_eq!(r["perf"]["enabled"], Value::Bool(false));
+    assert!(metric(&r, "futex_calls").is_none());
+    assert!(!stderr.contains("perf:"), "{stderr}");
+}
+
+#[test]
+fn no_perf_conflicts_with_contention_and_require_perf() {
+    for extra in ["--contention", "--require-perf"] {
+        let out = Command::cargo_bin("herd")
+            .unwrap()
+            .args(["storm", "--no-perf", extra])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{extra}");
+    }
+}

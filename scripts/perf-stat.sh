@@ -1,0 +1,240 @@
+#!/usr/bin/env bash
+# perf-stat.sh: run a herd command (or any command) under `perf stat` with
+# herd's own event set, and print a summary with per-exit figures.
+#
+# The event set is the one herd opens itself (herd/src/perf/events.rs; a
+# unit test checks that every event there appears in this file):
+#   syscalls:sys_enter_futex, and where the kernel has them (6.7+)
+#   syscalls:sys_enter_futex_wait syscalls:sys_enter_futex_wake
+#   syscalls:sys_enter_futex_waitv syscalls:sys_enter_futex_requeue
+#   lock:contention_begin  sched:sched_process_exit  task:task_newtask
+#   context-switches  cpu-migrations  page-faults  task-clock (cpu-clock with -a)
+#   cycles  instructions  (hardware: "<not supported>" in a VM without a PMU)
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+HERD_SUBCOMMANDS=" storm env compare diff sweep unregister gp membarrier agent "
+
+usage() {
+    cat <<'EOF'
+Usage: scripts/perf-stat.sh [options] [--] <herd subcommand | command> [args...]
+
+Runs the command under `perf stat` with herd's event set (futex syscalls,
+lock:contention_begin, thread exits and creations, context switches,
+migrations, page faults, task-clock, cycles, instructions) and prints a
+summary: each count, its share of time counted (multiplexing) and the count
+per thread exit. A first word that is a herd subcommand (storm, compare, ...)
+runs herd itself (target/release/herd, built if needed; or $HERD).
+
+Options:
+  -a, --system        count on every CPU (perf stat -a), like --perf-scope system
+  -r, --repeat N      run N times, perf stat reports mean and variation
+  -o, --output DIR    where to write files (default: perf-out/)
+      --record        also `perf record -g` the command and write
+                      DIR/perf.data, DIR/stacks.folded and DIR/flamegraph.svg
+                      (inferno-collapse-perf + inferno-flamegraph; installed
+                      with `cargo install inferno` when missing)
+  -F, --freq HZ       sampling frequency for --record (default 999)
+      --cross-check   run `herd storm --json [args]` under perf stat and check
+                      herd's own counts against perf's (see below)
+      --tolerance PCT allowed difference for --cross-check (default 5)
+  -h, --help          this text
+
+Cross-check: herd counts only the storm's measured phase, perf stat the
+whole process (start-up, pre-flight, shutdown), so herd's count must not
+exceed perf's and must be within PCT percent of it, plus a slack of 64
+events for the fixed start-up and shutdown work (a few threads, a few dozen
+futex calls). Checked: all futex syscalls, thread exits, thread creations.
+Use a storm big enough for the phase to dominate (the default is).
+Exit status: 0 agree, 1 disagree or failure, 2 usage error.
+
+Examples:
+  scripts/perf-stat.sh storm --cleanup exitq
+  scripts/perf-stat.sh -a -r 5 storm
+  scripts/perf-stat.sh --record -o /tmp/fg storm
+  scripts/perf-stat.sh -- ./my-benchmark --threads 64
+  scripts/perf-stat.sh --cross-check -- --cleanup locked
+EOF
+}
+
+die() { echo "perf-stat.sh: $*" >&2; exit 1; }
+usage_err() { echo "perf-stat.sh: $*" >&2; echo "Try 'scripts/perf-stat.sh --help'." >&2; exit 2; }
+
+system=0 repeat=1 outdir="perf-out" record=0 freq=999 cross=0 tolerance=5
+while [ $# -gt 0 ]; do
+    case "$1" in
+        -h|--help) usage; exit 0 ;;
+        -a|--system) system=1 ;;
+        -r|--repeat) [ $# -ge 2 ] || usage_err "$1 needs a value"; repeat="$2"; shift ;;
+        -o|--output) [ $# -ge 2 ] || usage_err "$1 needs a value"; outdir="$2"; shift ;;
+        --record) record=1 ;;
+        -F|--freq) [ $# -ge 2 ] || usage_err "$1 needs a value"; freq="$2"; shift ;;
+        --cross-check) cross=1 ;;
+        --tolerance) [ $# -ge 2 ] || usage_err "$1 needs a value"; tolerance="$2"; shift ;;
+        --) shift; break ;;
+        -*) usage_err "unknown option $1" ;;
+        *) break ;;
+    esac
+    shift
+done
+[[ "$repeat" =~ ^[1-9][0-9]*$ ]] || usage_err "--repeat must be a positive integer, not '$repeat'"
+[[ "$freq" =~ ^[1-9][0-9]*$ ]] || usage_err "--freq must be a positive integer, not '$freq'"
+[[ "$tolerance" =~ ^[0-9]+([.][0-9]+)?$ ]] || usage_err "--tolerance must be a number (percent), not '$tolerance'"
+if [ "$cross" = 0 ] && [ $# -eq 0 ]; then usage_err "no command given"; fi
+
+# --- perf present and permitted? -----------------------------------------
+command -v perf >/dev/null 2>&1 || die "perf is not installed.
+  Debian/Ubuntu: apt-get install linux-perf   (Ubuntu: linux-tools-\$(uname -r))
+  Fedora/RHEL:   dnf install perf"
+paranoid="$(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null || echo '?')"
+tracefs=""
+for d in /sys/kernel/tracing /sys/kernel/debug/tracing; do
+    if [ -d "$d/events" ]; then tracefs="$d"; break; fi
+done
+
+probe_err="$(perf stat -x, -e task-clock -- true 2>&1 >/dev/null)" || {
+    if grep -qiE "not supported|No such file|unknown" <<<"$probe_err"; then
+        die "perf does not run on this kernel:
+$probe_err"
+    fi
+    die "perf is not permitted here (kernel.perf_event_paranoid=$paranoid):
+$(sed 's/^/  | /' <<<"$probe_err")
+  fix: run as root, or: sudo sysctl kernel.perf_event_paranoid=-1"
+}
+[ -n "$tracefs" ] || die "tracefs is not mounted: tracepoints (futex, exits, lock contention) cannot be counted.
+  fix (as root): mount -t tracefs nodev /sys/kernel/tracing"
+
+# --- the event set -----------------------------------------------------
+events=(syscalls:sys_enter_futex)
+for ev in sys_enter_futex_wait sys_enter_futex_wake sys_enter_futex_waitv sys_enter_futex_requeue; do
+    [ -e "$tracefs/events/syscalls/$ev/id" ] && events+=("syscalls:$ev")
+done
+events+=(lock:contention_begin sched:sched_process_exit task:task_newtask
+         context-switches cpu-migrations page-faults)
+if [ "$system" = 1 ]; then events+=(cpu-clock); else events+=(task-clock); fi
+events+=(cycles instructions)
+for ev in lock:contention_begin sched:sched_process_exit task:task_newtask; do
+    [ -e "$tracefs/events/${ev%%:*}/${ev#*:}/id" ] || die "tracepoint $ev is missing from $tracefs/events (kernel without CONFIG_LOCK_EVENTS/ftrace?)"
+done
+evlist="$(IFS=,; echo "${events[*]}")"
+
+# --- the command -------------------------------------------------------
+herd_bin() {
+    if [ -n "${HERD:-}" ]; then echo "$HERD"; return; fi
+    (cd "$ROOT" && cargo build --release -q -p herd) >&2 || die "cannot build herd (cargo build --release -p herd)"
+    echo "$ROOT/target/release/herd"
+}
+if [ "$cross" = 1 ]; then
+    cmd=("$(herd_bin)" storm --json "$@")
+elif [[ "$HERD_SUBCOMMANDS" == *" $1 "* ]]; then
+    cmd=("$(herd_bin)" "$@")
+else
+    cmd=("$@")
+fi
+mkdir -p "$outdir"
+statfile="$outdir/perf-stat.csv"
+stat_args=(-x, --no-big-num -e "$evlist" -o "$statfile")
+[ "$system" = 1 ] && stat_args+=(-a)
+[ "$repeat" -gt 1 ] && stat_args+=(-r "$repeat")
+
+echo "perf-stat.sh: perf stat ${stat_args[*]} -- ${cmd[*]}" >&2
+rc=0
+if [ "$cross" = 1 ]; then
+    perf stat "${stat_args[@]}" -- "${cmd[@]}" >"$outdir/herd.json" || rc=$?
+else
+    perf stat "${stat_args[@]}" -- "${cmd[@]}" || rc=$?
+fi
+[ -s "$statfile" ] || die "perf stat wrote nothing (exit $rc)"
+
+# --- summary -------------------------------------------------------------
+# perf stat -x, lines: value,unit,event,run_time,pct_running,metric,metric_unit
+summary() {
+    awk -F, -v repeat="$repeat" '
+        /^#/ || NF < 3 { next }
+        { val[$3] = $1; unit[$3] = $2; pct[$3] = $5; order[n++] = $3 }
+        END {
+            exits = val["sched:sched_process_exit"] + 0
+            printf "\n%-34s %16s %-5s %8s %14s\n", "event", "count", "", "running", "per exit"
+            for (i = 0; i < n; i++) {
+                e = order[i]; v = val[e]
+                if (v ~ /^</) { printf "%-34s %16s\n", e, v; continue }
+                per = (exits > 0) ? sprintf("%14.2f", v / exits) : sprintf("%14s", "-")
+                printf "%-34s %16s %-5s %7s%% %s\n", e, v, unit[e], pct[e], per
+                if (e ~ /futex/) futex += v
+            }
+            printf "%-34s %16d %-5s %8s", "futex syscalls (all)", futex, "", ""
+            if (exits > 0) printf " %14.2f", futex / exits
+            printf "\n"
+            if (repeat > 1) printf "(means over %d runs)\n", repeat
+        }' "$statfile"
+}
+summary
+
+# --- record: call graphs, folded stacks, flame graph ------------------------
+if [ "$record" = 1 ]; then
+    if ! command -v inferno-collapse-perf >/dev/null 2>&1 || ! command -v inferno-flamegraph >/dev/null 2>&1; then
+        export PATH="$HOME/.cargo/bin:$PATH"
+    fi
+    if ! command -v inferno-flamegraph >/dev/null 2>&1; then
+        command -v cargo >/dev/null 2>&1 || die "--record needs inferno (inferno-collapse-perf, inferno-flamegraph): install Rust and run: cargo install inferno"
+        echo "perf-stat.sh: installing inferno (cargo install inferno --locked), once" >&2
+        cargo install inferno --locked >&2 || die "cargo install inferno failed"
+    fi
+    rec_args=(-g -F "$freq" -o "$outdir/perf.data")
+    [ "$system" = 1 ] && rec_args+=(-a)
+    echo "perf-stat.sh: perf record ${rec_args[*]} -- ${cmd[*]}" >&2
+    perf record "${rec_args[@]}" -- "${cmd[@]}" >/dev/null || die "perf record failed"
+    perf script -i "$outdir/perf.data" 2>/dev/null | inferno-collapse-perf >"$outdir/stacks.folded" \
+        || die "collapsing stacks failed"
+    [ -s "$outdir/stacks.folded" ] || die "no samples recorded (command too short? raise --freq)"
+    inferno-flamegraph --title "perf record -g: ${cmd[*]##*/}" <"$outdir/stacks.folded" >"$outdir/flamegraph.svg" \
+        || die "inferno-flamegraph failed"
+    echo "perf-stat.sh: wrote $outdir/perf.data, $outdir/stacks.folded ($(wc -l <"$outdir/stacks.folded") stacks), $outdir/flamegraph.svg" >&2
+fi
+
+# --- cross-check ---------------------------------------------------------
+if [ "$cross" = 1 ]; then
+    [ "$rc" = 0 ] || die "herd storm failed under perf stat (exit $rc); see $outdir/herd.json"
+    command -v python3 >/dev/null 2>&1 || die "--cross-check needs python3 to read herd's JSON"
+    python3 - "$outdir/herd.json" "$statfile" "$tolerance" <<'PY'
+import csv, json, sys
+herd_json, stat_csv, tol = sys.argv[1], sys.argv[2], float(sys.argv[3])
+SLACK = 64
+doc = json.load(open(herd_json))
+runs = doc.get("runs", [doc])
+perf = runs[0].get("perf") or {}
+ours = {c["event"]: c.get("raw") for c in perf.get("counters", [])}
+if not ours:
+    sys.exit("cross-check: herd's JSON has no perf counters (run without --no-perf)")
+theirs = {}
+for row in csv.reader(l for l in open(stat_csv) if l.strip() and not l.startswith("#")):
+    if len(row) >= 3:
+        try:
+            theirs[row[2]] = float(row[0])
+        except ValueError:
+            pass
+def total(d, pred):
+    vals = [v for k, v in d.items() if pred(k) and v is not None]
+    return sum(vals) if vals else None
+checks = [
+    ("futex syscalls (all)", lambda k: k.startswith("syscalls:sys_enter_futex")),
+    ("sched:sched_process_exit", lambda k: k == "sched:sched_process_exit"),
+    ("task:task_newtask", lambda k: k == "task:task_newtask"),
+]
+bad = 0
+print(f"\ncross-check: herd (measured phase) vs perf stat (whole process), tolerance {tol:g}% + {SLACK}")
+print(f"{'counter':<28} {'herd':>12} {'perf stat':>12} {'diff':>8}  verdict")
+for name, pred in checks:
+    h, p = total(ours, pred), total(theirs, pred)
+    if h is None or p is None:
+        print(f"{name:<28} {'-' if h is None else int(h):>12} {'-' if p is None else int(p):>12}          MISSING")
+        bad += 1
+        continue
+    diff = (p - h) / p * 100 if p else 0.0
+    ok = h <= p and (p - h) <= p * tol / 100 + SLACK
+    bad += not ok
+    print(f"{name:<28} {int(h):>12} {int(p):>12} {diff:>7.2f}%  {'ok' if ok else 'DISAGREE'}")
+sys.exit(1 if bad else 0)
+PY
+fi
+exit "$rc"
