@@ -414,6 +414,7 @@ impl Builder {
             workers: CachePadded::new(AtomicUsize::new(0)),
             threads: AtomicUsize::new(0),
             spinning: CachePadded::new(AtomicUsize::new(0)),
+            waking: CachePadded::new(AtomicUsize::new(0)),
             retire_tokens: AtomicUsize::new(self.retire_batch),
             spawned: AtomicU64::new(0),
             spawn_failures: AtomicU64::new(0),
@@ -497,6 +498,13 @@ pub(crate) struct Inner {
     threads: AtomicUsize,
     /// Workers polling the queue before they park (see `spin_for_job`).
     spinning: CachePadded<AtomicUsize>,
+    /// Workers notified (or just spawned) that have not yet looked at the
+    /// queue. While one is on its way, submits wake nobody else: it takes
+    /// the job, and wakes the next worker itself if more are queued. This
+    /// ramps parallelism up one wake-up at a time (paced by how fast the
+    /// woken threads get a CPU) instead of waking every idle worker at the
+    /// start of a burst.
+    waking: CachePadded<AtomicUsize>,
     /// Retirement tokens (see `Builder::retire_batch`).
     retire_tokens: AtomicUsize,
     spawned: AtomicU64,
@@ -550,12 +558,33 @@ impl Inner {
         // (decrement `spinning`, then the same idle path): either it sees
         // our job, or we see it spinning / idle.
         fence(Ordering::SeqCst);
-        if self.spinning.load(Ordering::SeqCst) > 0 {
-            // A worker is polling the queue right now and takes the job
-            // without any syscall; it wakes help if more work piles up.
+        if self.spinning.load(Ordering::SeqCst) > 0 || self.waking.load(Ordering::SeqCst) > 0 {
+            // A worker is polling the queue right now, or is on its way to
+            // it (`waking`): it takes the job without a syscall of ours and
+            // wakes help if more work piles up (`found_work`).
             return;
         }
         self.wake_or_grow();
+    }
+
+    /// A worker that was notified or spawned starts looking at the queue.
+    fn arrived(&self) {
+        // SeqCst: Dekker with `push_and_wake` (push, fence, read `waking`):
+        // a submitter that saw us on our way skipped its wake-up, and our
+        // queue pops after this see its job.
+        self.waking.fetch_sub(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+    }
+
+    /// After a woken worker's first job: if more jobs are queued and nobody
+    /// else is on the way, wake (or start) the next worker.
+    fn found_work(self: &Arc<Self>) {
+        if !self.queue.is_empty()
+            && self.spinning.load(Ordering::SeqCst) == 0
+            && self.waking.load(Ordering::SeqCst) == 0
+        {
+            self.wake_or_grow();
+        }
     }
 
     /// Wakes an idle worker, else starts one if below max.
@@ -633,6 +662,9 @@ impl Inner {
         loop {
             match s {
                 IDLE => {
+                    // Counted before the CAS so the worker's `arrived`
+                    // cannot run first; undone if the CAS fails.
+                    self.waking.fetch_add(1, Ordering::SeqCst);
                     // SeqCst: ordered after the job push (fence in `submit`);
                     // the worker's Acquire load after waking sees the job.
                     match slot.state.compare_exchange(
@@ -645,7 +677,10 @@ impl Inner {
                             idle::futex_wake(&slot.state);
                             return true;
                         }
-                        Err(now) => s = now,
+                        Err(now) => {
+                            self.waking.fetch_sub(1, Ordering::SeqCst);
+                            s = now;
+                        }
                     }
                 }
                 RETIRED => {
@@ -750,9 +785,12 @@ impl Inner {
         }
         let me = Arc::clone(self);
         self.threads.fetch_add(1, Ordering::Relaxed);
+        // The new worker is on its way to the queue (see `waking`).
+        self.waking.fetch_add(1, Ordering::SeqCst);
         match b.spawn(move || worker_main(me, slot)) {
             Ok(_detached) => Ok(()),
             Err(e) => {
+                self.waking.fetch_sub(1, Ordering::SeqCst);
                 self.threads.fetch_sub(1, Ordering::Relaxed);
                 Err(e)
             }
@@ -799,12 +837,15 @@ impl Inner {
 
     fn notify_slot_for_shutdown(&self, i: u32) {
         let slot = self.slots.get(i);
+        self.waking.fetch_add(1, Ordering::SeqCst);
         if slot
             .state
             .compare_exchange(IDLE, NOTIFIED, Ordering::SeqCst, Ordering::SeqCst)
             .is_ok()
         {
             idle::futex_wake(&slot.state);
+        } else {
+            self.waking.fetch_sub(1, Ordering::SeqCst);
         }
     }
 
@@ -955,17 +996,30 @@ fn next_rand(state: &mut u64) -> u64 {
 
 /// What a worker does after its idle wait.
 enum AfterIdle {
+    /// Found work itself (its re-check, or an un-retire).
     Work,
+    /// Was notified: counted in `waking` until it looks at the queue.
+    Woken,
+    /// Leaves.
     Retire,
 }
 
 fn worker_main(inner: Arc<Inner>, slot_idx: u32) {
     let record = exit_hook::register(&inner, slot_idx);
     let slot = inner.slots.get(slot_idx);
+    inner.arrived();
+    let mut woken = true;
     let mut rng = (u64::from(slot_idx) + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)
         ^ inner.epoch.elapsed().as_nanos() as u64
         | 1;
     loop {
+        if woken {
+            woken = false;
+            if let Some(job) = inner.queue.pop() {
+                inner.found_work();
+                run_job(slot, job);
+            }
+        }
         while let Some(job) = inner.queue.pop() {
             run_job(slot, job);
         }
@@ -986,6 +1040,10 @@ fn worker_main(inner: Arc<Inner>, slot_idx: u32) {
         }
         match idle_wait(&inner, slot_idx, &mut rng) {
             AfterIdle::Work => continue,
+            AfterIdle::Woken => {
+                inner.arrived();
+                woken = true;
+            }
             AfterIdle::Retire => {
                 record.set(RetireReason::Idle, inner.epoch.elapsed());
                 break;
@@ -1007,8 +1065,8 @@ fn run_job(slot: &idle::Slot, job: Job) {
 /// keep-alive expiring.
 fn idle_wait(inner: &Inner, i: u32, rng: &mut u64) -> AfterIdle {
     let slot = inner.slots.get(i);
-    if !go_idle(inner, i) {
-        return AfterIdle::Work;
+    if let Some(after) = go_idle(inner, i) {
+        return after;
     }
     let mut deadline = Instant::now() + inner.keep_alive(rng);
     loop {
@@ -1020,7 +1078,7 @@ fn idle_wait(inner: &Inner, i: u32, rng: &mut u64) -> AfterIdle {
         // Acquire pairs with the SeqCst CAS to NOTIFIED (`notify_slot`).
         if slot.state.load(Ordering::Acquire) == NOTIFIED {
             slot.state.store(RUNNING, Ordering::Relaxed);
-            return AfterIdle::Work;
+            return AfterIdle::Woken;
         }
         if Instant::now() < deadline {
             continue; // spurious wake-up or signal
@@ -1032,7 +1090,7 @@ fn idle_wait(inner: &Inner, i: u32, rng: &mut u64) -> AfterIdle {
             .is_err()
         {
             slot.state.store(RUNNING, Ordering::Relaxed); // was NOTIFIED
-            return AfterIdle::Work;
+            return AfterIdle::Woken;
         }
         if inner.try_retire() {
             // Dekker with `submit` (push, fence, read `workers` in
@@ -1053,8 +1111,8 @@ fn idle_wait(inner: &Inner, i: u32, rng: &mut u64) -> AfterIdle {
         }
         // Denied (no token, or at min_workers): idle again, retry later.
         slot.state.store(RUNNING, Ordering::Relaxed);
-        if !go_idle(inner, i) {
-            return AfterIdle::Work;
+        if let Some(after) = go_idle(inner, i) {
+            return after;
         }
         let at_min = inner.workers.load(Ordering::Relaxed) <= inner.cfg.min_workers;
         deadline = if at_min {
@@ -1069,9 +1127,10 @@ fn idle_wait(inner: &Inner, i: u32, rng: &mut u64) -> AfterIdle {
     }
 }
 
-/// RUNNING -> IDLE, onto the idle stack, then re-check for work. Returns
-/// false (state back to RUNNING) if work or shutdown was found.
-fn go_idle(inner: &Inner, i: u32) -> bool {
+/// RUNNING -> IDLE, onto the idle stack, then re-check for work. `None`:
+/// the worker is idle and may park. `Some`: work or shutdown was found and
+/// the worker is RUNNING again (`Woken` if a notification came meanwhile).
+fn go_idle(inner: &Inner, i: u32) -> Option<AfterIdle> {
     let slot = inner.slots.get(i);
     // SeqCst store and swap: Dekker with `pop_idle` (clear `in_idle`, read
     // state) so an idle worker is always in the stack or being notified.
@@ -1083,14 +1142,20 @@ fn go_idle(inner: &Inner, i: u32) -> bool {
     // `begin_shutdown` (set bit, then notify every IDLE slot).
     fence(Ordering::SeqCst);
     if inner.queue.is_empty() && !inner.is_shutdown() {
-        return true;
+        return None;
     }
-    // Work arrived: take ourselves back (or accept a notification).
-    let _ = slot
+    // Work arrived: take ourselves back, or accept a notification.
+    match slot
         .state
-        .compare_exchange(IDLE, RUNNING, Ordering::SeqCst, Ordering::SeqCst);
-    slot.state.store(RUNNING, Ordering::Relaxed);
-    false
+        .compare_exchange(IDLE, RUNNING, Ordering::SeqCst, Ordering::SeqCst)
+    {
+        Ok(_) => Some(AfterIdle::Work),
+        Err(_) => {
+            // NOTIFIED: only we leave it.
+            slot.state.store(RUNNING, Ordering::Relaxed);
+            Some(AfterIdle::Woken)
+        }
+    }
 }
 
 /// An elastic thread pool; see the [module docs](self).

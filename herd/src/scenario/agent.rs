@@ -97,6 +97,11 @@ pub struct Args {
     /// exitq-pool: at most this many retirements per grace period.
     #[arg(long, default_value_t = 2)]
     pub retire_batch: usize,
+    /// exitq-pool: how often (ms) the exitq reclaimer looks for exited workers
+    /// to clean up; paces retirement together with --retire-batch (default:
+    /// exitq's default, 10 ms).
+    #[arg(long)]
+    pub exit_poll_ms: Option<u64>,
     /// exitq-pool: microseconds a worker polls the queue before parking (0: never).
     #[arg(long, default_value_t = 50)]
     pub spin_us: u64,
@@ -135,6 +140,8 @@ pub struct Config {
     pub retire_batch: usize,
     /// See [`Args::spin_us`].
     pub spin_us: u64,
+    /// See [`Args::exit_poll_ms`].
+    pub exit_poll_ms: Option<u64>,
 }
 
 impl Args {
@@ -172,6 +179,11 @@ impl Args {
                 return Err(usage("--jitter-ms", "must be at most 3600000"));
             }
         }
+        if let Some(p) = self.exit_poll_ms {
+            if p == 0 || p > 60_000 {
+                return Err(usage("--exit-poll-ms", "must be between 1 and 60000"));
+            }
+        }
         if self.spin_us > 1_000_000 {
             return Err(usage("--spin-us", "must be at most 1000000"));
         }
@@ -191,6 +203,7 @@ impl Args {
             jitter_ms: self.jitter_ms.unwrap_or(self.keep_alive_ms / 2),
             retire_batch: self.retire_batch,
             spin_us: self.spin_us,
+            exit_poll_ms: self.exit_poll_ms,
         })
     }
 
@@ -212,6 +225,9 @@ impl Args {
         ];
         if let Some(j) = self.jitter_ms {
             v.push(format!("--jitter-ms={j}"));
+        }
+        if let Some(p) = self.exit_poll_ms {
+            v.push(format!("--exit-poll-ms={p}"));
         }
         let p = &self.perf;
         if p.perf_scope != perf::Scope::Process {
@@ -370,7 +386,16 @@ fn measure(args: &Args, cfg: &Config) -> Result<RunResult> {
         Mode::ExitqPool => {
             let exits = Arc::new(Mutex::new(Vec::new()));
             let e2 = exits.clone();
-            let pool = exitq::pool::Pool::builder()
+            let mut builder = exitq::pool::Pool::builder();
+            if let Some(p) = cfg.exit_poll_ms {
+                let domain = exitq::Domain::builder()
+                    .thread_name("agent-reclaim")
+                    .exit_poll(Some(Duration::from_millis(p)))
+                    .try_build()
+                    .context("cannot build the exitq domain")?;
+                builder = builder.domain(domain);
+            }
+            let pool = builder
                 .min_workers(cfg.min_workers)
                 .max_workers(cfg.max_workers)
                 .keep_alive(Duration::from_millis(cfg.keep_alive_ms))
