@@ -2,9 +2,11 @@
 # Reproduce the README's grace-period figures (herd unregister, gp, membarrier)
 # and print the medians and ratios quoted there.
 #
-# Usage: scripts/gp-figures.sh [--runs N] [--duration D] [--priority] [--out DIR]
+# Usage: scripts/gp-figures.sh [--runs N] [--duration D] [--gp-duration D]
+#                              [--priority] [--out DIR]
 #   --runs N       repetitions per configuration, interleaved (default 5)
 #   --duration D   length of each unregister/membarrier run (default 1s)
+#   --gp-duration D  length of each herd gp cell (default 500ms)
 #   --priority     run herd in its own session at autogroup nice -20 (root):
 #                  on a machine shared with other work, keeps the benchmark
 #                  from being time-sliced against other sessions
@@ -13,14 +15,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-runs=5 duration=1s priority=0 out=""
+runs=5 duration=1s gp_duration=500ms priority=0 out=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --runs) runs=$2; shift 2 ;;
         --duration) duration=$2; shift 2 ;;
+        --gp-duration) gp_duration=$2; shift 2 ;;
         --priority) priority=1; shift ;;
         --out) out=$2; shift 2 ;;
-        -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -59,7 +62,7 @@ done
 p=$(median "$out/unregister.json" ns_per_op 0)
 e=$(median "$out/unregister.json" ns_per_op 1)
 d=$(median "$out/unregister.json" ns_per_op 2)
-echo "per-op / deferred = $(jq -n "$p / $d | floor")x; per-op / expedited = $(jq -n "$p / $e * 10 | floor / 10")x"
+echo "per-op / deferred = $(jq -n "$p / $d | floor")x; per-op / expedited = $(jq -n "$p / $e * 100 | round / 100")x"
 
 echo
 # median of every metric of a RunSet ($1), as "name<TAB>median" lines
@@ -85,14 +88,19 @@ gp_table() { # $1: saved RunSet, $2: loads, $3: delays
 }
 
 echo "== gp: first-check delay x load, 1us read sections (medians of $runs runs)"
-run "$herd" gp --no-perf --delay 0,10us,100us,1ms,expedited --load idle,busy --duration 500ms \
+run "$herd" gp --no-perf --delay 0,10us,100us,1ms,expedited --load idle,busy --duration "$gp_duration" \
     -r "$runs" --json > "$out/gp.json"
 gp_table "$out/gp.json" "idle busy" "0 10us 100us 1ms expedited"
 echo
 echo "== gp: the same with 200us read sections"
-run "$herd" gp --no-perf --delay 0,10us,100us --load idle,busy --section 200us --duration 500ms \
+run "$herd" gp --no-perf --delay 0,10us,100us --load idle,busy --section 200us --duration "$gp_duration" \
     -r "$runs" --json > "$out/gp-200us.json"
 gp_table "$out/gp-200us.json" "idle busy" "0 10us 100us"
+echo
+echo "== gp: 8 updaters share grace periods (idle)"
+run "$herd" gp --no-perf --updaters 8 --delay 0,10us,100us,1ms --load idle --duration "$gp_duration" \
+    -r "$runs" --json > "$out/gp-8.json"
+gp_table "$out/gp-8.json" "idle" "0 10us 100us 1ms"
 
 echo
 echo "== membarrier: idle vs one busy reader ($runs interleaved runs)"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Compare herd's pthread backend with the plain C micro (benches/c/storm_micro.c)
 # on the same settings, interleaved C herd C herd ..., and report the process
-# wall times, their medians and the ratio herd/C (target: within 5%).
+# wall times, their medians, the ratio of the medians and the median of the
+# per-round (paired) ratios, which is robust to load drifting between rounds
+# (target: herd within 5% of C).
 #
 # Usage: scripts/micro-vs-herd.sh [--rounds N] [--waves N] [--per-wave N]
 #            [--slots N] [--lag N] [--spin N] [--sleep-ms N]
@@ -23,7 +25,7 @@ while [ $# -gt 0 ]; do
         --lag) lag=$2; shift 2 ;;
         --spin) spin=$2; shift 2 ;;
         --sleep-ms) sleep_ms=$2; shift 2 ;;
-        -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -44,7 +46,7 @@ for r in $(seq 1 "$rounds"); do
         --waves "$waves" --per-wave "$per_wave" --slots "$slots" --lag "$lag" \
         --spin "$spin" --sleep-ms "$sleep_ms" 2>/dev/null)
     t2=$(now)
-    cw=$(echo "$t1 - $t0" | bc -l) hw=$(echo "$t2 - $t1" | bc -l)
+    cw=$(awk "BEGIN{print $t1 - $t0}") hw=$(awk "BEGIN{print $t2 - $t1}")
     c_walls+=("$cw") h_walls+=("$hw")
     h_created=$(echo "$h_json" | python3 -c 'import json,sys; r=json.load(sys.stdin); m={x["name"]:x["value"] for x in r["metrics"]}; print(int(m["threads_created"]), int(m["threads_failed"]))')
     printf 'round %d: C %.3f s (%s) | herd %.3f s (created/failed %s)\n' "$r" "$cw" "$c_out" "$hw" "$h_created"
@@ -56,5 +58,6 @@ h = [float(x) for x in sys.argv[2].split()]
 mc, mh = statistics.median(c), statistics.median(h)
 ratios = [b / a for a, b in zip(c, h)]
 print(f"median wall: C {mc:.3f} s, herd {mh:.3f} s; herd/C {mh / mc:.3f} "
-      f"(per-round ratios {', '.join(f'{x:.3f}' for x in ratios)})")
+      f"(per-round ratios {', '.join(f'{x:.3f}' for x in ratios)}; "
+      f"median per-round ratio {statistics.median(ratios):.3f})")
 PY

@@ -55,6 +55,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::domain::protocol;
 use crate::domain::{lock, Counters, Domain, Inner, Participant, Reclaimer, IN_CALLBACK, IN_USE};
 use crate::llist::{Chain, Node};
 use crate::sync::Ordering;
@@ -168,12 +169,7 @@ impl Domain {
 
     #[inline]
     fn defer_in(&self, r: &Participant, d: Deferred) {
-        let fences = self.inner.hot.fences;
-        r.busy.store(true, Ordering::Relaxed);
-        fences.light();
-        // Acquire: pairs with the stealer's Release of `steal = 0`.
-        if r.steal.load(Ordering::Acquire) {
-            r.busy.store(false, Ordering::Release);
+        if !protocol::owner_begin(&r.busy, &r.steal, self.inner.hot.fences) {
             return self.defer_contended(r, d);
         }
         // SAFETY: we are the owner, `busy` is set and no steal was
@@ -204,9 +200,7 @@ impl Domain {
             // Relaxed: only read under the handshake or as an aging hint.
             r.batch_epoch.store(0, Ordering::Relaxed);
         }
-        // Release: our batch writes happen-before a stealer's Acquire of
-        // `busy == 0`.
-        r.busy.store(false, Ordering::Release);
+        protocol::owner_end(&r.busy);
         if let Some(node) = full {
             self.publish(Some(r), node);
         }
@@ -242,11 +236,7 @@ impl Domain {
     fn defer_contended(&self, r: &Participant, d: Deferred) {
         // A stealer is taking our batch: wait for it (it only swaps a
         // pointer), then retry.
-        let backoff = crossbeam_utils::Backoff::new();
-        // Acquire: pairs with the stealer's Release of `steal = 0`.
-        while r.steal.load(Ordering::Acquire) {
-            backoff.snooze();
-        }
+        protocol::wait_for_stealer(&r.steal);
         self.defer_in(r, d)
     }
 
@@ -350,24 +340,15 @@ pub(crate) fn take_own_batch(
     fences: crate::expedite::Fences,
 ) -> Option<Box<Node<Work>>> {
     loop {
-        r.busy.store(true, Ordering::Relaxed);
-        fences.light();
-        // Acquire: pairs with the stealer's Release of `steal = 0`.
-        if !r.steal.load(Ordering::Acquire) {
+        if protocol::owner_begin(&r.busy, &r.steal, fences) {
             // SAFETY: owner, `busy` set, no steal requested (handshake).
             let batch = unsafe { (*r.batch.get()).take() };
             // Relaxed: aging hint.
             r.batch_epoch.store(0, Ordering::Relaxed);
-            // Release: pairs with a stealer's Acquire of `busy`.
-            r.busy.store(false, Ordering::Release);
+            protocol::owner_end(&r.busy);
             return batch;
         }
-        r.busy.store(false, Ordering::Release);
-        let backoff = crossbeam_utils::Backoff::new();
-        // Acquire: as above.
-        while r.steal.load(Ordering::Acquire) {
-            backoff.snooze();
-        }
+        protocol::wait_for_stealer(&r.steal);
     }
 }
 
@@ -411,10 +392,7 @@ impl Inner {
             if r.state.load(Ordering::Relaxed) != IN_USE {
                 continue;
             }
-            // Relaxed: the heavy barrier below orders it before our loads
-            // of `busy` (and the owner's store of `busy` before its load of
-            // `steal`).
-            r.steal.store(true, Ordering::Relaxed);
+            protocol::stealer_mark(&r.steal);
             marked.push(r);
         }
         if marked.is_empty() {
@@ -423,19 +401,12 @@ impl Inner {
         self.hot.fences.heavy();
         let mut taken = 0;
         for r in marked {
-            let backoff = crossbeam_utils::Backoff::new();
-            // Acquire: pairs with the owner's Release of `busy = 0`: its
-            // batch writes are visible to us.
-            while r.busy.load(Ordering::Acquire) {
-                backoff.snooze();
-            }
+            protocol::stealer_wait(&r.busy);
             // SAFETY: steal handshake won: the owner is outside its batch
             // access and will not enter it until `steal` clears.
             let batch = unsafe { (*r.batch.get()).take() };
             r.batch_epoch.store(0, Ordering::Relaxed);
-            // Release: our batch writes happen-before the owner's Acquire
-            // load of `steal` seeing false.
-            r.steal.store(false, Ordering::Release);
+            protocol::stealer_done(&r.steal);
             if let Some(node) = batch {
                 Counters::add(&self.stats.stolen_batches, 1);
                 self.push_batch(node);

@@ -15,11 +15,13 @@
 //!
 //! # Grace periods
 //!
-//! The epoch is a 64-bit counter (it never wraps in practice: 2^64 grace
-//! periods at one per nanosecond is 584 years), so a single pass over the
-//! registry completes a grace period, where liburcu's urcu-memb, with a
-//! one-bit parity packed next to the nesting count, needs two flips and two
-//! waits. Grace period number `g`:
+//! A reader's word packs the epoch it saw at its outermost entry (48 bits)
+//! above its nesting depth (16 bits), like liburcu's `ctr`, so entering and
+//! leaving a section are one load and one store each. The epoch is a
+//! counter, not liburcu's one-bit parity, so a single pass over the registry
+//! completes a grace period where urcu-memb needs two parity flips and two
+//! waits (48 bits do not wrap in practice, see `protocol::epoch_word`).
+//! Grace period number `g`:
 //!
 //! 1. heavy barrier (membarrier, or a full fence in fallback mode);
 //! 2. store `g + 1` into the epoch (Release);
@@ -410,16 +412,19 @@ pub(crate) const ORPHANED: u32 = 2;
 
 /// One thread's record in one domain.
 ///
-/// Field ownership: `ctr`, `nest`, `busy`, `batch*`, `exits`, `thread_next`
+/// Field ownership: `ctr`, `busy`, `batch*`, `exits`, `thread_next`
 /// are written by the owner thread only (the stealer also writes `batch` and
 /// `batch_epoch` under the steal handshake, see `defer.rs`); `steal` by
 /// stealers; `state` by claim/release/shutdown with CAS.
 #[repr(align(128))]
 pub(crate) struct Participant {
-    /// 0: outside any read section; otherwise the epoch loaded on entry.
+    /// Reader word (owner writes, grace periods read): 0 outside any read
+    /// section; otherwise the epoch loaded on entry above the nesting
+    /// depth (`protocol::NEST_BITS`).
     pub(crate) ctr: AtomicU64,
-    /// Read-section nesting depth (owner only; atomic only to be `Sync`).
-    pub(crate) nest: AtomicU32,
+    /// Claimed for one guard only (the thread's TLS was already gone):
+    /// released when that guard drops.
+    temporary: AtomicBool,
     /// Owner is inside `defer`'s batch access (steal handshake).
     pub(crate) busy: AtomicBool,
     /// A stealer wants the batch (steal handshake).
@@ -461,7 +466,7 @@ impl Participant {
     fn new(inner: *const Inner, domain_id: u64) -> Participant {
         Participant {
             ctr: AtomicU64::new(0),
-            nest: AtomicU32::new(0),
+            temporary: AtomicBool::new(false),
             busy: AtomicBool::new(false),
             steal: AtomicBool::new(false),
             batch: UnsafeCell::new(None),
@@ -485,7 +490,7 @@ impl Participant {
 
     #[inline]
     pub(crate) fn nesting(&self) -> u32 {
-        self.nest.load(Ordering::Relaxed)
+        protocol::nesting(&self.ctr)
     }
 }
 
@@ -523,8 +528,11 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// Read-mostly words every reader touches: kept on their own cache line.
 pub(crate) struct Hot {
-    /// The epoch readers copy on entry (grace period number + 1).
+    /// The epoch word readers copy on entry (`protocol::epoch_word`).
     pub(crate) gp_ctr: AtomicU64,
+    /// Copy of `Inner::id`, next to the epoch: the read fast path touches
+    /// one line of the domain.
+    pub(crate) id: u64,
     pub(crate) fences: Fences,
 }
 
@@ -587,11 +595,13 @@ pub(crate) struct Inner {
 impl Inner {
     fn new(b: Builder, fences: Fences) -> Inner {
         static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        // Relaxed: only uniqueness matters.
+        let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Inner {
-            // Relaxed: only uniqueness matters.
-            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            id,
             hot: CachePadded::new(Hot {
-                gp_ctr: AtomicU64::new(1),
+                gp_ctr: AtomicU64::new(protocol::epoch_word(0)),
+                id,
                 fences,
             }),
             config: Config {
@@ -727,14 +737,7 @@ impl Inner {
     }
 
     fn run_grace_period(&self, g: u64, expedited: bool) {
-        let fences = self.hot.fences;
-        // Step 1: every reader passes a full barrier (pairs with the
-        // readers' light fence; see expedite.rs).
-        fences.heavy();
-        // Step 2. Release: pairs with the readers' Acquire load of the
-        // epoch (fallback mode: a reader that sees g + 1 sees every
-        // removal ordered before this grace period).
-        self.hot.gp_ctr.store(g + 1, Ordering::Release);
+        protocol::start_grace_period(&self.hot.gp_ctr, g, self.hot.fences);
         // Step 3: let short readers finish, and callers join.
         let delay = self.config.first_check_delay;
         if !expedited && !delay.is_zero() {
@@ -749,11 +752,7 @@ impl Inner {
         for r in self.participants() {
             let mut backoff = WaitBackoff::new(expedited);
             loop {
-                // Acquire: pairs with the reader's Release store of 0 when
-                // it leaves its outermost section: the section's accesses
-                // happen-before our caller frees anything.
-                let c = r.ctr.load(Ordering::Acquire);
-                if c == 0 || c > g {
+                if !protocol::holds_grace_period(&r.ctr, g) {
                     break;
                 }
                 let waited = start.elapsed();
@@ -887,7 +886,9 @@ impl Drop for Inner {
         if !chain.is_empty() {
             self.run_chain(chain);
         }
-        let mut p = *self.registry.get_mut();
+        // Acquire: pairs with the records' publication (Release CAS); we
+        // are the last user anyway (`&mut self`).
+        let mut p = self.registry.load(Ordering::Acquire);
         while !p.is_null() {
             // SAFETY: every record was allocated by `claim_participant` with
             // `Box`, and no thread holds one: in-use records were orphaned
@@ -1027,7 +1028,7 @@ impl Domain {
     #[inline]
     pub(crate) fn participant(&self) -> Option<&Participant> {
         let (id, p) = CACHE.get();
-        if id == self.inner.id {
+        if id == self.inner.hot.id {
             // SAFETY: the cache only holds a record this thread owns in this
             // (live, since `&self`) domain; it is cleared when the record is
             // released.
@@ -1151,14 +1152,13 @@ impl Domain {
     #[inline]
     pub fn read(&self) -> Guard<'_> {
         let (id, p) = CACHE.get();
-        if id == self.inner.id {
+        if id == self.inner.hot.id {
             // SAFETY: as in `participant`.
             let r = unsafe { &*p };
             self.enter(r);
             return Guard {
                 domain: self,
                 record: r,
-                temporary: false,
                 _not_send: PhantomData,
             };
         }
@@ -1167,40 +1167,28 @@ impl Domain {
 
     #[cold]
     fn read_slow(&self) -> Guard<'_> {
-        let (record, temporary) = match self.participant() {
-            Some(r) => (r, false),
+        let record = match self.participant() {
+            Some(r) => r,
             // TLS already destroyed (called from a later thread-local
             // destructor): borrow a record for the guard's lifetime.
-            None => (self.inner.claim_participant(), true),
+            None => {
+                let r = self.inner.claim_participant();
+                // Relaxed: owner-only flag.
+                r.temporary.store(true, Ordering::Relaxed);
+                r
+            }
         };
         self.enter(record);
         Guard {
             domain: self,
             record,
-            temporary,
             _not_send: PhantomData,
         }
     }
 
     #[inline(always)]
     fn enter(&self, r: &Participant) {
-        let n = r.nest.load(Ordering::Relaxed);
-        if n == 0 {
-            // Acquire: pairs with the leader's Release store of the epoch
-            // (run_grace_period step 2); free on x86.
-            let epoch = self.inner.hot.gp_ctr.load(Ordering::Acquire);
-            r.ctr.store(epoch, Ordering::Relaxed);
-            r.nest.store(1, Ordering::Relaxed);
-            // Orders the store above before the section's loads: a compiler
-            // fence paired with the leader's membarrier, or a full fence
-            // paired with the leader's fence (fallback).
-            self.inner.hot.fences.light();
-        } else {
-            let n = n
-                .checked_add(1)
-                .expect("exitq: read guards nested 2^32 deep (leaked?)");
-            r.nest.store(n, Ordering::Relaxed);
-        }
+        protocol::reader_enter(&self.inner.hot.gp_ctr, &r.ctr, self.inner.hot.fences);
     }
 
     /// Waits for one full grace period: every read section that started
@@ -1269,7 +1257,6 @@ impl Domain {
 pub struct Guard<'a> {
     domain: &'a Domain,
     record: &'a Participant,
-    temporary: bool,
     _not_send: PhantomData<*const ()>,
 }
 
@@ -1286,17 +1273,183 @@ impl Drop for Guard<'_> {
     #[inline]
     fn drop(&mut self) {
         let r = self.record;
-        let n = r.nest.load(Ordering::Relaxed) - 1;
-        r.nest.store(n, Ordering::Relaxed);
-        if n == 0 {
+        if protocol::reader_exit(&r.ctr) && r.temporary.load(Ordering::Relaxed) {
+            release_temporary(r);
+        }
+    }
+}
+
+/// Hands back a record borrowed for one guard (see `read_slow`).
+#[cold]
+fn release_temporary(r: &Participant) {
+    // Relaxed: owner-only flag; the Release below publishes it.
+    r.temporary.store(false, Ordering::Relaxed);
+    // Release: hands the record back (pairs with the claim's Acquire CAS).
+    r.state.store(FREE, Ordering::Release);
+}
+
+/// The steps of the read-side, grace-period and steal-handshake protocols,
+/// as small functions shared by [`Domain`] and the loom models
+/// (`tests/loom.rs`), so the models check the code that runs.
+pub(crate) mod protocol {
+    use crate::expedite::Fences;
+    use crate::sync::{AtomicBool, AtomicU64, Ordering};
+
+    /// Bits of a reader word that count nesting; the rest is the epoch.
+    pub const NEST_BITS: u32 = 16;
+    /// Mask of the nesting count in a reader word.
+    pub const NEST_MASK: u64 = (1 << NEST_BITS) - 1;
+
+    /// The epoch word of grace period `g` (what readers copy): epoch
+    /// `g + 1` above a nesting count of 1. 48 bits of epoch do not wrap in
+    /// practice (2^48 grace periods at one per microsecond is 8.9 years;
+    /// a normal grace period takes at least its 25 µs first-check delay).
+    #[inline]
+    pub const fn epoch_word(g: u64) -> u64 {
+        ((g + 1) << NEST_BITS) | 1
+    }
+
+    /// Enters a read section (`Domain::read`). The reader word `ctr` holds
+    /// the epoch seen at the outermost entry and the nesting depth (as in
+    /// liburcu), so entering and leaving are one load and one store each.
+    #[inline(always)]
+    pub fn reader_enter(gp_ctr: &AtomicU64, ctr: &AtomicU64, fences: Fences) {
+        // Relaxed: only this thread writes its reader word.
+        let tmp = ctr.load(Ordering::Relaxed);
+        if tmp & NEST_MASK == 0 {
+            // Acquire: pairs with the leader's Release store of the epoch
+            // (`start_grace_period`); free on x86.
+            ctr.store(gp_ctr.load(Ordering::Acquire), Ordering::Relaxed);
+            // Orders the store above before the section's loads: a compiler
+            // fence paired with the leader's membarrier, or a full fence
+            // paired with the leader's fence (fallback).
+            fences.light();
+        } else {
+            if tmp & NEST_MASK == NEST_MASK {
+                nested_too_deep();
+            }
+            ctr.store(tmp + 1, Ordering::Relaxed);
+        }
+    }
+
+    #[cold]
+    fn nested_too_deep() -> ! {
+        panic!("exitq: read guards nested {NEST_MASK} deep (leaked guards?)")
+    }
+
+    /// Leaves a read section; true if it was the outermost one.
+    #[inline(always)]
+    pub fn reader_exit(ctr: &AtomicU64) -> bool {
+        // Relaxed: only this thread writes its reader word.
+        let tmp = ctr.load(Ordering::Relaxed);
+        if tmp & NEST_MASK == 1 {
             // Release: the section's accesses happen-before a grace period
-            // leader's Acquire load that sees 0 (run_grace_period step 4).
-            r.ctr.store(0, Ordering::Release);
-            if self.temporary {
-                // Release: hands the record back (pairs with the claim's
-                // Acquire CAS).
-                r.state.store(FREE, Ordering::Release);
+            // leader's Acquire load that sees 0 (`holds_grace_period`).
+            ctr.store(0, Ordering::Release);
+            true
+        } else {
+            ctr.store(tmp - 1, Ordering::Relaxed);
+            false
+        }
+    }
+
+    /// Nesting depth of a reader word.
+    #[inline]
+    pub fn nesting(ctr: &AtomicU64) -> u32 {
+        (ctr.load(Ordering::Relaxed) & NEST_MASK) as u32
+    }
+
+    /// Steps 1 and 2 of grace period `g` (see the module docs).
+    #[inline]
+    pub fn start_grace_period(gp_ctr: &AtomicU64, g: u64, fences: Fences) {
+        // Step 1: every reader passes a full barrier (pairs with the
+        // readers' light fence; see expedite.rs).
+        fences.heavy();
+        // Step 2. Release: pairs with the readers' Acquire load of the
+        // epoch: a reader that sees g + 1 sees every removal ordered before
+        // this grace period.
+        gp_ctr.store(epoch_word(g), Ordering::Release);
+    }
+
+    /// Step 4: whether the reader with word `ctr` still holds grace period
+    /// `g` (it is inside a section that started before step 2).
+    #[inline]
+    pub fn holds_grace_period(ctr: &AtomicU64, g: u64) -> bool {
+        // Acquire: pairs with the reader's Release store of 0 when it leaves
+        // its outermost section (`reader_exit`): the section's accesses
+        // happen-before whatever the grace period's caller does next.
+        let c = ctr.load(Ordering::Acquire);
+        c != 0 && (c >> NEST_BITS) <= g
+    }
+
+    /// Owner side of the steal handshake, before touching its batch: true
+    /// if it may; false if a steal is in progress (then `busy` is cleared
+    /// again and the owner must `wait_for_stealer` and retry).
+    #[inline(always)]
+    pub fn owner_begin(busy: &AtomicBool, steal: &AtomicBool, fences: Fences) -> bool {
+        // Relaxed: ordered before the load of `steal` by the light fence
+        // (paired with the stealer's heavy barrier).
+        busy.store(true, Ordering::Relaxed);
+        fences.light();
+        // Acquire: pairs with the stealer's Release of `steal = false`
+        // (`stealer_done`): its batch writes are visible to us.
+        if steal.load(Ordering::Acquire) {
+            owner_end(busy);
+            return false;
+        }
+        true
+    }
+
+    /// Owner side: done touching the batch.
+    #[inline(always)]
+    pub fn owner_end(busy: &AtomicBool) {
+        // Release: our batch writes happen-before a stealer's Acquire load
+        // of `busy == false` (`stealer_wait`).
+        busy.store(false, Ordering::Release);
+    }
+
+    /// Owner side: wait until the stealer is done.
+    #[cold]
+    pub fn wait_for_stealer(steal: &AtomicBool) {
+        let backoff = crossbeam_utils::Backoff::new();
+        // Acquire: pairs with `stealer_done`'s Release.
+        while steal.load(Ordering::Acquire) {
+            if backoff.is_completed() {
+                crate::sync::yield_now();
+            } else {
+                backoff.snooze();
             }
         }
+    }
+
+    /// Stealer side, for each candidate, before one heavy barrier for all.
+    #[inline]
+    pub fn stealer_mark(steal: &AtomicBool) {
+        // Relaxed: ordered before our loads of `busy` by the heavy barrier
+        // that follows (the owner's store of `busy` before its load of
+        // `steal` by its light fence).
+        steal.store(true, Ordering::Relaxed);
+    }
+
+    /// Stealer side, after the heavy barrier: wait until the owner is out.
+    #[inline]
+    pub fn stealer_wait(busy: &AtomicBool) {
+        let backoff = crossbeam_utils::Backoff::new();
+        // Acquire: pairs with `owner_end`'s Release: the owner's batch
+        // writes are visible to us.
+        while busy.load(Ordering::Acquire) {
+            if backoff.is_completed() {
+                crate::sync::yield_now();
+            } else {
+                backoff.snooze();
+            }
+        }
+    }
+
+    /// Stealer side: done with the batch.
+    #[inline]
+    pub fn stealer_done(steal: &AtomicBool) {
+        // Release: pairs with `owner_begin`'s Acquire load of `steal`.
+        steal.store(false, Ordering::Release);
     }
 }

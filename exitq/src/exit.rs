@@ -140,7 +140,6 @@ pub(crate) unsafe fn retire(r: &Participant) {
         // Stays `accounted: false`: the reclaimer accounts for it.
         chain.push_front(batch);
     }
-    r.nest.store(0, Ordering::Relaxed);
     // Release: like a guard's exit (a leaked guard's section ends here).
     r.ctr.store(0, Ordering::Release);
     // The one CAS of the exit path.

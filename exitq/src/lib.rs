@@ -141,5 +141,59 @@ pub mod pool;
 pub mod stacks;
 mod sync;
 
+/// Entry points for the loom models in `tests/loom.rs` (only built with
+/// `--cfg exitq_loom`): the protocol steps `Domain` runs, with loom's
+/// atomics, a full fence modelled as a read-modify-write of one global word
+/// (see `sync.rs`), and the membarrier mode's compiler fence modelled the
+/// same way (membarrier puts a full barrier there).
+#[cfg(exitq_loom)]
+#[doc(hidden)]
+pub mod model {
+    use crate::domain::protocol;
+    use crate::expedite::Fences;
+    pub use loom::sync::atomic::{AtomicBool, AtomicU64};
+
+    const FENCES: Fences = Fences { membarrier: true };
+
+    pub fn reader_enter(gp_ctr: &AtomicU64, ctr: &AtomicU64) {
+        protocol::reader_enter(gp_ctr, ctr, FENCES)
+    }
+    pub fn reader_exit(ctr: &AtomicU64) -> bool {
+        protocol::reader_exit(ctr)
+    }
+    /// The epoch word before any grace period.
+    pub fn initial_epoch() -> u64 {
+        protocol::epoch_word(0)
+    }
+    pub fn start_grace_period(gp_ctr: &AtomicU64, g: u64) {
+        protocol::start_grace_period(gp_ctr, g, FENCES)
+    }
+    pub fn holds_grace_period(ctr: &AtomicU64, g: u64) -> bool {
+        protocol::holds_grace_period(ctr, g)
+    }
+    pub fn owner_begin(busy: &AtomicBool, steal: &AtomicBool) -> bool {
+        protocol::owner_begin(busy, steal, FENCES)
+    }
+    pub fn owner_end(busy: &AtomicBool) {
+        protocol::owner_end(busy)
+    }
+    pub fn wait_for_stealer(steal: &AtomicBool) {
+        protocol::wait_for_stealer(steal)
+    }
+    pub fn stealer_mark(steal: &AtomicBool) {
+        protocol::stealer_mark(steal)
+    }
+    pub fn stealer_wait(busy: &AtomicBool) {
+        protocol::stealer_wait(busy)
+    }
+    pub fn stealer_done(steal: &AtomicBool) {
+        protocol::stealer_done(steal)
+    }
+    /// The heavy barrier alone (a stealer's, between marking and waiting).
+    pub fn heavy_barrier() {
+        FENCES.heavy()
+    }
+}
+
 pub use domain::{Builder, Domain, Guard, Reclaimer, Stall, StallHandler, Stats};
 pub use expedite::{membarrier_available, Expedite};

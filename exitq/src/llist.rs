@@ -24,7 +24,7 @@
 //! chain.push_back(Node::new(2));
 //! chain.push_back(Node::new(3));
 //! list.push_chain(chain); // one CAS for both nodes
-//! let all: Vec<i32> = list.take_all().into_iter().collect();
+//! let all: Vec<i32> = list.take_all().collect();
 //! assert_eq!(all, [2, 3, 1]);
 //! assert!(list.is_empty());
 //! ```

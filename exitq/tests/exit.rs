@@ -22,10 +22,10 @@ fn exit_hooks_run_after_the_thread_exits_in_reverse_order() {
                 // Also a deferred callback left unflushed at exit.
                 let order = order.clone();
                 d.defer(move || order.lock().unwrap().push(100));
+                assert_eq!(d.stats().exits_armed, 3);
             })
         };
         t.join().unwrap();
-        assert_eq!(d.stats().exits_armed, 3);
         d.exit_barrier();
         let order = order.lock().unwrap().clone();
         let hooks: Vec<i32> = order.iter().copied().filter(|&x| x < 100).collect();

@@ -197,3 +197,35 @@ fn stack_release_dontneed_is_batched_off_the_exit_path() {
         assert_eq!(m, ranges, "{s}");
     }
 }
+
+#[test]
+fn contention_profile_yields_mmap_lock_metrics() {
+    let out = herd()
+        .arg("storm")
+        .args(SMALL)
+        .args(["--stacks", "glibc", "--contention", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    if r["perf"]["contention"].is_null() {
+        eprintln!(
+            "SKIPPED: no contention profile here ({}); CI on the project machine runs as root with tracefs",
+            r["perf"]["contention_unavailable"]
+        );
+        return;
+    }
+    let waits = metric(&r, "mmap_lock_waits").expect("mmap_lock_waits with --contention");
+    let rwsem = metric(&r, "rwsem_waits").expect("rwsem_waits with --contention");
+    assert!(metric(&r, "mmap_lock_wait_ms").is_some());
+    if r["perf"]["contention"]["rows_omitted"] == 0 {
+        assert!(
+            waits <= rwsem,
+            "mmap_lock waits are rwsem waits: {waits} > {rwsem}"
+        );
+    }
+}

@@ -369,6 +369,12 @@ fn guest_script(cpus: usize) -> String {
         "run storm_table herd storm --waves 2 --spin 1000 --sleep-ms 10 --per-wave {cpus} \
          --pin round-robin\n"
     ));
+    s.push_str(&format!(
+        "run perf_system herd storm {QUICK_STORM} --per-wave {cpus} --perf-scope system --json\n"
+    ));
+    s.push_str(&format!(
+        "run contention herd storm {QUICK_STORM} --per-wave {cpus} --contention --json\n"
+    ));
     s
 }
 
@@ -512,5 +518,65 @@ fn storm_table_shows_the_placement() {
         assert!(table.contains(&want), "no '{want}' in:\n{table}");
         let last = format!("cpu{}:2", g.cpus - 1);
         assert!(table.contains(&last), "no '{last}' in:\n{table}");
+    });
+}
+
+#[test]
+fn perf_system_scope_opens_one_counter_per_cpu() {
+    with_guest("perf_system_scope_opens_one_counter_per_cpu", |g| {
+        let run = g.json("perf_system");
+        let perf = &run["perf"];
+        assert_eq!(perf["scope"], "system", "{perf}");
+        assert_eq!(u64s(&perf["cpus"]), range(0, g.cpus - 1));
+        let counters = perf["counters"].as_array().expect("perf.counters");
+        let open: Vec<&Value> = counters
+            .iter()
+            .filter(|c| c["unavailable"].is_null())
+            .collect();
+        assert!(
+            !open.is_empty(),
+            "no counter opened in the guest: {}",
+            serde_json::to_string_pretty(counters).unwrap()
+        );
+        for c in &open {
+            assert_eq!(
+                c["fds"].as_u64(),
+                Some(g.cpus as u64),
+                "counter {} is not one descriptor per CPU",
+                c["metric"]
+            );
+            assert!(c["value"].is_number(), "{c}");
+        }
+        // The tracepoints the storm must hit, counted on every CPU.
+        let value = |m: &str| {
+            open.iter()
+                .find(|c| c["metric"] == m)
+                .and_then(|c| c["value"].as_f64())
+        };
+        let created = value("tasks_created").expect("tasks_created counted");
+        assert!(
+            created >= (4 * g.cpus) as f64,
+            "tasks_created {created} < the storm's threads"
+        );
+    });
+}
+
+#[test]
+fn contention_profile_runs_with_a_ring_per_cpu() {
+    with_guest("contention_profile_runs_with_a_ring_per_cpu", |g| {
+        let run = g.json("contention");
+        let perf = &run["perf"];
+        assert!(
+            perf["contention_unavailable"].is_null(),
+            "contention profile unavailable in the guest: {}",
+            perf["contention_unavailable"]
+        );
+        let c = &perf["contention"];
+        assert!(c.is_object(), "no contention report: {perf}");
+        assert_eq!(c["ring_buffers"].as_u64(), Some(g.cpus as u64), "{c}");
+        assert_eq!(c["lost"].as_u64(), Some(0), "samples lost: {c}");
+        let pairs = c["pairs"].as_u64().unwrap();
+        let ends = c["ends"].as_u64().unwrap();
+        assert!(pairs <= ends, "{c}");
     });
 }

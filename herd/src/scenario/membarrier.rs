@@ -499,7 +499,7 @@ fn run_once(args: &Args) -> Result<RunResult> {
             lat.mean_ns / saved,
         ));
     }
-    if nload > 0 && reader_rate_before > 0.0 {
+    if nload > 0 {
         result.push(Metric::info(
             "reader_sections_per_s_before",
             "/s",
@@ -510,11 +510,15 @@ fn run_once(args: &Args) -> Result<RunResult> {
             "/s",
             reader_rate_during,
         ));
-        result.push(Metric::lower(
-            "reader_slowdown_pct",
-            "%",
-            100.0 * (1.0 - reader_rate_during / reader_rate_before),
-        ));
+        // Only when the readers ran in the baseline window (a loaded
+        // machine may not schedule them in a short one).
+        if reader_rate_before > 0.0 {
+            result.push(Metric::lower(
+                "reader_slowdown_pct",
+                "%",
+                100.0 * (1.0 - reader_rate_during / reader_rate_before),
+            ));
+        }
     }
     result.push(Metric::info("load_threads", "threads", nload as f64));
     result.push(Metric::info("calls", "calls", calls as f64));

@@ -291,3 +291,77 @@ pub fn diagnose(errno: i32, ctx: &DiagContext) -> (Limit, String) {
         ),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Host facts with every limit unknown, so only the one a test sets
+    /// can match.
+    fn ctx() -> DiagContext {
+        let mut facts = HostFacts::read();
+        facts.max_map_count = None;
+        facts.root = true;
+        facts.threads_max = None;
+        facts.pid_max = None;
+        facts.rlimit_as = None;
+        DiagContext {
+            facts,
+            stack_bytes: 8 << 20,
+        }
+    }
+
+    #[test]
+    fn names_each_limit_from_its_counter() {
+        let c = ctx();
+        assert_eq!(diagnose(libc::EAGAIN, &c).0, Limit::Memory);
+        assert_eq!(diagnose(libc::EINVAL, &c).0, Limit::InvalidAttributes);
+        assert_eq!(diagnose(libc::EPERM, &c).0, Limit::Permission);
+
+        let mut m = ctx();
+        m.facts.max_map_count = map_count();
+        let (l, e) = diagnose(libc::EAGAIN, &m);
+        assert_eq!(l, Limit::MaxMapCount);
+        assert!(e.contains("vm.max_map_count"), "{e}");
+
+        let mut t = ctx();
+        t.facts.threads_max = tasks_now();
+        assert_eq!(diagnose(libc::EAGAIN, &t).0, Limit::ThreadsMax);
+
+        let mut p = ctx();
+        p.facts.pid_max = tasks_now();
+        assert_eq!(diagnose(libc::EAGAIN, &p).0, Limit::PidMax);
+
+        let mut a = ctx();
+        a.facts.rlimit_as = Some(Rlimit {
+            soft: Some(1 << 20),
+            hard: None,
+        });
+        assert_eq!(diagnose(libc::ENOMEM, &a).0, Limit::RlimitAs);
+
+        let mut n = ctx();
+        n.facts.root = false;
+        n.facts.rlimit_nproc = Some(Rlimit {
+            soft: Some(1),
+            hard: Some(1),
+        });
+        assert_eq!(diagnose(libc::EAGAIN, &n).0, Limit::RlimitNproc);
+    }
+
+    #[test]
+    fn groups_by_errno_and_limit() {
+        let c = ctx();
+        let mut f = Failures::default();
+        for _ in 0..3 {
+            f.record(libc::EAGAIN, 7, 100, &c);
+        }
+        f.record(libc::EINVAL, 8, 100, &c);
+        assert_eq!(f.total(), 4);
+        let g = f.groups();
+        assert_eq!(g.len(), 2);
+        assert_eq!((g[0].errno_name.as_str(), g[0].count), ("EAGAIN", 3));
+        assert_eq!((g[0].first_wave, g[0].created_before), (7, 100));
+        assert_eq!(g[0].limit_name, "memory");
+        assert_eq!(g[1].limit, Limit::InvalidAttributes);
+    }
+}

@@ -1,0 +1,62 @@
+//! Read-side cost: entering and leaving a read section, against the
+//! baseline the issue sets (an uncontended relaxed load + store pair on a
+//! word this thread owns), and against crossbeam-epoch's `pin()`.
+//!
+//! Single-threaded (`iter`): the cost of the fast path itself. Only the
+//! domain reference goes through `black_box` (as a caller's `&Domain`
+//! would be opaque); the guard itself is not forced to memory, as in real
+//! use.
+use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use criterion::{criterion_group, Criterion};
+use crossbeam_utils::CachePadded;
+
+fn read_guard(c: &mut Criterion) {
+    let mut group = c.benchmark_group("read_guard");
+    let word = CachePadded::new(AtomicU64::new(0));
+    let membarrier = exitq::Domain::builder()
+        .expedite(exitq::Expedite::Auto)
+        .build();
+    let fallback = exitq::Domain::builder()
+        .expedite(exitq::Expedite::Fallback)
+        .build();
+    drop(membarrier.read()); // register this thread outside the timing
+    drop(fallback.read());
+    group.bench_function("relaxed-load-store", |b| {
+        b.iter(|| {
+            let w = black_box(&word);
+            let v = w.load(Ordering::Relaxed);
+            w.store(v + 1, Ordering::Relaxed);
+        })
+    });
+    let label = if membarrier.uses_membarrier() {
+        "exitq-membarrier"
+    } else {
+        "exitq-auto(no-membarrier)"
+    };
+    group.bench_function(label, |b| {
+        b.iter(|| {
+            drop(black_box(&membarrier).read());
+        })
+    });
+    group.bench_function("exitq-nested", |b| {
+        let _outer = membarrier.read();
+        b.iter(|| {
+            drop(black_box(&membarrier).read());
+        })
+    });
+    group.bench_function("exitq-fence-fallback", |b| {
+        b.iter(|| {
+            drop(black_box(&fallback).read());
+        })
+    });
+    group.bench_function("crossbeam-epoch-pin", |b| {
+        b.iter(|| {
+            drop(crossbeam_epoch::pin());
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, read_guard);

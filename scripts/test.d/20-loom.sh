@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Loom models of exitq's lock-free core (exitq/tests/loom.rs): the list, the
+# read-side/grace-period protocol and the batch steal handshake. Reduced
+# size (2-3 threads, LOOM_MAX_PREEMPTIONS=2), as loom needs; about a minute.
+# Own target dir: the cfg changes every crate's build.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+echo "loom: RUSTFLAGS=--cfg exitq_loom LOOM_MAX_PREEMPTIONS=2 cargo test -p exitq --release --test loom" >&2
+RUSTFLAGS="--cfg exitq_loom" LOOM_MAX_PREEMPTIONS=2 \
+    cargo test -p exitq --release --test loom --target-dir target/loom
