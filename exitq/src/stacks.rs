@@ -160,6 +160,16 @@
 //! (returning the stack from the exit destructor) is caught, and that the
 //! join rule is never.
 //!
+//! # Limits
+//!
+//! * One stack size per pool (make one pool per size).
+//! * A thread that never ends keeps its stack lent, and the pool's
+//!   reclaimer (and the stack) alive after the last handle is dropped.
+//! * `fork`: the child must not use the parent's pool (its threads, and the
+//!   reclaimer, do not exist there).
+//! * glibc on Linux only: the soundness argument relies on glibc's
+//!   `CLONE_CHILD_CLEARTID` use and `pthread_tryjoin_np`.
+//!
 //! # Example
 //!
 //! ```

@@ -194,13 +194,13 @@ fn guest_that_does_not_finish_times_out_with_the_console_tail() {
             "--script",
             script.to_str().unwrap(),
             "--timeout",
-            "25",
+            "60",
         ],
         &[],
     );
     assert_eq!(code(&out), 124);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("did not finish within --timeout 25s"), "{err}");
+    assert!(err.contains("did not finish within --timeout 60s"), "{err}");
     assert!(
         err.contains("  | about to hang"),
         "console tail shown: {err}"
