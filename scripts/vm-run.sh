@@ -108,7 +108,8 @@ keep=0
 prepare=0
 envs=()
 qemu_extra=()
-cache=${HERD_VM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/herd-vm}
+home=${HOME:-$(getent passwd "$(id -u)" 2>/dev/null | cut -d: -f6)}
+cache=${HERD_VM_CACHE:-${XDG_CACHE_HOME:-${home:-/tmp}/.cache}/herd-vm}
 
 need_arg() { [ "$#" -ge 2 ] || usage_error "$1 needs a value"; }
 while [ "$#" -gt 0 ]; do
