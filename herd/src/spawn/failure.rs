@@ -215,9 +215,13 @@ pub fn diagnose(errno: i32, ctx: &DiagContext) -> (Limit, String) {
         libc::EAGAIN | libc::ENOMEM => {}
         _ => return (Limit::Unknown, format!("error {errno}")),
     }
-    // A stack mapping plus its guard page: 2 more mappings per thread.
+    // A stack mapping plus its guard page: 2 more mappings per thread. The
+    // count read afterwards can sit a little below the ceiling (glibc
+    // unmaps a stack whose guard split failed; neighbouring PROT_NONE
+    // mappings merge and split), so "at the ceiling" allows some slack.
+    const MAP_SLACK: u64 = 64;
     if let (Some(max), Some(now)) = (f.max_map_count, map_count()) {
-        if now + 2 >= max {
+        if now + MAP_SLACK >= max {
             return (
                 Limit::MaxMapCount,
                 format!("{now} mappings in this process, vm.max_map_count = {max}"),
