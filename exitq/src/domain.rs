@@ -404,6 +404,13 @@ impl Drop for Handle {
     }
 }
 
+/// Reclaimer states (`Inner::sleeping`).
+pub(crate) const AWAKE: u32 = 0;
+/// Parked with a timeout (polling for open batches or exit hooks).
+pub(crate) const POLLING: u32 = 1;
+/// Parked without a timeout.
+pub(crate) const PARKED: u32 = 2;
+
 pub(crate) const FREE: u32 = 0;
 pub(crate) const IN_USE: u32 = 1;
 /// The domain shut down while the owner thread still held the record: the
@@ -581,8 +588,9 @@ pub(crate) struct Inner {
     pub(crate) armed_exits: AtomicUsize,
     /// Advanced by the reclaimer every flush latency; ages open batches.
     pub(crate) poll_epoch: AtomicU64,
-    /// The reclaimer thread is (about to be) parked.
-    pub(crate) sleeping: AtomicBool,
+    /// The reclaimer thread's state: `AWAKE`, `POLLING` (parked with a
+    /// timeout) or `PARKED` (no timeout: only a wake-up brings it back).
+    pub(crate) sleeping: AtomicU32,
     pub(crate) reclaimer_thread: OnceLock<Thread>,
     pub(crate) shut_down: AtomicBool,
     pub(crate) stats: Counters,
@@ -632,7 +640,7 @@ impl Inner {
             open_batches: AtomicUsize::new(0),
             armed_exits: AtomicUsize::new(0),
             poll_epoch: AtomicU64::new(1),
-            sleeping: AtomicBool::new(false),
+            sleeping: AtomicU32::new(AWAKE),
             reclaimer_thread: OnceLock::new(),
             shut_down: AtomicBool::new(false),
             stats: Counters::default(),
@@ -787,13 +795,21 @@ impl Inner {
         }
     }
 
-    /// Wakes the reclaimer thread if it is parked (one syscall then;
-    /// nothing otherwise).
+    /// Wakes the reclaimer thread if it is parked without a timeout, or
+    /// (`urgent`) also if it is polling. One syscall then; nothing
+    /// otherwise. Non-urgent work waits for the next poll (at most a flush
+    /// latency): waking the reclaimer for every published batch would cost
+    /// a futex wake and a context switch per batch (the call_rcu lesson:
+    /// wake on a backlog high-water mark).
     #[inline]
-    pub(crate) fn wake_reclaimer(&self) {
-        // SeqCst: store-buffering pair with the reclaimer's
-        // "sleeping = true; re-check queue / open batches" (reclaimer_main).
-        if self.sleeping.load(Ordering::SeqCst) && self.sleeping.swap(false, Ordering::SeqCst) {
+    pub(crate) fn wake_reclaimer(&self, urgent: bool) {
+        // SeqCst: store-buffering pair with the reclaimer's "publish my
+        // sleep state; re-check queue / open batches / armed exits"
+        // (reclaimer_main).
+        let state = self.sleeping.load(Ordering::SeqCst);
+        if (state == PARKED || (urgent && state == POLLING))
+            && self.sleeping.swap(AWAKE, Ordering::SeqCst) != AWAKE
+        {
             if let Some(t) = self.reclaimer_thread.get() {
                 t.unpark();
             }
@@ -838,7 +854,7 @@ impl Inner {
         // Publish every thread's open batch (ours included).
         self.steal_batches(None);
         if let Some(join) = reclaimer {
-            self.wake_reclaimer();
+            self.wake_reclaimer(true);
             if let Some(t) = self.reclaimer_thread.get() {
                 t.unpark();
             }
