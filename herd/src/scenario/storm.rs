@@ -127,7 +127,9 @@ pub fn make_hooks(_cfg: &Config, cleanup: Option<&crate::cleanup::Cleanup>) -> H
 /// the wave is retired).
 struct Wave {
     index: u64,
-    recs: Vec<Arc<ThreadRec>>,
+    /// Records of the threads created, preallocated to `per_wave` so they
+    /// never move while their threads use them (see [`ThreadRec`]).
+    recs: Vec<ThreadRec>,
     handles: Vec<Handle>,
     retired: bool,
 }
@@ -203,14 +205,14 @@ impl Collector {
     }
 }
 
-/// Moves exited records of `wave` into the collector; keeps the others.
-fn harvest(c: &mut Collector, recs: Vec<Arc<ThreadRec>>, pending: &mut Vec<Arc<ThreadRec>>) {
-    for r in recs {
-        if r.exited() {
-            c.add(&r);
-        } else {
-            pending.push(r);
-        }
+/// Adds a wave's records to the collector once every thread of it has
+/// exited, and frees them; a wave with threads still running is kept
+/// whole in `pending` (its records must not move or be freed yet).
+fn harvest(c: &mut Collector, recs: Vec<ThreadRec>, pending: &mut Vec<Vec<ThreadRec>>) {
+    if recs.iter().all(ThreadRec::exited) {
+        recs.iter().for_each(|r| c.add(r));
+    } else {
+        pending.push(recs);
     }
 }
 
@@ -480,19 +482,30 @@ pub fn storm(
             } else {
                 NO_PIN
             };
-            let rec = ThreadRec::new(body, w as u32, pin);
+            debug_assert!(
+                wave.recs.len() < wave.recs.capacity(),
+                "records must not move"
+            );
+            wave.recs.push(ThreadRec::new(body, w as u32, pin));
+            let rec = wave.recs.last().expect("just pushed");
             let c0 = now_ns();
             rec.create_ns.store(c0, Ordering::Relaxed);
-            match spawner.spawn(&rec) {
+            // SAFETY: the record sits in `wave.recs`, preallocated to
+            // per_wave entries, so it never moves; the wave's records are
+            // freed only once every one has exited (`harvest`), or leaked.
+            match unsafe { spawner.spawn(rec) } {
                 Ok(h) => {
                     collector
                         .create
                         .saturating_record(now_ns().saturating_sub(c0).max(1));
                     counts.created += 1;
                     wave.handles.push(h);
-                    wave.recs.push(rec);
                 }
-                Err(errno) => failures.record(errno, w as u32, counts.created, &diag),
+                Err(errno) => {
+                    // No thread uses the record: drop it.
+                    wave.recs.pop();
+                    failures.record(errno, w as u32, counts.created, &diag);
+                }
             }
         }
         ring[slot] = Some(wave);
@@ -555,11 +568,15 @@ pub fn storm(
         harvest(&mut collector, w.recs, &mut pending);
     }
     let mut never_exited = 0u64;
-    for r in pending {
-        if r.exited() {
-            collector.add(&r);
-        } else {
-            never_exited += 1;
+    for recs in pending {
+        let stuck = recs.iter().filter(|r| !r.exited()).count() as u64;
+        recs.iter()
+            .filter(|r| r.exited())
+            .for_each(|r| collector.add(r));
+        if stuck > 0 {
+            never_exited += stuck;
+            // Threads still running use these records: never free them.
+            std::mem::forget(recs);
         }
     }
     let exits = body.exits.load(Ordering::Acquire);
