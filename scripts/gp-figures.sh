@@ -65,6 +65,12 @@ d=$(median "$out/unregister.json" ns_per_op 2)
 echo "per-op / deferred = $(jq -n "$p / $d | floor")x; per-op / expedited = $(jq -n "$p / $e * 100 | round / 100")x"
 
 echo
+echo "== unregister over 1, 2, 4 updaters ($runs interleaved runs)"
+run "$herd" sweep --scenario unregister --over updaters=1,2,4 --sync per-op,expedited,deferred \
+    -r "$runs" --metrics ns_per_op,frees_per_gp,ops_per_s --out "$out/sweep-updaters" \
+    -- --duration "$duration" --readers 1 --no-perf
+
+echo
 # median of every metric of a RunSet ($1), as "name<TAB>median" lines
 medians_of_set() {
     jq -r '[.runs[] | select(.interrupted | not) | .metrics[]] | group_by(.name)[]

@@ -9,9 +9,10 @@
 #            [--slots N] [--lag N] [--spin N] [--sleep-ms N]
 #   Defaults: the posted micro (1000 100 20 5 1000000 1000), 3 rounds.
 #   herd runs `storm --spawn pthread --cancel pthread --reap leak` with the
-#   same settings and --no-perf. Both programs' process wall time is
-#   measured the same way (date before/after); the C micro prints what it
-#   created and how many creations failed, so the work can be checked equal.
+#   same settings and --no-perf. Both programs are measured the same way:
+#   process wall time and user+sys CPU time (getrusage of the child); the C
+#   micro prints what it created and how many creations failed, so the work
+#   can be checked equal.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,7 +26,7 @@ while [ $# -gt 0 ]; do
         --lag) lag=$2; shift 2 ;;
         --spin) spin=$2; shift 2 ;;
         --sleep-ms) sleep_ms=$2; shift 2 ;;
-        -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -36,21 +37,45 @@ gcc -O2 -pthread -o target/storm_micro benches/c/storm_micro.c
 cargo build --release -q -p herd
 herd=target/release/herd
 
-now() { date +%s.%N; }
-c_walls=() h_walls=()
+# Runs a command; prints its stdout to $1, then "wall_s cpu_s" (process
+# wall time, and user+sys CPU time of the command and its threads).
+measure() {
+    local out=$1; shift
+    python3 - "$out" "$@" <<'PY'
+import resource, subprocess, sys, time
+out, cmd = sys.argv[1], sys.argv[2:]
+r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+t0 = time.monotonic()
+with open(out, "w") as f:
+    subprocess.run(cmd, stdout=f, stderr=subprocess.DEVNULL, check=True)
+t1 = time.monotonic()
+r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+print(f"{t1 - t0:.3f} {cpu:.3f}")
+PY
+}
+
+c_walls=() h_walls=() c_cpus=() h_cpus=()
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
 for r in $(seq 1 "$rounds"); do
-    t0=$(now)
-    c_out=$(target/storm_micro "$waves" "$per_wave" "$slots" "$lag" "$spin" "$sleep_ms")
-    t1=$(now)
-    h_json=$("$herd" storm --spawn pthread --cancel pthread --reap leak --no-perf --json \
+    read -r cw cc < <(measure "$tmp/c" target/storm_micro "$waves" "$per_wave" "$slots" "$lag" "$spin" "$sleep_ms")
+    read -r hw hc < <(measure "$tmp/h" "$herd" storm --spawn pthread --cancel pthread --reap leak --no-perf --json \
         --waves "$waves" --per-wave "$per_wave" --slots "$slots" --lag "$lag" \
-        --spin "$spin" --sleep-ms "$sleep_ms" 2>/dev/null)
-    t2=$(now)
-    cw=$(awk "BEGIN{print $t1 - $t0}") hw=$(awk "BEGIN{print $t2 - $t1}")
-    c_walls+=("$cw") h_walls+=("$hw")
-    h_created=$(echo "$h_json" | python3 -c 'import json,sys; r=json.load(sys.stdin); m={x["name"]:x["value"] for x in r["metrics"]}; print(int(m["threads_created"]), int(m["threads_failed"]))')
-    printf 'round %d: C %.3f s (%s) | herd %.3f s (created/failed %s)\n' "$r" "$cw" "$c_out" "$hw" "$h_created"
+        --spin "$spin" --sleep-ms "$sleep_ms")
+    c_walls+=("$cw") h_walls+=("$hw") c_cpus+=("$cc") h_cpus+=("$hc")
+    c_out=$(cat "$tmp/c")
+    h_created=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); m={x["name"]:x["value"] for x in r["metrics"]}; print(int(m["threads_created"]), int(m["threads_failed"]))' "$tmp/h")
+    printf 'round %d: C %.3f s, cpu %.2f s (%s) | herd %.3f s, cpu %.2f s (created/failed %s)\n' \
+        "$r" "$cw" "$cc" "$c_out" "$hw" "$hc" "$h_created"
 done
+python3 - "${c_cpus[*]}" "${h_cpus[*]}" <<'PY'
+import statistics, sys
+c = [float(x) for x in sys.argv[1].split()]
+h = [float(x) for x in sys.argv[2].split()]
+print(f"median cpu (user+sys): C {statistics.median(c):.2f} s, herd {statistics.median(h):.2f} s; "
+      f"herd/C {statistics.median(h) / statistics.median(c):.3f}")
+PY
 python3 - "${c_walls[*]}" "${h_walls[*]}" <<'PY'
 import statistics, sys
 c = [float(x) for x in sys.argv[1].split()]

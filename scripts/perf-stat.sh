@@ -38,6 +38,10 @@ Options:
       --cross-check   run `herd storm --json [args]` under perf stat and check
                       herd's own counts against perf's (see below)
       --tolerance PCT allowed difference for --cross-check (default 5)
+      --overhead      what herd's own counters cost: `herd compare` of the
+                      same storm with --no-perf, --perf-scope process and
+                      --perf-scope system, interleaved (-r N rounds, default
+                      10), printed as ratios of medians against --no-perf
   -h, --help          this text
 
 Cross-check: herd counts only the storm's measured phase, perf stat the
@@ -54,22 +58,24 @@ Examples:
   scripts/perf-stat.sh --record -o /tmp/fg storm
   scripts/perf-stat.sh -- ./my-benchmark --threads 64
   scripts/perf-stat.sh --cross-check -- --cleanup locked
+  scripts/perf-stat.sh --overhead -r 12 -- --waves 300
 EOF
 }
 
 die() { echo "perf-stat.sh: $*" >&2; exit 1; }
 usage_err() { echo "perf-stat.sh: $*" >&2; echo "Try 'scripts/perf-stat.sh --help'." >&2; exit 2; }
 
-system=0 repeat=1 outdir="perf-out" record=0 freq=999 cross=0 tolerance=5
+system=0 repeat=1 outdir="perf-out" record=0 freq=999 cross=0 tolerance=5 overhead=0 repeat_set=0
 while [ $# -gt 0 ]; do
     case "$1" in
         -h|--help) usage; exit 0 ;;
         -a|--system) system=1 ;;
-        -r|--repeat) [ $# -ge 2 ] || usage_err "$1 needs a value"; repeat="$2"; shift ;;
+        -r|--repeat) [ $# -ge 2 ] || usage_err "$1 needs a value"; repeat="$2"; repeat_set=1; shift ;;
         -o|--output) [ $# -ge 2 ] || usage_err "$1 needs a value"; outdir="$2"; shift ;;
         --record) record=1 ;;
         -F|--freq) [ $# -ge 2 ] || usage_err "$1 needs a value"; freq="$2"; shift ;;
         --cross-check) cross=1 ;;
+        --overhead) overhead=1 ;;
         --tolerance) [ $# -ge 2 ] || usage_err "$1 needs a value"; tolerance="$2"; shift ;;
         --) shift; break ;;
         -*) usage_err "unknown option $1" ;;
@@ -80,7 +86,44 @@ done
 [[ "$repeat" =~ ^[1-9][0-9]*$ ]] || usage_err "--repeat must be a positive integer, not '$repeat'"
 [[ "$freq" =~ ^[1-9][0-9]*$ ]] || usage_err "--freq must be a positive integer, not '$freq'"
 [[ "$tolerance" =~ ^[0-9]+([.][0-9]+)?$ ]] || usage_err "--tolerance must be a number (percent), not '$tolerance'"
-if [ "$cross" = 0 ] && [ $# -eq 0 ]; then usage_err "no command given"; fi
+if [ "$cross" = 0 ] && [ "$overhead" = 0 ] && [ $# -eq 0 ]; then usage_err "no command given"; fi
+[ "$cross" = 1 ] && [ "$overhead" = 1 ] && usage_err "--cross-check and --overhead are separate runs"
+
+# --- overhead: herd's counters off vs on, interleaved -------------------------
+herd_bin() {
+    if [ -n "${HERD:-}" ]; then echo "$HERD"; return; fi
+    (cd "$ROOT" && cargo build --release -q -p herd) >&2 || die "cannot build herd (cargo build --release -p herd)"
+    echo "$ROOT/target/release/herd"
+}
+if [ "$overhead" = 1 ]; then
+    [ "$repeat_set" = 1 ] || repeat=10
+    [ "$repeat" -ge 2 ] || usage_err "--overhead needs -r 2 or more"
+    command -v python3 >/dev/null 2>&1 || die "--overhead needs python3"
+    mkdir -p "$outdir"
+    herd="$(herd_bin)"
+    echo "perf-stat.sh: $herd compare -r $repeat --warmup 1 --config --no-perf --config '--perf-scope process' --config '--perf-scope system' --metrics wall_s,sys_s,user_s --json -- $*" >&2
+    "$herd" compare -r "$repeat" --warmup 1 --config "--no-perf" --config "--perf-scope process" \
+        --config "--perf-scope system" --metrics wall_s,sys_s,user_s --json -- "$@" \
+        >"$outdir/overhead.json" 2>"$outdir/overhead.stderr" || die "herd compare failed: see $outdir/overhead.stderr"
+    python3 - "$outdir/overhead.json" <<'PY'
+import json, statistics as st, sys
+d = json.load(open(sys.argv[1]))
+sets = d["sets"]
+def col(s, m):
+    return [next(x["value"] for x in r["metrics"] if x["name"] == m) for r in s["runs"]]
+base = sets[0]
+print(f"\nherd's perf counters: cost against {base['label']} ({len(base['runs'])} interleaved rounds)")
+print(f"{'configuration':<22} {'metric':<7} {'median':>9} {'ratio of medians':>17} {'median paired ratio':>20} {'ratio of minima':>16}")
+for s in sets:
+    for m in ("wall_s", "sys_s", "user_s"):
+        a, b = col(base, m), col(s, m)
+        n = min(len(a), len(b))
+        paired = [y / x for x, y in zip(a[:n], b[:n]) if x > 0]
+        print(f"{s['label']:<22} {m:<7} {st.median(b):>9.3f} {st.median(b) / st.median(a):>17.3f} "
+              f"{st.median(paired):>20.3f} {min(b) / min(a):>16.3f}")
+PY
+    exit 0
+fi
 
 # --- perf present and permitted? -----------------------------------------
 command -v perf >/dev/null 2>&1 || die "perf is not installed.
@@ -119,11 +162,6 @@ done
 evlist="$(IFS=,; echo "${events[*]}")"
 
 # --- the command -------------------------------------------------------
-herd_bin() {
-    if [ -n "${HERD:-}" ]; then echo "$HERD"; return; fi
-    (cd "$ROOT" && cargo build --release -q -p herd) >&2 || die "cannot build herd (cargo build --release -p herd)"
-    echo "$ROOT/target/release/herd"
-}
 if [ "$cross" = 1 ]; then
     cmd=("$(herd_bin)" storm --json "$@")
 elif [[ "$HERD_SUBCOMMANDS" == *" $1 "* ]]; then

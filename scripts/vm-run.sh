@@ -75,6 +75,11 @@ available here and multi-threaded TCG with 128 vCPUs is far slower on a
 2-CPU host. Packages needed (installed automatically when run as root):
 qemu-system-x86, busybox-static, cpio, and apt for the kernel.
 
+Environment: HERD_VM_CPUS, HERD_VM_MEM, HERD_VM_TIMEOUT, HERD_VM_KERNEL
+(defaults of the options above), HERD_VM_CACHE (kernel cache directory),
+HERD_VM_OMIT_LIBGCC=1 (tests only: leave libgcc_s.so.1 out to show why it
+is needed).
+
 Exit status: herd's exit status; 2 usage error; 124 timeout; 125 VM setup
 failed or no valid result came back; 130 interrupted.
 EOF
@@ -103,7 +108,8 @@ keep=0
 prepare=0
 envs=()
 qemu_extra=()
-cache=${HERD_VM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/herd-vm}
+home=${HOME:-$(getent passwd "$(id -u)" 2>/dev/null | cut -d: -f6)}
+cache=${HERD_VM_CACHE:-${XDG_CACHE_HOME:-${home:-/tmp}/.cache}/herd-vm}
 
 need_arg() { [ "$#" -ge 2 ] || usage_error "$1 needs a value"; }
 while [ "$#" -gt 0 ]; do
@@ -431,6 +437,7 @@ console=$work/console.log
 result=$work/result.tar
 : >"$console"
 : >"$result"
+# shellcheck disable=SC2054 # the commas are qemu's option syntax
 qemu=(qemu-system-x86_64 -nodefaults -no-user-config -machine pc
     -accel tcg,thread=single -smp "$cpus" -m "${mem_mb}M" ${numa_args[@]+"${numa_args[@]}"}
     -kernel "$kernel" -initrd "$work/initrd.gz" -append "$append"

@@ -26,8 +26,19 @@
 //!   stay idle and reach their keep-alive. Each idle worker sleeps on its
 //!   own futex word: a submit wakes exactly one worker.
 //!
-//! The job queue is a lock-free [`crossbeam_queue::SegQueue`]; submitting a
-//! job takes no lock either.
+//! * **Few wake-ups.** The job queue is a lock-free
+//!   [`crossbeam_queue::SegQueue`]; submitting takes no lock. A worker that
+//!   runs dry polls the queue for [`Builder::spin`] before parking, and
+//!   while one does a submit makes no syscall. At most one wake-up is in
+//!   flight: while a notified (or just started) worker is on its way to the
+//!   queue, submits wake nobody else, and that worker wakes the next one if
+//!   jobs are still queued. A burst thus ramps the pool up at the pace the
+//!   woken threads get a CPU, rather than waking every idle worker at once.
+//!
+//! Why a worker-side chain and not a wake per submit: idle workers are
+//! retained longer here (they retire K at a time), so a burst finds many
+//! of them; waking all at once on a machine with few CPUs buys nothing but
+//! context switches (measured with `herd agent`, see the README).
 //!
 //! # Examples
 //!
@@ -246,6 +257,8 @@ pub struct Builder {
     keep_alive: Duration,
     keep_alive_jitter: Option<Duration>,
     retire_batch: usize,
+    spin: Duration,
+    max_spinners: Option<usize>,
     thread_name: String,
     stack_size: Option<usize>,
     on_retire: Option<RetireCallback>,
@@ -260,6 +273,8 @@ impl fmt::Debug for Builder {
             .field("keep_alive", &self.keep_alive)
             .field("keep_alive_jitter", &self.jitter())
             .field("retire_batch", &self.retire_batch)
+            .field("spin", &self.spin)
+            .field("max_spinners", &self.max_spinners)
             .field("thread_name", &self.thread_name)
             .field("stack_size", &self.stack_size)
             .field("on_retire", &self.on_retire.is_some())
@@ -276,6 +291,8 @@ impl Default for Builder {
             keep_alive: Duration::from_secs(10),
             keep_alive_jitter: None,
             retire_batch: 2,
+            spin: Duration::from_micros(50),
+            max_spinners: None,
             thread_name: "exitq-pool".into(),
             stack_size: None,
             on_retire: None,
@@ -318,6 +335,23 @@ impl Builder {
     /// run on the reclaimer. Default 2.
     pub fn retire_batch(mut self, k: usize) -> Self {
         self.retire_batch = k;
+        self
+    }
+
+    /// How long a worker that ran out of jobs polls the queue before it
+    /// parks (default 50 µs; zero: park at once). While a worker spins, a
+    /// submit costs no syscall: the spinner takes the job, and wakes
+    /// another worker itself if more jobs are queued. Costs up to this much
+    /// CPU per idle transition of a worker.
+    pub fn spin(mut self, d: Duration) -> Self {
+        self.spin = d;
+        self
+    }
+
+    /// Most workers spinning at once (default: half the available
+    /// parallelism, at least 1, at most `max_workers`).
+    pub fn max_spinners(mut self, n: usize) -> Self {
+        self.max_spinners = Some(n);
         self
     }
 
@@ -390,6 +424,8 @@ impl Builder {
             submit_state: CachePadded::new(AtomicUsize::new(0)),
             workers: CachePadded::new(AtomicUsize::new(0)),
             threads: AtomicUsize::new(0),
+            spinning: CachePadded::new(AtomicUsize::new(0)),
+            waking: CachePadded::new(AtomicUsize::new(0)),
             retire_tokens: AtomicUsize::new(self.retire_batch),
             spawned: AtomicU64::new(0),
             spawn_failures: AtomicU64::new(0),
@@ -407,6 +443,13 @@ impl Builder {
                 max_workers: self.max_workers,
                 keep_alive: self.keep_alive,
                 jitter,
+                spin: self.spin,
+                max_spinners: self
+                    .max_spinners
+                    .unwrap_or_else(|| {
+                        std::thread::available_parallelism().map_or(1, |n| n.get()) / 2
+                    })
+                    .clamp(1, self.max_workers),
                 thread_name: self.thread_name,
                 stack_size: self.stack_size,
                 on_retire: self.on_retire,
@@ -442,6 +485,8 @@ struct Config {
     max_workers: usize,
     keep_alive: Duration,
     jitter: Duration,
+    spin: Duration,
+    max_spinners: usize,
     thread_name: String,
     stack_size: Option<usize>,
     on_retire: Option<RetireCallback>,
@@ -462,6 +507,15 @@ pub(crate) struct Inner {
     workers: CachePadded<AtomicUsize>,
     /// Threads whose exit bookkeeping has not run yet.
     threads: AtomicUsize,
+    /// Workers polling the queue before they park (see `spin_for_job`).
+    spinning: CachePadded<AtomicUsize>,
+    /// Workers notified (or just spawned) that have not yet looked at the
+    /// queue. While one is on its way, submits wake nobody else: it takes
+    /// the job, and wakes the next worker itself if more are queued. This
+    /// ramps parallelism up one wake-up at a time (paced by how fast the
+    /// woken threads get a CPU) instead of waking every idle worker at the
+    /// start of a burst.
+    waking: CachePadded<AtomicUsize>,
     /// Retirement tokens (see `Builder::retire_batch`).
     retire_tokens: AtomicUsize,
     spawned: AtomicU64,
@@ -511,11 +565,84 @@ impl Inner {
     fn push_and_wake(self: &Arc<Self>, job: Job) {
         self.queue.push(job);
         // Dekker with a worker going idle (state IDLE + idle-stack push,
-        // fence, queue re-check): either it sees our job, or we see it idle.
+        // fence, queue re-check) and with a spinner leaving its spin
+        // (decrement `spinning`, then the same idle path): either it sees
+        // our job, or we see it spinning / idle.
         fence(Ordering::SeqCst);
+        if self.spinning.load(Ordering::SeqCst) > 0 || self.waking.load(Ordering::SeqCst) > 0 {
+            // A worker is polling the queue right now, or is on its way to
+            // it (`waking`): it takes the job without a syscall of ours and
+            // wakes help if more work piles up (`found_work`).
+            return;
+        }
+        self.wake_or_grow();
+    }
+
+    /// A worker that was notified or spawned starts looking at the queue.
+    fn arrived(&self) {
+        // SeqCst: Dekker with `push_and_wake` (push, fence, read `waking`):
+        // a submitter that saw us on our way skipped its wake-up, and our
+        // queue pops after this see its job.
+        self.waking.fetch_sub(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+    }
+
+    /// After a woken worker's first job: if more jobs are queued and nobody
+    /// else is on the way, wake (or start) the next worker.
+    fn found_work(self: &Arc<Self>) {
+        if !self.queue.is_empty()
+            && self.spinning.load(Ordering::SeqCst) == 0
+            && self.waking.load(Ordering::SeqCst) == 0
+        {
+            self.wake_or_grow();
+        }
+    }
+
+    /// Wakes an idle worker, else starts one if below max.
+    fn wake_or_grow(self: &Arc<Self>) {
         if !self.wake_one() {
             self.grow_for_queued_job();
         }
+    }
+
+    /// A worker that ran out of jobs polls the queue for `cfg.spin` before
+    /// parking, if fewer than `max_spinners` already do. Returns a job it
+    /// found. While it spins, submitters skip their wake-up syscall.
+    fn spin_for_job(self: &Arc<Self>) -> Option<Job> {
+        if self.cfg.spin.is_zero() {
+            return None;
+        }
+        // SeqCst: see `push_and_wake`.
+        if self.spinning.fetch_add(1, Ordering::SeqCst) >= self.cfg.max_spinners {
+            self.spinning.fetch_sub(1, Ordering::SeqCst);
+            return None;
+        }
+        let t0 = Instant::now();
+        let mut found = None;
+        'spin: loop {
+            for _ in 0..64 {
+                if let Some(job) = self.queue.pop() {
+                    found = Some(job);
+                    break 'spin;
+                }
+                std::hint::spin_loop();
+            }
+            if t0.elapsed() >= self.cfg.spin || self.is_shutdown() {
+                break;
+            }
+        }
+        // SeqCst: after this, submitters wake or spawn instead of relying on
+        // us; our caller re-checks the queue (go_idle) after this store.
+        self.spinning.fetch_sub(1, Ordering::SeqCst);
+        if found.is_some() {
+            fence(Ordering::SeqCst);
+            if !self.queue.is_empty() {
+                // More work than one spinner takes: get help (the chained
+                // wake-up keeps parallelism growing during a burst).
+                self.wake_or_grow();
+            }
+        }
+        found
     }
 
     /// `enter`, `push_and_wake`, `leave`; hands the job back after shutdown.
@@ -546,6 +673,9 @@ impl Inner {
         loop {
             match s {
                 IDLE => {
+                    // Counted before the CAS so the worker's `arrived`
+                    // cannot run first; undone if the CAS fails.
+                    self.waking.fetch_add(1, Ordering::SeqCst);
                     // SeqCst: ordered after the job push (fence in `submit`);
                     // the worker's Acquire load after waking sees the job.
                     match slot.state.compare_exchange(
@@ -558,7 +688,10 @@ impl Inner {
                             idle::futex_wake(&slot.state);
                             return true;
                         }
-                        Err(now) => s = now,
+                        Err(now) => {
+                            self.waking.fetch_sub(1, Ordering::SeqCst);
+                            s = now;
+                        }
                     }
                 }
                 RETIRED => {
@@ -663,9 +796,12 @@ impl Inner {
         }
         let me = Arc::clone(self);
         self.threads.fetch_add(1, Ordering::Relaxed);
+        // The new worker is on its way to the queue (see `waking`).
+        self.waking.fetch_add(1, Ordering::SeqCst);
         match b.spawn(move || worker_main(me, slot)) {
             Ok(_detached) => Ok(()),
             Err(e) => {
+                self.waking.fetch_sub(1, Ordering::SeqCst);
                 self.threads.fetch_sub(1, Ordering::Relaxed);
                 Err(e)
             }
@@ -712,12 +848,15 @@ impl Inner {
 
     fn notify_slot_for_shutdown(&self, i: u32) {
         let slot = self.slots.get(i);
+        self.waking.fetch_add(1, Ordering::SeqCst);
         if slot
             .state
             .compare_exchange(IDLE, NOTIFIED, Ordering::SeqCst, Ordering::SeqCst)
             .is_ok()
         {
             idle::futex_wake(&slot.state);
+        } else {
+            self.waking.fetch_sub(1, Ordering::SeqCst);
         }
     }
 
@@ -868,19 +1007,36 @@ fn next_rand(state: &mut u64) -> u64 {
 
 /// What a worker does after its idle wait.
 enum AfterIdle {
+    /// Found work itself (its re-check, or an un-retire).
     Work,
+    /// Was notified: counted in `waking` until it looks at the queue.
+    Woken,
+    /// Leaves.
     Retire,
 }
 
 fn worker_main(inner: Arc<Inner>, slot_idx: u32) {
     let record = exit_hook::register(&inner, slot_idx);
     let slot = inner.slots.get(slot_idx);
+    inner.arrived();
+    let mut woken = true;
     let mut rng = (u64::from(slot_idx) + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)
         ^ inner.epoch.elapsed().as_nanos() as u64
         | 1;
     loop {
+        if woken {
+            woken = false;
+            if let Some(job) = inner.queue.pop() {
+                inner.found_work();
+                run_job(slot, job);
+            }
+        }
         while let Some(job) = inner.queue.pop() {
             run_job(slot, job);
+        }
+        if let Some(job) = inner.spin_for_job() {
+            run_job(slot, job);
+            continue;
         }
         if inner.is_shutdown() {
             // Shutdown: queue drained (no submitter can add more once the
@@ -895,6 +1051,10 @@ fn worker_main(inner: Arc<Inner>, slot_idx: u32) {
         }
         match idle_wait(&inner, slot_idx, &mut rng) {
             AfterIdle::Work => continue,
+            AfterIdle::Woken => {
+                inner.arrived();
+                woken = true;
+            }
             AfterIdle::Retire => {
                 record.set(RetireReason::Idle, inner.epoch.elapsed());
                 break;
@@ -916,8 +1076,8 @@ fn run_job(slot: &idle::Slot, job: Job) {
 /// keep-alive expiring.
 fn idle_wait(inner: &Inner, i: u32, rng: &mut u64) -> AfterIdle {
     let slot = inner.slots.get(i);
-    if !go_idle(inner, i) {
-        return AfterIdle::Work;
+    if let Some(after) = go_idle(inner, i) {
+        return after;
     }
     let mut deadline = Instant::now() + inner.keep_alive(rng);
     loop {
@@ -929,7 +1089,7 @@ fn idle_wait(inner: &Inner, i: u32, rng: &mut u64) -> AfterIdle {
         // Acquire pairs with the SeqCst CAS to NOTIFIED (`notify_slot`).
         if slot.state.load(Ordering::Acquire) == NOTIFIED {
             slot.state.store(RUNNING, Ordering::Relaxed);
-            return AfterIdle::Work;
+            return AfterIdle::Woken;
         }
         if Instant::now() < deadline {
             continue; // spurious wake-up or signal
@@ -941,7 +1101,7 @@ fn idle_wait(inner: &Inner, i: u32, rng: &mut u64) -> AfterIdle {
             .is_err()
         {
             slot.state.store(RUNNING, Ordering::Relaxed); // was NOTIFIED
-            return AfterIdle::Work;
+            return AfterIdle::Woken;
         }
         if inner.try_retire() {
             // Dekker with `submit` (push, fence, read `workers` in
@@ -962,8 +1122,8 @@ fn idle_wait(inner: &Inner, i: u32, rng: &mut u64) -> AfterIdle {
         }
         // Denied (no token, or at min_workers): idle again, retry later.
         slot.state.store(RUNNING, Ordering::Relaxed);
-        if !go_idle(inner, i) {
-            return AfterIdle::Work;
+        if let Some(after) = go_idle(inner, i) {
+            return after;
         }
         let at_min = inner.workers.load(Ordering::Relaxed) <= inner.cfg.min_workers;
         deadline = if at_min {
@@ -978,9 +1138,10 @@ fn idle_wait(inner: &Inner, i: u32, rng: &mut u64) -> AfterIdle {
     }
 }
 
-/// RUNNING -> IDLE, onto the idle stack, then re-check for work. Returns
-/// false (state back to RUNNING) if work or shutdown was found.
-fn go_idle(inner: &Inner, i: u32) -> bool {
+/// RUNNING -> IDLE, onto the idle stack, then re-check for work. `None`:
+/// the worker is idle and may park. `Some`: work or shutdown was found and
+/// the worker is RUNNING again (`Woken` if a notification came meanwhile).
+fn go_idle(inner: &Inner, i: u32) -> Option<AfterIdle> {
     let slot = inner.slots.get(i);
     // SeqCst store and swap: Dekker with `pop_idle` (clear `in_idle`, read
     // state) so an idle worker is always in the stack or being notified.
@@ -992,14 +1153,20 @@ fn go_idle(inner: &Inner, i: u32) -> bool {
     // `begin_shutdown` (set bit, then notify every IDLE slot).
     fence(Ordering::SeqCst);
     if inner.queue.is_empty() && !inner.is_shutdown() {
-        return true;
+        return None;
     }
-    // Work arrived: take ourselves back (or accept a notification).
-    let _ = slot
+    // Work arrived: take ourselves back, or accept a notification.
+    match slot
         .state
-        .compare_exchange(IDLE, RUNNING, Ordering::SeqCst, Ordering::SeqCst);
-    slot.state.store(RUNNING, Ordering::Relaxed);
-    false
+        .compare_exchange(IDLE, RUNNING, Ordering::SeqCst, Ordering::SeqCst)
+    {
+        Ok(_) => Some(AfterIdle::Work),
+        Err(_) => {
+            // NOTIFIED: only we leave it.
+            slot.state.store(RUNNING, Ordering::Relaxed);
+            Some(AfterIdle::Woken)
+        }
+    }
 }
 
 /// An elastic thread pool; see the [module docs](self).

@@ -35,7 +35,7 @@
 //!   memory, one `mprotect` opens everything above the guard (the same two
 //!   calls glibc makes for a fresh stack): two VMAs per stack, counted
 //!   against `vm.max_map_count`.
-//! * The [`Header`] lives *above* the region handed to pthread, so neither
+//! * The `Header` lives *above* the region handed to pthread, so neither
 //!   the thread nor glibc ever writes it; it carries the intrusive list link
 //!   used by the exit path, so returning a stack allocates nothing.
 //! * The canary words sit at the far end of the stack (its lowest addresses,
@@ -94,7 +94,7 @@
 //! In [`Reap::Reclaimer`] mode a pthread key destructor (run by glibc on
 //! return, `pthread_exit` and cancellation alike) does one `fetch_sub` on the
 //! stack's reference count (the thread's and its handle's) and, if it was
-//! the last, one CAS push of the stack's [`Header`] onto the pool's retired
+//! the last, one CAS push of the stack's `Header` onto the pool's retired
 //! list. No lock, no system call, no allocation: the list node *is* the
 //! header inside the stack mapping. The reclaimer takes the whole list with
 //! one swap, joins each thread with `pthread_tryjoin_np` (threads still in
@@ -160,6 +160,16 @@
 //! (returning the stack from the exit destructor) is caught, and that the
 //! join rule is never.
 //!
+//! # Limits
+//!
+//! * One stack size per pool (make one pool per size).
+//! * A thread that never ends keeps its stack lent, and the pool's
+//!   reclaimer (and the stack) alive after the last handle is dropped.
+//! * `fork`: the child must not use the parent's pool (its threads, and the
+//!   reclaimer, do not exist there).
+//! * glibc on Linux only: the soundness argument relies on glibc's
+//!   `CLONE_CHILD_CLEARTID` use and `pthread_tryjoin_np`.
+//!
 //! # Example
 //!
 //! ```
@@ -203,7 +213,7 @@ pub type StartRoutine = unsafe extern "C-unwind" fn(*mut c_void) -> *mut c_void;
 /// Number of 64-bit canary words at the far (lowest) end of every stack.
 pub const CANARY_WORDS: usize = 4;
 
-/// Bytes reserved above the pthread stack for the pool's [`Header`].
+/// Bytes reserved above the pthread stack for the pool's `Header`.
 const HEADER_RESERVE: usize = 128;
 
 /// Most `iovec`s one `process_madvise(2)` call accepts (`UIO_MAXIOV`).

@@ -80,18 +80,20 @@ fn permission_denied_is_reported_with_paranoid_and_fix_and_the_run_completes() {
             r.metrics(10)
         );
         let notes = r.notes();
-        assert_eq!(
-            notes.len(),
-            r.counters.len(),
-            "one note per counter: {notes:#?}"
-        );
+        for c in &r.counters {
+            assert!(
+                notes.iter().any(|n| n.contains(&c.event)),
+                "{} has a note: {notes:#?}",
+                c.event
+            );
+        }
         let need = if scope == Scope::System {
             "<= 0"
         } else {
             "<= 1"
         };
         for n in &notes {
-            if n.contains("tracefs is not mounted") {
+            if n.contains("tracefs is not mounted") || n.contains("via a cgroup") {
                 continue; // no tracefs on this machine: that reason comes first
             }
             assert!(n.contains("perf_event_paranoid is 2"), "{n}");

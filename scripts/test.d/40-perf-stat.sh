@@ -100,5 +100,13 @@ else
     cat "$tmp/out"
     grep -q "sched:sched_process_exit" "$tmp/out" || fail "cross-check table"
     ok "--cross-check: herd and perf stat agree within the stated tolerance"
+
+    # --overhead: a tiny interleaved comparison; checks the shape, not the figure.
+    expect_rc 0 "--overhead" -- bash "$S" --overhead -r 2 -o "$tmp/over" -- --waves 10 --per-wave 20 --sleep-ms 5
+    rows="$(grep -cE '^--(no-perf|perf-scope) .* (wall_s|sys_s|user_s) ' "$tmp/out" || true)"
+    [ "$rows" = 9 ] || { cat "$tmp/out" "$tmp/err"; fail "--overhead prints 3 configurations x 3 metrics ($rows rows)"; }
+    grep -qE '^--no-perf +wall_s +[0-9.]+ +1\.000' "$tmp/out" || fail "--overhead base ratio is 1.000"
+    ok "--overhead: interleaved --no-perf / process / system, ratios of medians"
+    expect_rc 2 "--overhead -r 1" -- bash "$S" --overhead -r 1
 fi
 echo "$pass passed"

@@ -23,15 +23,21 @@
 //! default, which would make every tracepoint read 0).
 //!
 //! # Scopes
-//! * [`Scope::Process`]: one counter per event per thread of this process
-//!   at `open` time, `inherit`ed by every thread those create afterwards.
-//!   So open the session *before* the scenario creates its threads (the
-//!   contract above does). Counts of exited threads are folded into the
-//!   parent counter by the kernel, so nothing is lost to thread exit.
+//! * [`Scope::Process`]: every thread of this process. Preferred method
+//!   ([`Method::Cgroup`]): the process moves into a cgroup of its own
+//!   ([`sys::CgroupScope`]) and each event gets one counter per online CPU
+//!   on that cgroup, which costs nothing per thread. Fallback
+//!   ([`Method::Inherit`], with a note): one counter per event per thread
+//!   at `open` time, `inherit`ed by every thread those create afterwards;
+//!   so open the session *before* the scenario creates its threads (the
+//!   contract above does). That is what `perf stat <cmd>` does, and for a
+//!   thread storm it is expensive: the kernel copies every counter into
+//!   each new thread and folds it back at exit under the parent counter's
+//!   mutex (+137% system time measured on a storm, against +9% or less
+//!   for the cgroup counters; README).
 //! * [`Scope::System`]: one counter per event per CPU of the run's CPU list
 //!   (`pid = -1`), so kernel work done for us by other tasks (kworkers,
-//!   RCU callbacks, the reaper) counts too, and so does everything else
-//!   running there.
+//!   RCU callbacks) counts too, and so does everything else running there.
 //!
 //! Counters are independent (not a perf group): `inherit` and group reads
 //! do not mix on many kernels, and software/tracepoint events never
@@ -65,7 +71,7 @@ use contention::{ContentionReport, Layout};
 use events::{EventSpec, Source};
 use kallsyms::Symbols;
 use sampler::{ContentionSampler, Drain};
-use sys::{Kernel, RealKernel, Unavailable};
+use sys::{CgroupScope, Kernel, RealKernel, Target, Unavailable};
 
 /// Which tasks the counters follow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
@@ -115,6 +121,25 @@ pub struct Session {
     syms: Arc<Symbols>,
     enabled_at: Option<Instant>,
     enabled_s: f64,
+    method: Method,
+    method_fallback: Option<Unavailable>,
+    /// Declared last: dropped after the counters, it moves the process back.
+    cgroup: Option<CgroupScope>,
+}
+
+/// How the counters are attached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Method {
+    /// Nothing opened (`--no-perf`).
+    #[default]
+    None,
+    /// Process scope: per-CPU counters on the process's own cgroup.
+    Cgroup,
+    /// Process scope: per-thread counters inherited by new threads.
+    Inherit,
+    /// System scope: per-CPU counters on any task.
+    PerCpu,
 }
 
 impl Session {
@@ -143,6 +168,9 @@ impl Session {
             syms: Arc::new(Symbols::default()),
             enabled_at: None,
             enabled_s: 0.0,
+            method: Method::None,
+            method_fallback: None,
+            cgroup: None,
         };
         if args.no_perf {
             return Ok(s);
@@ -166,10 +194,11 @@ impl Session {
         }
         let drain_tid = drain.as_ref().map(Drain::tid);
 
-        // Who is watched: every thread of ours (but the drain thread), or any task.
-        let pids: Vec<i32> = if system {
-            vec![-1]
-        } else {
+        // Who is watched. Process scope: this process's own cgroup, one
+        // counter per CPU (cheap), or else every thread of ours (but the
+        // drain thread) with inherited counters (a cost per thread
+        // creation and exit). System scope: any task on the run's CPUs.
+        let pids: Vec<i32> = {
             let mut t = sys::own_threads();
             t.retain(|&tid| Some(tid) != drain_tid);
             if t.is_empty() {
@@ -177,24 +206,54 @@ impl Session {
             }
             t
         };
-        s.targets = pids.len();
-
-        for spec in events::catalog(args.perf_scope) {
-            match open_event(kernel, &spec, &pids, &s.cpus, system) {
-                Ok(counters) => s.open.push(Open { spec, counters }),
-                Err(u) => s.unavailable.push((spec, u)),
+        let online = sys::online_cpus();
+        if !system {
+            match kernel.process_cgroup() {
+                Ok(cg) => {
+                    let (open, unavailable) =
+                        open_all(kernel, args.perf_scope, Target::Cgroup(&cg.file), &online);
+                    // A cgroup counter is a per-CPU counter: where those are
+                    // not permitted (paranoid 1), inherited ones may still be.
+                    if unavailable.iter().any(|(_, u)| !u.absent) {
+                        s.method_fallback = Some(Unavailable::fixable(
+                            "per-CPU cgroup counters could not be opened".to_string(),
+                            "run as root, or: sudo sysctl kernel.perf_event_paranoid=0",
+                        ));
+                        drop(open);
+                        drop(cg);
+                    } else {
+                        s.open = open;
+                        s.unavailable = unavailable;
+                        s.method = Method::Cgroup;
+                        s.cgroup = Some(cg);
+                    }
+                }
+                Err(u) => s.method_fallback = Some(u),
             }
+        }
+        let target = match (&s.cgroup, system) {
+            (_, true) => Target::AnyTask,
+            (Some(cg), false) => Target::Cgroup(&cg.file),
+            (None, false) => Target::Threads(&pids),
+        };
+        if system {
+            s.method = Method::PerCpu;
+            let (open, unavailable) = open_all(kernel, args.perf_scope, target, &s.cpus);
+            s.open = open;
+            s.unavailable = unavailable;
+        } else if s.cgroup.is_none() {
+            s.method = Method::Inherit;
+            s.targets = pids.len();
+            let (open, unavailable) = open_all(kernel, args.perf_scope, target, &online);
+            s.open = open;
+            s.unavailable = unavailable;
         }
 
         if let (Some(drain), Some(layout)) = (drain, layout) {
-            let sample_cpus = if system {
-                s.cpus.clone()
-            } else {
-                // Our threads may run on any online CPU.
-                sys::online_cpus()
-            };
+            // Process scope: our threads may run on any online CPU.
+            let sample_cpus = if system { &s.cpus } else { &online };
             let callchain = !s.syms.is_empty();
-            match ContentionSampler::open(kernel, drain, layout, &sample_cpus, &pids, callchain) {
+            match ContentionSampler::open(kernel, drain, layout, sample_cpus, target, callchain) {
                 Ok(sampler) => s.sampler = Some(sampler),
                 Err(u) => s.contention_unavailable = Some(u),
             }
@@ -221,11 +280,15 @@ impl Session {
         Ok(s)
     }
 
-    /// Starts counting.
+    /// Starts (or resumes) counting. `enable`/`disable` may alternate any
+    /// number of times: counts accumulate over the enabled periods only
+    /// (counters are created disabled, at zero).
     pub fn enable(&mut self) -> Result<()> {
+        if self.enabled_at.is_some() {
+            return Ok(());
+        }
         for o in &mut self.open {
             for c in &mut o.counters {
-                c.reset().context("perf: reset")?;
                 c.enable()
                     .with_context(|| format!("perf: cannot enable {}", o.spec.event))?;
             }
@@ -238,8 +301,11 @@ impl Session {
         Ok(())
     }
 
-    /// Stops counting.
+    /// Stops (pauses) counting; a second call is a no-op.
     pub fn disable(&mut self) -> Result<()> {
+        if self.enabled_at.is_none() {
+            return Ok(());
+        }
         if let Some(sm) = &self.sampler {
             sm.disable()
                 .context("perf: cannot disable contention sampling")?;
@@ -334,6 +400,8 @@ impl Session {
                 Vec::new()
             },
             threads_at_open: self.targets,
+            method: self.method,
+            method_fallback: self.method_fallback.clone(),
             counted_s: self.enabled_s,
             counters,
             contention_requested: self.args.contention,
@@ -343,14 +411,30 @@ impl Session {
     }
 }
 
-/// Opens one event for every pid (process scope, inherited, any CPU) or
-/// every CPU (system scope, any pid).
+/// Opens every event of the catalog for `target`.
+fn open_all(
+    kernel: &dyn Kernel,
+    scope: Scope,
+    target: Target<'_>,
+    cpus: &[usize],
+) -> (Vec<Open>, Vec<(EventSpec, Unavailable)>) {
+    let (mut open, mut unavailable) = (Vec::new(), Vec::new());
+    for spec in events::catalog(scope) {
+        match open_event(kernel, &spec, target, cpus) {
+            Ok(counters) => open.push(Open { spec, counters }),
+            Err(u) => unavailable.push((spec, u)),
+        }
+    }
+    (open, unavailable)
+}
+
+/// Opens one event for every thread (inherited, any CPU) or on every CPU
+/// (a cgroup, or any task).
 fn open_event(
     kernel: &dyn Kernel,
     spec: &EventSpec,
-    pids: &[i32],
+    target: Target<'_>,
     cpus: &[usize],
-    system: bool,
 ) -> Result<Vec<Counter>, Unavailable> {
     let mut builder = match spec.source {
         Source::Tracepoint(sys_name, name) => {
@@ -360,25 +444,32 @@ fn open_event(
         Source::Hardware(e) => Builder::new(e),
     };
     builder.include_kernel().exclude_user(false);
+    let per_cpu = !matches!(target, Target::Threads(_));
     let explain = |e: &std::io::Error| {
-        sys::explain_open_error(e, spec.kind(), system, kernel.paranoid(), kernel.is_root())
+        sys::explain_open_error(e, spec.kind(), per_cpu, kernel.paranoid(), kernel.is_root())
     };
     let mut counters = Vec::new();
-    if system {
-        builder.any_pid();
-        for &cpu in cpus {
-            builder.one_cpu(cpu);
-            counters.push(kernel.open(&builder).map_err(|e| explain(&e))?);
+    match target {
+        Target::Threads(pids) => {
+            builder.inherit(true).any_cpu();
+            for &pid in pids {
+                builder.observe_pid(pid);
+                match kernel.open(&builder) {
+                    Ok(c) => counters.push(c),
+                    // A thread that exited between listing and opening.
+                    Err(e) if e.raw_os_error() == Some(libc::ESRCH) && pid != pids[0] => {}
+                    Err(e) => return Err(explain(&e)),
+                }
+            }
         }
-    } else {
-        builder.inherit(true).any_cpu();
-        for &pid in pids {
-            builder.observe_pid(pid);
-            match kernel.open(&builder) {
-                Ok(c) => counters.push(c),
-                // A thread that exited between listing and opening.
-                Err(e) if e.raw_os_error() == Some(libc::ESRCH) && pid != pids[0] => {}
-                Err(e) => return Err(explain(&e)),
+        Target::Cgroup(_) | Target::AnyTask => {
+            match target {
+                Target::Cgroup(f) => builder.observe_cgroup(f),
+                _ => builder.any_pid(),
+            };
+            for &cpu in cpus {
+                builder.one_cpu(cpu);
+                counters.push(kernel.open(&builder).map_err(|e| explain(&e))?);
             }
         }
     }
@@ -457,8 +548,14 @@ pub struct Report {
     pub scope: Scope,
     /// CPUs watched (system scope only).
     pub cpus: Vec<usize>,
-    /// Threads the process-scope counters were attached to at open.
+    /// Threads the inherited counters were attached to at open (0 otherwise).
     pub threads_at_open: usize,
+    /// How the counters were attached.
+    #[serde(default)]
+    pub method: Method,
+    /// Why process scope fell back to inherited counters, if it did.
+    #[serde(default)]
+    pub method_fallback: Option<Unavailable>,
     /// Seconds the counters were enabled.
     pub counted_s: f64,
     /// Every counter of the event set, available or not, in display order.
@@ -567,9 +664,22 @@ impl Report {
         if !self.enabled {
             return notes;
         }
+        // Counters that failed for the same reason share one line.
+        let mut failed: Vec<(&Unavailable, Vec<&str>)> = Vec::new();
         for c in &self.counters {
             if let Some(u) = &c.unavailable {
-                notes.push(note_for(&c.event, u));
+                match failed.iter_mut().find(|(r, _)| *r == u) {
+                    Some((_, events)) => events.push(&c.event),
+                    None => failed.push((u, vec![&c.event])),
+                }
+            }
+        }
+        for (u, events) in failed {
+            notes.push(note_for(&events.join(", "), u));
+        }
+        for c in &self.counters {
+            if c.unavailable.is_some() {
+                continue;
             } else if let Some(f) = c.running_fraction() {
                 if f < 0.999 {
                     notes.push(format!(
@@ -579,6 +689,13 @@ impl Report {
                     ));
                 }
             }
+        }
+        if let (Method::Inherit, Some(u)) = (self.method, &self.method_fallback) {
+            notes.push(note_for(
+                "process scope via a cgroup (inherited per-thread counters used instead; \
+                 they cost every thread creation and exit)",
+                u,
+            ));
         }
         if let Some(u) = &self.contention_unavailable {
             notes.push(note_for("--contention profile", u));

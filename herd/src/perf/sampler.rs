@@ -1,9 +1,9 @@
 //! Sampling `lock:contention_begin`/`end` into per-CPU ring buffers,
 //! drained by a thread while the scenario runs.
 //!
-//! Layout of the file descriptors: for every CPU, every target (one per
-//! existing thread in process scope, inherited by the threads they create;
-//! `pid = -1` in system scope) and both tracepoints, one event with
+//! Layout of the file descriptors: for every CPU, every target (the
+//! process's cgroup, or one per existing thread inherited by the threads
+//! they create, in process scope; `pid = -1` in system scope) and both tracepoints, one event with
 //! `sample_period = 1`. The first event of each CPU owns that CPU's ring
 //! buffer; the others write into it (`PERF_EVENT_IOC_SET_OUTPUT`), so there
 //! is exactly one buffer per CPU whatever the thread count. Per-CPU is not
@@ -31,7 +31,7 @@ use super::contention::{
     SAMPLE_TIME,
 };
 use super::kallsyms::Symbols;
-use super::sys::{self, EventKind, Kernel, Unavailable};
+use super::sys::{self, EventKind, Kernel, Target, Unavailable};
 
 /// Ring buffer data size per CPU, bytes (plus one header page).
 pub const RING_BYTES: usize = 1 << 20;
@@ -213,18 +213,23 @@ pub struct ContentionSampler {
 }
 
 impl ContentionSampler {
-    /// Opens begin/end sampling on every CPU in `cpus` for `pids` (thread
-    /// ids, inherited; or `[-1]` for any task) and hands the buffers to
-    /// `drain`. On failure the drain thread is stopped and the reason given.
+    /// Opens begin/end sampling on every CPU in `cpus` for `target` and
+    /// hands the buffers to `drain`. On failure the drain thread is stopped
+    /// and the reason given.
     pub fn open(
         kernel: &dyn Kernel,
         mut drain: Drain,
         layout: Layout,
         cpus: &[usize],
-        pids: &[i32],
+        target: Target<'_>,
         callchain: bool,
     ) -> Result<ContentionSampler, Unavailable> {
-        let system = pids == [-1];
+        let system = !matches!(target, Target::Threads(_));
+        // One event pair per thread (inherited), or one per CPU.
+        let pids: &[i32] = match target {
+            Target::Threads(p) => p,
+            _ => &[-1],
+        };
         let mut sample_type = SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU | SAMPLE_RAW;
         if callchain {
             sample_type |= SAMPLE_CALLCHAIN;
@@ -255,11 +260,11 @@ impl ContentionSampler {
                     if callchain {
                         b.exclude_callchain_user(true).sample_max_stack(STACK_DEPTH);
                     }
-                    if system {
-                        b.any_pid();
-                    } else {
-                        b.observe_pid(pid).inherit(true);
-                    }
+                    match target {
+                        Target::Threads(_) => b.observe_pid(pid).inherit(true),
+                        Target::Cgroup(f) => b.observe_cgroup(f),
+                        Target::AnyTask => b.any_pid(),
+                    };
                     let counter = kernel.open(&b).map_err(|e| explain(&e))?;
                     fds.push(counter.as_raw_fd());
                     match &leader {

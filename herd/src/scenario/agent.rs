@@ -33,8 +33,9 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use crate::error::{usage, EXIT_INTERRUPTED};
+use crate::export::run::{emit, repeat, OutputArgs};
 use crate::perf::{self, PerfArgs};
-use crate::result::{Metric, RunResult, RunSet};
+use crate::result::{Metric, RunResult};
 use crate::runner;
 use crate::stats::Summary;
 
@@ -96,15 +97,17 @@ pub struct Args {
     /// exitq-pool: at most this many retirements per grace period.
     #[arg(long, default_value_t = 2)]
     pub retire_batch: usize,
-    /// Print the result as JSON (a RunSet with -r).
-    #[arg(long, conflicts_with = "csv")]
-    pub json: bool,
-    /// Print the result as CSV.
+    /// exitq-pool: how often (ms) the exitq reclaimer looks for exited workers
+    /// to clean up; paces retirement together with --retire-batch (default:
+    /// exitq's default, 10 ms).
     #[arg(long)]
-    pub csv: bool,
-    /// Repetitions, each in a fresh child process.
-    #[arg(short = 'r', long = "runs", default_value_t = 1)]
-    pub runs: usize,
+    pub exit_poll_ms: Option<u64>,
+    /// exitq-pool: microseconds a worker polls the queue before parking (0: never).
+    #[arg(long, default_value_t = 50)]
+    pub spin_us: u64,
+    /// Output format and repetitions.
+    #[command(flatten)]
+    pub out: OutputArgs,
     /// perf counters.
     #[command(flatten)]
     pub perf: PerfArgs,
@@ -135,6 +138,10 @@ pub struct Config {
     pub jitter_ms: u64,
     /// See [`Args::retire_batch`].
     pub retire_batch: usize,
+    /// See [`Args::spin_us`].
+    pub spin_us: u64,
+    /// See [`Args::exit_poll_ms`].
+    pub exit_poll_ms: Option<u64>,
 }
 
 impl Args {
@@ -172,11 +179,16 @@ impl Args {
                 return Err(usage("--jitter-ms", "must be at most 3600000"));
             }
         }
+        if let Some(p) = self.exit_poll_ms {
+            if p == 0 || p > 60_000 {
+                return Err(usage("--exit-poll-ms", "must be between 1 and 60000"));
+            }
+        }
+        if self.spin_us > 1_000_000 {
+            return Err(usage("--spin-us", "must be at most 1000000"));
+        }
         if self.retire_batch == 0 {
             return Err(usage("--retire-batch", "must be at least 1"));
-        }
-        if self.runs == 0 || self.runs > 10_000 {
-            return Err(usage("--runs", "must be between 1 and 10000"));
         }
         Ok(Config {
             mode: self.mode,
@@ -190,6 +202,8 @@ impl Args {
             keep_alive_ms: self.keep_alive_ms,
             jitter_ms: self.jitter_ms.unwrap_or(self.keep_alive_ms / 2),
             retire_batch: self.retire_batch,
+            spin_us: self.spin_us,
+            exit_poll_ms: self.exit_poll_ms,
         })
     }
 
@@ -207,9 +221,13 @@ impl Args {
             format!("--min-workers={}", self.min_workers),
             format!("--keep-alive-ms={}", self.keep_alive_ms),
             format!("--retire-batch={}", self.retire_batch),
+            format!("--spin-us={}", self.spin_us),
         ];
         if let Some(j) = self.jitter_ms {
             v.push(format!("--jitter-ms={j}"));
+        }
+        if let Some(p) = self.exit_poll_ms {
+            v.push(format!("--exit-poll-ms={p}"));
         }
         let p = &self.perf;
         if p.perf_scope != perf::Scope::Process {
@@ -232,56 +250,16 @@ impl Args {
 pub fn run(args: &Args) -> Result<u8> {
     let cfg = args.validate()?;
     runner::install_interrupt_handler();
-    if args.runs > 1 && !runner::is_child() {
-        return run_repeated(args);
+    if args.out.runs > 1 && !runner::is_child() {
+        return repeat("agent", &args.out);
     }
     let result = measure(args, &cfg)?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&result)?);
-    } else if args.csv {
-        print!("{}", csv_of(&[&result]));
-    } else {
-        print_table(&result);
-    }
+    emit(&result, &args.out, |_| String::new())?;
     Ok(if result.interrupted {
         EXIT_INTERRUPTED
     } else {
         0
     })
-}
-
-/// `-r N`: one child process per repetition; prints medians.
-fn run_repeated(args: &Args) -> Result<u8> {
-    let child_args = args.to_args();
-    let mut set = RunSet {
-        schema: crate::result::SCHEMA_VERSION,
-        label: format!("--mode {}", args.mode.name()),
-        runs: Vec::new(),
-    };
-    for i in 0..args.runs {
-        if runner::interrupted() {
-            break;
-        }
-        if !args.json && !args.csv {
-            eprintln!("run {}/{} ...", i + 1, args.runs);
-        }
-        let r = runner::run_child("agent", &child_args)?;
-        let stop = r.interrupted;
-        set.runs.push(r);
-        if stop {
-            break;
-        }
-    }
-    let interrupted = runner::interrupted() || set.runs.iter().any(|r| r.interrupted);
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&set)?);
-    } else if args.csv {
-        let refs: Vec<&RunResult> = set.runs.iter().collect();
-        print!("{}", csv_of(&refs));
-    } else {
-        print_summary(&set);
-    }
-    Ok(if interrupted { EXIT_INTERRUPTED } else { 0 })
 }
 
 /// Exit and spawn bookkeeping gathered by one run.
@@ -408,12 +386,22 @@ fn measure(args: &Args, cfg: &Config) -> Result<RunResult> {
         Mode::ExitqPool => {
             let exits = Arc::new(Mutex::new(Vec::new()));
             let e2 = exits.clone();
-            let pool = exitq::pool::Pool::builder()
+            let mut builder = exitq::pool::Pool::builder();
+            if let Some(p) = cfg.exit_poll_ms {
+                let domain = exitq::Domain::builder()
+                    .thread_name("agent-reclaim")
+                    .exit_poll(Some(Duration::from_millis(p)))
+                    .try_build()
+                    .context("cannot build the exitq domain")?;
+                builder = builder.domain(domain);
+            }
+            let pool = builder
                 .min_workers(cfg.min_workers)
                 .max_workers(cfg.max_workers)
                 .keep_alive(Duration::from_millis(cfg.keep_alive_ms))
                 .keep_alive_jitter(Duration::from_millis(cfg.jitter_ms))
                 .retire_batch(cfg.retire_batch)
+                .spin(Duration::from_micros(cfg.spin_us))
                 .thread_name("agent")
                 .on_retire(move |r| {
                     if r.reason == exitq::pool::RetireReason::Idle {
@@ -462,6 +450,7 @@ fn measure(args: &Args, cfg: &Config) -> Result<RunResult> {
     let ru0 = rusage();
     let t0 = Instant::now();
     let mut busy = Duration::ZERO;
+    let mut wave_starts_ns = Vec::with_capacity(cfg.waves);
     let mut waves_done = 0;
     session.enable()?;
     for w in 0..cfg.waves {
@@ -471,6 +460,7 @@ fn measure(args: &Args, cfg: &Config) -> Result<RunResult> {
         log.done.store(0, Ordering::SeqCst);
         wave_no.store(w, Ordering::SeqCst);
         let tb = Instant::now();
+        wave_starts_ns.push(log.ns());
         start_wave.wait();
         submit_share(&runner, &log, &submitted_ns, cfg, w, 0);
         end_wave.wait();
@@ -576,7 +566,7 @@ fn measure(args: &Args, cfg: &Config) -> Result<RunResult> {
         "threads",
         churn.spawned as f64 / waves_done.max(1) as f64,
     ));
-    let (burst, spread) = exit_shape(&churn.exits_ns, Duration::from_millis(1));
+    let (burst, spread) = exit_shape(&churn.exits_ns, &wave_starts_ns, Duration::from_millis(1));
     r.push(Metric::lower("max_exits_per_ms", "exits", burst as f64));
     if let Some(s) = spread {
         r.push(Metric::info("exit_spread_p50_ms", "ms", s));
@@ -613,7 +603,7 @@ fn measure(args: &Args, cfg: &Config) -> Result<RunResult> {
         r.details = serde_json::json!({ "contention_table": t });
     }
     for w in &r.warnings {
-        if !args.json && !args.csv && !runner::is_child() {
+        if !args.out.json && !args.out.csv && !runner::is_child() {
             eprintln!("warning: {w}");
         }
     }
@@ -712,10 +702,11 @@ fn finish(runner: Runner, log: &JobLog) -> Result<Churn> {
     })
 }
 
-/// The most exits within any `window`, and the median spread (first to
-/// last exit, ms) of the clusters of exits (exits closer than 10 ms apart
-/// belong to one cluster: one wave's gap).
-fn exit_shape(exits_ns: &[u64], window: Duration) -> (usize, Option<f64>) {
+/// The most exits within any `window`, and the median over waves of how
+/// long each wave's exits took from first to last (ms). Wave `i` owns the
+/// exits from its start to the next wave's start (its burst and its gap);
+/// waves with fewer than two exits are left out.
+fn exit_shape(exits_ns: &[u64], wave_starts_ns: &[u64], window: Duration) -> (usize, Option<f64>) {
     let mut v = exits_ns.to_vec();
     v.sort_unstable();
     let w = window.as_nanos() as u64;
@@ -728,13 +719,17 @@ fn exit_shape(exits_ns: &[u64], window: Duration) -> (usize, Option<f64>) {
         best = best.max(hi - lo + 1);
     }
     let mut spreads = Vec::new();
-    let mut start = 0;
-    for i in 1..=v.len() {
-        if i == v.len() || v[i] - v[i - 1] > 10_000_000 {
-            if i > start {
-                spreads.push((v[i - 1] - v[start]) as f64 / 1e6);
+    for (i, &start) in wave_starts_ns.iter().enumerate() {
+        let end = wave_starts_ns.get(i + 1).copied().unwrap_or(u64::MAX);
+        let mine: Vec<u64> = v
+            .iter()
+            .copied()
+            .filter(|&t| t >= start && t < end)
+            .collect();
+        if let (Some(first), Some(last)) = (mine.first(), mine.last()) {
+            if mine.len() >= 2 {
+                spreads.push((last - first) as f64 / 1e6);
             }
-            start = i;
         }
     }
     (best, Summary::of(&spreads).map(|s| s.median))
@@ -753,71 +748,15 @@ fn rusage() -> (f64, f64) {
     (tv(ru.ru_utime), tv(ru.ru_stime))
 }
 
-fn print_table(r: &RunResult) {
-    println!("herd agent {}", r.args.join(" "));
-    for m in &r.metrics {
-        println!("  {:<24} {:>14.3} {}", m.name, m.value, m.unit);
-    }
-    if r.interrupted {
-        println!("  (interrupted: figures cover the waves that ran)");
-    }
-}
-
-fn print_summary(set: &RunSet) {
-    println!("herd agent {} ({} runs)", set.label, set.runs.len());
-    println!(
-        "  {:<24} {:>14} {:>14} {:>9}",
-        "metric", "median", "mean", "%stddev"
-    );
-    let Some(first) = set.runs.first() else {
-        return;
-    };
-    for m in &first.metrics {
-        let vals: Vec<f64> = set.runs.iter().filter_map(|r| r.metric(&m.name)).collect();
-        if let Some(s) = Summary::of(&vals) {
-            println!(
-                "  {:<24} {:>14.3} {:>14.3} {:>8.1}% {}",
-                m.name,
-                s.median,
-                s.mean,
-                s.pct_stddev(),
-                m.unit
-            );
-        }
-    }
-}
-
-/// CSV: one row per run, one column per metric of the first run.
-fn csv_of(runs: &[&RunResult]) -> String {
-    let Some(first) = runs.first() else {
-        return String::new();
-    };
-    let names: Vec<&str> = first.metrics.iter().map(|m| m.name.as_str()).collect();
-    let mut w = csv::Writer::from_writer(Vec::new());
-    let mut header = vec!["run".to_string(), "mode".to_string()];
-    header.extend(names.iter().map(|n| n.to_string()));
-    let _ = w.write_record(&header);
-    for (i, r) in runs.iter().enumerate() {
-        let mode = r.config.get("mode").and_then(|m| m.as_str()).unwrap_or("");
-        let mut row = vec![(i + 1).to_string(), mode.to_string()];
-        row.extend(
-            names
-                .iter()
-                .map(|n| r.metric(n).map(|v| v.to_string()).unwrap_or_default()),
-        );
-        let _ = w.write_record(&row);
-    }
-    String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn exit_shape_counts_the_densest_millisecond_and_cluster_spread() {
+    fn exit_shape_counts_the_densest_millisecond_and_wave_spread() {
         let ms = 1_000_000;
-        // Cluster 1: 5 exits within 0.5 ms; cluster 2: 3 exits over 6 ms.
+        // Wave 0 (from 0): 5 exits within 0.5 ms; wave 1 (from 40 ms): 3
+        // exits over 6 ms; wave 2 (from 100 ms): one exit (no spread).
         let v = [
             0,
             100_000,
@@ -827,11 +766,12 @@ mod tests {
             50 * ms,
             53 * ms,
             56 * ms,
+            120 * ms,
         ];
-        let (burst, spread) = exit_shape(&v, Duration::from_millis(1));
+        let (burst, spread) = exit_shape(&v, &[0, 40 * ms, 100 * ms], Duration::from_millis(1));
         assert_eq!(burst, 5);
         // Spreads 0.4 ms and 6 ms: median 3.2.
         assert!((spread.unwrap() - 3.2).abs() < 1e-9);
-        assert_eq!(exit_shape(&[], Duration::from_millis(1)), (0, None));
+        assert_eq!(exit_shape(&[], &[0], Duration::from_millis(1)), (0, None));
     }
 }

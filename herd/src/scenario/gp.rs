@@ -323,7 +323,7 @@ fn run_cell(
             // Registered, then quiescent: asleep outside any read section.
             drop(d2.read());
             while !stop.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(1));
+                std::thread::park();
             }
             return 0;
         }

@@ -117,17 +117,19 @@ fn refuse_or_warn(cfg: &Config, pre: &preflight::Preflight, print: bool) -> Resu
     ))
 }
 
-/// The per-thread hooks for this run. None today; exit-cleanup strategies
-/// (`--cleanup`) return theirs here.
-pub fn make_hooks(_cfg: &Config) -> Hooks {
-    Hooks::default()
+/// The per-thread hooks for this run: the exit-cleanup strategy's
+/// (`--cleanup`, see [`crate::cleanup`]), or none.
+pub fn make_hooks(_cfg: &Config, cleanup: Option<&crate::cleanup::Cleanup>) -> Hooks {
+    cleanup.map(|c| c.spawn_hooks()).unwrap_or_default()
 }
 
 /// One wave: the records (kept until harvested) and the handles (until
 /// the wave is retired).
 struct Wave {
     index: u64,
-    recs: Vec<Arc<ThreadRec>>,
+    /// Records of the threads created, preallocated to `per_wave` so they
+    /// never move while their threads use them (see [`ThreadRec`]).
+    recs: Vec<ThreadRec>,
     handles: Vec<Handle>,
     retired: bool,
 }
@@ -203,14 +205,14 @@ impl Collector {
     }
 }
 
-/// Moves exited records of `wave` into the collector; keeps the others.
-fn harvest(c: &mut Collector, recs: Vec<Arc<ThreadRec>>, pending: &mut Vec<Arc<ThreadRec>>) {
-    for r in recs {
-        if r.exited() {
-            c.add(&r);
-        } else {
-            pending.push(r);
-        }
+/// Adds a wave's records to the collector once every thread of it has
+/// exited, and frees them; a wave with threads still running is kept
+/// whole in `pending` (its records must not move or be freed yet).
+fn harvest(c: &mut Collector, recs: Vec<ThreadRec>, pending: &mut Vec<Vec<ThreadRec>>) {
+    if recs.iter().all(ThreadRec::exited) {
+        recs.iter().for_each(|r| c.add(r));
+    } else {
+        pending.push(recs);
     }
 }
 
@@ -372,12 +374,14 @@ pub fn storm(
         Pin::None => Vec::new(),
         Pin::RoundRobin => cfg.cpus.iter().map(|&c| CpuMask::of(&[c])).collect(),
     };
+    // Exit-cleanup machinery (registry, pool, monitor, exitq domain).
+    let cleanup = crate::cleanup::Cleanup::start(&cfg.cleanup)?;
     let body = Body {
         spin: cfg.spin,
         sleep_ns: cfg.sleep_ms * 1_000_000,
         cancel: cfg.cancel,
         pin_masks,
-        hooks: make_hooks(cfg),
+        hooks: make_hooks(cfg, cleanup.as_ref()),
         exits: Default::default(),
     }
     .leak();
@@ -478,19 +482,30 @@ pub fn storm(
             } else {
                 NO_PIN
             };
-            let rec = ThreadRec::new(body, w as u32, pin);
+            debug_assert!(
+                wave.recs.len() < wave.recs.capacity(),
+                "records must not move"
+            );
+            wave.recs.push(ThreadRec::new(body, w as u32, pin));
+            let rec = wave.recs.last().expect("just pushed");
             let c0 = now_ns();
             rec.create_ns.store(c0, Ordering::Relaxed);
-            match spawner.spawn(&rec) {
+            // SAFETY: the record sits in `wave.recs`, preallocated to
+            // per_wave entries, so it never moves; the wave's records are
+            // freed only once every one has exited (`harvest`), or leaked.
+            match unsafe { spawner.spawn(rec) } {
                 Ok(h) => {
                     collector
                         .create
                         .saturating_record(now_ns().saturating_sub(c0).max(1));
                     counts.created += 1;
                     wave.handles.push(h);
-                    wave.recs.push(rec);
                 }
-                Err(errno) => failures.record(errno, w as u32, counts.created, &diag),
+                Err(errno) => {
+                    // No thread uses the record: drop it.
+                    wave.recs.pop();
+                    failures.record(errno, w as u32, counts.created, &diag);
+                }
             }
         }
         ring[slot] = Some(wave);
@@ -532,6 +547,9 @@ pub fn storm(
     if let Some(h) = reaper {
         let _ = h.join();
     }
+    // Inside the measured phase: deferred cleanups still queued are work
+    // the strategy owes (exitq: exit_barrier).
+    let cleanup_report = cleanup.map(|c| c.finish());
     if let Some(r) = spawner.recycled_stacks() {
         // Every thread joined (reaper or pool reclaimer), every stack
         // unmapped: measured, as glibc's unmaps are.
@@ -550,11 +568,15 @@ pub fn storm(
         harvest(&mut collector, w.recs, &mut pending);
     }
     let mut never_exited = 0u64;
-    for r in pending {
-        if r.exited() {
-            collector.add(&r);
-        } else {
-            never_exited += 1;
+    for recs in pending {
+        let stuck = recs.iter().filter(|r| !r.exited()).count() as u64;
+        recs.iter()
+            .filter(|r| r.exited())
+            .for_each(|r| collector.add(r));
+        if stuck > 0 {
+            never_exited += stuck;
+            // Threads still running use these records: never free them.
+            std::mem::forget(recs);
         }
     }
     let exits = body.exits.load(Ordering::Acquire);
@@ -643,6 +665,12 @@ pub fn storm(
     for m in report.metrics(exits) {
         r.push(m);
     }
+    if let Some(c) = &cleanup_report {
+        for m in c.metrics(exits) {
+            r.push(m);
+        }
+        r.warnings.extend(c.problems());
+    }
     r.perf = report.to_json();
     for m in crate::spawn::recycled::mmap_lock_metrics(&r.perf) {
         r.push(m);
@@ -691,6 +719,7 @@ pub fn storm(
         },
         "placement": place,
         "preflight": pre,
+        "cleanup": cleanup_report,
         "stacks": spawner.recycled_stacks().map(|s| s.to_json()),
     });
     if runner::is_child() {
@@ -808,6 +837,7 @@ mod tests {
             cpus,
             pin: Pin::RoundRobin,
             force: false,
+            cleanup: Default::default(),
         }
     }
 

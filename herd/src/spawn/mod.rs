@@ -36,7 +36,7 @@ pub mod std_thread;
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 use crossbeam_utils::CachePadded;
 use serde::{Deserialize, Serialize};
@@ -201,14 +201,20 @@ impl Body {
 /// No CPU pin for this thread.
 pub const NO_PIN: u32 = u32::MAX;
 
-/// One storm thread's record, shared by the spawner (which keeps it in
-/// its wave) and the thread (which owns one `Arc` reference until its exit
-/// destructor releases it). Times are [`now_ns`] values, 0 = not yet.
+/// One storm thread's record. The spawner owns it (records live in their
+/// wave's preallocated `Vec`, never moved while a thread may use them);
+/// the thread gets a raw pointer and uses the record until its exit
+/// destructor stamps [`ThreadRec::exit_ns`], its last access. So a storm
+/// thread never allocates or frees memory of ours: freeing from the exiting
+/// thread would make each exit initialise a malloc tcache and take arena
+/// locks, runtime bookkeeping the C micro does not have, in the very path
+/// being measured. Times are [`now_ns`] values, 0 = not yet.
 ///
 /// Orderings: the thread writes everything with Relaxed stores and then
 /// stamps [`ThreadRec::exit_ns`] with Release in its exit destructor; the
-/// spawner reads `exit_ns` with Acquire before reading the rest, so a
-/// non-zero `exit_ns` makes every earlier field visible.
+/// spawner reads `exit_ns` with Acquire before reading the rest (or
+/// freeing the record), so a non-zero `exit_ns` makes every earlier field
+/// visible and the record free to drop.
 #[derive(Debug)]
 pub struct ThreadRec {
     /// The run's shared body.
@@ -239,8 +245,8 @@ pub struct ThreadRec {
 
 impl ThreadRec {
     /// A fresh record for a thread of `wave`.
-    pub fn new(body: &'static Body, wave: u32, pin: u32) -> Arc<ThreadRec> {
-        Arc::new(ThreadRec {
+    pub fn new(body: &'static Body, wave: u32, pin: u32) -> ThreadRec {
+        ThreadRec {
             body,
             wave,
             pin,
@@ -253,10 +259,11 @@ impl ThreadRec {
             exit_cpu: AtomicI32::new(-1),
             exit_hook_ns: AtomicU64::new(0),
             stop: AtomicU32::new(0),
-        })
+        }
     }
 
-    /// True once the exit destructor has run (Acquire: see the type docs).
+    /// True once the exit destructor has run (Acquire: see the type docs);
+    /// from then on the thread no longer touches the record.
     pub fn exited(&self) -> bool {
         self.exit_ns.load(Ordering::Acquire) != 0
     }
@@ -371,16 +378,16 @@ fn run_hook(hook: &Hook, rec: &ThreadRec, which: &str) {
 
 /// Start of every storm thread's own work, on the new thread, with
 /// cancellation disabled: stamps the start, pins, registers the exit
-/// destructor (which takes over the thread's `Arc` reference), runs the
-/// start hook and the spin. Returns with no value that has a destructor
-/// left behind: afterwards the caller holds only the raw pointer.
+/// destructor, runs the start hook and the spin. Returns with no value
+/// that has a destructor left behind: afterwards the caller holds only the
+/// raw pointer.
 ///
 /// # Safety
-/// `rec` comes from `Arc::into_raw` and that reference is handed to this
-/// thread (it is released by the exit destructor).
+/// `rec` points to a record that stays valid (not moved, not freed) until
+/// its `exit_ns` is stamped by the exit destructor (see [`ThreadRec`]).
 pub unsafe fn thread_prologue(rec: *const ThreadRec) {
-    // SAFETY: per the contract `rec` is a live Arc allocation; the thread's
-    // own reference keeps it alive until the exit destructor drops it.
+    // SAFETY: per the contract the record is valid until the exit
+    // destructor, which runs after everything this thread does with it.
     let r = unsafe { &*rec };
     r.start_ns.store(now_ns(), Ordering::Relaxed);
     if r.pin != NO_PIN {
@@ -391,9 +398,10 @@ pub unsafe fn thread_prologue(rec: *const ThreadRec) {
         }
     }
     r.start_cpu.store(current_cpu(), Ordering::Relaxed);
-    // SAFETY: the key exists; the value is the thread's Arc reference,
-    // released exactly once by `exit_destructor` (glibc calls it once per
-    // non-null value and clears the slot before the call).
+    // SAFETY: the key exists; the value is the record pointer, used by
+    // `exit_destructor` exactly once (glibc calls it once per non-null
+    // value and clears the slot before the call). pthread_setspecific
+    // does not allocate for the first 32 keys (glibc's static block).
     unsafe { libc::pthread_setspecific(exit_key(), rec.cast::<c_void>()) };
     if let Some(h) = &r.body.hooks.on_start {
         run_hook(h, r, "start");
@@ -404,28 +412,30 @@ pub unsafe fn thread_prologue(rec: *const ThreadRec) {
 /// The exit destructor: glibc calls it when a storm thread exits, whether
 /// it returned or was cancelled (after the unwind finished, from
 /// `start_thread`, so no unwinding is in progress). Stamps the exit time
-/// and CPU, runs the exit hook, counts the exit and drops the thread's
-/// reference to its record.
+/// and CPU, runs the exit hook and counts the exit. It neither allocates
+/// nor frees (see [`ThreadRec`]).
 ///
 /// # Safety
 /// Called by glibc only, with a value set by [`thread_prologue`].
 unsafe extern "C" fn exit_destructor(value: *mut c_void) {
     let entered = now_ns();
-    // SAFETY: `value` is the pointer thread_prologue stored: the thread's
-    // own Arc reference, which we take back here exactly once.
-    let rec = unsafe { Arc::from_raw(value.cast_const().cast::<ThreadRec>()) };
+    // SAFETY: `value` is the record pointer thread_prologue stored; the
+    // record stays valid until the `exit_ns` store below.
+    let rec = unsafe { &*value.cast_const().cast::<ThreadRec>() };
     rec.exit_cpu.store(current_cpu(), Ordering::Relaxed);
     if let Some(h) = &rec.body.hooks.on_exit {
-        run_hook(h, &rec, "exit");
+        run_hook(h, rec, "exit");
         rec.exit_hook_ns
             .store(now_ns().saturating_sub(entered), Ordering::Relaxed);
     }
+    let body = rec.body;
     // Release: publishes every field written above and in the prologue to
-    // the spawner's Acquire load in `ThreadRec::exited`.
+    // the spawner's Acquire load in `ThreadRec::exited`. This is the last
+    // access to the record: the spawner may free it once it sees it.
     rec.exit_ns.store(entered, Ordering::Release);
     // Release pairs with the Acquire load in the drain (storm), which then
     // reads records of exited threads.
-    rec.body.exits.fetch_add(1, Ordering::Release);
+    body.exits.fetch_add(1, Ordering::Release);
 }
 
 /// One created thread's handle.
@@ -514,13 +524,20 @@ impl Spawner {
 
     /// Creates one thread running `rec`. On failure returns the error
     /// number (EAGAIN, ENOMEM, EINVAL, ...); the record is then unused.
-    pub fn spawn(&mut self, rec: &Arc<ThreadRec>) -> Result<Handle, i32> {
+    ///
+    /// # Safety
+    /// On success, `*rec` must stay valid (not moved or freed) until
+    /// [`ThreadRec::exited`] returns true; if the thread never gets there
+    /// (a drain timeout), the record must be leaked.
+    pub unsafe fn spawn(&mut self, rec: *const ThreadRec) -> Result<Handle, i32> {
         // The process-wide key is created before the first thread, outside
         // any timed section.
         let _ = exit_key();
         match self {
-            Spawner::Pthread(s) => s.spawn(rec),
-            Spawner::Std(s) => s.spawn(rec),
+            // SAFETY: the caller's contract is passed on unchanged.
+            Spawner::Pthread(s) => unsafe { s.spawn(rec) },
+            // SAFETY: as above.
+            Spawner::Std(s) => unsafe { s.spawn(rec) },
         }
     }
 

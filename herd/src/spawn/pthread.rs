@@ -42,7 +42,6 @@
 //! micro unless `--stack-size` is given ([`StackChoice`]).
 
 use std::ffi::{c_int, c_void};
-use std::sync::Arc;
 
 use super::{sleep_plain, thread_prologue, wait_flag, Cancel, Handle, ThreadRec, WaitEnd};
 use std::sync::atomic::Ordering;
@@ -110,16 +109,16 @@ fn cancellable_sleep(ns: u64) {
     }
 }
 
-/// The start routine of every raw storm thread. `arg` is the thread's
-/// `Arc<ThreadRec>` reference (`Arc::into_raw`).
+/// The start routine of every raw storm thread. `arg` is its record, valid
+/// until the thread's exit destructor (see [`ThreadRec`]).
 extern "C-unwind" fn start(arg: *mut c_void) -> *mut c_void {
     set_cancel_state(false);
     let rec = arg.cast_const().cast::<ThreadRec>();
-    // SAFETY: `arg` is the thread's own Arc reference (see `spawn`).
+    // SAFETY: `arg` is the record, valid until the exit destructor (see `spawn`).
     unsafe { thread_prologue(rec) };
-    // From here only the raw pointer is held. The record stays alive: the
-    // thread's reference is dropped by the exit destructor, which runs
-    // after this function returns or is unwound.
+    // From here only the raw pointer is held. The record stays valid until
+    // the exit destructor, which runs after this function returns or is
+    // unwound.
     // SAFETY: as above, the record outlives this function.
     let r = unsafe { &*rec };
     let body = r.body;
@@ -237,36 +236,32 @@ impl PthreadSpawner {
     }
 
     /// `pthread_create`; returns the handle or the error number.
-    pub fn spawn(&mut self, rec: &Arc<ThreadRec>) -> Result<Handle, i32> {
+    ///
+    /// # Safety
+    /// As [`super::Spawner::spawn`]: on success `*rec` stays valid until
+    /// the thread's exit destructor has stamped it.
+    pub unsafe fn spawn(&mut self, rec: *const ThreadRec) -> Result<Handle, i32> {
+        let arg = rec.cast_mut().cast::<c_void>();
         if let StackChoice::Recycled(r) = &self.stacks {
-            let arg = Arc::into_raw(Arc::clone(rec)).cast_mut().cast::<c_void>();
             // SAFETY: `start` is the storm's start routine, sound to
             // force-unwind (module docs); the thread is joined only through
             // the returned handle (the reaper's `Handle::join`, or the
-            // pool's reclaimer after `Handle::detach`); `arg` is an Arc
-            // reference the new thread owns (released by its exit
-            // destructor).
+            // pool's reclaimer after `Handle::detach`); `arg` is the record,
+            // valid until the thread's exit destructor (caller's contract).
             return match unsafe { r.pool().spawn(start, arg, r.reap()) } {
                 Ok(t) => Ok(Handle::Pooled(t)),
-                Err(e) => {
-                    // SAFETY: no thread was created, so the reference is
-                    // still ours.
-                    drop(unsafe { Arc::from_raw(arg.cast_const().cast::<ThreadRec>()) });
-                    Err(e.errno())
-                }
+                Err(e) => Err(e.errno()),
             };
         }
-        let attr = self.stacks.attr_for(rec);
-        let arg = Arc::into_raw(Arc::clone(rec)).cast_mut().cast::<c_void>();
+        // SAFETY: the caller keeps `*rec` valid for this call.
+        let attr = self.stacks.attr_for(unsafe { &*rec });
         let mut tid: libc::pthread_t = 0;
         // SAFETY: `tid` is writable; `attr` is null or an initialised
         // attribute object owned by `self.stacks`; `start` has the
-        // signature glibc calls; `arg` is an Arc reference the new thread
-        // owns (released by its exit destructor).
+        // signature glibc calls; `arg` is the record, valid until the
+        // thread's exit destructor (caller's contract).
         let rc = unsafe { pthread_create_unwind(&mut tid, attr, start, arg) };
         if rc != 0 {
-            // SAFETY: no thread was created, so the reference is still ours.
-            drop(unsafe { Arc::from_raw(arg.cast_const().cast::<ThreadRec>()) });
             return Err(rc);
         }
         Ok(Handle::Pthread(tid))

@@ -14,12 +14,12 @@
 //! reused only after its thread has been joined (the kernel clears the
 //! thread's tid word, inside the stack, only when the thread has left the
 //! address space, and `pthread_join` waits for exactly that).
-//! * `--reap join`: the storm's reaper joins ([`Reap::Owner`]); the stack
+//! * `--reap join`: the storm's reaper joins ([`PoolReap::Owner`]); the stack
 //!   goes back to the pool right after `pthread_join`.
 //! * `--reap detach`: the thread is not `pthread_detach`ed (a detached
 //!   thread with a user stack gives no notice of its end); instead its exit
 //!   destructor pushes the stack onto the pool's retired list (one CAS) and
-//!   the pool's reclaimer joins it ([`Reap::Reclaimer`]). Nobody in the
+//!   the pool's reclaimer joins it ([`PoolReap::Reclaimer`]). Nobody in the
 //!   wave loop waits, as with detach.
 //! * `--reap leak`: refused. A never-joined thread's descriptor stays in its
 //!   stack and in glibc's list of user stacks: that stack could never be

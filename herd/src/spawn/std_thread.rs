@@ -9,7 +9,6 @@
 //! pthread` up front.
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 use super::{now_ns, sleep_plain, thread_prologue, wait_flag, Cancel, Handle, ThreadRec, WaitEnd};
 
@@ -22,16 +21,21 @@ pub struct StdSpawner {
 
 impl StdSpawner {
     /// `std::thread::Builder::spawn`; returns the handle or the error number.
-    pub fn spawn(&mut self, rec: &Arc<ThreadRec>) -> Result<Handle, i32> {
+    ///
+    /// # Safety
+    /// As [`super::Spawner::spawn`]: on success `*rec` stays valid until
+    /// the thread's exit destructor has stamped it.
+    pub unsafe fn spawn(&mut self, rec: *const ThreadRec) -> Result<Handle, i32> {
         let mut b = std::thread::Builder::new();
         if let Some(s) = self.stack_size {
             b = b.stack_size(s);
         }
-        let raw = Arc::into_raw(Arc::clone(rec)) as usize;
+        // A usize, so the closure is Send; it is the record's address.
+        let raw = rec as usize;
         let res = b.spawn(move || {
             let rec = raw as *const ThreadRec;
-            // SAFETY: `raw` is the thread's own Arc reference, handed over
-            // here and released by the exit destructor.
+            // SAFETY: `raw` is the record, valid until this thread's exit
+            // destructor (the caller's contract).
             unsafe { thread_prologue(rec) };
             // SAFETY: the record lives until the exit destructor, which runs
             // after this closure returns.
@@ -51,13 +55,8 @@ impl StdSpawner {
         });
         match res {
             Ok(h) => Ok(Handle::Std(h)),
-            Err(e) => {
-                // SAFETY: the closure (which owned the reference) was not
-                // run: std drops it on failure without calling it, and the
-                // closure only holds a usize, so the reference is ours.
-                drop(unsafe { Arc::from_raw(raw as *const ThreadRec) });
-                Err(e.raw_os_error().unwrap_or(libc::EAGAIN))
-            }
+            // The closure was not run: the record is unused.
+            Err(e) => Err(e.raw_os_error().unwrap_or(libc::EAGAIN)),
         }
     }
 }

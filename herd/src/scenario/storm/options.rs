@@ -91,6 +91,9 @@ pub struct Args {
     /// (failures are then counted and named).
     #[arg(long)]
     pub force: bool,
+    /// Exit-cleanup strategy and its size (`herd::cleanup`).
+    #[command(flatten)]
+    pub cleanup: crate::cleanup::CleanupArgs,
     /// perf counters.
     #[command(flatten)]
     pub perf: PerfArgs,
@@ -136,6 +139,9 @@ pub struct Config {
     pub pin: Pin,
     /// Run despite a pre-flight refusal.
     pub force: bool,
+    /// Exit-cleanup strategy (`cleanup`, `cleanup_work`, ... at top level).
+    #[serde(flatten)]
+    pub cleanup: crate::cleanup::CleanupArgs,
 }
 
 /// Largest accepted values: far beyond any useful run, small enough that
@@ -315,6 +321,10 @@ impl Config {
             cpus,
             pin: a.pin.unwrap_or(Pin::None),
             force: a.force,
+            cleanup: {
+                a.cleanup.validate()?;
+                a.cleanup.clone()
+            },
         })
     }
 
@@ -343,7 +353,14 @@ impl Config {
                 Pin::None => "none",
                 Pin::RoundRobin => "round-robin",
             }
-        )
+        ) + &match self.cleanup.cleanup {
+            crate::cleanup::Strategy::None => String::new(),
+            s => format!(
+                "; cleanup {} ({} words)",
+                s.name(),
+                self.cleanup.cleanup_work
+            ),
+        }
     }
 }
 

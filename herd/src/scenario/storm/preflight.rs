@@ -192,6 +192,7 @@ mod tests {
             cpus: vec![0],
             pin: Pin::None,
             force: false,
+            cleanup: Default::default(),
         }
     }
 

@@ -1,0 +1,167 @@
+//! `herd compare` end to end on small storms.
+
+use assert_cmd::Command;
+use herd::export::comparison::Comparison;
+use predicates::prelude::*;
+
+fn herd() -> Command {
+    Command::cargo_bin("herd").unwrap()
+}
+
+const SMALL: &[&str] = &[
+    "--waves",
+    "10",
+    "--per-wave",
+    "20",
+    "--spin",
+    "1000",
+    "--sleep-ms",
+    "20",
+    "--no-perf",
+];
+/// [`SMALL`] without `--per-wave` (for runs that vary it).
+const SMALL_ANY_WAVE: &[&str] = &[
+    "--waves",
+    "10",
+    "--spin",
+    "1000",
+    "--sleep-ms",
+    "20",
+    "--no-perf",
+];
+
+#[test]
+fn compare_cleanup_strategies_json_and_save() {
+    let dir = tempfile::tempdir().unwrap();
+    let save = dir.path().join("cmp.json");
+    let out = herd()
+        .args([
+            "compare",
+            "-r",
+            "2",
+            "--cleanup",
+            "locked,exitq",
+            "--json",
+            "--save",
+        ])
+        .arg(&save)
+        .args(SMALL)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let c: Comparison = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(c.labels, ["cleanup=locked", "cleanup=exitq"]);
+    assert_eq!(c.varied, ["--cleanup"]);
+    assert_eq!(c.sets.len(), 2);
+    for (set, strategy) in c.sets.iter().zip(["locked", "exitq"]) {
+        assert_eq!(set.runs.len(), 2);
+        for r in &set.runs {
+            assert_eq!(r.config["cleanup"], strategy);
+            assert_eq!(r.metric("cleanup_violations"), Some(0.0));
+        }
+    }
+    let wall = c.row("wall_s").unwrap();
+    assert_eq!(wall.cells[0].summary.as_ref().unwrap().n, 2);
+    assert!(wall.cells[1].change.is_some());
+    // The saved document is the same and `herd diff` reads it back.
+    let saved: Comparison = serde_json::from_str(&std::fs::read_to_string(&save).unwrap()).unwrap();
+    assert_eq!(saved.labels, c.labels);
+    herd()
+        .arg("diff")
+        .arg(&save)
+        .arg(&save)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("A: cleanup=exitq"));
+}
+
+#[test]
+fn compare_general_form_table_csv_markdown() {
+    let out = herd()
+        .args([
+            "compare",
+            "-r",
+            "2",
+            "--config",
+            "--cleanup locked",
+            "--config",
+            "--cleanup sync",
+            "--",
+        ])
+        .args(SMALL)
+        .assert()
+        .success();
+    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    assert!(text.contains("--cleanup locked (base)"), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("wall_s ")), "{text}");
+    assert!(text.contains("Welch"), "{text}");
+    let out = herd()
+        .args(["compare", "-r", "2", "--vary", "per-wave=10,20", "--csv"])
+        .args(SMALL_ANY_WAVE)
+        .assert()
+        .success();
+    let csv = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    assert!(csv.starts_with("metric,unit,better,config,n,mean"), "{csv}");
+    assert!(
+        csv.lines()
+            .any(|l| l.starts_with("threads_created,threads,neither,per-wave=20,2,200,")),
+        "{csv}"
+    );
+    herd()
+        .args([
+            "compare",
+            "-r",
+            "2",
+            "--cleanup",
+            "none,exitq",
+            "--markdown",
+            "--metrics",
+            "wall_s,cleanup*",
+        ])
+        .args(SMALL)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("| `wall_s` | s |"))
+        .stdout(predicate::str::contains("`threads_created`").not());
+}
+
+#[test]
+fn compare_refuses_mistakes_with_exit_2() {
+    // One configuration only.
+    herd()
+        .args(["compare", "--cleanup", "exitq"])
+        .args(SMALL)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("nothing to compare"));
+    // compare's own flag after the scenario's.
+    herd()
+        .args([
+            "compare",
+            "--cleanup",
+            "locked,exitq",
+            "--waves",
+            "5",
+            "-r",
+            "3",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("must come before"));
+    // A value the scenario refuses: the child's message, then exit 2.
+    herd()
+        .args(["compare", "-r", "1", "--cleanup", "locked,bogus"])
+        .args(SMALL)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("bogus"));
+    herd()
+        .args(["compare", "--scenario", "nope", "--cleanup", "a,b"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("unknown scenario"));
+}
