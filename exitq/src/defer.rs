@@ -56,7 +56,10 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::domain::protocol;
-use crate::domain::{lock, Counters, Domain, Inner, Participant, Reclaimer, IN_CALLBACK, IN_USE};
+use crate::domain::{
+    lock, Counters, Domain, Inner, Participant, Reclaimer, AWAKE, IN_CALLBACK, IN_USE, PARKED,
+    POLLING,
+};
 use crate::llist::{Chain, Node};
 use crate::sync::Ordering;
 
@@ -228,7 +231,8 @@ impl Domain {
         // true; re-check open batches" (it must not park without a timeout
         // while a batch is open).
         if self.inner.open_batches.fetch_add(1, Ordering::SeqCst) == 0 {
-            self.inner.wake_reclaimer();
+            // A parked reclaimer must start polling for this batch.
+            self.inner.wake_reclaimer(false);
         }
     }
 
@@ -262,7 +266,7 @@ impl Domain {
         inner.queue.push(node);
         let inside = r.is_some_and(|r| r.nesting() > 0) || IN_CALLBACK.get() == inner.id;
         match inner.config.reclaimer {
-            Reclaimer::Thread => inner.wake_reclaimer(),
+            Reclaimer::Thread => inner.wake_reclaimer(pending >= inner.wake_threshold()),
             Reclaimer::Inline if !inside => {
                 inner.reclaim_pass();
             }
@@ -367,6 +371,13 @@ impl Inner {
             }
             Work::Exit(_) => 0,
         }
+    }
+
+    /// Backlog at which a publisher wakes a polling reclaimer at once
+    /// (four batches): below it, the next poll (at most a flush latency
+    /// away) picks the work up.
+    pub(crate) fn wake_threshold(&self) -> usize {
+        self.config.batch_size.saturating_mul(4)
     }
 
     /// Publishes a batch without waking or helping (the caller reclaims).
@@ -581,30 +592,36 @@ impl Inner {
             if ran > 0 {
                 continue;
             }
+            let must_poll = || {
+                self.open_batches.load(Ordering::SeqCst) > 0
+                    || (self.config.exit_poll.is_some()
+                        && self.armed_exits.load(Ordering::SeqCst) > 0)
+            };
+            let state = if must_poll() { POLLING } else { PARKED };
             // SeqCst: store-buffering pair with publishers (`wake_reclaimer`
-            // after their SeqCst push / open_batches increment): either we
-            // see their work below, or they see `sleeping` and unpark us.
-            self.sleeping.store(true, Ordering::SeqCst);
-            if !self.queue.is_empty() || self.shut_down.load(Ordering::SeqCst) {
-                self.sleeping.store(false, Ordering::SeqCst);
+            // after their SeqCst push / open_batches or armed_exits
+            // increment): either we see their change below, or they see
+            // our state and unpark us.
+            self.sleeping.store(state, Ordering::SeqCst);
+            let changed = !self.queue.is_empty()
+                || self.shut_down.load(Ordering::SeqCst)
+                || (state == PARKED && must_poll());
+            if changed {
+                self.sleeping.store(AWAKE, Ordering::SeqCst);
                 continue;
             }
-            let timeout = if self.open_batches.load(Ordering::SeqCst) > 0 {
-                Some(
-                    flush
-                        .saturating_sub(last_poll.elapsed())
-                        .max(Duration::from_micros(50)),
-                )
-            } else if self.armed_exits.load(Ordering::Relaxed) > 0 {
-                self.config.exit_poll
+            if state == PARKED {
+                thread::park();
             } else {
-                None
-            };
-            match timeout {
-                Some(t) => thread::park_timeout(t),
-                None => thread::park(),
+                let timeout = if self.open_batches.load(Ordering::Relaxed) > 0 {
+                    flush.saturating_sub(last_poll.elapsed())
+                } else {
+                    // Polling for exit hooks implies `exit_poll` is set.
+                    self.config.exit_poll.unwrap_or(flush)
+                };
+                thread::park_timeout(timeout.max(Duration::from_micros(50)));
             }
-            self.sleeping.store(false, Ordering::SeqCst);
+            self.sleeping.store(AWAKE, Ordering::SeqCst);
         }
         // Shutdown (Handle::drop) drains what is left after joining us.
         self.flush_reclaimer_batch();

@@ -404,6 +404,13 @@ impl Drop for Handle {
     }
 }
 
+/// Reclaimer states (`Inner::sleeping`).
+pub(crate) const AWAKE: u32 = 0;
+/// Parked with a timeout (polling for open batches or exit hooks).
+pub(crate) const POLLING: u32 = 1;
+/// Parked without a timeout.
+pub(crate) const PARKED: u32 = 2;
+
 pub(crate) const FREE: u32 = 0;
 pub(crate) const IN_USE: u32 = 1;
 /// The domain shut down while the owner thread still held the record: the
@@ -456,10 +463,44 @@ unsafe impl Sync for Participant {}
 // registry, with ownership transferred by the `state` CAS.
 unsafe impl Send for Participant {}
 
-#[derive(Default)]
+/// Who owns a record, for stall reports: kernel tid and the raw
+/// `PR_GET_NAME` bytes (no allocation).
+#[derive(Default, Clone, Copy)]
 struct Owner {
     tid: i32,
-    name: Option<String>,
+    name: [u8; 16],
+}
+
+impl Owner {
+    /// The calling thread's identity: two syscalls on the thread's first
+    /// call, then a thread-local read.
+    fn current() -> Owner {
+        let cached = OWNER.get();
+        if cached.tid != 0 {
+            return cached;
+        }
+        // SAFETY: gettid has no preconditions and cannot fail.
+        let tid = unsafe { libc::gettid() };
+        let mut name = [0u8; 16];
+        // SAFETY: PR_GET_NAME writes at most 16 bytes, NUL included.
+        unsafe {
+            libc::prctl(
+                libc::PR_GET_NAME,
+                name.as_mut_ptr() as libc::c_ulong,
+                0,
+                0,
+                0,
+            )
+        };
+        let owner = Owner { tid, name };
+        OWNER.set(owner);
+        owner
+    }
+
+    fn name(&self) -> Option<String> {
+        let len = self.name.iter().position(|&b| b == 0).unwrap_or(16);
+        (len > 0).then(|| String::from_utf8_lossy(&self.name[..len]).into_owned())
+    }
 }
 
 impl Participant {
@@ -483,41 +524,13 @@ impl Participant {
     }
 
     fn set_owner(&self) {
-        let mut owner = lock(&self.owner);
-        owner.tid = current_tid();
-        owner.name = current_thread_name();
+        *lock(&self.owner) = Owner::current();
     }
 
     #[inline]
     pub(crate) fn nesting(&self) -> u32 {
         protocol::nesting(&self.ctr)
     }
-}
-
-fn current_tid() -> i32 {
-    // SAFETY: gettid has no preconditions and cannot fail.
-    unsafe { libc::gettid() }
-}
-
-/// The thread's name from the kernel (works during TLS destruction, unlike
-/// `std::thread::current()`).
-fn current_thread_name() -> Option<String> {
-    let mut buf = [0u8; 16];
-    // SAFETY: PR_GET_NAME writes at most 16 bytes, NUL included, into `buf`.
-    let ret = unsafe {
-        libc::prctl(
-            libc::PR_GET_NAME,
-            buf.as_mut_ptr() as libc::c_ulong,
-            0,
-            0,
-            0,
-        )
-    };
-    if ret != 0 {
-        return None;
-    }
-    let len = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    Some(String::from_utf8_lossy(&buf[..len]).into_owned())
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -581,8 +594,9 @@ pub(crate) struct Inner {
     pub(crate) armed_exits: AtomicUsize,
     /// Advanced by the reclaimer every flush latency; ages open batches.
     pub(crate) poll_epoch: AtomicU64,
-    /// The reclaimer thread is (about to be) parked.
-    pub(crate) sleeping: AtomicBool,
+    /// The reclaimer thread's state: `AWAKE`, `POLLING` (parked with a
+    /// timeout) or `PARKED` (no timeout: only a wake-up brings it back).
+    pub(crate) sleeping: AtomicU32,
     pub(crate) reclaimer_thread: OnceLock<Thread>,
     pub(crate) shut_down: AtomicBool,
     pub(crate) stats: Counters,
@@ -632,7 +646,7 @@ impl Inner {
             open_batches: AtomicUsize::new(0),
             armed_exits: AtomicUsize::new(0),
             poll_epoch: AtomicU64::new(1),
-            sleeping: AtomicBool::new(false),
+            sleeping: AtomicU32::new(AWAKE),
             reclaimer_thread: OnceLock::new(),
             shut_down: AtomicBool::new(false),
             stats: Counters::default(),
@@ -771,10 +785,10 @@ impl Inner {
     fn report_stall(&self, r: &Participant, g: u64, waited: Duration) {
         Counters::add(&self.stats.stalls, 1);
         let stall = {
-            let owner = lock(&r.owner);
+            let owner = *lock(&r.owner);
             Stall {
                 tid: owner.tid,
-                thread_name: owner.name.clone(),
+                thread_name: owner.name(),
                 waited,
                 grace_period: g,
             }
@@ -787,13 +801,21 @@ impl Inner {
         }
     }
 
-    /// Wakes the reclaimer thread if it is parked (one syscall then;
-    /// nothing otherwise).
+    /// Wakes the reclaimer thread if it is parked without a timeout, or
+    /// (`urgent`) also if it is polling. One syscall then; nothing
+    /// otherwise. Non-urgent work waits for the next poll (at most a flush
+    /// latency): waking the reclaimer for every published batch would cost
+    /// a futex wake and a context switch per batch (the call_rcu lesson:
+    /// wake on a backlog high-water mark).
     #[inline]
-    pub(crate) fn wake_reclaimer(&self) {
-        // SeqCst: store-buffering pair with the reclaimer's
-        // "sleeping = true; re-check queue / open batches" (reclaimer_main).
-        if self.sleeping.load(Ordering::SeqCst) && self.sleeping.swap(false, Ordering::SeqCst) {
+    pub(crate) fn wake_reclaimer(&self, urgent: bool) {
+        // SeqCst: store-buffering pair with the reclaimer's "publish my
+        // sleep state; re-check queue / open batches / armed exits"
+        // (reclaimer_main).
+        let state = self.sleeping.load(Ordering::SeqCst);
+        if (state == PARKED || (urgent && state == POLLING))
+            && self.sleeping.swap(AWAKE, Ordering::SeqCst) != AWAKE
+        {
             if let Some(t) = self.reclaimer_thread.get() {
                 t.unpark();
             }
@@ -838,7 +860,7 @@ impl Inner {
         // Publish every thread's open batch (ours included).
         self.steal_batches(None);
         if let Some(join) = reclaimer {
-            self.wake_reclaimer();
+            self.wake_reclaimer(true);
             if let Some(t) = self.reclaimer_thread.get() {
                 t.unpark();
             }
@@ -949,6 +971,9 @@ thread_local! {
     static CACHE: Cell<(u64, *const Participant)> = const { Cell::new((0, ptr::null())) };
     /// This thread's records; its destructor runs the thread-exit path.
     static THREAD: ThreadRecords = const { ThreadRecords { head: Cell::new(ptr::null()) } };
+    /// This thread's tid and name once looked up (no destructor, so it
+    /// stays readable during TLS teardown and frees nothing at exit).
+    static OWNER: Cell<Owner> = const { Cell::new(Owner { tid: 0, name: [0; 16] }) };
     /// Id of the domain whose callbacks this thread is running (0: none).
     pub(crate) static IN_CALLBACK: Cell<u64> = const { Cell::new(0) };
 }

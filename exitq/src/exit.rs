@@ -80,7 +80,8 @@ impl Domain {
         // SeqCst: store-buffering pair with the reclaimer's "sleeping =
         // true; read armed_exits" so it does not park without a timeout.
         if self.inner.armed_exits.fetch_add(1, Ordering::SeqCst) == 0 {
-            self.inner.wake_reclaimer();
+            // A parked reclaimer must start polling for exited threads.
+            self.inner.wake_reclaimer(false);
         }
         match self.participant() {
             // SAFETY: `exits` is touched only by the owner thread (us).

@@ -14,9 +14,9 @@
 //! A [`Domain`] owns:
 //!
 //! * **readers**: [`Domain::read`] returns a [`Guard`]; the code inside is a
-//!   read-side critical section. Entering costs a thread-local lookup, one
-//!   load and one store and a compiler fence: the writer side pays instead,
-//!   with membarrier(2) (see [`expedite`]).
+//!   read-side critical section. Entering costs a thread-local lookup, a
+//!   load and a store of the thread's reader word and a compiler fence: the
+//!   writer side pays instead, with membarrier(2) (see [`expedite`]).
 //! * **grace periods**: [`Domain::synchronize`] returns once every read
 //!   section that started before the call has ended; concurrent callers
 //!   share grace periods. [`Domain::synchronize_expedited`] trades CPU for
@@ -103,9 +103,9 @@
 //!
 //! | operation | cost |
 //! |---|---|
-//! | `read()` + drop | TLS lookup, 2 loads, 2 stores, compiler fences (full fence in fallback mode) |
+//! | `read()` + drop | TLS lookup; one load + one store of the thread's reader word on entry (plus a load of the epoch) and on exit; a compiler fence (a full fence in fallback mode) |
 //! | `defer(f)` | TLS lookup, 3 words written into the batch, 2 plain stores + 1 load (steal handshake); closures over 3 words are boxed |
-//! | full batch (default 256) | one CAS, plus a wake-up syscall if the reclaimer sleeps |
+//! | full batch (default 256) | one CAS; a wake-up syscall only if the reclaimer is parked without a timeout or the backlog passed four batches |
 //! | thread exit | one CAS on the list head, one CAS on the thread's own record |
 //! | grace period | one membarrier (IPI to every CPU running a thread of the process), a 25 µs sleep (normal), a scan of the per-thread records |
 //! | `barrier()` | one membarrier to take other threads' batches, one reclaim pass |

@@ -396,3 +396,120 @@ fn callbacks_never_run_while_a_prior_reader_reads_the_object() {
         drop(unsafe { Box::from_raw(shared.load(Ordering::Acquire)) });
     }
 }
+
+#[test]
+fn guards_dropped_out_of_order_keep_the_section_open() {
+    let d = Domain::new();
+    let (in_tx, in_rx) = std::sync::mpsc::channel::<()>();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let left = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let (d, left) = (d.clone(), left.clone());
+        thread::spawn(move || {
+            let outer = d.read();
+            let inner = d.read();
+            drop(outer); // out of order: the section must stay open
+            in_tx.send(()).unwrap();
+            go_rx.recv().unwrap();
+            left.store(true, Ordering::SeqCst);
+            drop(inner);
+        })
+    };
+    in_rx.recv().unwrap();
+    let releaser = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(30));
+        go_tx.send(()).unwrap();
+    });
+    d.synchronize();
+    assert!(
+        left.load(Ordering::SeqCst),
+        "the inner guard was not waited for"
+    );
+    reader.join().unwrap();
+    releaser.join().unwrap();
+}
+
+#[test]
+fn the_last_handle_dropped_inside_a_callback_runs_everything() {
+    for reclaimer in [Reclaimer::Thread, Reclaimer::Inline] {
+        let ran = Arc::new(AtomicUsize::new(0));
+        let d = Domain::builder().reclaimer(reclaimer).build();
+        for _ in 0..10 {
+            let ran = ran.clone();
+            d.defer(move || {
+                ran.fetch_add(1, Ordering::Relaxed);
+            });
+        }
+        // This callback owns the last handle once `d` is dropped below.
+        let inner = d.clone();
+        let r = ran.clone();
+        d.defer(move || {
+            let ran = r.clone();
+            inner.defer(move || {
+                ran.fetch_add(1, Ordering::Relaxed);
+            });
+            drop(inner);
+            r.fetch_add(1, Ordering::Relaxed);
+        });
+        d.flush();
+        drop(d);
+        // Inline: the drop ran everything. Thread: the reclaimer may still
+        // be finishing the callback that dropped the last handle.
+        for _ in 0..5000 {
+            if ran.load(Ordering::Relaxed) == 12 {
+                break;
+            }
+            thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(ran.load(Ordering::Relaxed), 12, "{reclaimer:?}");
+    }
+}
+
+#[test]
+fn barrier_inside_a_callback_panics_and_is_counted() {
+    let d = Domain::builder().reclaimer(Reclaimer::Inline).build();
+    let inner = d.clone();
+    d.defer(move || inner.barrier());
+    d.barrier();
+    assert_eq!(d.stats().callbacks_panicked, 1);
+}
+
+#[test]
+fn defer_inside_a_guard_does_not_deadlock_inline() {
+    let d = Domain::builder()
+        .reclaimer(Reclaimer::Inline)
+        .batch_size(4)
+        .backlog_limit(8)
+        .build();
+    let ran = Arc::new(AtomicUsize::new(0));
+    {
+        let _g = d.read();
+        for _ in 0..100 {
+            let ran = ran.clone();
+            d.defer(move || {
+                ran.fetch_add(1, Ordering::Relaxed);
+            });
+        }
+        assert_eq!(ran.load(Ordering::Relaxed), 0, "ran inside our own section");
+    }
+    d.barrier();
+    assert_eq!(ran.load(Ordering::Relaxed), 100);
+    assert!(d.stats().backlog_overruns > 0);
+}
+
+#[test]
+fn expedite_modes_resolve_as_documented() {
+    let auto = Domain::new();
+    assert_eq!(auto.uses_membarrier(), exitq::membarrier_available());
+    assert!(!Domain::builder()
+        .expedite(Expedite::Fallback)
+        .build()
+        .uses_membarrier());
+    match Domain::builder().expedite(Expedite::Membarrier).try_build() {
+        Ok(d) => assert!(d.uses_membarrier()),
+        Err(e) => {
+            assert!(!exitq::membarrier_available());
+            eprintln!("SKIPPED membarrier mode: {e}");
+        }
+    }
+}

@@ -31,11 +31,11 @@
 //!   one compare-and-swap push, done by exitq's thread-local destructor
 //!   (which glibc runs just before the pthread-key exit destructor, so
 //!   storm's `exit_hook_*` figures do not include it; its exit latency
-//!   does). The reclaimer runs the hooks after a grace period; each hook
-//!   does its thread-private part (clearing the buffer, summing the
-//!   statistics) and joins a batch, and a batch (up to [`BATCH_MAX`]) is
-//!   cleaned under one writer-lock acquisition; the unlinked entries are
-//!   freed with one `defer` per batch (one more grace period). The monitor
+//!   does). The reclaimer runs the hooks of a pass one after another after
+//!   one grace period: each does its thread-private part, then the shared
+//!   part under the writer lock (which no exiting thread ever takes), and
+//!   `defer`s the entry's free (one more grace period for the whole pass).
+//!   The monitor
 //!   reads under an exitq guard.
 //! * `sync`: the exiting thread unlinks under the writer lock, then calls
 //!   [`exitq::Domain::synchronize`] and frees its entry: one full grace
@@ -112,7 +112,17 @@ pub struct CleanupArgs {
     /// (0: walk back to back).
     #[arg(long, default_value_t = 100, value_name = "US")]
     pub cleanup_monitor_us: u64,
+    /// exitq strategy: how often the idle reclaimer looks for exited
+    /// threads' cleanups, milliseconds (1..=1000). Longer: bigger batches,
+    /// fewer grace periods (each costs the reclaimer a timed futex wait),
+    /// but dead threads stay registered longer.
+    #[arg(long, default_value_t = DEFAULT_POLL_MS, value_name = "MS")]
+    pub cleanup_poll_ms: u64,
 }
+
+/// Default `--cleanup-poll-ms` (exitq's own default is 10 ms; 50 ms
+/// cuts the grace periods of a storm about fivefold, see README).
+pub const DEFAULT_POLL_MS: u64 = 50;
 
 /// Default `--cleanup-work`.
 pub const DEFAULT_WORK: usize = 256;
@@ -125,6 +135,7 @@ impl Default for CleanupArgs {
             cleanup: Strategy::None,
             cleanup_work: DEFAULT_WORK,
             cleanup_monitor_us: 100,
+            cleanup_poll_ms: DEFAULT_POLL_MS,
         }
     }
 }
@@ -136,6 +147,12 @@ impl CleanupArgs {
             return Err(usage(
                 "--cleanup-work",
                 format!("{} is not in 1..={MAX_WORK}", self.cleanup_work),
+            ));
+        }
+        if !(1..=1000).contains(&self.cleanup_poll_ms) {
+            return Err(usage(
+                "--cleanup-poll-ms",
+                format!("{} is not in 1..=1000", self.cleanup_poll_ms),
             ));
         }
         if self.cleanup_monitor_us > 1_000_000 {
@@ -219,8 +236,6 @@ struct Shared {
     /// Lock-free read side: the published head (mirrors `Writer::head`).
     head: AtomicPtr<Entry>,
     writer: Mutex<Writer>,
-    /// exitq strategy: cleanups waiting for their batch (see `flush`).
-    batch: Mutex<Batch>,
     domain: Option<exitq::Domain>,
     next_id: AtomicU64,
     registered: AtomicU64,
@@ -325,6 +340,7 @@ impl Cleanup {
             Strategy::Exitq | Strategy::Sync | Strategy::Expedited => Some(
                 exitq::Domain::builder()
                     .thread_name("herd-exitq")
+                    .exit_poll(Some(Duration::from_millis(args.cleanup_poll_ms)))
                     .try_build()
                     .context("cannot start the exitq reclaimer thread")?,
             ),
@@ -341,7 +357,6 @@ impl Cleanup {
                 pool: Vec::new(),
                 stats: vec![0; args.cleanup_work],
             }),
-            batch: Mutex::new(Batch::default()),
             domain,
             next_id: AtomicU64::new(1),
             registered: AtomicU64::new(0),
@@ -398,10 +413,8 @@ impl Cleanup {
     pub fn finish(mut self) -> Report {
         let s = &self.shared;
         if let Some(d) = &s.domain {
-            // Exit hooks, then the batch flushes they deferred, then the
-            // entry frees those flushes deferred.
+            // Exit hooks, then the entry frees they deferred.
             d.exit_barrier();
-            d.barrier();
             d.barrier();
         }
         s.stop.store(true, Ordering::Relaxed);
@@ -666,88 +679,24 @@ impl Hooks {
     }
 }
 
-/// Largest batch the exitq strategy cleans under one lock acquisition
-/// (bounds how long thread starts can wait for the writer lock).
-pub const BATCH_MAX: usize = 256;
-
-/// Cleanups of the exitq strategy waiting for their batch to be flushed.
-#[derive(Debug, Default)]
-struct Batch {
-    states: Vec<ThreadState>,
-    /// Sum of the batch's statistics, added outside the writer lock.
-    sum: Vec<u64>,
-    /// A flush is deferred already.
-    flush_armed: bool,
-}
-
-/// The exitq exit hook: runs on the reclaimer after a grace period.
-/// Prepares the cleanup outside any shared lock and adds it to the batch;
-/// the batch is cleaned under one writer-lock acquisition when it is full
-/// or, for the rest, by a flush deferred to the end of the current
-/// reclaim pass (the next grace period).
+/// The exitq exit hook: runs on the reclaimer after a grace period, one
+/// hook after another for a whole pass. Prepares the cleanup outside any
+/// shared lock, does the shared part under the writer lock (contended only
+/// by thread starts: no exiting thread ever takes it), and frees the entry
+/// with `defer` (readers that found it before the unlink may still hold
+/// it): the frees of a pass wait for one grace period together.
 fn cleanup_deferred(s: &Arc<Shared>, mut state: ThreadState) {
     prepare(&mut state);
-    let full = {
-        let mut b = lock_batch(&s.batch);
-        if b.sum.len() != s.work {
-            b.sum = vec![0; s.work];
-        }
-        for (acc, v) in b.sum.iter_mut().zip(&state.stats) {
-            *acc = acc.wrapping_add(*v);
-        }
-        b.states.push(state);
-        if b.states.len() >= BATCH_MAX {
-            Some(std::mem::take(&mut *b))
-        } else {
-            if !b.flush_armed {
-                b.flush_armed = true;
-                let shared = Arc::clone(s);
-                if let Some(d) = &s.domain {
-                    d.defer(move || flush(&shared, None));
-                }
-            }
-            None
-        }
-    };
-    if let Some(mut batch) = full {
-        // A deferred flush may still be armed: it finds an empty batch or
-        // the next one; either way it clears the flag it set.
-        batch.flush_armed = false;
-        flush(s, Some(batch));
-    }
-}
-
-fn lock_batch(m: &Mutex<Batch>) -> MutexGuard<'_, Batch> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Cleans a whole batch under one writer-lock acquisition, then frees its
-/// entries after one more grace period (readers that found them before
-/// the unlink may still hold them): one `defer` per batch.
-fn flush(s: &Arc<Shared>, batch: Option<Batch>) {
-    let batch = match batch {
-        Some(b) => b,
-        // Taking the batch also lowers `flush_armed`: the next hook re-arms.
-        None => std::mem::take(&mut *lock_batch(&s.batch)),
-    };
-    if batch.states.is_empty() {
-        return;
-    }
-    let entries: Vec<EntryRef> = batch.states.iter().map(|st| st.entry).collect();
+    let entry = state.entry;
     {
         let mut w = lock(&s.writer);
-        for st in batch.states {
-            unlink_and_return(s, &mut w, st);
-        }
-        merge(&mut w, &batch.sum);
+        do_cleanup(s, &mut w, state);
     }
     let keep = Arc::clone(s);
     if let Some(d) = &s.domain {
         d.defer(move || {
             let _keep = keep;
-            for e in entries {
-                e.get().state.store(FREE, Ordering::Relaxed);
-            }
+            entry.get().state.store(FREE, Ordering::Relaxed);
         });
     }
 }
@@ -879,6 +828,7 @@ mod tests {
             cleanup: strategy,
             cleanup_work: 16,
             cleanup_monitor_us: 0,
+            cleanup_poll_ms: 10,
         }
     }
 

@@ -98,8 +98,10 @@ pub fn pct_change(base: f64, new: f64) -> Option<f64> {
 /// The outcome of Welch's unequal-variances t-test.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Welch {
-    /// t statistic, (mean_b - mean_a) / standard error (infinite when both
-    /// sides have zero variance and different means).
+    /// t statistic, (mean_b - mean_a) / standard error (±`f64::MAX` when
+    /// both sides have zero variance and different means: JSON has no
+    /// infinity; a `null` read back from older files becomes NaN).
+    #[serde(deserialize_with = "f64_or_nan")]
     pub t: f64,
     /// Welch–Satterthwaite degrees of freedom (`None`-like NaN never
     /// escapes: with zero variance on both sides it is `n_a + n_b - 2`).
@@ -107,6 +109,10 @@ pub struct Welch {
     /// Two-sided p-value: the probability of a |t| at least this large if
     /// the two means were equal.
     pub p: f64,
+}
+
+fn f64_or_nan<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
 /// Welch's two-sided t-test of `a` against `b`.
@@ -128,7 +134,7 @@ pub fn welch(a: &Summary, b: &Summary) -> Option<Welch> {
             Welch { t: 0.0, df, p: 1.0 }
         } else {
             Welch {
-                t: f64::INFINITY.copysign(diff),
+                t: f64::MAX.copysign(diff),
                 df,
                 p: 0.0,
             }
@@ -280,7 +286,12 @@ mod tests {
         assert_eq!(same.p, 1.0);
         let fixed = welch(&s(&[3.0, 3.0]), &s(&[4.0, 4.0])).unwrap();
         assert_eq!(fixed.p, 0.0);
-        assert!(fixed.t.is_infinite() && fixed.t > 0.0);
+        assert_eq!(fixed.t, f64::MAX);
+        // JSON round trip (no infinities in JSON).
+        let back: Welch = serde_json::from_str(&serde_json::to_string(&fixed).unwrap()).unwrap();
+        assert_eq!(back, fixed);
+        let old: Welch = serde_json::from_str(r#"{"t":null,"df":2.0,"p":0.0}"#).unwrap();
+        assert!(old.t.is_nan());
         // One side constant: still a finite test.
         let w = welch(&s(&[5.0, 5.0, 5.0]), &s(&[6.0, 7.0, 8.0])).unwrap();
         assert!(

@@ -268,9 +268,17 @@ fn contention_sampler_pairs_begin_and_end_on_mmap_lock() {
     for s in &c.by_lock {
         assert!(s.min_ns <= s.avg_ns() && s.avg_ns() <= s.max_ns, "{s:?}");
     }
-    // With no sample lost, the sampled begins are exactly what the counter counted.
+    // With no sample lost, the sampled begins are what the counter counted:
+    // the counters are enabled just before the samplers and disabled just
+    // after them, so the counter may also see a contention or two in
+    // between, never fewer.
     if c.lost == 0 && c.dropped == 0 {
-        assert_eq!(Some(c.begins as f64), r.value("lock_contentions"));
+        let counted = r.value("lock_contentions").unwrap();
+        let begins = c.begins as f64;
+        assert!(
+            begins <= counted && counted - begins <= 2.0 + counted * 0.01,
+            "sampled {begins} begins, counted {counted}"
+        );
     } else {
         eprintln!(
             "lost {} dropped {}: not comparing with the counter",

@@ -25,6 +25,11 @@ use criterion::{criterion_group, BenchmarkId, Criterion};
 
 use super::THREADS;
 
+/// A fresh counter that hooks can capture without an `Arc` clone.
+fn counter() -> &'static AtomicU64 {
+    Box::leak(Box::new(AtomicU64::new(0)))
+}
+
 type Registry = Mutex<HashMap<u64, Box<dyn FnOnce() + Send>>>;
 
 fn run_threads(
@@ -63,13 +68,12 @@ fn exit_hooks(c: &mut Criterion) {
             &threads,
             |b, &threads| {
                 b.iter_custom(|iters| {
-                    let ran = Arc::new(AtomicU64::new(0));
-                    let (d, r) = (domain.clone(), ran.clone());
+                    let ran = counter();
+                    let d = domain.clone();
                     let t0 = run_threads(threads, iters, move |_, n| {
                         for _ in 0..n {
-                            let r = r.clone();
                             d.register_exit(move || {
-                                r.fetch_add(1, Ordering::Relaxed);
+                                ran.fetch_add(1, Ordering::Relaxed);
                             });
                             d.retire_thread();
                         }
@@ -86,17 +90,16 @@ fn exit_hooks(c: &mut Criterion) {
             &threads,
             |b, &threads| {
                 b.iter_custom(|iters| {
-                    let ran = Arc::new(AtomicU64::new(0));
+                    let ran = counter();
                     let registry: Arc<Registry> = Arc::new(Mutex::new(HashMap::new()));
-                    let (reg, r) = (registry.clone(), ran.clone());
+                    let reg = registry.clone();
                     let t0 = run_threads(threads, iters, move |t, n| {
                         for i in 0..n {
                             let key = (t as u64) << 40 | i;
-                            let r = r.clone();
                             reg.lock().unwrap().insert(
                                 key,
                                 Box::new(move || {
-                                    r.fetch_add(1, Ordering::Relaxed);
+                                    ran.fetch_add(1, Ordering::Relaxed);
                                 }),
                             );
                             let hook = reg.lock().unwrap().remove(&key).unwrap();
@@ -117,14 +120,14 @@ fn exit_hooks(c: &mut Criterion) {
             &threads,
             |b, &threads| {
                 b.iter_custom(|iters| {
-                    let ran = Arc::new(AtomicU64::new(0));
-                    let (d, r) = (domain.clone(), ran.clone());
+                    let ran = counter();
+                    let d = domain.clone();
                     let t0 = run_threads(threads, iters, move |_, n| {
                         for _ in 0..n {
-                            let (d, r) = (d.clone(), r.clone());
+                            let d = d.clone();
                             thread::spawn(move || {
                                 d.register_exit(move || {
-                                    r.fetch_add(1, Ordering::Relaxed);
+                                    ran.fetch_add(1, Ordering::Relaxed);
                                 });
                             })
                             .join()
@@ -143,19 +146,19 @@ fn exit_hooks(c: &mut Criterion) {
             &threads,
             |b, &threads| {
                 b.iter_custom(|iters| {
-                    let ran = Arc::new(AtomicU64::new(0));
+                    let ran = counter();
                     let registry: Arc<Registry> = Arc::new(Mutex::new(HashMap::new()));
                     let next = Arc::new(AtomicU64::new(0));
-                    let (reg, r) = (registry.clone(), ran.clone());
+                    let reg = registry.clone();
                     let t0 = run_threads(threads, iters, move |_, n| {
                         for _ in 0..n {
-                            let (reg, r, next) = (reg.clone(), r.clone(), next.clone());
+                            let (reg, next) = (reg.clone(), next.clone());
                             thread::spawn(move || {
                                 let key = next.fetch_add(1, Ordering::Relaxed);
                                 reg.lock().unwrap().insert(
                                     key,
                                     Box::new(move || {
-                                        r.fetch_add(1, Ordering::Relaxed);
+                                        ran.fetch_add(1, Ordering::Relaxed);
                                     }),
                                 );
                                 // What a thread-exit destructor does with a locked registry.

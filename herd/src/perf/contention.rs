@@ -518,7 +518,7 @@ impl ContentionReport {
             for s in self.by_lock.iter().take(PRINT_ROWS) {
                 let sym = match (s.symbol.is_empty(), s.region.as_str()) {
                     (false, _) => s.symbol.as_str(),
-                    (true, "kernel image") => "(static, in the kernel image; unnamed)",
+                    (true, "kernel image") => "(static: kernel image or module; unnamed)",
                     _ => "(in a heap object)",
                 };
                 row(&mut out, s, &format!("{:>16}   {sym}", s.address));

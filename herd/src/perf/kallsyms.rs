@@ -26,7 +26,7 @@ pub struct Symbols {
 /// Where a lock lives, when it has no symbol.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Region {
-    /// In the kernel image (a static lock), but kallsyms lists no data symbols.
+    /// Static: in the kernel image or a module (kallsyms lists no data symbols).
     KernelImage,
     /// Anywhere else: inside a heap object (an mm, a task, a hash bucket).
     Dynamic,
@@ -126,10 +126,13 @@ impl Symbols {
         })
     }
 
-    /// Where an unnamed lock lives: the kernel image or dynamic memory.
+    /// Where an unnamed lock lives: static (at or above `_text`: the
+    /// kernel image, its .bss, or a module) or dynamic memory (the direct
+    /// map, vmalloc, vmemmap, all below the image on x86-64). A heuristic
+    /// for display only; the address is always shown.
     pub fn region(&self, addr: u64) -> Region {
         match self.image {
-            Some((start, end)) if start <= addr && addr <= end => Region::KernelImage,
+            Some((start, _)) if start <= addr => Region::KernelImage,
             _ => Region::Dynamic,
         }
     }
