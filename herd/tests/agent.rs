@@ -97,10 +97,14 @@ fn every_mode_runs_every_job_and_reports_churn() {
         match mode {
             // One thread per job.
             "thread" => assert_eq!(spawned, 600.0),
-            // The pools grow in each burst, at most 8 at a time, and shrink
-            // in each 40 ms gap (keep-alive 10 ms, jitter 5 ms).
+            // The pools grow in each burst (at most 8 workers at a time) and
+            // shrink in each 40 ms gap (keep-alive 10 ms, jitter 5 ms), so
+            // they reuse threads: far fewer spawns than the 600 jobs. On a
+            // loaded machine a worker can also time out within a burst and
+            // be replaced, so the bound is reuse (>= 4 jobs per thread on
+            // average), not the quiet-machine figure of 8 per wave.
             _ => {
-                assert!((1.0..=24.0).contains(&spawned), "{mode}: {spawned}");
+                assert!((1.0..=150.0).contains(&spawned), "{mode}: {spawned}");
                 assert!(exits >= 1.0 && exits <= spawned, "{mode}: {exits}");
             }
         }
