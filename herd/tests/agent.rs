@@ -1,12 +1,10 @@
 //! `herd agent` from the command line: validation, every mode runs every
 //! job, the figures are present and consistent.
 
-use assert_cmd::Command;
 use predicates::str::contains;
 
-fn herd() -> Command {
-    Command::cargo_bin("herd").unwrap()
-}
+mod common;
+use common::{exits_2_naming, herd, success_json};
 
 #[test]
 fn bad_flags_exit_2_and_name_the_flag() {
@@ -26,12 +24,7 @@ fn bad_flags_exit_2_and_name_the_flag() {
         (vec!["--runs", "0"], "--runs"),
         (vec!["--gap-ms", "x"], "--gap-ms"),
     ] {
-        herd()
-            .arg("agent")
-            .args(&args)
-            .assert()
-            .code(2)
-            .stderr(contains(flag));
+        exits_2_naming("agent", &args, flag);
     }
     herd()
         .args(["agent", "--mode", "fork"])
@@ -126,12 +119,7 @@ fn repetitions_run_in_child_processes_and_print_a_runset() {
         ])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let set: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let set: serde_json::Value = success_json(&out);
     assert_eq!(set["runs"].as_array().unwrap().len(), 2);
 
     let out = herd()
