@@ -10,7 +10,14 @@ use exitq::{Domain, Reclaimer};
 #[test]
 fn exit_hooks_run_after_the_thread_exits_in_reverse_order() {
     for reclaimer in [Reclaimer::Thread, Reclaimer::Inline] {
-        let d = Domain::builder().reclaimer(reclaimer).build();
+        // A flush latency far beyond the test's length: the unflushed batch
+        // must leave with the exit chain, not be stolen by the reclaimer's
+        // idle-batch sweep first (which `exit_barrier` does not wait for)
+        // when a loaded machine delays the thread by more than the default.
+        let d = Domain::builder()
+            .reclaimer(reclaimer)
+            .flush_latency(Duration::from_secs(3600))
+            .build();
         let order = Arc::new(Mutex::new(Vec::new()));
         let t = {
             let (d, order) = (d.clone(), order.clone());

@@ -2,37 +2,8 @@
 //! cancellation kind that exits threads differently, cleans every thread
 //! exactly once and never lets the registry monitor reach a freed entry.
 
-use assert_cmd::Command;
-use serde_json::Value;
-
-fn herd() -> Command {
-    Command::cargo_bin("herd").unwrap()
-}
-
-fn storm_json(args: &[&str]) -> Value {
-    let out = herd()
-        .arg("storm")
-        .args(args)
-        .args(["--json", "--no-perf"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "herd storm {args:?} failed: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("valid JSON")
-}
-
-fn metric(r: &Value, name: &str) -> Option<f64> {
-    r["metrics"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["name"] == name)
-        .and_then(|m| m["value"].as_f64())
-}
+mod common;
+use common::{herd, metric_opt as metric, storm_json};
 
 const SMALL: &[&str] = &[
     "--waves",

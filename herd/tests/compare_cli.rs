@@ -1,34 +1,10 @@
 //! `herd compare` end to end on small storms.
 
-use assert_cmd::Command;
 use herd::export::comparison::Comparison;
 use predicates::prelude::*;
 
-fn herd() -> Command {
-    Command::cargo_bin("herd").unwrap()
-}
-
-const SMALL: &[&str] = &[
-    "--waves",
-    "10",
-    "--per-wave",
-    "20",
-    "--spin",
-    "1000",
-    "--sleep-ms",
-    "20",
-    "--no-perf",
-];
-/// [`SMALL`] without `--per-wave` (for runs that vary it).
-const SMALL_ANY_WAVE: &[&str] = &[
-    "--waves",
-    "10",
-    "--spin",
-    "1000",
-    "--sleep-ms",
-    "20",
-    "--no-perf",
-];
+mod common;
+use common::{herd, success_json, SMALL, SMALL_ANY_WAVE};
 
 #[test]
 fn compare_cleanup_strategies_json_and_save() {
@@ -48,12 +24,7 @@ fn compare_cleanup_strategies_json_and_save() {
         .args(SMALL)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let c: Comparison = serde_json::from_slice(&out.stdout).unwrap();
+    let c: Comparison = success_json(&out);
     assert_eq!(c.labels, ["cleanup=locked", "cleanup=exitq"]);
     assert_eq!(c.varied, ["--cleanup"]);
     assert_eq!(c.sets.len(), 2);

@@ -3,11 +3,13 @@
 
 use std::path::PathBuf;
 
-use assert_cmd::Command;
 use herd::export::comparison::{Comparison, KIND};
 use herd::result::{Metric, RunResult, RunSet, SCHEMA_VERSION};
 use predicates::prelude::*;
 use serde_json::json;
+
+mod common;
+use common::herd;
 
 fn run(
     scenario: &str,
@@ -40,10 +42,6 @@ fn write(dir: &tempfile::TempDir, name: &str, v: &impl serde::Serialize) -> Path
     let p = dir.path().join(name);
     std::fs::write(&p, serde_json::to_string_pretty(v).unwrap()).unwrap();
     p
-}
-
-fn herd() -> Command {
-    Command::cargo_bin("herd").unwrap()
 }
 
 fn before_after(dir: &tempfile::TempDir, after_cfg: serde_json::Value) -> (PathBuf, PathBuf) {

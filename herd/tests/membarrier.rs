@@ -2,13 +2,13 @@
 //! figures, every output format, repetitions, bad flags (exit 2 naming the
 //! flag) and a kernel without membarrier (exit 1, clear message).
 
-use assert_cmd::Command;
+use std::time::Duration;
+
 use herd::result::{RunResult, RunSet};
 use predicates::prelude::*;
 
-fn herd() -> Command {
-    Command::cargo_bin("herd").unwrap()
-}
+mod common;
+use common::{ctrl_c_partial_result, exits_2_naming, herd, spawn_herd, success_json};
 
 const QUICK: &[&str] = &[
     "membarrier",
@@ -108,12 +108,7 @@ fn table_csv_and_repetitions() {
         .args(["--load", "idle", "-r", "2", "--json"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let set: RunSet = serde_json::from_slice(&out.stdout).unwrap();
+    let set: RunSet = success_json(&out);
     assert_eq!(set.runs.len(), 2);
     assert!(set.runs.iter().all(|r| r.metric("calls").unwrap() >= 1.0));
     // The summary table over runs.
@@ -137,12 +132,7 @@ fn bad_flags_exit_2_naming_the_flag() {
         (&["-r", "0"][..], "--runs"),
         (&["--cmd", "fast"][..], "--cmd"),
     ] {
-        herd()
-            .arg("membarrier")
-            .args(args)
-            .assert()
-            .code(2)
-            .stderr(predicate::str::contains(flag));
+        exits_2_naming("membarrier", args, flag);
     }
 }
 
@@ -168,46 +158,20 @@ fn kernels_without_membarrier_are_explained() {
 
 #[test]
 fn ctrl_c_prints_the_partial_result_and_exits_130() {
-    let exe = assert_cmd::cargo::cargo_bin("herd");
-    let child = std::process::Command::new(exe)
-        .args([
-            "membarrier",
-            "--load",
-            "1",
-            "--duration",
-            "20s",
-            "--read-rounds",
-            "1",
-            "--read-slice",
-            "1ms",
-            "--no-perf",
-            "--json",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(700));
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
-    let start = std::time::Instant::now();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        start.elapsed() < std::time::Duration::from_secs(10),
-        "took {:?} to stop after Ctrl-C",
-        start.elapsed()
-    );
-    assert_eq!(
-        out.status.code(),
-        Some(130),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: RunResult = serde_json::from_slice(&out.stdout).expect("partial result printed");
-    assert!(r.interrupted);
+    let child = spawn_herd(&[
+        "membarrier",
+        "--load",
+        "1",
+        "--duration",
+        "20s",
+        "--read-rounds",
+        "1",
+        "--read-slice",
+        "1ms",
+        "--no-perf",
+        "--json",
+    ]);
+    ctrl_c_partial_result(child, Duration::from_millis(700));
 }
 
 #[test]

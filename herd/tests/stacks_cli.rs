@@ -1,38 +1,10 @@
 //! `herd storm --stacks glibc|recycled` end to end: every sound cancel/reap
 //! combination on pooled stacks, the refused ones (exit 2), page release.
 
-use assert_cmd::Command;
 use serde_json::Value;
 
-fn herd() -> Command {
-    Command::cargo_bin("herd").unwrap()
-}
-
-fn storm_json(args: &[&str]) -> Value {
-    let out = herd()
-        .arg("storm")
-        .args(args)
-        .arg("--json")
-        .arg("--no-perf")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "herd storm {args:?} failed: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("valid JSON")
-}
-
-fn metric(r: &Value, name: &str) -> Option<f64> {
-    r["metrics"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["name"] == name)
-        .and_then(|m| m["value"].as_f64())
-}
+mod common;
+use common::{herd, metric_opt as metric, storm_json, success_json};
 
 fn refused(args: &[&str], flag: &str, why: &str) {
     let out = herd().arg("storm").args(args).output().unwrap();
@@ -206,12 +178,7 @@ fn contention_profile_yields_mmap_lock_metrics() {
         .args(["--stacks", "glibc", "--contention", "--json"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r: Value = success_json(&out);
     if r["perf"]["contention"].is_null() {
         eprintln!(
             "SKIPPED: no contention profile here ({}); CI on the project machine runs as root with tracefs",

@@ -4,30 +4,10 @@
 use std::process::Command as StdCommand;
 use std::time::{Duration, Instant};
 
-use assert_cmd::Command;
 use serde_json::Value;
 
-fn herd() -> Command {
-    Command::cargo_bin("herd").unwrap()
-}
-
-/// Runs `herd storm ARGS --json` and returns the parsed RunResult.
-fn storm_json(args: &[&str]) -> Value {
-    let out = herd()
-        .arg("storm")
-        .args(args)
-        .arg("--json")
-        .arg("--no-perf")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "herd storm {args:?} failed: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("valid JSON")
-}
+mod common;
+use common::{herd, spawn_herd, storm_json, success_json};
 
 fn metric(r: &Value, name: &str) -> f64 {
     r["metrics"]
@@ -310,12 +290,7 @@ fn repetitions_summarise_child_runs() {
         ])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let set: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let set: Value = success_json(&out);
     let runs = set["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 3);
     for r in runs {
@@ -351,25 +326,19 @@ fn repetitions_summarise_child_runs() {
 
 #[test]
 fn ctrl_c_stops_cleanly_with_partial_results() {
-    let exe = assert_cmd::cargo::cargo_bin("herd");
-    let child = StdCommand::new(exe)
-        .args([
-            "storm",
-            "--waves",
-            "100000000",
-            "--per-wave",
-            "5",
-            "--lag",
-            "1",
-            "--sleep-ms",
-            "1000",
-            "--json",
-            "--no-perf",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_herd(&[
+        "storm",
+        "--waves",
+        "100000000",
+        "--per-wave",
+        "5",
+        "--lag",
+        "1",
+        "--sleep-ms",
+        "1000",
+        "--json",
+        "--no-perf",
+    ]);
     std::thread::sleep(Duration::from_millis(1500));
     // SAFETY: kill(2) on our own child's pid.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
@@ -637,23 +606,17 @@ fn ctrl_c_stops_repetitions() {
 /// `herd storm --json | head -1`: a closed stdout is not a panic.
 #[test]
 fn closed_stdout_is_not_a_panic() {
-    let exe = assert_cmd::cargo::cargo_bin("herd");
-    let mut child = StdCommand::new(exe)
-        .args([
-            "storm",
-            "--waves",
-            "20",
-            "--per-wave",
-            "5",
-            "--lag",
-            "1",
-            "--json",
-            "--no-perf",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_herd(&[
+        "storm",
+        "--waves",
+        "20",
+        "--per-wave",
+        "5",
+        "--lag",
+        "1",
+        "--json",
+        "--no-perf",
+    ]);
     drop(child.stdout.take()); // the reader goes away before herd prints
     let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);

@@ -1,33 +1,9 @@
 //! `herd sweep` end to end on small storms.
 
-use assert_cmd::Command;
 use predicates::prelude::*;
 
-fn herd() -> Command {
-    Command::cargo_bin("herd").unwrap()
-}
-
-const SMALL: &[&str] = &[
-    "--waves",
-    "10",
-    "--per-wave",
-    "20",
-    "--spin",
-    "1000",
-    "--sleep-ms",
-    "20",
-    "--no-perf",
-];
-/// [`SMALL`] without `--per-wave` (for runs that vary it).
-const SMALL_ANY_WAVE: &[&str] = &[
-    "--waves",
-    "10",
-    "--spin",
-    "1000",
-    "--sleep-ms",
-    "20",
-    "--no-perf",
-];
+mod common;
+use common::{herd, SMALL, SMALL_ANY_WAVE};
 
 #[test]
 fn sweep_writes_charts_and_data() {

@@ -3,13 +3,13 @@
 //! runs every callback exactly once, `none` is caught by the checker, and
 //! bad flags exit 2 naming the flag.
 
-use assert_cmd::Command;
+use std::time::Duration;
+
 use herd::result::{RunResult, RunSet};
 use predicates::prelude::*;
 
-fn herd() -> Command {
-    Command::cargo_bin("herd").unwrap()
-}
+mod common;
+use common::{ctrl_c_partial_result, exits_2_naming, herd, spawn_herd, success_json};
 
 fn run_json(args: &[&str]) -> RunResult {
     let out = herd()
@@ -138,12 +138,7 @@ fn outputs_and_repetitions() {
         ])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let set: RunSet = serde_json::from_slice(&out.stdout).unwrap();
+    let set: RunSet = success_json(&out);
     assert_eq!(set.runs.len(), 2);
     let out = herd()
         .args([
@@ -178,55 +173,24 @@ fn bad_flags_exit_2_naming_the_flag() {
         (&["--first-check-delay", "5s"][..], "--first-check-delay"),
         (&["--readers", "x"][..], "--readers"),
     ] {
-        herd()
-            .arg("unregister")
-            .args(args)
-            .assert()
-            .code(2)
-            .stderr(predicate::str::contains(flag));
+        exits_2_naming("unregister", args, flag);
     }
 }
 
 #[test]
 fn ctrl_c_prints_the_partial_result_and_exits_130() {
-    let exe = assert_cmd::cargo::cargo_bin("herd");
-    let child = std::process::Command::new(exe)
-        .args([
-            "unregister",
-            "--sync",
-            "deferred",
-            "--readers",
-            "1",
-            "--duration",
-            "20s",
-            "--no-perf",
-            "--json",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(700));
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
-    let start = std::time::Instant::now();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        start.elapsed() < std::time::Duration::from_secs(10),
-        "took {:?} to stop after Ctrl-C",
-        start.elapsed()
-    );
-    assert_eq!(
-        out.status.code(),
-        Some(130),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: RunResult = serde_json::from_slice(&out.stdout).expect("partial result printed");
-    assert!(r.interrupted);
+    let child = spawn_herd(&[
+        "unregister",
+        "--sync",
+        "deferred",
+        "--readers",
+        "1",
+        "--duration",
+        "20s",
+        "--no-perf",
+        "--json",
+    ]);
+    ctrl_c_partial_result(child, Duration::from_millis(700));
 }
 
 #[test]

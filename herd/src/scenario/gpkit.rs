@@ -338,14 +338,21 @@ mod tests {
 
     #[test]
     fn thread_cpu_time_advances_with_work() {
+        // Spin until this thread's own CPU clock has advanced by 5 ms (not
+        // for a wall-clock time: on a loaded machine a thread may get little
+        // CPU in any fixed window). The bound on wall time only stops a
+        // broken clock from hanging the test.
         let t0 = CpuTime::thread();
         let start = Instant::now();
         let mut x = 0u64;
-        while start.elapsed() < Duration::from_millis(30) {
-            x = std::hint::black_box(x.wrapping_add(1));
+        let mut used = CpuTime::thread().since(t0);
+        while used.total() <= 0.005 && start.elapsed() < Duration::from_secs(60) {
+            for _ in 0..10_000 {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
+            used = CpuTime::thread().since(t0);
         }
-        let used = CpuTime::thread().since(t0);
-        assert!(used.total() > 0.005, "30ms of spinning used {used:?}");
+        assert!(used.total() > 0.005, "60 s of spinning used {used:?}");
     }
 
     #[test]

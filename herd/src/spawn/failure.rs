@@ -322,18 +322,22 @@ mod tests {
         assert_eq!(diagnose(libc::EINVAL, &c).0, Limit::InvalidAttributes);
         assert_eq!(diagnose(libc::EPERM, &c).0, Limit::Permission);
 
+        // Each limit is set at or below its counter's current value, never
+        // *at* a reading: other tests in this process (and the system) create
+        // and end threads concurrently, so a reading can be stale by the
+        // time `diagnose` reads the counter again.
         let mut m = ctx();
-        m.facts.max_map_count = map_count();
+        m.facts.max_map_count = Some(1);
         let (l, e) = diagnose(libc::EAGAIN, &m);
         assert_eq!(l, Limit::MaxMapCount);
         assert!(e.contains("vm.max_map_count"), "{e}");
 
         let mut t = ctx();
-        t.facts.threads_max = tasks_now();
+        t.facts.threads_max = Some(1);
         assert_eq!(diagnose(libc::EAGAIN, &t).0, Limit::ThreadsMax);
 
         let mut p = ctx();
-        p.facts.pid_max = tasks_now();
+        p.facts.pid_max = Some(1);
         assert_eq!(diagnose(libc::EAGAIN, &p).0, Limit::PidMax);
 
         let mut a = ctx();

@@ -1,0 +1,126 @@
+//! Helpers shared by herd's integration tests (each test binary includes
+//! this module with `mod common;` and uses what it needs).
+
+#![allow(dead_code)]
+
+use std::process::{Child, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use assert_cmd::Command;
+use herd::result::RunResult;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+/// The `herd` binary under test.
+pub fn herd() -> Command {
+    Command::cargo_bin("herd").unwrap()
+}
+
+/// A small, quick storm for `herd compare` and `herd sweep`.
+pub const SMALL: &[&str] = &[
+    "--waves",
+    "10",
+    "--per-wave",
+    "20",
+    "--spin",
+    "1000",
+    "--sleep-ms",
+    "20",
+    "--no-perf",
+];
+/// [`SMALL`] without `--per-wave` (for runs that vary it).
+pub const SMALL_ANY_WAVE: &[&str] = &[
+    "--waves",
+    "10",
+    "--spin",
+    "1000",
+    "--sleep-ms",
+    "20",
+    "--no-perf",
+];
+
+/// Runs `herd storm ARGS --json --no-perf` and returns the parsed RunResult.
+pub fn storm_json(args: &[&str]) -> Value {
+    let out = herd()
+        .arg("storm")
+        .args(args)
+        .arg("--json")
+        .arg("--no-perf")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "herd storm {args:?} failed: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("valid JSON")
+}
+
+/// The value of metric `name` in a RunResult as JSON, if it has one.
+pub fn metric_opt(r: &Value, name: &str) -> Option<f64> {
+    r["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == name)
+        .and_then(|m| m["value"].as_f64())
+}
+
+/// Asserts that the run succeeded (its stderr in the message) and parses
+/// its stdout as JSON.
+pub fn success_json<T: DeserializeOwned>(out: &Output) -> T {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Starts `herd ARGS` with stdout and stderr piped.
+pub fn spawn_herd(args: &[&str]) -> Child {
+    std::process::Command::new(assert_cmd::cargo::cargo_bin("herd"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Sends `child` SIGINT after `delay`, then checks that it stops within 10 s,
+/// exits 130 and prints a partial RunResult marked interrupted.
+pub fn ctrl_c_partial_result(child: Child, delay: Duration) -> RunResult {
+    std::thread::sleep(delay);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let start = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "took {:?} to stop after Ctrl-C",
+        start.elapsed()
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: RunResult = serde_json::from_slice(&out.stdout).expect("partial result printed");
+    assert!(r.interrupted);
+    r
+}
+
+/// `herd SUBCOMMAND ARGS` exits 2 with a message naming `flag`.
+pub fn exits_2_naming(subcommand: &str, args: &[&str], flag: &str) {
+    herd()
+        .arg(subcommand)
+        .args(args)
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(flag));
+}
