@@ -688,13 +688,30 @@ mod tests {
 
     #[test]
     fn map_count_counts_lines() {
-        let n = map_count().unwrap();
-        let whole = fs::read_to_string("/proc/self/maps")
-            .unwrap()
-            .lines()
-            .count() as u64;
-        // The two reads may differ by a mapping or two (the read buffers).
-        assert!(n.abs_diff(whole) <= 4 && n > 5, "{n} vs {whole}");
+        // Other tests in this process create and end threads (stack
+        // mappings) concurrently, so compare only readings taken while the
+        // map count held still: a whole-file read before and after
+        // `map_count` that agree with each other.
+        let whole = || {
+            fs::read_to_string("/proc/self/maps")
+                .unwrap()
+                .lines()
+                .count() as u64
+        };
+        let mut last = None;
+        for _ in 0..200 {
+            let before = whole();
+            let n = map_count().unwrap();
+            let after = whole();
+            if before == after {
+                // The reads may differ by a mapping or two (the read buffers).
+                assert!(n.abs_diff(before) <= 4 && n > 5, "{n} vs {before}");
+                return;
+            }
+            last = Some((before, n, after));
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        panic!("the map count never held still for one reading: {last:?}");
     }
 
     #[test]
