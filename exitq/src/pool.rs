@@ -722,9 +722,7 @@ impl Inner {
     /// The body of `notify_slot`.
     fn notify_popped(&self, i: u32) -> bool {
         let slot = self.slots.get(i);
-        // SeqCst: the state read of the Dekker with `Slots::enter_idle`,
-        // after `pop_idle`'s `IN_STACK` clear (see there).
-        if slot.state.load(Ordering::SeqCst) != IDLE {
+        if !self.slots.is_idle(i) {
             // A stale entry: its worker is running, retiring or gone. Never
             // act on a `RETIRED` seen here: it may be a later worker's
             // (the slot reused since our pop), and `pop_idle` has already
@@ -1194,16 +1192,12 @@ fn go_idle(inner: &Inner, i: u32) -> Option<AfterIdle> {
         return None;
     }
     // Work arrived: take ourselves back, or accept a notification.
-    match slot
-        .state
-        .compare_exchange(IDLE, RUNNING, Ordering::SeqCst, Ordering::SeqCst)
-    {
-        Ok(_) => Some(AfterIdle::Work),
-        Err(_) => {
-            // NOTIFIED: only we leave it.
-            slot.state.store(RUNNING, Ordering::Relaxed);
-            Some(AfterIdle::Woken)
-        }
+    if inner.slots.leave_idle(i) {
+        Some(AfterIdle::Work)
+    } else {
+        // NOTIFIED: only we leave it.
+        slot.state.store(RUNNING, Ordering::Relaxed);
+        Some(AfterIdle::Woken)
     }
 }
 

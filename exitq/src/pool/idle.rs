@@ -97,6 +97,16 @@ const GONE: u32 = 2;
 /// End of the idle stack.
 const NIL: u32 = u32::MAX;
 
+/// An invariant check: `debug_assert!` that also holds in the (release
+/// mode) loom models, where a double free must fail the model.
+macro_rules! invariant {
+    ($($t:tt)*) => {
+        if cfg!(any(debug_assertions, exitq_loom)) {
+            assert!($($t)*);
+        }
+    };
+}
+
 /// One worker's slot. Padded: each is written by its own worker.
 #[derive(Debug)]
 pub(crate) struct Slot {
@@ -237,7 +247,7 @@ impl Slots {
                     // `retire`: if we free the slot, its worker's last
                     // writes happen-before our free.
                     let prev = slot.flags.fetch_and(!IN_STACK, Ordering::SeqCst);
-                    debug_assert!(prev & IN_STACK != 0, "popped slot {top} without IN_STACK");
+                    invariant!(prev & IN_STACK != 0, "popped slot {top} without IN_STACK");
                     if prev & GONE != 0 {
                         // The worker left with this entry in the stack and
                         // left the free to us; no one else frees it.
@@ -256,6 +266,15 @@ impl Slots {
         self.head.load(Ordering::SeqCst) as u32 == NIL
     }
 
+    /// True if popped slot `i` is `IDLE`: worth notifying. Read after the
+    /// `IN_STACK` clear in `pop_idle`; a false answer is final for this
+    /// pop (the worker pushed a new entry, is running, or is leaving).
+    pub(crate) fn is_idle(&self, i: u32) -> bool {
+        // SeqCst: the state read of the Dekker with `enter_idle` (store
+        // IDLE, then set `IN_STACK`), after our `IN_STACK` clear.
+        self.get(i).state.load(Ordering::SeqCst) == IDLE
+    }
+
     /// Hands an idle worker work or shutdown: `IDLE -> NOTIFIED`. The caller
     /// then wakes it (`futex_wake`). `Err` holds the state found instead.
     pub(crate) fn notify(&self, i: u32) -> Result<(), u32> {
@@ -266,6 +285,18 @@ impl Slots {
             .state
             .compare_exchange(IDLE, NOTIFIED, Ordering::SeqCst, Ordering::SeqCst)
             .map(drop)
+    }
+
+    /// The worker of slot `i`, idle, found work in its re-check and takes
+    /// itself back: `IDLE -> RUNNING`. False if it was notified meanwhile
+    /// (the caller then takes the notification). Its entry stays stacked.
+    pub(crate) fn leave_idle(&self, i: u32) -> bool {
+        // SeqCst: the other side of `notify`'s CAS; exactly one of the two
+        // leaves `IDLE`.
+        self.get(i)
+            .state
+            .compare_exchange(IDLE, RUNNING, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
     }
 
     /// The worker of slot `i`, its keep-alive expired, leaves the
@@ -290,7 +321,7 @@ impl Slots {
         // Being RMWs of one word, this and that clear are totally ordered:
         // exactly one of us sees the other's bit (module docs).
         let prev = slot.flags.fetch_or(GONE, Ordering::Release);
-        debug_assert!(prev & GONE == 0, "slot {i} retired twice");
+        invariant!(prev & GONE == 0, "slot {i} retired twice");
         if prev & IN_STACK == 0 {
             self.release(i);
         }
@@ -305,14 +336,20 @@ impl Slots {
         // Release pairs with the Acquire in `claim_free`: the next worker
         // of the slot sees `flags == 0` and the last one's writes.
         let prev = slot.state.swap(FREE, Ordering::Release);
-        debug_assert_eq!(prev, RETIRED, "slot {i} freed while not retired");
+        invariant!(
+            prev == RETIRED,
+            "slot {i} freed in state {prev}, not RETIRED"
+        );
     }
 
     /// Gives back a slot claimed by `claim_free` whose thread could not be
     /// created (`RUNNING -> FREE`). It never went idle: no entry, flags 0.
     pub(crate) fn unclaim(&self, i: u32) {
         let slot = self.get(i);
-        debug_assert_eq!(slot.flags.load(Ordering::Relaxed), 0);
+        invariant!(
+            slot.flags.load(Ordering::Relaxed) == 0,
+            "slot {i}: stale flags"
+        );
         // Release pairs with the Acquire in `claim_free`.
         slot.state.store(FREE, Ordering::Release);
     }
@@ -333,7 +370,11 @@ impl Slots {
                     .compare_exchange(FREE, RUNNING, Ordering::Acquire, Ordering::Relaxed)
                     .is_ok()
             {
-                debug_assert_eq!(slot.flags.load(Ordering::Relaxed), 0);
+                // FREE implies no entry in the idle stack (module docs).
+                invariant!(
+                    slot.flags.load(Ordering::Relaxed) == 0,
+                    "slot {i}: stale flags"
+                );
                 self.hint.store(i + 1, Ordering::Relaxed);
                 return Some(i);
             }
@@ -430,9 +471,17 @@ pub mod model {
         pub fn pop_idle(&self) -> Option<u32> {
             self.0.pop_idle()
         }
+        /// A waker's look at popped slot `i`: worth notifying?
+        pub fn is_idle(&self, i: u32) -> bool {
+            self.0.is_idle(i)
+        }
         /// A waker notifies popped slot `i` if it is idle.
         pub fn notify(&self, i: u32) -> Result<(), u32> {
             self.0.notify(i)
+        }
+        /// The idle worker of `i` found work itself (`IDLE -> RUNNING`).
+        pub fn leave_idle(&self, i: u32) -> bool {
+            self.0.leave_idle(i)
         }
         /// The worker of `i` takes a notification (`NOTIFIED -> RUNNING`).
         pub fn take_notification(&self, i: u32) {
