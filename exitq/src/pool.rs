@@ -7,7 +7,8 @@
 //! leave:
 //!
 //! * **No lock on the exit path.** A worker that retires takes no pool
-//!   lock: it flips its own slot's state word with one CAS and leaves. Its
+//!   lock: it gives up its slot with one atomic read-modify-write on that
+//!   slot's own flags word (see `pool/idle.rs`) and leaves. Its
 //!   bookkeeping (live thread count, statistics, the retirement record, the
 //!   shutdown hand-shake) is handed to an [`exitq`](crate) thread-exit hook:
 //!   a preallocated node pushed with one CAS at thread exit and run by the

@@ -19,7 +19,7 @@
 //! | `IDLE`     | `RUNNING`  | the worker, when its re-check finds work (CAS)   |
 //! | `IDLE`     | `RETIRING` | the worker, when its keep-alive expired (CAS)    |
 //! | `NOTIFIED` | `RUNNING`  | the worker, after waking                         |
-//! | `RETIRING` | `IDLE`     | the worker, when retirement was denied           |
+//! | `RETIRING` | `RUNNING`  | the worker, when retirement was denied or work arrived |
 //! | `RETIRING` | `RETIRED`  | the worker, when it leaves after its keep-alive  |
 //! | `RUNNING`  | `RETIRED`  | the worker, when it leaves at shutdown           |
 //! | `RUNNING`  | `FREE`     | a spawner whose thread could not be created      |
@@ -67,6 +67,16 @@
 //! A stale popper can still find a *later* incarnation `IDLE` and notify
 //! it. That is harmless: the worker is really idle, and waking an idle
 //! worker is what the popper was after.
+//!
+//! What the old free-on-`RETIRED` rule broke, precisely: only this
+//! invariant. `RETIRED` is always its worker's last word on the slot, so
+//! the early free never gave one slot to two workers; the slot then sat
+//! `FREE` with its (new) entry stacked and its in-stack bit set, and the
+//! entry either stood in for the next worker of the slot (which found the
+//! bit set and pushed nothing) or was popped and skipped as `FREE`. No
+//! double push, no lost wake-up, no count drift, no job left unrun. But any
+//! reasoning of the form "a `FREE` slot is out of the stack" (the
+//! spawn-failure path, or per-worker data kept in the slot) was unsound.
 
 use std::time::Duration;
 
