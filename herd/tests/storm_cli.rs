@@ -8,8 +8,8 @@ use serde_json::Value;
 
 mod common;
 use common::{
-    ctrl_c, ctrl_c_partial_result, herd, spawn_herd, spawn_herd_group, storm_json, success_json,
-    CtrlC,
+    ctrl_c, ctrl_c_partial_result, exits_2_naming, herd, spawn_herd, spawn_herd_group, storm_json,
+    success_json, CtrlC,
 };
 
 fn metric(r: &Value, name: &str) -> f64 {
@@ -23,15 +23,9 @@ fn metric(r: &Value, name: &str) -> f64 {
         .unwrap()
 }
 
-/// Exit code 2 and a message naming `flag`.
+/// `herd storm ARGS`: exit code 2 and a message naming `flag`.
 fn refused(args: &[&str], flag: &str) {
-    let out = herd().arg("storm").args(args).output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-    assert!(
-        err.contains(flag),
-        "{args:?}: message does not name {flag}: {err}"
-    );
+    exits_2_naming("storm", args, flag);
 }
 
 #[test]

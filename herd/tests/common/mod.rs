@@ -147,12 +147,16 @@ pub fn ctrl_c_partial_result(child: Child, delay: Duration) -> RunResult {
     r
 }
 
-/// `herd SUBCOMMAND ARGS` exits 2 with a message naming `flag`.
-pub fn exits_2_naming(subcommand: &str, args: &[&str], flag: &str) {
-    herd()
-        .arg(subcommand)
-        .args(args)
-        .assert()
-        .code(2)
-        .stderr(predicates::str::contains(flag));
+/// `herd SUBCOMMAND ARGS` exits 2 with a message naming `flag`; returns
+/// the message.
+pub fn exits_2_naming(subcommand: &str, args: &[&str], flag: &str) -> String {
+    let out = herd().arg(subcommand).args(args).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    let cmd = format!("herd {subcommand} {}", args.join(" "));
+    assert_eq!(out.status.code(), Some(2), "{cmd}: {err}");
+    assert!(
+        err.contains(flag),
+        "{cmd}: message does not name {flag}: {err}"
+    );
+    err
 }
