@@ -194,3 +194,29 @@ fn two_wakers_and_a_leaving_worker_free_the_slot_once() {
         drain_and_check(&t, &holders);
     });
 }
+
+/// A worker leaving at shutdown straight from `RUNNING`, its entry from an
+/// earlier idle period still stacked, while a waker pops that entry: the
+/// slot is freed exactly once, by whichever of the two comes second.
+#[test]
+fn a_worker_leaving_from_running_with_a_stale_entry_frees_its_slot_once() {
+    loom::model(|| {
+        let t = Arc::new(SlotTable::new(1));
+        let holders = Arc::new(Holders(AtomicUsize::new(0)));
+        assert_eq!(t.claim_free(), Some(0));
+        holders.take();
+        t.enter_idle(0);
+        assert!(t.leave_idle(0)); // found work: entry left stale
+
+        let waker = {
+            let t = t.clone();
+            thread::spawn(move || wake_one(&t))
+        };
+        holders.give_back();
+        t.retire(0);
+        assert!(!waker.join().unwrap(), "notified a worker that was running");
+        let state = t.state(0);
+        assert!(state == FREE || state == RETIRED, "state {state}");
+        drain_and_check(&t, &holders);
+    });
+}
