@@ -67,7 +67,7 @@ use std::time::{Duration, Instant};
 use crossbeam_queue::ArrayQueue;
 use crossbeam_utils::CachePadded;
 
-use crate::defer::Work;
+use crate::defer::{OpenBatch, Work};
 use crate::expedite::{Expedite, Fences};
 use crate::llist::{Chain, List, Node};
 use crate::sync::{self, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -437,7 +437,7 @@ pub(crate) struct Participant {
     /// A stealer wants the batch (steal handshake).
     pub(crate) steal: AtomicBool,
     /// The open batch, if any.
-    pub(crate) batch: UnsafeCell<Option<Box<Node<Work>>>>,
+    pub(crate) batch: UnsafeCell<OpenBatch>,
     /// Poll epoch when the open batch was opened; 0 = no open batch.
     pub(crate) batch_epoch: AtomicU64,
     /// Exit hooks registered by the owner, preallocated (owner only).
@@ -510,7 +510,7 @@ impl Participant {
             temporary: AtomicBool::new(false),
             busy: AtomicBool::new(false),
             steal: AtomicBool::new(false),
-            batch: UnsafeCell::new(None),
+            batch: UnsafeCell::new(OpenBatch::new()),
             batch_epoch: AtomicU64::new(0),
             exits: UnsafeCell::new(Chain::new()),
             state: AtomicU32::new(IN_USE),
