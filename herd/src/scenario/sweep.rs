@@ -34,9 +34,9 @@ use crate::export::comparison::{
 use crate::export::progress::Progress;
 use crate::export::{svg, write_file};
 use crate::result::{Better, RunSet, SCHEMA_VERSION};
-use crate::runner;
 use crate::scenario::compare::{
-    check_common, check_run_options, flag_name, Plan, ScenarioFlags, VaryArgs,
+    check_common, check_run_options, flag_name, run_interleaved, Config, Plan, ScenarioFlags,
+    VaryArgs,
 };
 use crate::stats::{Change, Summary, DEFAULT_ALPHA};
 
@@ -552,48 +552,36 @@ pub fn run(args: &Args) -> Result<u8> {
     std::fs::create_dir_all(&dir)
         .map_err(|e| usage("--out", format!("cannot create {}: {e}", dir.display())))?;
 
-    runner::install_interrupt_handler();
     let series: Vec<String> = plan.configs.iter().map(|c| c.label.clone()).collect();
-    let mut points: Vec<SweepPoint> = Vec::new();
+    // Every (configuration, value) pair is one configuration of compare's
+    // interleaved rounds.
+    let bare = values.flag.trim_start_matches('-');
+    let mut configs: Vec<Config> = Vec::new();
+    let mut at: Vec<(usize, String, f64)> = Vec::new();
     for (s, cfg) in plan.configs.iter().enumerate() {
-        for (v, x) in values.text.iter().zip(&values.x) {
-            points.push(SweepPoint {
-                series: s,
-                value: v.clone(),
-                x: *x,
-                set: RunSet {
-                    schema: SCHEMA_VERSION,
-                    label: format!("{} {}={v}", cfg.label, values.flag.trim_start_matches('-')),
-                    runs: Vec::new(),
-                },
+        for (v, &x) in values.text.iter().zip(&values.x) {
+            let mut child_args = cfg.args.clone();
+            child_args.extend([values.flag.clone(), v.clone()]);
+            configs.push(Config {
+                label: format!("{} {bare}={v}", cfg.label),
+                args: child_args,
             });
+            at.push((s, v.clone(), x));
         }
     }
-    let total = (points.len() * args.runs) as u64;
-    let progress = Progress::new(total, "runs");
-    let mut interrupted = false;
-    'rounds: for round in 0..args.runs {
-        for p in points.iter_mut() {
-            if runner::interrupted() {
-                interrupted = true;
-                break 'rounds;
-            }
-            let mut child_args = plan.configs[p.series].args.clone();
-            child_args.push(values.flag.clone());
-            child_args.push(p.value.clone());
-            progress.set_message(format!("{} (run {}/{})", p.set.label, round + 1, args.runs));
-            let r = runner::run_child(&args.scenario, &child_args)
-                .with_context(|| format!("run {} of `{}` failed", round + 1, p.set.label))?;
-            progress.inc();
-            let stop = r.interrupted;
-            p.set.runs.push(r);
-            if stop {
-                interrupted = true;
-                break 'rounds;
-            }
-        }
-    }
+    let progress = Progress::new((configs.len() * args.runs) as u64, "runs");
+    let (sets, interrupted) = run_interleaved(&args.scenario, &configs, args.runs, 0, &progress)?;
     progress.finish();
+    let points = at
+        .into_iter()
+        .zip(sets)
+        .map(|((series, value, x), set)| SweepPoint {
+            series,
+            value,
+            x,
+            set,
+        })
+        .collect();
     let mut doc = SweepDoc::build(
         &args.scenario,
         plan.common.clone(),
