@@ -195,5 +195,5 @@ pub mod model {
     }
 }
 
-pub use domain::{Builder, Domain, Guard, Reclaimer, Stall, StallHandler, Stats};
+pub use domain::{Builder, Domain, Guard, Reader, Reclaimer, Stall, StallHandler, Stats};
 pub use expedite::{membarrier_available, Expedite};

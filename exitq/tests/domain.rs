@@ -554,3 +554,57 @@ fn a_thread_outliving_many_domains_never_mixes_their_records() {
     to_worker.send(None).unwrap();
     worker.join().unwrap();
 }
+
+/// A registered `Reader`'s guards (outer and nested) hold grace periods
+/// like `Domain::read`'s, and its record is released and reused after it
+/// drops.
+#[test]
+fn a_registered_readers_guards_hold_grace_periods() {
+    for (name, d) in domains() {
+        let inside = Arc::new(AtomicBool::new(false));
+        let left = Arc::new(AtomicBool::new(false));
+        let release = Arc::new(AtomicBool::new(false));
+        let holder = {
+            let (d, inside, left, release) =
+                (d.clone(), inside.clone(), left.clone(), release.clone());
+            thread::spawn(move || {
+                let reader = d.reader();
+                let outer = reader.read();
+                let inner = reader.read();
+                // Out of order: the section stays open until both are gone.
+                drop(outer);
+                inside.store(true, Ordering::SeqCst);
+                while !release.load(Ordering::SeqCst) {
+                    thread::sleep(Duration::from_millis(1));
+                }
+                left.store(true, Ordering::SeqCst);
+                drop(inner);
+            })
+        };
+        while !inside.load(Ordering::SeqCst) {
+            thread::yield_now();
+        }
+        let releaser = {
+            let release = release.clone();
+            thread::spawn(move || {
+                thread::sleep(Duration::from_millis(30));
+                release.store(true, Ordering::SeqCst);
+            })
+        };
+        d.synchronize();
+        assert!(
+            left.load(Ordering::SeqCst),
+            "{name}: synchronize returned while a Reader's guard was held"
+        );
+        holder.join().unwrap();
+        releaser.join().unwrap();
+        // The holder's reader record was released: a new reader reuses it.
+        let before = d.stats().participants;
+        for _ in 0..10 {
+            let reader = d.reader();
+            drop(reader.read());
+        }
+        assert_eq!(d.stats().participants, before, "{name}: records reused");
+        d.synchronize();
+    }
+}

@@ -1,6 +1,8 @@
 //! Read-side cost: entering and leaving a read section, against the
 //! baseline the issue sets (an uncontended relaxed load + store pair on a
 //! word this thread owns), and against crossbeam-epoch's `pin()`.
+//! `exitq-reader` is a registered `Reader` (no thread-local lookup, like
+//! pinning through crossbeam's `LocalHandle`).
 //!
 //! Single-threaded (`iter`): the cost of the fast path itself. Only the
 //! domain reference goes through `black_box` (as a caller's `&Domain`
@@ -38,6 +40,12 @@ fn read_guard(c: &mut Criterion) {
     group.bench_function(label, |b| {
         b.iter(|| {
             drop(black_box(&membarrier).read());
+        })
+    });
+    group.bench_function("exitq-reader", |b| {
+        let reader = membarrier.reader();
+        b.iter(|| {
+            drop(black_box(&reader).read());
         })
     });
     group.bench_function("exitq-nested", |b| {
