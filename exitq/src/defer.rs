@@ -713,10 +713,7 @@ impl Inner {
             (id, chain)
         };
         let ran = self.run_pass(chain);
-        let mut passes = lock(&self.passes);
-        passes.active.retain(|&a| a != id);
-        drop(passes);
-        self.passes_cv.notify_all();
+        self.end_pass(id);
         ran
     }
 
@@ -734,20 +731,31 @@ impl Inner {
                 lock(&self.passes).active.push(id);
             }
             self.run_pass(chain);
-            lock(&self.passes).active.retain(|&a| a != id);
-            self.passes_cv.notify_all();
+            self.end_pass(id);
         }
         id
+    }
+
+    /// Marks pass `id` done; wakes `barrier` callers and helpers waiting
+    /// for passes, if there are any (no futex call otherwise).
+    fn end_pass(&self, id: u64) {
+        let mut passes = lock(&self.passes);
+        passes.active.retain(|&a| a != id);
+        if passes.waiters > 0 {
+            self.passes_cv.notify_all();
+        }
     }
 
     /// Waits until no pass with an id up to `id` is running.
     pub(crate) fn wait_passes_upto(&self, id: u64) {
         let mut passes = lock(&self.passes);
         while passes.active.iter().any(|&a| a <= id) {
+            passes.waiters += 1;
             passes = self
                 .passes_cv
                 .wait(passes)
                 .unwrap_or_else(|e| e.into_inner());
+            passes.waiters -= 1;
         }
     }
 
@@ -822,7 +830,7 @@ impl Inner {
             if self.reclaim_pass() > 0 {
                 continue;
             }
-            let passes = lock(&self.passes);
+            let mut passes = lock(&self.passes);
             if passes.active.is_empty() {
                 // Nothing in flight and nothing queued: what remains is
                 // being accounted by a concurrent publisher. Re-check.
@@ -830,10 +838,12 @@ impl Inner {
                 thread::yield_now();
                 continue;
             }
-            let _ = self
+            passes.waiters += 1;
+            let (mut passes, _) = self
                 .passes_cv
                 .wait_timeout(passes, Duration::from_millis(1))
                 .unwrap_or_else(|e| e.into_inner());
+            passes.waiters -= 1;
         }
     }
 

@@ -547,11 +547,19 @@ struct GpState {
     completed: u64,
     /// An expedited caller is waiting: the leader skips its delay.
     expedite: bool,
+    /// Threads blocked on `gp_cv` (callers waiting for a grace period, a
+    /// leader in its first-check delay): without any, completing a grace
+    /// period skips the futex wake (most passes of the reclaimer have no
+    /// company).
+    waiters: usize,
 }
 
 pub(crate) struct Passes {
     pub(crate) next: u64,
     pub(crate) active: Vec<u64>,
+    /// Threads blocked on `passes_cv` (`barrier` callers, producers over
+    /// the backlog limit): a pass ending with none skips the futex wake.
+    pub(crate) waiters: usize,
 }
 
 pub(crate) struct Config {
@@ -627,11 +635,13 @@ impl Inner {
                 started: 0,
                 completed: 0,
                 expedite: false,
+                waiters: 0,
             }),
             gp_cv: Condvar::new(),
             passes: Mutex::new(Passes {
                 next: 1,
                 active: Vec::new(),
+                waiters: 0,
             }),
             passes_cv: Condvar::new(),
             pending: CachePadded::new(AtomicUsize::new(0)),
@@ -721,7 +731,9 @@ impl Inner {
         let target = st.started + 1;
         if expedited && st.started > st.completed {
             st.expedite = true;
-            self.gp_cv.notify_all();
+            if st.waiters > 0 {
+                self.gp_cv.notify_all();
+            }
         }
         loop {
             if st.completed >= target {
@@ -735,10 +747,14 @@ impl Inner {
                 self.run_grace_period(g, exp);
                 st = lock(&self.gp);
                 st.completed = g;
-                self.gp_cv.notify_all();
+                if st.waiters > 0 {
+                    self.gp_cv.notify_all();
+                }
                 continue;
             }
+            st.waiters += 1;
             st = self.gp_cv.wait(st).unwrap_or_else(|e| e.into_inner());
+            st.waiters -= 1;
         }
     }
 
@@ -747,11 +763,13 @@ impl Inner {
         // Step 3: let short readers finish, and callers join.
         let delay = self.config.first_check_delay;
         if !expedited && !delay.is_zero() {
-            let st = lock(&self.gp);
-            let _ = self
+            let mut st = lock(&self.gp);
+            st.waiters += 1;
+            let (mut st, _) = self
                 .gp_cv
                 .wait_timeout_while(st, delay, |s| !s.expedite)
                 .unwrap_or_else(|e| e.into_inner());
+            st.waiters -= 1;
         }
         // Step 4: wait for the readers that started before step 2.
         let start = Instant::now();

@@ -694,8 +694,12 @@ mod tests {
             .map(|_| {
                 let (s, holders, woke) = (s.clone(), holders.clone(), woke.clone());
                 std::thread::spawn(move || {
-                    let mut left = 0;
-                    for round in 0..ROUNDS {
+                    // Each worker leaves ROUNDS times; a failed claim
+                    // (both slots held, or retired with an entry still in
+                    // the stack) pops and retries.
+                    let (mut left, mut round) = (0, 0);
+                    while left < ROUNDS {
+                        round += 1;
                         let Some(i) = s.claim_free() else {
                             // Both slots held, or retired with an entry in
                             // the stack: a pop frees such a slot.
@@ -729,7 +733,7 @@ mod tests {
         let left: usize = workers.into_iter().map(|w| w.join().unwrap()).sum();
         stop.store(true, Ordering::Relaxed);
         waker.join().unwrap();
-        assert!(left >= ROUNDS, "workers left {left} times");
+        assert_eq!(left, 2 * ROUNDS, "workers left {left} times");
         let woke = woke.load(Ordering::Relaxed);
         assert!(woke > 0, "no waker ever found an idle worker");
         // Drain the stack: the popper of each remaining entry frees it.
