@@ -226,7 +226,7 @@ impl Session {
                     // A required event the machine has but the cgroup cannot
                     // count (ENOENT: no perf_event state in the cgroup) falls
                     // back too, rather than leaving the run without counters.
-                    if let Some(u) = cgroup_failure(&cg, &unavailable) {
+                    if let Some(u) = cgroup_failure(&cg.mount, &cg.dir, &unavailable) {
                         s.method_fallback = Some(u);
                         drop(open);
                         drop(cg);
@@ -510,7 +510,11 @@ const EXITS_METRIC: &str = "task_exits";
 
 /// Why the cgroup method cannot be used, from the counters that failed on
 /// the cgroup; `None` when every event the machine has was opened.
-fn cgroup_failure(cg: &CgroupScope, failed: &[(EventSpec, Unavailable)]) -> Option<Unavailable> {
+fn cgroup_failure(
+    mount: &std::path::Path,
+    dir: &std::path::Path,
+    failed: &[(EventSpec, Unavailable)],
+) -> Option<Unavailable> {
     let (spec, u) = failed
         .iter()
         .find(|(spec, u)| !u.absent || !spec.optional)?;
@@ -520,12 +524,12 @@ fn cgroup_failure(cg: &CgroupScope, failed: &[(EventSpec, Unavailable)]) -> Opti
         // hierarchy in which no controller was ever enabled (a bare
         // initramfs): enabling any one recomputes the root's controller
         // mask, and new cgroups then get perf_event (an implicit controller).
-        let root = cg.mount.join("cgroup.subtree_control");
+        let root = mount.join("cgroup.subtree_control");
         return Some(Unavailable::fixable(
             format!(
                 "the kernel has no perf_event state for cgroup {} ({}: {}); seen where no \
                  cgroup v2 controller was ever enabled",
-                cg.dir.display(),
+                dir.display(),
                 spec.event,
                 u.reason
             ),
@@ -960,6 +964,54 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(Report::from_json(&r.to_json()), Some(r));
+    }
+
+    #[test]
+    fn cgroup_failures_choose_the_fallback_and_explain_it() {
+        let (mount, dir) = (
+            std::path::Path::new("/sys/fs/cgroup"),
+            std::path::Path::new("/sys/fs/cgroup/herd-perf-7"),
+        );
+        let spec = |metric: &str| {
+            *events::catalog(Scope::Process)
+                .iter()
+                .find(|e| e.metric == metric)
+                .unwrap()
+        };
+        // Absent optional events (no PMU, no futex2) are no reason to fall back.
+        let absent = vec![
+            (spec("cycles"), Unavailable::absent("no PMU")),
+            (spec("sys_futex_wake"), Unavailable::absent("old kernel")),
+        ];
+        assert_eq!(cgroup_failure(mount, dir, &absent), None);
+        // ENOENT for a required event: no perf_event state in the cgroup.
+        let mut enoent = absent.clone();
+        enoent.push((spec("task_exits"), Unavailable::absent("ENOENT")));
+        let u = cgroup_failure(mount, dir, &enoent).unwrap();
+        assert!(
+            u.reason
+                .contains("no perf_event state for cgroup /sys/fs/cgroup/herd-perf-7"),
+            "{u:?}"
+        );
+        assert!(
+            u.reason.contains("sched:sched_process_exit: ENOENT"),
+            "{u:?}"
+        );
+        assert!(
+            u.fix
+                .contains("echo +pids > /sys/fs/cgroup/cgroup.subtree_control"),
+            "{u:?}"
+        );
+        // Permission: the paranoid fix.
+        let denied = vec![(spec("sys_futex"), Unavailable::fixable("EACCES", "root"))];
+        let u = cgroup_failure(mount, dir, &denied).unwrap();
+        assert!(
+            u.reason
+                .contains("could not be opened (syscalls:sys_enter_futex: EACCES)"),
+            "{u:?}"
+        );
+        assert!(u.fix.contains("perf_event_paranoid"), "{u:?}");
+        assert!(!inherited_exits_missed().fix.is_empty());
     }
 
     #[test]
