@@ -664,7 +664,12 @@ fn perf_inherited_exits_are_counted_or_reported_unavailable() {
             let exited = metric(&run, "threads_exited");
             let err = g.file("perf_inherit.err");
             match exits["value"].as_f64() {
-                Some(v) => assert_eq!(v, exited + 1.0, "exits counted, or not reported"),
+                // The storm's threads, and the reaper (started before the
+                // counters, exiting inside the window).
+                Some(v) => assert!(
+                    v == exited || v == exited + 1.0,
+                    "task_exits {v} for {exited} threads: exits counted, or not reported"
+                ),
                 None => {
                     let reason = exits["unavailable"]["reason"].as_str().unwrap();
                     assert!(
@@ -699,10 +704,12 @@ fn perf_table_summarises_the_cpus() {
             .find(|l| l.trim_start().starts_with("tasks_created "))
             .unwrap_or_else(|| panic!("no tasks_created row:\n{table}"));
         assert!(row.contains(&format!("/{}", g.cpus)), "{row}");
-        assert!(
-            !table.contains(&format!("cpu{} ", g.cpus - 1)) || g.cpus <= 3,
-            "no per-CPU dump"
-        );
+        let section = table
+            .lines()
+            .skip_while(|l| !l.starts_with("perf per CPU"))
+            .take_while(|l| !l.is_empty())
+            .count();
+        assert!(section <= 18, "one row per counter, not per CPU:\n{table}");
     });
 }
 
