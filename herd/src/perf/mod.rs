@@ -601,8 +601,9 @@ fn inherited_exits_missed() -> Unavailable {
          fires (a probe thread's exit counted 0; stable backports of upstream 4f6fc7821283 \
          \"perf: Fix sample vs do_exit()\", e.g. Debian 6.1.0-57), so inherited per-thread \
          counters cannot count exits",
-        "let process scope count through a cgroup (mount cgroup v2: \
-         `mount -t cgroup2 none /sys/fs/cgroup`), or use --perf-scope system",
+        "let process scope count through a cgroup instead (needs cgroup v2 mounted, e.g. \
+         `mount -t cgroup2 none /sys/fs/cgroup`; see the note on the cgroup method), \
+         or use --perf-scope system",
     )
 }
 
