@@ -556,8 +556,9 @@ fn cgroup_failure(
 /// `perf_event_exit_task()`, which detaches a thread's inherited counters
 /// and folds them into the parent's, ahead of `exit_mm()` in `do_exit()`;
 /// mainline also fires `sched_process_exit` before it (6.18 here counts
-/// every exit), but the stable backports (Debian's 6.1.0-57, in the guest
-/// of scripts/vm-run.sh) left the tracepoint after `exit_mm()`, so it fires
+/// every exit), but its stable backports left the tracepoint after
+/// `exit_mm()` (Debian's 6.1.0-57, the guest of scripts/vm-run.sh, behaves
+/// so: found in the guest tests, cause read from the sources), so it fires
 /// when the thread has no counters any more and every inherited
 /// `task_exits` reads 0. Per-CPU counters (a cgroup, or system scope) are
 /// not the thread's own and still count it.
@@ -599,7 +600,7 @@ fn inherited_exits_missed() -> Unavailable {
     Unavailable::fixable(
         "this kernel detaches a thread's inherited counters before sched:sched_process_exit \
          fires (a probe thread's exit counted 0; stable backports of upstream 4f6fc7821283 \
-         \"perf: Fix sample vs do_exit()\", e.g. Debian 6.1.0-57), so inherited per-thread \
+         \"perf: Fix sample vs do_exit()\"; seen on Debian 6.1.0-57), so inherited per-thread \
          counters cannot count exits",
         "let process scope count through a cgroup instead (needs cgroup v2 mounted, e.g. \
          `mount -t cgroup2 none /sys/fs/cgroup`; see the note on the cgroup method), \
