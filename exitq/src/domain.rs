@@ -67,7 +67,7 @@ use std::time::{Duration, Instant};
 use crossbeam_queue::ArrayQueue;
 use crossbeam_utils::CachePadded;
 
-use crate::defer::Work;
+use crate::defer::{OpenBatch, Work};
 use crate::expedite::{Expedite, Fences};
 use crate::llist::{Chain, List, Node};
 use crate::sync::{self, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -429,15 +429,12 @@ pub(crate) struct Participant {
     /// section; otherwise the epoch loaded on entry above the nesting
     /// depth (`protocol::NEST_BITS`).
     pub(crate) ctr: AtomicU64,
-    /// Claimed for one guard only (the thread's TLS was already gone):
-    /// released when that guard drops.
-    temporary: AtomicBool,
     /// Owner is inside `defer`'s batch access (steal handshake).
     pub(crate) busy: AtomicBool,
     /// A stealer wants the batch (steal handshake).
     pub(crate) steal: AtomicBool,
     /// The open batch, if any.
-    pub(crate) batch: UnsafeCell<Option<Box<Node<Work>>>>,
+    pub(crate) batch: UnsafeCell<OpenBatch>,
     /// Poll epoch when the open batch was opened; 0 = no open batch.
     pub(crate) batch_epoch: AtomicU64,
     /// Exit hooks registered by the owner, preallocated (owner only).
@@ -507,10 +504,9 @@ impl Participant {
     fn new(inner: *const Inner, domain_id: u64) -> Participant {
         Participant {
             ctr: AtomicU64::new(0),
-            temporary: AtomicBool::new(false),
             busy: AtomicBool::new(false),
             steal: AtomicBool::new(false),
-            batch: UnsafeCell::new(None),
+            batch: UnsafeCell::new(OpenBatch::new()),
             batch_epoch: AtomicU64::new(0),
             exits: UnsafeCell::new(Chain::new()),
             state: AtomicU32::new(IN_USE),
@@ -543,9 +539,6 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub(crate) struct Hot {
     /// The epoch word readers copy on entry (`protocol::epoch_word`).
     pub(crate) gp_ctr: AtomicU64,
-    /// Copy of `Inner::id`, next to the epoch: the read fast path touches
-    /// one line of the domain.
-    pub(crate) id: u64,
     pub(crate) fences: Fences,
 }
 
@@ -615,7 +608,6 @@ impl Inner {
             id,
             hot: CachePadded::new(Hot {
                 gp_ctr: AtomicU64::new(protocol::epoch_word(0)),
-                id,
                 fences,
             }),
             config: Config {
@@ -967,8 +959,15 @@ impl WaitBackoff {
 }
 
 thread_local! {
-    /// One-entry cache: (domain id, this thread's record in it).
-    static CACHE: Cell<(u64, *const Participant)> = const { Cell::new((0, ptr::null())) };
+    /// One-entry cache: (domain, this thread's record in it), keyed by the
+    /// domain's address. An address is reused only after its `Inner` is
+    /// freed, and a cached record keeps its `Inner` alive: it is IN_USE
+    /// (the domain is live) or ORPHANED (the record holds a strong count);
+    /// every path that releases a record clears the entry first
+    /// (`ThreadRecords::drop`, `unlink_participant`, the orphan sweep in
+    /// `participant_slow`). Comparing addresses saves `read` a dependent
+    /// load of the domain id.
+    static CACHE: Cell<(*const Inner, *const Participant)> = const { Cell::new((ptr::null(), ptr::null())) };
     /// This thread's records; its destructor runs the thread-exit path.
     static THREAD: ThreadRecords = const { ThreadRecords { head: Cell::new(ptr::null()) } };
     /// This thread's tid and name once looked up (no destructor, so it
@@ -985,7 +984,7 @@ pub(crate) struct ThreadRecords {
 
 impl Drop for ThreadRecords {
     fn drop(&mut self) {
-        CACHE.set((0, ptr::null()));
+        CACHE.set((ptr::null(), ptr::null()));
         let mut p = self.head.replace(ptr::null());
         while !p.is_null() {
             // SAFETY: records in our list are IN_USE or ORPHANED and owned by
@@ -1000,8 +999,8 @@ impl Drop for ThreadRecords {
 
 /// The calling thread's record in `inner`, if it has one (never registers).
 pub(crate) fn thread_record(inner: &Inner) -> Option<&Participant> {
-    let (id, p) = CACHE.get();
-    if id == inner.id {
+    let (key, p) = CACHE.get();
+    if ptr::eq(key, inner) {
         // SAFETY: the cache only holds a record this thread owns in that
         // domain, which is alive while `inner` is borrowed.
         return Some(unsafe { &*p });
@@ -1052,8 +1051,8 @@ impl Domain {
     /// the thread's TLS is being destroyed (after its exitq destructor ran).
     #[inline]
     pub(crate) fn participant(&self) -> Option<&Participant> {
-        let (id, p) = CACHE.get();
-        if id == self.inner.hot.id {
+        let (key, p) = CACHE.get();
+        if ptr::eq(key, Arc::as_ptr(&self.inner)) {
             // SAFETY: the cache only holds a record this thread owns in this
             // (live, since `&self`) domain; it is cleared when the record is
             // released.
@@ -1074,7 +1073,7 @@ impl Domain {
                     let r = unsafe { &*p };
                     let next = r.thread_next.get();
                     if r.domain_id == self.inner.id {
-                        CACHE.set((self.inner.id, p));
+                        CACHE.set((Arc::as_ptr(&self.inner), p));
                         return Some(p);
                     }
                     // Acquire: pairs with shutdown's AcqRel orphan marking.
@@ -1086,6 +1085,10 @@ impl Domain {
                             // SAFETY: `prev` is one of our records.
                             unsafe { (*prev).thread_next.set(next) };
                         }
+                        if ptr::eq(CACHE.get().1, p) {
+                            // Releasing may free that domain (see CACHE).
+                            CACHE.set((ptr::null(), ptr::null()));
+                        }
                         // SAFETY: our record, of a domain that shut down.
                         unsafe { crate::exit::retire(r) };
                     } else {
@@ -1096,7 +1099,7 @@ impl Domain {
                 let r = self.inner.claim_participant();
                 r.thread_next.set(records.head.get());
                 records.head.set(r);
-                CACHE.set((self.inner.id, r));
+                CACHE.set((Arc::as_ptr(&self.inner), r));
                 Some(r as *const Participant)
             })
             .ok()
@@ -1137,8 +1140,8 @@ impl Domain {
             })
             .ok()
             .flatten()?;
-        if CACHE.get().0 == self.inner.id {
-            CACHE.set((0, ptr::null()));
+        if ptr::eq(CACHE.get().1, found) {
+            CACHE.set((ptr::null(), ptr::null()));
         }
         // SAFETY: still IN_USE by this thread; the domain is alive (`&self`).
         Some(unsafe { &*found })
@@ -1176,14 +1179,14 @@ impl Domain {
     /// ```
     #[inline]
     pub fn read(&self) -> Guard<'_> {
-        let (id, p) = CACHE.get();
-        if id == self.inner.hot.id {
+        let (key, p) = CACHE.get();
+        if ptr::eq(key, Arc::as_ptr(&self.inner)) {
             // SAFETY: as in `participant`.
             let r = unsafe { &*p };
             self.enter(r);
             return Guard {
-                domain: self,
                 record: r,
+                temporary: false,
                 _not_send: PhantomData,
             };
         }
@@ -1192,21 +1195,16 @@ impl Domain {
 
     #[cold]
     fn read_slow(&self) -> Guard<'_> {
-        let record = match self.participant() {
-            Some(r) => r,
+        let (record, temporary) = match self.participant() {
+            Some(r) => (r, false),
             // TLS already destroyed (called from a later thread-local
             // destructor): borrow a record for the guard's lifetime.
-            None => {
-                let r = self.inner.claim_participant();
-                // Relaxed: owner-only flag.
-                r.temporary.store(true, Ordering::Relaxed);
-                r
-            }
+            None => (self.inner.claim_participant(), true),
         };
         self.enter(record);
         Guard {
-            domain: self,
             record,
+            temporary,
             _not_send: PhantomData,
         }
     }
@@ -1280,15 +1278,18 @@ impl Domain {
 /// Not `Send`: a section belongs to the thread that entered it.
 #[must_use = "the read section ends when the guard is dropped"]
 pub struct Guard<'a> {
-    domain: &'a Domain,
     record: &'a Participant,
+    /// The record was claimed for this guard only (the thread's TLS was
+    /// already gone): released when it drops. A field of the guard, not of
+    /// the record, so the common drop reads nothing but the reader word.
+    temporary: bool,
     _not_send: PhantomData<*const ()>,
 }
 
 impl fmt::Debug for Guard<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Guard")
-            .field("domain", &self.domain.inner.id)
+            .field("domain", &self.record.domain_id)
             .field("nesting", &self.record.nesting())
             .finish()
     }
@@ -1298,7 +1299,7 @@ impl Drop for Guard<'_> {
     #[inline]
     fn drop(&mut self) {
         let r = self.record;
-        if protocol::reader_exit(&r.ctr) && r.temporary.load(Ordering::Relaxed) {
+        if protocol::reader_exit(&r.ctr) && self.temporary {
             release_temporary(r);
         }
     }
@@ -1307,8 +1308,6 @@ impl Drop for Guard<'_> {
 /// Hands back a record borrowed for one guard (see `read_slow`).
 #[cold]
 fn release_temporary(r: &Participant) {
-    // Relaxed: owner-only flag; the Release below publishes it.
-    r.temporary.store(false, Ordering::Relaxed);
     // Release: hands the record back (pairs with the claim's Acquire CAS).
     r.state.store(FREE, Ordering::Release);
 }

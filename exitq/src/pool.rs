@@ -7,7 +7,8 @@
 //! leave:
 //!
 //! * **No lock on the exit path.** A worker that retires takes no pool
-//!   lock: it flips its own slot's state word with one CAS and leaves. Its
+//!   lock: it gives up its slot with one atomic read-modify-write on that
+//!   slot's own flags word (see `pool/idle.rs`) and leaves. Its
 //!   bookkeeping (live thread count, statistics, the retirement record, the
 //!   shutdown hand-shake) is handed to an [`exitq`](crate) thread-exit hook:
 //!   a preallocated node pushed with one CAS at thread exit and run by the
@@ -119,6 +120,14 @@ mod exit_hook;
 mod idle;
 mod join;
 mod scope;
+#[cfg(test)]
+mod tests;
+
+/// The slot table's steps, for the loom model in `tests/loom_pool.rs` (only
+/// built with `--cfg exitq_loom`).
+#[cfg(exitq_loom)]
+#[doc(hidden)]
+pub use idle::model as slot_model;
 
 use std::fmt;
 use std::io;
@@ -130,7 +139,7 @@ use std::time::{Duration, Instant};
 use crossbeam_queue::SegQueue;
 use crossbeam_utils::{Backoff, CachePadded};
 
-use idle::{Slots, IDLE, NOTIFIED, RETIRED, RETIRING, RUNNING};
+use idle::{Slots, IDLE, NOTIFIED, RUNNING};
 
 pub use join::{JoinError, JoinHandle};
 pub use scope::Scope;
@@ -435,6 +444,8 @@ impl Builder {
             peak_workers: AtomicUsize::new(0),
             ran_on_caller: AtomicU64::new(0),
             last_spawn_error: Mutex::new(None),
+            #[cfg(test)]
+            hook: Mutex::new(None),
             domain,
             exited: (Mutex::new(()), Condvar::new()),
             epoch: Instant::now(),
@@ -497,6 +508,24 @@ struct Config {
 const SHUTDOWN: usize = 1;
 const SUBMITTER: usize = 2;
 
+/// Where a test hook runs (unit tests only): the tests in `pool/tests.rs`
+/// pause a thread at one of these points to force an interleaving.
+#[cfg(test)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HookPoint {
+    /// In `push_and_wake`, after `enter`, before the job is queued.
+    BeforePush,
+    /// In `notify_slot`: slot `i` was popped off the idle stack, its state
+    /// not yet read.
+    Popped(u32),
+    /// In `notify_slot`: done with popped slot `i` (notified it or not).
+    Checked(u32),
+}
+
+/// A test hook; called with the pool's `Inner` at each `HookPoint`.
+#[cfg(test)]
+type Hook = Arc<dyn Fn(&Inner, HookPoint) + Send + Sync>;
+
 /// State shared by the pool handle, its workers, scopes and exit hooks.
 pub(crate) struct Inner {
     queue: SegQueue<Job>,
@@ -526,6 +555,9 @@ pub(crate) struct Inner {
     peak_workers: AtomicUsize,
     ran_on_caller: AtomicU64,
     last_spawn_error: Mutex<Option<String>>,
+    /// Test-only pause points (see `HookPoint`).
+    #[cfg(test)]
+    hook: Mutex<Option<Hook>>,
     /// Runs each worker's exit bookkeeping after its thread is gone.
     domain: crate::Domain,
     /// Shutdown waits here for `threads == 0`; only the last exit hook
@@ -563,6 +595,8 @@ impl Inner {
     /// will run it: wake the idle worker on top of the idle stack, else
     /// start a worker if below max, else a busy worker takes it when done.
     fn push_and_wake(self: &Arc<Self>, job: Job) {
+        #[cfg(test)]
+        self.run_hook(HookPoint::BeforePush);
         self.queue.push(job);
         // Dekker with a worker going idle (state IDLE + idle-stack push,
         // fence, queue re-check) and with a spinner leaving its spin
@@ -665,40 +699,50 @@ impl Inner {
         false
     }
 
-    /// Notifies slot `i` if it is idle; frees it if it is retired. A popped
-    /// entry in any other state is stale and skipped.
+    /// Notifies popped slot `i` if it is idle. An entry in any other state
+    /// is stale and skipped (`pop_idle` already freed the slot if its
+    /// worker left with the entry in the stack).
     fn notify_slot(&self, i: u32) -> bool {
+        #[cfg(test)]
+        self.run_hook(HookPoint::Popped(i));
+        let notified = self.notify_popped(i);
+        #[cfg(test)]
+        self.run_hook(HookPoint::Checked(i));
+        notified
+    }
+
+    /// Runs the test hook, if one is installed, at `at`.
+    #[cfg(test)]
+    fn run_hook(&self, at: HookPoint) {
+        let hook = self.hook.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(h) = hook {
+            h(self, at);
+        }
+    }
+
+    /// The body of `notify_slot`.
+    fn notify_popped(&self, i: u32) -> bool {
         let slot = self.slots.get(i);
-        let mut s = slot.state.load(Ordering::SeqCst);
-        loop {
-            match s {
-                IDLE => {
-                    // Counted before the CAS so the worker's `arrived`
-                    // cannot run first; undone if the CAS fails.
-                    self.waking.fetch_add(1, Ordering::SeqCst);
-                    // SeqCst: ordered after the job push (fence in `submit`);
-                    // the worker's Acquire load after waking sees the job.
-                    match slot.state.compare_exchange(
-                        IDLE,
-                        NOTIFIED,
-                        Ordering::SeqCst,
-                        Ordering::SeqCst,
-                    ) {
-                        Ok(_) => {
-                            idle::futex_wake(&slot.state);
-                            return true;
-                        }
-                        Err(now) => {
-                            self.waking.fetch_sub(1, Ordering::SeqCst);
-                            s = now;
-                        }
-                    }
-                }
-                RETIRED => {
-                    self.slots.free_retired(i);
-                    return false;
-                }
-                _ => return false,
+        if !self.slots.is_idle(i) {
+            // A stale entry: its worker is running, retiring or gone. Never
+            // act on a `RETIRED` seen here: it may be a later worker's
+            // (the slot reused since our pop), and `pop_idle` has already
+            // freed the slot if the freeing was ours (idle.rs docs).
+            return false;
+        }
+        // Counted before the CAS so the worker's `arrived` cannot run
+        // first; undone if the CAS fails. SeqCst: read by submitters after
+        // their push and fence (`push_and_wake`).
+        self.waking.fetch_add(1, Ordering::SeqCst);
+        match self.slots.notify(i) {
+            Ok(()) => {
+                idle::futex_wake(&slot.state);
+                true
+            }
+            Err(_) => {
+                // It found work, or its keep-alive expired, meanwhile.
+                self.waking.fetch_sub(1, Ordering::SeqCst);
+                false
             }
         }
     }
@@ -752,8 +796,7 @@ impl Inner {
                 Ok(true)
             }
             Err(e) => {
-                self.slots.get(slot).state.store(RETIRED, Ordering::SeqCst);
-                self.slots.free_retired(slot);
+                self.slots.unclaim(slot);
                 self.workers.fetch_sub(1, Ordering::SeqCst);
                 self.spawn_failures.fetch_add(1, Ordering::Relaxed);
                 let why = explain_spawn_error(&e);
@@ -768,8 +811,9 @@ impl Inner {
 
     /// Claims a free slot for a reserved worker. One exists (workers <=
     /// max and each available worker holds one slot), possibly still
-    /// `RETIRED` in the idle stack: drain it. Returns None if an idle worker
-    /// was found (and notified) instead.
+    /// `RETIRED` with its entry in the idle stack: popping that entry frees
+    /// it, so drain the stack. Returns None if an idle worker was found
+    /// (and notified) instead.
     fn claim_slot(&self) -> Option<u32> {
         let backoff = Backoff::new();
         loop {
@@ -784,7 +828,8 @@ impl Inner {
             if let Some(i) = self.slots.claim_free() {
                 return Some(i);
             }
-            // A retiring worker is between RETIRED and freeing its slot.
+            // A leaving worker is between `RETIRED` and freeing its slot,
+            // or a popper between taking its entry and freeing it.
             backoff.snooze();
         }
     }
@@ -849,11 +894,7 @@ impl Inner {
     fn notify_slot_for_shutdown(&self, i: u32) {
         let slot = self.slots.get(i);
         self.waking.fetch_add(1, Ordering::SeqCst);
-        if slot
-            .state
-            .compare_exchange(IDLE, NOTIFIED, Ordering::SeqCst, Ordering::SeqCst)
-            .is_ok()
-        {
+        if self.slots.notify(i).is_ok() {
             idle::futex_wake(&slot.state);
         } else {
             self.waking.fetch_sub(1, Ordering::SeqCst);
@@ -1042,7 +1083,12 @@ fn worker_main(inner: Arc<Inner>, slot_idx: u32) {
             // Shutdown: queue drained (no submitter can add more once the
             // bit is set and `begin_shutdown` saw them leave).
             if inner.queue.is_empty() {
-                slot.state.store(RETIRED, Ordering::SeqCst);
+                // Free the slot (now, or by the popper of its entry): a
+                // submitter that entered before the shutdown bit may still
+                // need a worker for its job after we left, and claims a
+                // slot for it (test `pool::tests::a_job_queued_after_the_
+                // last_worker_left_at_shutdown_still_runs`).
+                inner.slots.retire(slot_idx);
                 inner.workers.fetch_sub(1, Ordering::SeqCst);
                 record.set(RetireReason::Shutdown, inner.epoch.elapsed());
                 break;
@@ -1095,11 +1141,7 @@ fn idle_wait(inner: &Inner, i: u32, rng: &mut u64) -> AfterIdle {
             continue; // spurious wake-up or signal
         }
         // Keep-alive expired. Leave the notifiable state first.
-        if slot
-            .state
-            .compare_exchange(IDLE, RETIRING, Ordering::SeqCst, Ordering::SeqCst)
-            .is_err()
-        {
+        if !inner.slots.begin_retire(i) {
             slot.state.store(RUNNING, Ordering::Relaxed); // was NOTIFIED
             return AfterIdle::Woken;
         }
@@ -1112,12 +1154,9 @@ fn idle_wait(inner: &Inner, i: u32, rng: &mut u64) -> AfterIdle {
                 slot.state.store(RUNNING, Ordering::SeqCst);
                 return AfterIdle::Work;
             }
-            slot.state.store(RETIRED, Ordering::SeqCst);
-            // Dekker with `pop_idle` (clear `in_idle`, then read state): if
-            // our entry is still in the stack, its popper frees the slot.
-            if !slot.in_idle.load(Ordering::SeqCst) {
-                inner.slots.free_retired(i);
-            }
+            // Our last access to the slot: frees it now, or leaves that to
+            // the popper of our entry if it is still in the stack.
+            inner.slots.retire(i);
             return AfterIdle::Retire;
         }
         // Denied (no token, or at min_workers): idle again, retry later.
@@ -1143,12 +1182,10 @@ fn idle_wait(inner: &Inner, i: u32, rng: &mut u64) -> AfterIdle {
 /// the worker is RUNNING again (`Woken` if a notification came meanwhile).
 fn go_idle(inner: &Inner, i: u32) -> Option<AfterIdle> {
     let slot = inner.slots.get(i);
-    // SeqCst store and swap: Dekker with `pop_idle` (clear `in_idle`, read
-    // state) so an idle worker is always in the stack or being notified.
-    slot.state.store(IDLE, Ordering::SeqCst);
-    if !slot.in_idle.swap(true, Ordering::SeqCst) {
-        inner.slots.push_idle(i);
-    }
+    // IDLE, and an entry in the idle stack unless one is still there: an
+    // idle worker is always in the stack or being notified (Dekker with
+    // `pop_idle` + `notify_slot`, see `Slots::enter_idle`).
+    inner.slots.enter_idle(i);
     // Dekker with `submit` (queue push, fence, pop idle stack) and with
     // `begin_shutdown` (set bit, then notify every IDLE slot).
     fence(Ordering::SeqCst);
@@ -1156,16 +1193,12 @@ fn go_idle(inner: &Inner, i: u32) -> Option<AfterIdle> {
         return None;
     }
     // Work arrived: take ourselves back, or accept a notification.
-    match slot
-        .state
-        .compare_exchange(IDLE, RUNNING, Ordering::SeqCst, Ordering::SeqCst)
-    {
-        Ok(_) => Some(AfterIdle::Work),
-        Err(_) => {
-            // NOTIFIED: only we leave it.
-            slot.state.store(RUNNING, Ordering::Relaxed);
-            Some(AfterIdle::Woken)
-        }
+    if inner.slots.leave_idle(i) {
+        Some(AfterIdle::Work)
+    } else {
+        // NOTIFIED: only we leave it.
+        slot.state.store(RUNNING, Ordering::Relaxed);
+        Some(AfterIdle::Woken)
     }
 }
 

@@ -513,3 +513,44 @@ fn expedite_modes_resolve_as_documented() {
         }
     }
 }
+
+/// A thread keeps using domains that are dropped under it, one after the
+/// other: each new domain (often built at the address of a freed one: the
+/// record cache is keyed by address) gets its own record and its own
+/// callbacks, and the records of dropped domains are released.
+#[test]
+fn a_thread_outliving_many_domains_never_mixes_their_records() {
+    use std::sync::mpsc;
+    let (to_worker, work) = mpsc::channel::<Option<(Domain, Arc<AtomicUsize>)>>();
+    let (to_main, done) = mpsc::channel::<()>();
+    let worker = std::thread::spawn(move || {
+        while let Ok(Some((domain, ran))) = work.recv() {
+            {
+                let _guard = domain.read();
+            }
+            for _ in 0..10 {
+                let ran = ran.clone();
+                domain.defer(move || {
+                    ran.fetch_add(1, Ordering::Relaxed);
+                });
+            }
+            domain.flush();
+            drop(domain);
+            to_main.send(()).unwrap();
+        }
+    });
+    for round in 0..200 {
+        let domain = Domain::new();
+        let ran = Arc::new(AtomicUsize::new(0));
+        to_worker.send(Some((domain.clone(), ran.clone()))).unwrap();
+        done.recv().unwrap();
+        // The worker still holds its record; dropping the last handle
+        // orphans it, and runs what was published.
+        let stats_before = domain.stats();
+        assert_eq!(stats_before.participants, 1, "round {round}: one record");
+        drop(domain);
+        assert_eq!(ran.load(Ordering::Relaxed), 10, "round {round}");
+    }
+    to_worker.send(None).unwrap();
+    worker.join().unwrap();
+}

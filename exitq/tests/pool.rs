@@ -131,6 +131,62 @@ fn graceful_shutdown_runs_every_queued_job_and_rejects_new_ones() {
     assert_eq!(x, 7);
 }
 
+/// Shutdown while submitters keep submitting: every accepted job runs
+/// exactly once, every later one is handed back, and `shutdown` returns
+/// (a watchdog fails the test instead of hanging). Small pools, no spin and
+/// a short keep-alive make workers leave and slots get reused around the
+/// shutdown, including a submitter that entered just before the shutdown
+/// bit queueing its job after the last worker left (a hang before the fix;
+/// the deterministic version is `pool::tests` in the crate).
+#[test]
+fn shutdown_racing_submitters_loses_nothing_and_returns() {
+    const ROUNDS: usize = if cfg!(miri) { 2 } else { 40 };
+    for round in 0..ROUNDS {
+        let pool = Arc::new(
+            Pool::builder()
+                .max_workers(1 + round % 2)
+                .spin(Duration::ZERO)
+                .keep_alive(Duration::from_millis(1))
+                .keep_alive_jitter(Duration::ZERO)
+                .build()
+                .unwrap(),
+        );
+        let ran = Arc::new(AtomicUsize::new(0));
+        let submitters: Vec<_> = (0..3)
+            .map(|_| {
+                let (pool, ran) = (pool.clone(), ran.clone());
+                thread::spawn(move || {
+                    let mut accepted = 0usize;
+                    loop {
+                        let ran = ran.clone();
+                        let job = move || {
+                            ran.fetch_add(1, Ordering::SeqCst);
+                        };
+                        match pool.execute(job) {
+                            Ok(()) => accepted += 1,
+                            Err(_) => return accepted,
+                        }
+                        if accepted % 16 == 0 {
+                            thread::yield_now();
+                        }
+                    }
+                })
+            })
+            .collect();
+        thread::sleep(Duration::from_micros(200 * (round as u64 % 10)));
+        let shutdown = {
+            let pool = pool.clone();
+            thread::spawn(move || pool.shutdown())
+        };
+        wait_until("shutdown returns", || shutdown.is_finished());
+        let report = shutdown.join().unwrap();
+        let accepted: usize = submitters.into_iter().map(|s| s.join().unwrap()).sum();
+        assert_eq!(ran.load(Ordering::SeqCst), accepted, "round {round}");
+        assert_eq!(report.stats.live_threads, 0, "round {round}");
+        assert_eq!(report.stats.workers, 0, "round {round}");
+    }
+}
+
 #[test]
 fn shutdown_now_returns_unstarted_jobs_and_the_rest_ran_once() {
     let pool = Pool::builder().max_workers(1).build().unwrap();

@@ -136,3 +136,44 @@ fn compare_refuses_mistakes_with_exit_2() {
         .code(2)
         .stderr(predicate::str::contains("unknown scenario"));
 }
+
+/// compare, diff and sweep share the declarations of their output flags
+/// and of the trailing scenario flags; each keeps its own wording of them.
+#[test]
+fn shared_flags_keep_each_command_s_help() {
+    let help = |cmd: &str| {
+        let out = herd().args([cmd, "--help"]).output().unwrap();
+        assert!(out.status.success(), "herd {cmd} --help");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let compare = help("compare");
+    for text in [
+        "Print the comparison as CSV (one line per metric and configuration)",
+        "Also write the JSON document to FILE (input for `herd diff`)",
+        "shared by every configuration. They come after compare's flags",
+        "[SCENARIO FLAGS]...",
+        "Significance level of Welch's t-test",
+    ] {
+        assert!(
+            compare.contains(text),
+            "compare --help lacks {text:?}:\n{compare}"
+        );
+    }
+    let diff = help("diff");
+    for text in [
+        r#"Print JSON (`{"kind":"herd-diff","pairs":[comparison, ...]}`)"#,
+        "Print CSV (one line per pair, metric and side)",
+        "Print Markdown tables",
+        "Also write the JSON document to FILE\n",
+        "Significance level of Welch's t-test",
+    ] {
+        assert!(diff.contains(text), "diff --help lacks {text:?}:\n{diff}");
+    }
+    assert!(!diff.contains("SCENARIO FLAGS"), "{diff}");
+    let sweep = help("sweep");
+    assert!(
+        sweep.contains("The scenario's own flags, shared by every point\n"),
+        "{sweep}"
+    );
+    assert!(!sweep.contains("--markdown"), "{sweep}");
+}

@@ -4,16 +4,11 @@
 use serde_json::Value;
 
 mod common;
-use common::{herd, metric_opt as metric, storm_json, success_json};
+use common::{exits_2_naming, herd, metric_opt as metric, storm_json, success_json};
 
+/// `herd storm ARGS`: exit code 2 and a message naming `flag` that says `why`.
 fn refused(args: &[&str], flag: &str, why: &str) {
-    let out = herd().arg("storm").args(args).output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-    assert!(
-        err.contains(flag),
-        "{args:?}: message does not name {flag}: {err}"
-    );
+    let err = exits_2_naming("storm", args, flag);
     assert!(
         err.contains(why),
         "{args:?}: message does not say {why:?}: {err}"

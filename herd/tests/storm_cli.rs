@@ -7,7 +7,10 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 mod common;
-use common::{herd, spawn_herd, storm_json, success_json};
+use common::{
+    ctrl_c, ctrl_c_partial_result, exits_2_naming, herd, spawn_herd, spawn_herd_group, storm_json,
+    success_json, CtrlC,
+};
 
 fn metric(r: &Value, name: &str) -> f64 {
     r["metrics"]
@@ -20,15 +23,9 @@ fn metric(r: &Value, name: &str) -> f64 {
         .unwrap()
 }
 
-/// Exit code 2 and a message naming `flag`.
+/// `herd storm ARGS`: exit code 2 and a message naming `flag`.
 fn refused(args: &[&str], flag: &str) {
-    let out = herd().arg("storm").args(args).output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-    assert!(
-        err.contains(flag),
-        "{args:?}: message does not name {flag}: {err}"
-    );
+    exits_2_naming("storm", args, flag);
 }
 
 #[test]
@@ -324,38 +321,29 @@ fn repetitions_summarise_child_runs() {
     );
 }
 
+/// A storm that runs until Ctrl-C (one wave a second).
+const UNTIL_CTRL_C: &[&str] = &[
+    "storm",
+    "--waves",
+    "100000000",
+    "--per-wave",
+    "5",
+    "--lag",
+    "1",
+    "--sleep-ms",
+    "1000",
+    "--json",
+    "--no-perf",
+];
+
 #[test]
 fn ctrl_c_stops_cleanly_with_partial_results() {
-    let child = spawn_herd(&[
-        "storm",
-        "--waves",
-        "100000000",
-        "--per-wave",
-        "5",
-        "--lag",
-        "1",
-        "--sleep-ms",
-        "1000",
-        "--json",
-        "--no-perf",
-    ]);
-    std::thread::sleep(Duration::from_millis(1500));
-    // SAFETY: kill(2) on our own child's pid.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(130),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(r["interrupted"], true);
-    let created = metric(&r, "threads_created");
+    let r = ctrl_c_partial_result(spawn_herd(UNTIL_CTRL_C), Duration::from_millis(1500));
+    let created = r.metric("threads_created").unwrap();
     assert!(created > 0.0);
     assert_eq!(
-        metric(&r, "threads_exited"),
-        created,
+        r.metric("threads_exited"),
+        Some(created),
         "drained after Ctrl-C"
     );
 }
@@ -563,38 +551,11 @@ fn rlimit_as_is_predicted_and_named() {
 /// that partial run, starts no more, prints the set and exits 130.
 #[test]
 fn ctrl_c_stops_repetitions() {
-    use std::os::unix::process::CommandExt;
-    let exe = assert_cmd::cargo::cargo_bin("herd");
-    let child = StdCommand::new(exe)
-        .args([
-            "storm",
-            "--waves",
-            "100000000",
-            "--per-wave",
-            "5",
-            "--lag",
-            "1",
-            "--sleep-ms",
-            "1000",
-            "-r",
-            "5",
-            "--json",
-            "--no-perf",
-        ])
-        .process_group(0)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(2000));
-    // SAFETY: killpg(2) on the process group we just created.
-    unsafe { libc::killpg(child.id() as i32, libc::SIGINT) };
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(130),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let args = [UNTIL_CTRL_C, &["-r", "5"]].concat();
+    let out = ctrl_c(
+        spawn_herd_group(&args),
+        Duration::from_millis(2000),
+        CtrlC::Group,
     );
     let set: Value = serde_json::from_slice(&out.stdout).unwrap();
     let runs = set["runs"].as_array().unwrap();

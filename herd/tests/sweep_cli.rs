@@ -3,7 +3,9 @@
 use predicates::prelude::*;
 
 mod common;
-use common::{herd, SMALL, SMALL_ANY_WAVE};
+use std::time::Duration;
+
+use common::{ctrl_c, herd, spawn_herd_group, CtrlC, SMALL, SMALL_ANY_WAVE};
 
 #[test]
 fn sweep_writes_charts_and_data() {
@@ -57,6 +59,29 @@ fn sweep_writes_charts_and_data() {
         .unwrap()["summaries"];
     assert_eq!(created[1][1]["mean"], 200.0);
     assert_eq!(created[0][0]["mean"], 50.0);
+    // Each point ran its configuration's flags plus the swept value.
+    for p in doc["points"].as_array().unwrap() {
+        let cleanup = ["locked", "exitq"][p["series"].as_u64().unwrap() as usize];
+        let value = p["value"].as_str().unwrap();
+        assert_eq!(
+            p["set"]["label"],
+            format!("cleanup={cleanup} per-wave={value}")
+        );
+        let runs = p["set"]["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 2, "{}", p["set"]["label"]);
+        for r in runs {
+            let a: Vec<&str> = r["args"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a.as_str().unwrap())
+                .collect();
+            assert!(
+                a.ends_with(&["--cleanup", cleanup, "--per-wave", value]),
+                "{a:?}"
+            );
+        }
+    }
     // The swept flag may not also be given.
     herd()
         .args(["sweep", "--over", "waves=1..3", "--out"])
@@ -65,4 +90,47 @@ fn sweep_writes_charts_and_data() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("--waves"));
+}
+
+/// Ctrl-C at a terminal (to the process group) stops the sweep after the
+/// running child: exit 130, the partial result kept and written, with a note.
+#[test]
+fn ctrl_c_stops_the_sweep_and_keeps_what_ran() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("sw");
+    let out = ctrl_c(
+        spawn_herd_group(&[
+            "sweep",
+            "--over",
+            "per-wave=5,10",
+            "-r",
+            "3",
+            "--out",
+            out_dir.to_str().unwrap(),
+            "--",
+            "--waves",
+            "100000000",
+            "--lag",
+            "1",
+            "--sleep-ms",
+            "1000",
+            "--no-perf",
+        ]),
+        Duration::from_millis(2000),
+        CtrlC::Group,
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("note: interrupted by Ctrl-C"), "{text}");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("data.json")).unwrap()).unwrap();
+    let runs: Vec<&Vec<serde_json::Value>> = doc["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["set"]["runs"].as_array().unwrap())
+        .collect();
+    assert_eq!(runs.len(), 2);
+    assert_eq!(runs[0].len(), 1, "the interrupted child's run is kept");
+    assert_eq!(runs[0][0]["interrupted"], true);
+    assert!(runs[1].is_empty(), "no child after the interrupted one");
 }

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Miri on exitq's lock-free list (exitq/tests/llist.rs), reduced size under
-# cfg(miri) (3 threads x 50 nodes): checks data races, use-after-free and
-# leaks in the raw-pointer code. Installs the nightly miri component if it is
+# cfg(miri) (3 threads x 50 nodes), and on the packed batch encoding of
+# `defer` (exitq/src/defer.rs unit tests: closures of every size, panics):
+# checks data races, use-after-free, provenance and leaks in the raw-pointer
+# code. Installs the nightly miri component if it is
 # missing; skips LOUDLY if there is no nightly toolchain at all.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -16,3 +18,6 @@ fi
 echo "miri: cargo +nightly miri test -p exitq --test llist" >&2
 MIRIFLAGS="${MIRIFLAGS:-} -Zmiri-strict-provenance" \
     cargo +nightly miri test -p exitq --test llist --target-dir target/miri
+echo "miri: cargo +nightly miri test -p exitq --lib defer::tests" >&2
+MIRIFLAGS="${MIRIFLAGS:-} -Zmiri-strict-provenance" \
+    cargo +nightly miri test -p exitq --lib --target-dir target/miri -- defer::tests

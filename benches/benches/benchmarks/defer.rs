@@ -14,140 +14,62 @@
 //!   advance twice before garbage is collected).
 //! * `mutex-vec`: `Mutex<Vec<Box<dyn FnOnce() + Send>>>`: push under the
 //!   lock; the main thread swaps the vector out and runs it.
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-/// A fresh counter that callbacks can capture without an `Arc` clone.
-fn counter() -> &'static AtomicU64 {
-    Box::leak(Box::new(AtomicU64::new(0)))
-}
-use std::sync::{Arc, Barrier, Mutex};
-use std::thread;
-use std::time::{Duration, Instant};
+use criterion::{criterion_group, Criterion, Throughput};
 
-use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
-
-use super::THREADS;
-
-/// Runs `producer(thread_index, count)` on `threads` threads started
-/// together; returns the time from the start until `finish` returned.
-fn timed(
-    threads: usize,
-    iters: u64,
-    producer: impl Fn(usize, u64) + Send + Sync + 'static,
-    finish: impl FnOnce(),
-) -> Duration {
-    let producer = Arc::new(producer);
-    let start = Arc::new(Barrier::new(threads + 1));
-    let handles: Vec<_> = (0..threads)
-        .map(|t| {
-            let (producer, start) = (producer.clone(), start.clone());
-            let n = iters / threads as u64 + u64::from((t as u64) < iters % threads as u64);
-            thread::spawn(move || {
-                start.wait();
-                producer(t, n);
-            })
-        })
-        .collect();
-    start.wait();
-    let t0 = Instant::now();
-    for h in handles {
-        h.join().unwrap();
-    }
-    finish();
-    t0.elapsed()
-}
+use super::{bench_counted, count_into, THREADS};
 
 fn defer_throughput(c: &mut Criterion) {
     let mut group = c.benchmark_group("defer");
     group.throughput(Throughput::Elements(1));
     group.measurement_time(Duration::from_secs(4));
     group.sample_size(20);
-    let domain = exitq::Domain::new();
+    let domain = &exitq::Domain::new();
     for &threads in &THREADS {
-        group.bench_with_input(
-            BenchmarkId::new("exitq", threads),
-            &threads,
-            |b, &threads| {
-                b.iter_custom(|iters| {
-                    let ran = counter();
-                    let d = domain.clone();
-                    let elapsed = timed(
-                        threads,
-                        iters,
-                        move |_, n| {
-                            for _ in 0..n {
-                                d.defer(move || {
-                                    ran.fetch_add(1, Ordering::Relaxed);
-                                });
-                            }
-                        },
-                        || domain.barrier(),
-                    );
-                    assert_eq!(ran.load(Ordering::Relaxed), iters);
-                    elapsed
-                })
-            },
-        );
-        group.bench_with_input(
-            BenchmarkId::new("crossbeam-epoch", threads),
-            &threads,
-            |b, &threads| {
-                b.iter_custom(|iters| {
-                    let ran = counter();
-                    let elapsed = timed(
-                        threads,
-                        iters,
-                        move |_, n| {
-                            for _ in 0..n {
-                                let guard = crossbeam_epoch::pin();
-                                guard.defer(move || {
-                                    ran.fetch_add(1, Ordering::Relaxed);
-                                });
-                            }
-                            crossbeam_epoch::pin().flush();
-                        },
-                        || {
-                            while ran.load(Ordering::Relaxed) < iters {
-                                crossbeam_epoch::pin().flush();
-                            }
-                        },
-                    );
-                    assert_eq!(ran.load(Ordering::Relaxed), iters);
-                    elapsed
-                })
-            },
-        );
-        group.bench_with_input(
-            BenchmarkId::new("mutex-vec", threads),
-            &threads,
-            |b, &threads| {
-                b.iter_custom(|iters| {
-                    let ran = counter();
-                    type Queue = Mutex<Vec<Box<dyn FnOnce() + Send>>>;
-                    let queue: Arc<Queue> = Arc::new(Mutex::new(Vec::new()));
-                    let q = queue.clone();
-                    let elapsed = timed(
-                        threads,
-                        iters,
-                        move |_, n| {
-                            for _ in 0..n {
-                                q.lock().unwrap().push(Box::new(move || {
-                                    ran.fetch_add(1, Ordering::Relaxed);
-                                }));
-                            }
-                        },
-                        || {
-                            let all = std::mem::take(&mut *queue.lock().unwrap());
-                            for f in all {
-                                f();
-                            }
-                        },
-                    );
-                    assert_eq!(ran.load(Ordering::Relaxed), iters);
-                    elapsed
-                })
-            },
-        );
+        bench_counted(&mut group, "exitq", threads, |ran, _| {
+            let d = domain.clone();
+            let producer = move |_, n| {
+                for _ in 0..n {
+                    d.defer(count_into(ran));
+                }
+            };
+            (producer, move || domain.barrier())
+        });
+        bench_counted(&mut group, "crossbeam-epoch", threads, |ran, iters| {
+            let producer = move |_, n| {
+                for _ in 0..n {
+                    let guard = crossbeam_epoch::pin();
+                    guard.defer(count_into(ran));
+                }
+                crossbeam_epoch::pin().flush();
+            };
+            let finish = move || {
+                while ran.load(Ordering::Relaxed) < iters {
+                    crossbeam_epoch::pin().flush();
+                }
+            };
+            (producer, finish)
+        });
+        bench_counted(&mut group, "mutex-vec", threads, |ran, _| {
+            type Queue = Mutex<Vec<Box<dyn FnOnce() + Send>>>;
+            let queue: Arc<Queue> = Arc::default();
+            let q = queue.clone();
+            let producer = move |_, n| {
+                for _ in 0..n {
+                    q.lock().unwrap().push(Box::new(count_into(ran)));
+                }
+            };
+            let finish = move || {
+                let all = std::mem::take(&mut *queue.lock().unwrap());
+                for f in all {
+                    f();
+                }
+            };
+            (producer, finish)
+        });
     }
     group.finish();
 }

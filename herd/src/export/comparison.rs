@@ -13,15 +13,146 @@
 //! compare it with another one.
 
 use std::fmt::Write as _;
+use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::result::{Better, RunSet, SCHEMA_VERSION};
-use crate::stats::{Change, Summary, Verdict};
+use crate::error::usage;
+use crate::export::write_file;
+use crate::result::{Better, RunResult, RunSet, SCHEMA_VERSION};
+use crate::stats::{Change, Summary, Verdict, DEFAULT_ALPHA};
 
 /// Value of [`Comparison::kind`], to recognise the document when read back.
 pub const KIND: &str = "herd-comparison";
+
+/// The statistics and output flags of `herd compare` and `herd diff`
+/// (`#[command(flatten)]`): which metrics, the significance level, the
+/// format printed and the file saved.
+///
+/// The help texts are compare's (one comparison); `herd diff`, which prints
+/// one comparison per paired configuration, rewords four of them with
+/// `#[command(mut_args(ComparisonOutput::diff_help))]`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ComparisonOutput {
+    /// Significance level of Welch's t-test.
+    #[arg(long, default_value_t = DEFAULT_ALPHA)]
+    pub alpha: f64,
+    /// Only these metrics (comma-separated names; `prefix*` matches a prefix).
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub metrics: Vec<String>,
+    /// Print the comparison as JSON (with every run) instead of a table.
+    #[arg(long, conflicts_with_all = ["csv", "markdown"])]
+    pub json: bool,
+    /// Print the comparison as CSV (one line per metric and configuration).
+    #[arg(long, conflicts_with = "markdown")]
+    pub csv: bool,
+    /// Print the comparison as a Markdown table.
+    #[arg(long)]
+    pub markdown: bool,
+    /// Also write the JSON document to FILE (input for `herd diff`).
+    #[arg(long, value_name = "FILE")]
+    pub save: Option<PathBuf>,
+}
+
+impl ComparisonOutput {
+    /// `herd diff`'s wording of the flags whose meaning there is "for every
+    /// pair" (for `#[command(mut_args(...))]`; other arguments unchanged).
+    pub fn diff_help(arg: clap::Arg) -> clap::Arg {
+        let help = match arg.get_id().as_str() {
+            "json" => r#"Print JSON (`{"kind":"herd-diff","pairs":[comparison, ...]}`)"#,
+            "csv" => "Print CSV (one line per pair, metric and side)",
+            "markdown" => "Print Markdown tables",
+            "save" => "Also write the JSON document to FILE",
+            _ => return arg,
+        };
+        arg.help(help)
+    }
+
+    /// Checks the values clap cannot: `--alpha` in (0, 1).
+    pub fn check(&self) -> Result<()> {
+        check_alpha(self.alpha)
+    }
+
+    /// Creates (empties) the `--save` file now, so that a path that cannot
+    /// be written fails before the runs rather than after them.
+    pub fn check_save(&self) -> Result<()> {
+        match &self.save {
+            Some(path) => write_file(path, "").context("--save"),
+            None => Ok(()),
+        }
+    }
+
+    /// [`Comparison::build`] with these flags' `--alpha` and `--metrics`.
+    pub fn build(
+        &self,
+        scenario: &str,
+        common_args: Vec<String>,
+        varied: Vec<String>,
+        sets: Vec<RunSet>,
+    ) -> Comparison {
+        Comparison::build(
+            scenario,
+            common_args,
+            varied,
+            sets,
+            self.alpha,
+            &self.metrics,
+        )
+    }
+
+    /// Saves `document` (the whole JSON document) to `--save`, then prints
+    /// [`ComparisonOutput::render`].
+    pub fn emit(&self, document: &str, comparisons: &[Comparison]) -> Result<()> {
+        if let Some(path) = &self.save {
+            write_file(path, document)?;
+        }
+        print!("{}", self.render(document, comparisons)?);
+        Ok(())
+    }
+
+    /// What [`ComparisonOutput::emit`] prints: with `--json` the whole
+    /// `document`, else every comparison as CSV (one header for all),
+    /// Markdown or a table (separated by a blank line).
+    pub fn render(&self, document: &str, comparisons: &[Comparison]) -> Result<String> {
+        if self.json {
+            return Ok(format!("{document}\n"));
+        }
+        let mut out = String::new();
+        for (i, c) in comparisons.iter().enumerate() {
+            if self.csv {
+                let csv = c.to_csv().context("CSV")?;
+                if i == 0 {
+                    out.push_str(&csv);
+                } else {
+                    // One header for the whole output.
+                    for line in csv.lines().skip(1) {
+                        out.push_str(line);
+                        out.push('\n');
+                    }
+                }
+                continue;
+            }
+            if i > 0 {
+                out.push('\n');
+            }
+            out.push_str(&if self.markdown {
+                c.to_markdown()
+            } else {
+                c.to_table()
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// Checks a significance level: in (0, 1), exit 2 naming `--alpha` if not.
+pub fn check_alpha(alpha: f64) -> Result<()> {
+    if !(alpha > 0.0 && alpha < 1.0) {
+        return Err(usage("--alpha", format!("{alpha} is not in (0, 1)")));
+    }
+    Ok(())
+}
 
 /// One configuration's figures for one metric.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -92,16 +223,7 @@ impl Comparison {
         metrics: &[String],
     ) -> Comparison {
         let mut notes = Vec::new();
-        // Metric names in order of first appearance, with unit and direction.
-        let mut order: Vec<(String, String, Better)> = Vec::new();
-        for run in sets.iter().flat_map(|s| &s.runs) {
-            for m in &run.metrics {
-                if !order.iter().any(|(n, _, _)| *n == m.name) {
-                    order.push((m.name.clone(), m.unit.clone(), m.better));
-                }
-            }
-        }
-        order.retain(|(n, _, _)| metric_selected(n, metrics));
+        let order = metric_order(sets.iter().flat_map(|s| &s.runs), metrics);
         for set in &sets {
             let partial = set.runs.iter().filter(|r| r.interrupted).count();
             if partial > 0 {
@@ -118,24 +240,15 @@ impl Comparison {
                 ));
             }
         }
-        let summaries = |set: &RunSet, name: &str| -> Option<Summary> {
-            let values: Vec<f64> = set
-                .runs
-                .iter()
-                .filter(|r| !r.interrupted)
-                .filter_map(|r| r.metric(name))
-                .collect();
-            Summary::of(&values)
-        };
         let rows = order
             .into_iter()
             .map(|(name, unit, better)| {
-                let base = sets.first().and_then(|s| summaries(s, &name));
+                let base = sets.first().and_then(|s| complete_summary(s, &name));
                 let cells = sets
                     .iter()
                     .enumerate()
                     .map(|(i, set)| {
-                        let summary = summaries(set, &name);
+                        let summary = complete_summary(set, &name);
                         let change = match (i, &base, &summary) {
                             (0, _, _) => None,
                             (_, Some(a), Some(b)) => Some(Change::between(a, b, better, alpha)),
@@ -258,7 +371,7 @@ impl Comparison {
         for row in &self.rows {
             let mut line = vec![row.name.clone(), row.unit.clone()];
             for (i, cell) in row.cells.iter().enumerate() {
-                line.push(cell_value(cell));
+                line.push(summary_text(cell.summary.as_ref()));
                 if i > 0 {
                     line.push(change_text(cell.change.as_ref(), true));
                 }
@@ -267,7 +380,7 @@ impl Comparison {
         }
         let mut out = String::new();
         let _ = writeln!(out, "{}", self.title);
-        out.push_str(&render_grid(&grid));
+        out.push_str(&render_grid(&grid, 2));
         out.push_str(&self.legend());
         out
     }
@@ -294,7 +407,7 @@ impl Comparison {
         for row in &self.rows {
             let mut line = vec![format!("`{}`", row.name), md_escape(&row.unit)];
             for (i, cell) in row.cells.iter().enumerate() {
-                line.push(cell_value(cell));
+                line.push(summary_text(cell.summary.as_ref()));
                 if i > 0 {
                     line.push(change_text(cell.change.as_ref(), true));
                 }
@@ -320,6 +433,37 @@ impl Comparison {
         }
         out
     }
+}
+
+/// The metrics of `runs` in order of first appearance, with unit and
+/// direction, keeping those `patterns` select (all when it is empty; a
+/// pattern is a name, or a prefix ending in `*`).
+pub fn metric_order<'a>(
+    runs: impl IntoIterator<Item = &'a RunResult>,
+    patterns: &[String],
+) -> Vec<(String, String, Better)> {
+    let mut order: Vec<(String, String, Better)> = Vec::new();
+    for run in runs {
+        for m in &run.metrics {
+            if !order.iter().any(|(n, _, _)| *n == m.name) {
+                order.push((m.name.clone(), m.unit.clone(), m.better));
+            }
+        }
+    }
+    order.retain(|(n, _, _)| metric_selected(n, patterns));
+    order
+}
+
+/// The [`Summary`] of metric `name` over the complete (not interrupted)
+/// runs of `set` that have it (`None`: none has).
+pub fn complete_summary(set: &RunSet, name: &str) -> Option<Summary> {
+    let values: Vec<f64> = set
+        .runs
+        .iter()
+        .filter(|r| !r.interrupted)
+        .filter_map(|r| r.metric(name))
+        .collect();
+    Summary::of(&values)
 }
 
 fn metric_selected(name: &str, patterns: &[String]) -> bool {
@@ -364,15 +508,18 @@ pub fn fmt_value(v: f64) -> String {
     }
 }
 
-fn cell_value(cell: &Cell) -> String {
-    match &cell.summary {
+/// `mean ±%stddev` (only the mean for a single run; `n/a` without runs).
+pub fn summary_text(summary: Option<&Summary>) -> String {
+    match summary {
         None => "n/a".to_string(),
         Some(s) if s.n < 2 => fmt_value(s.mean),
         Some(s) => format!("{} ±{:.1}%", fmt_value(s.mean), s.pct_stddev()),
     }
 }
 
-fn change_text(change: Option<&Change>, verdict: bool) -> String {
+/// `%change` with its significance mark (`+12.3% **R`), and with `verdict`
+/// the word better/worse/changed; empty without a change.
+pub fn change_text(change: Option<&Change>, verdict: bool) -> String {
     let Some(c) = change else {
         return String::new();
     };
@@ -401,9 +548,9 @@ fn md_escape(s: &str) -> String {
     s.replace('|', "\\|")
 }
 
-/// Pads a grid of cells into aligned columns: the first two left-aligned
-/// (names), the rest right-aligned (numbers).
-fn render_grid(grid: &[Vec<String>]) -> String {
+/// Pads a grid of cells into aligned columns two spaces apart: the first
+/// `left` left-aligned (names), the rest right-aligned (numbers).
+pub fn render_grid(grid: &[Vec<String>], left: usize) -> String {
     let cols = grid.iter().map(Vec::len).max().unwrap_or(0);
     let width = |c: usize| {
         grid.iter()
@@ -421,7 +568,7 @@ fn render_grid(grid: &[Vec<String>]) -> String {
             if c > 0 {
                 line.push_str("  ");
             }
-            if c < 2 {
+            if c < left {
                 let _ = write!(line, "{cell:<w$}");
             } else {
                 let _ = write!(line, "{cell:>w$}");
@@ -435,6 +582,8 @@ fn render_grid(grid: &[Vec<String>]) -> String {
 
 #[cfg(test)]
 mod tests {
+    use clap::{Args as _, FromArgMatches as _};
+
     use super::*;
     use crate::result::{Metric, RunResult};
 
@@ -559,5 +708,111 @@ mod tests {
         assert_eq!(fmt_value(0.00123456), "0.001235");
         assert_eq!(fmt_value(0.0), "0");
         assert_eq!(fmt_value(-3.0), "-3.000");
+    }
+
+    /// The flags as a command line would give them.
+    fn output(flags: &[&str]) -> ComparisonOutput {
+        let cmd = ComparisonOutput::augment_args(clap::Command::new("t"));
+        let m = cmd
+            .try_get_matches_from(std::iter::once("t").chain(flags.iter().copied()))
+            .unwrap();
+        ComparisonOutput::from_arg_matches(&m).unwrap()
+    }
+
+    #[test]
+    fn output_flags_parse_and_conflict() {
+        let o = output(&["--alpha", "0.01", "--metrics", "a,b*", "--csv"]);
+        assert_eq!(o.alpha, 0.01);
+        assert_eq!(o.metrics, ["a", "b*"]);
+        assert!(o.csv && !o.json && !o.markdown && o.save.is_none());
+        assert_eq!(output(&[]).alpha, DEFAULT_ALPHA);
+        let cmd = || ComparisonOutput::augment_args(clap::Command::new("t"));
+        for pair in [
+            ["--json", "--csv"],
+            ["--json", "--markdown"],
+            ["--csv", "--markdown"],
+        ] {
+            let e = cmd()
+                .try_get_matches_from(["t", pair[0], pair[1]])
+                .unwrap_err();
+            assert_eq!(
+                e.kind(),
+                clap::error::ErrorKind::ArgumentConflict,
+                "{pair:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn alpha_outside_0_1_is_a_usage_error() {
+        for bad in [0.0, 1.0, -0.1, f64::NAN] {
+            let e = output(&[]).check().and(check_alpha(bad)).unwrap_err();
+            assert_eq!(crate::error::exit_code_for(&e), 2, "{bad}");
+            assert!(e.to_string().contains("--alpha"), "{e}");
+        }
+        assert!(output(&["--alpha", "0.2"]).check().is_ok());
+        assert!(output(&["--alpha", "1.5"]).check().is_err());
+    }
+
+    #[test]
+    fn diff_rewords_only_its_four_flags() {
+        let cmd = ComparisonOutput::augment_args(clap::Command::new("t"))
+            .mut_args(ComparisonOutput::diff_help);
+        let help = |id: &str| {
+            cmd.get_arguments()
+                .find(|a| a.get_id() == id)
+                .and_then(|a| a.get_help())
+                .map(|h| h.to_string())
+                .unwrap()
+        };
+        assert_eq!(
+            help("csv"),
+            "Print CSV (one line per pair, metric and side)"
+        );
+        assert_eq!(help("markdown"), "Print Markdown tables");
+        assert_eq!(help("save"), "Also write the JSON document to FILE");
+        assert!(help("json").contains(r#""kind":"herd-diff""#));
+        assert_eq!(help("alpha"), "Significance level of Welch's t-test");
+    }
+
+    #[test]
+    fn renders_one_or_several_comparisons() {
+        let (one, two) = (sample(), sample());
+        let both = [one.clone(), two];
+        let doc = "{\"doc\": 1}";
+        // --json prints the whole document, whatever the comparisons.
+        assert_eq!(
+            output(&["--json"]).render(doc, &both).unwrap(),
+            format!("{doc}\n")
+        );
+        // The default and --markdown: one block per comparison, a blank line between.
+        let table = output(&[]).render(doc, &both).unwrap();
+        assert_eq!(table, format!("{}\n{}", one.to_table(), one.to_table()));
+        assert_eq!(output(&[]).render(doc, &both[..1]).unwrap(), one.to_table());
+        let md = output(&["--markdown"]).render(doc, &both).unwrap();
+        assert_eq!(md, format!("{}\n{}", one.to_markdown(), one.to_markdown()));
+        // --csv: one header for all.
+        let csv = output(&["--csv"]).render(doc, &both).unwrap();
+        let single = one.to_csv().unwrap();
+        assert_eq!(csv.lines().filter(|l| l.starts_with("metric,")).count(), 1);
+        assert_eq!(csv.lines().count(), 2 * single.lines().count() - 1);
+        assert!(csv.starts_with(&single), "{csv}");
+    }
+
+    #[test]
+    fn emit_saves_the_document() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("doc.json");
+        let o = output(&["--json", "--save", path.to_str().unwrap()]);
+        o.check_save().unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "");
+        o.emit("{}", &[]).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "{}");
+        let bad = output(&["--save", "/nonexistent-dir/doc.json"]);
+        let e = bad.check_save().unwrap_err();
+        assert!(
+            format!("{e:#}").starts_with("--save: cannot write"),
+            "{e:#}"
+        );
     }
 }

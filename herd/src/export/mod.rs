@@ -9,3 +9,12 @@ pub mod comparison;
 pub mod progress;
 pub mod run;
 pub mod svg;
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+/// Writes `text` to `path`, naming the file in the error.
+pub fn write_file(path: &Path, text: &str) -> Result<()> {
+    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+}

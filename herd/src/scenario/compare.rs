@@ -25,16 +25,13 @@
 //! the table is printed for what completed (interrupted runs are kept in
 //! the JSON but left out of the statistics) and the exit code is 130.
 
-use std::path::PathBuf;
-
 use anyhow::{Context, Result};
 
 use crate::error::{usage, EXIT_INTERRUPTED};
-use crate::export::comparison::Comparison;
+use crate::export::comparison::{check_alpha, ComparisonOutput};
 use crate::export::progress::Progress;
 use crate::result::{RunResult, RunSet, SCHEMA_VERSION};
 use crate::runner;
-use crate::stats::DEFAULT_ALPHA;
 
 /// Scenarios that produce a [`RunResult`] and can be compared.
 pub const SCENARIOS: &[&str] = &["storm", "unregister", "gp", "membarrier", "agent"];
@@ -65,6 +62,21 @@ pub struct VaryArgs {
     pub config: Vec<String>,
 }
 
+/// The scenario's own flags, last on the command line of `compare` and
+/// `sweep` (`#[command(flatten)]` as the last field). The help text is
+/// compare's; sweep rewords it with `mut_arg("args", ...)`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ScenarioFlags {
+    /// The scenario's own flags, shared by every configuration. They come
+    /// after compare's flags (optionally after `--`).
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "SCENARIO FLAGS"
+    )]
+    pub args: Vec<String>,
+}
+
 /// Flags of `herd compare`.
 #[derive(Debug, Clone, clap::Args)]
 #[command(after_long_help = COMPARE_HELP)]
@@ -81,32 +93,12 @@ pub struct Args {
     /// What varies between configurations.
     #[command(flatten)]
     pub vary: VaryArgs,
-    /// Significance level of Welch's t-test.
-    #[arg(long, default_value_t = DEFAULT_ALPHA)]
-    pub alpha: f64,
-    /// Only these metrics (comma-separated names; `prefix*` matches a prefix).
-    #[arg(long, value_name = "LIST", value_delimiter = ',')]
-    pub metrics: Vec<String>,
-    /// Print the comparison as JSON (with every run) instead of a table.
-    #[arg(long, conflicts_with_all = ["csv", "markdown"])]
-    pub json: bool,
-    /// Print the comparison as CSV (one line per metric and configuration).
-    #[arg(long, conflicts_with = "markdown")]
-    pub csv: bool,
-    /// Print the comparison as a Markdown table.
-    #[arg(long)]
-    pub markdown: bool,
-    /// Also write the JSON document to FILE (input for `herd diff`).
-    #[arg(long, value_name = "FILE")]
-    pub save: Option<PathBuf>,
-    /// The scenario's own flags, shared by every configuration. They come
-    /// after compare's flags (optionally after `--`).
-    #[arg(
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "SCENARIO FLAGS"
-    )]
-    pub args: Vec<String>,
+    /// Statistics and output format.
+    #[command(flatten)]
+    pub output: ComparisonOutput,
+    /// The scenario's own flags.
+    #[command(flatten)]
+    pub scenario_flags: ScenarioFlags,
 }
 
 const COMPARE_HELP: &str = "\
@@ -233,7 +225,7 @@ pub fn split_args(s: &str) -> Result<Vec<String>> {
 }
 
 /// Normalises a flag name: `per-wave`, `--per-wave` -> `--per-wave`.
-fn flag_name(raw: &str, what: &str) -> Result<String> {
+pub fn flag_name(raw: &str, what: &str) -> Result<String> {
     let name = raw.trim_start_matches('-');
     let valid = !name.is_empty()
         && name
@@ -428,10 +420,7 @@ pub fn check_run_options(scenario: &str, runs: usize, alpha: f64) -> Result<()> 
             "must be at least 1 (5 or more for significance)",
         ));
     }
-    if !(alpha > 0.0 && alpha < 1.0) {
-        return Err(usage("--alpha", format!("{alpha} is not in (0, 1)")));
-    }
-    Ok(())
+    check_alpha(alpha)
 }
 
 /// Runs `configs` interleaved: `warmup` discarded rounds, then `runs`
@@ -492,33 +481,11 @@ pub fn run_rounds(
     Ok((sets, runner::interrupted()))
 }
 
-/// Writes `text` to `path`, naming the file in the error.
-pub fn write_file(path: &std::path::Path, text: &str) -> Result<()> {
-    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
-}
-
-/// Prints `c` in the format the flags ask for.
-pub fn print_comparison(c: &Comparison, json: bool, csv: bool, markdown: bool) -> Result<()> {
-    let text = if json {
-        c.to_json()?
-    } else if csv {
-        c.to_csv()?
-    } else if markdown {
-        c.to_markdown()
-    } else {
-        c.to_table()
-    };
-    print!("{text}");
-    if json {
-        println!();
-    }
-    Ok(())
-}
-
 /// Runs `herd compare`.
 pub fn run(args: &Args) -> Result<u8> {
-    check_run_options(&args.scenario, args.runs, args.alpha)?;
-    let plan = Plan::new(&args.vary, &args.args, None)?;
+    let out = &args.output;
+    check_run_options(&args.scenario, args.runs, out.alpha)?;
+    let plan = Plan::new(&args.vary, &args.scenario_flags.args, None)?;
     if plan.configs.len() < 2 {
         return Err(usage(
             "",
@@ -526,10 +493,8 @@ pub fn run(args: &Args) -> Result<u8> {
              (e.g. --cleanup locked,exitq, --vary FLAG=A,B, or --config twice)",
         ));
     }
-    if let Some(path) = &args.save {
-        // Fail now rather than after an hour of runs.
-        write_file(path, "").context("--save")?;
-    }
+    // Fail now rather than after an hour of runs.
+    out.check_save()?;
     if args.runs < 2 {
         eprintln!(
             "note: -r {}: no significance test without at least 2 runs per configuration",
@@ -546,22 +511,12 @@ pub fn run(args: &Args) -> Result<u8> {
         &progress,
     )?;
     progress.finish();
-    let mut c = Comparison::build(
-        &args.scenario,
-        plan.common.clone(),
-        plan.varied.clone(),
-        sets,
-        args.alpha,
-        &args.metrics,
-    );
+    let mut c = out.build(&args.scenario, plan.common, plan.varied, sets);
     if interrupted {
         c.notes
             .push("interrupted by Ctrl-C: figures cover the runs that completed".into());
     }
-    if let Some(path) = &args.save {
-        write_file(path, &c.to_json()?)?;
-    }
-    print_comparison(&c, args.json, args.csv, args.markdown)?;
+    out.emit(&c.to_json()?, std::slice::from_ref(&c))?;
     Ok(if interrupted { EXIT_INTERRUPTED } else { 0 })
 }
 

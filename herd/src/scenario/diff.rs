@@ -16,19 +16,17 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::error::usage;
-use crate::export::comparison::{self, Comparison};
+use crate::export::comparison::{self, Comparison, ComparisonOutput};
 use crate::result::{RunResult, RunSet, SCHEMA_VERSION};
-use crate::scenario::compare::write_file;
-use crate::stats::DEFAULT_ALPHA;
 
 /// Flags of `herd diff`.
 #[derive(Debug, Clone, clap::Args)]
-#[command(after_long_help = DIFF_HELP)]
+#[command(after_long_help = DIFF_HELP, mut_args(ComparisonOutput::diff_help))]
 pub struct Args {
     /// The baseline: a run, a RunSet (-r N --json) or a comparison JSON.
     pub a: PathBuf,
@@ -40,24 +38,9 @@ pub struct Args {
     /// Only the configuration with this label (files with several).
     #[arg(long)]
     pub label: Option<String>,
-    /// Significance level of Welch's t-test.
-    #[arg(long, default_value_t = DEFAULT_ALPHA)]
-    pub alpha: f64,
-    /// Only these metrics (comma-separated names; `prefix*` matches a prefix).
-    #[arg(long, value_name = "LIST", value_delimiter = ',')]
-    pub metrics: Vec<String>,
-    /// Print JSON (`{"kind":"herd-diff","pairs":[comparison, ...]}`).
-    #[arg(long, conflicts_with_all = ["csv", "markdown"])]
-    pub json: bool,
-    /// Print CSV (one line per pair, metric and side).
-    #[arg(long, conflicts_with = "markdown")]
-    pub csv: bool,
-    /// Print Markdown tables.
-    #[arg(long)]
-    pub markdown: bool,
-    /// Also write the JSON document to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub save: Option<PathBuf>,
+    /// Statistics and output format (the document is a [`DiffDoc`]).
+    #[command(flatten)]
+    pub output: ComparisonOutput,
 }
 
 const DIFF_HELP: &str = "\
@@ -342,14 +325,7 @@ pub fn diff(a: &Loaded, b: &Loaded, args: &Args) -> Result<DiffDoc> {
             .map(|r| r.scenario.clone())
             .unwrap_or_default();
         let common = x.runs.first().map(|r| r.args.clone()).unwrap_or_default();
-        let mut c = Comparison::build(
-            &scenario,
-            common,
-            vec![],
-            vec![x, y],
-            args.alpha,
-            &args.metrics,
-        );
+        let mut c = args.output.build(&scenario, common, vec![], vec![x, y]);
         c.title = format!(
             "herd diff: {} (A) vs {} (B)",
             args.a.display(),
@@ -372,38 +348,11 @@ pub fn diff(a: &Loaded, b: &Loaded, args: &Args) -> Result<DiffDoc> {
 
 /// Runs `herd diff`.
 pub fn run(args: &Args) -> Result<u8> {
-    if !(args.alpha > 0.0 && args.alpha < 1.0) {
-        return Err(usage("--alpha", format!("{} is not in (0, 1)", args.alpha)));
-    }
+    args.output.check()?;
     let a = load(&args.a)?;
     let b = load(&args.b)?;
     let doc = diff(&a, &b, args)?;
-    let json = serde_json::to_string_pretty(&doc)?;
-    if let Some(path) = &args.save {
-        write_file(path, &json)?;
-    }
-    if args.json {
-        println!("{json}");
-        return Ok(0);
-    }
-    for (i, c) in doc.pairs.iter().enumerate() {
-        let text = if args.csv {
-            let csv = c.to_csv().context("CSV")?;
-            // One header for the whole output.
-            if i == 0 {
-                csv
-            } else {
-                csv.lines().skip(1).map(|l| format!("{l}\n")).collect()
-            }
-        } else if args.markdown {
-            c.to_markdown()
-        } else {
-            c.to_table()
-        };
-        if i > 0 && !args.csv {
-            println!();
-        }
-        print!("{text}");
-    }
+    args.output
+        .emit(&serde_json::to_string_pretty(&doc)?, &doc.pairs)?;
     Ok(0)
 }

@@ -28,12 +28,16 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{usage, EXIT_INTERRUPTED};
-use crate::export::comparison::fmt_value;
+use crate::export::comparison::{
+    change_text, complete_summary, metric_order, render_grid, summary_text,
+};
 use crate::export::progress::Progress;
-use crate::export::svg;
+use crate::export::{svg, write_file};
 use crate::result::{Better, RunSet, SCHEMA_VERSION};
-use crate::runner;
-use crate::scenario::compare::{check_common, check_run_options, write_file, Plan, VaryArgs};
+use crate::scenario::compare::{
+    check_common, check_run_options, flag_name, run_interleaved, Config, Plan, ScenarioFlags,
+    VaryArgs,
+};
 use crate::stats::{Change, Summary, DEFAULT_ALPHA};
 
 /// Spacing of generated values.
@@ -50,7 +54,10 @@ pub enum Scale {
 
 /// Flags of `herd sweep`.
 #[derive(Debug, Clone, clap::Args)]
-#[command(after_long_help = SWEEP_HELP)]
+#[command(
+    after_long_help = SWEEP_HELP,
+    mut_arg("args", |a| a.help("The scenario's own flags, shared by every point"))
+)]
 pub struct Args {
     /// The swept flag and its values: FLAG=A..B, FLAG=A..B:STEP or FLAG=V1,V2,...
     #[arg(long, value_name = "FLAG=SPEC")]
@@ -84,12 +91,8 @@ pub struct Args {
     #[arg(long)]
     pub json: bool,
     /// The scenario's own flags, shared by every point.
-    #[arg(
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "SCENARIO FLAGS"
-    )]
-    pub args: Vec<String>,
+    #[command(flatten)]
+    pub scenario_flags: ScenarioFlags,
 }
 
 const SWEEP_HELP: &str = "\
@@ -149,21 +152,7 @@ pub fn parse_values(over: &str, steps: usize, scale: Scale) -> Result<Values> {
             format!("`{over}`: expected FLAG=A..B or FLAG=V1,V2,..."),
         )
     })?;
-    let flag = {
-        let bare = flag.trim_start_matches('-');
-        if bare.is_empty()
-            || !bare
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        {
-            return Err(usage("--over", format!("`{flag}` is not a flag name")));
-        }
-        if bare.len() == 1 {
-            format!("-{bare}")
-        } else {
-            format!("--{bare}")
-        }
-    };
+    let flag = flag_name(flag, "--over")?;
     let (text, x, log) = if let Some((a, rest)) = spec.split_once("..") {
         let (b, step) = match rest.split_once(':') {
             Some((b, s)) => (b, Some(s)),
@@ -322,33 +311,12 @@ impl SweepDoc {
         alpha: f64,
         filter: &[String],
     ) -> SweepDoc {
-        let mut order: Vec<(String, String, Better)> = Vec::new();
-        for r in points.iter().flat_map(|p| &p.set.runs) {
-            for m in &r.metrics {
-                if !order.iter().any(|(n, _, _)| *n == m.name) {
-                    order.push((m.name.clone(), m.unit.clone(), m.better));
-                }
-            }
-        }
-        order.retain(|(n, _, _)| {
-            filter.is_empty()
-                || filter.iter().any(|p| match p.strip_suffix('*') {
-                    Some(pre) => n.starts_with(pre),
-                    None => n == p,
-                })
-        });
+        let order = metric_order(points.iter().flat_map(|p| &p.set.runs), filter);
         let summary = |s: usize, v: usize, name: &str| -> Option<Summary> {
             let p = points
                 .iter()
                 .find(|p| p.series == s && p.value == values.text[v])?;
-            let vals: Vec<f64> = p
-                .set
-                .runs
-                .iter()
-                .filter(|r| !r.interrupted)
-                .filter_map(|r| r.metric(name))
-                .collect();
-            Summary::of(&vals)
+            complete_summary(&p.set, name)
         };
         let metrics = order
             .into_iter()
@@ -511,42 +479,14 @@ impl SweepDoc {
             for (v, value) in self.values.iter().enumerate() {
                 let mut line = vec![value.clone()];
                 for s in 0..self.series.len() {
-                    line.push(match &m.summaries[s][v] {
-                        None => "n/a".into(),
-                        Some(sm) if sm.n < 2 => fmt_value(sm.mean),
-                        Some(sm) => format!("{} ±{:.1}%", fmt_value(sm.mean), sm.pct_stddev()),
-                    });
+                    line.push(summary_text(m.summaries[s][v].as_ref()));
                     if s > 0 {
-                        line.push(match m.changes[s][v] {
-                            Some(c) => {
-                                let pct =
-                                    c.pct.map(|p| format!("{p:+.1}%")).unwrap_or("n/a".into());
-                                format!("{pct} {}", c.mark()).trim_end().to_string()
-                            }
-                            None => String::new(),
-                        });
+                        line.push(change_text(m.changes[s][v].as_ref(), false));
                     }
                 }
                 grid.push(line);
             }
-            let widths: Vec<usize> = (0..grid[0].len())
-                .map(|c| grid.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
-                .collect();
-            for row in &grid {
-                let line: Vec<String> = row
-                    .iter()
-                    .zip(&widths)
-                    .enumerate()
-                    .map(|(c, (cell, w))| {
-                        if c == 0 {
-                            format!("{cell:<w$}")
-                        } else {
-                            format!("{cell:>w$}")
-                        }
-                    })
-                    .collect();
-                let _ = writeln!(out, "{}", line.join("  ").trim_end());
-            }
+            out.push_str(&render_grid(&grid, 1));
         }
         for note in &self.notes {
             let _ = writeln!(out, "note: {note}");
@@ -587,7 +527,7 @@ impl SweepDoc {
 pub fn run(args: &Args) -> Result<u8> {
     check_run_options(&args.scenario, args.runs, args.alpha)?;
     let values = parse_values(&args.over, args.steps, args.scale)?;
-    let plan = Plan::new(&args.vary, &args.args, None)?;
+    let plan = Plan::new(&args.vary, &args.scenario_flags.args, None)?;
     if plan
         .configs
         .iter()
@@ -601,7 +541,10 @@ pub fn run(args: &Args) -> Result<u8> {
             ),
         ));
     }
-    check_common(&args.args, std::slice::from_ref(&values.flag))?;
+    check_common(
+        &args.scenario_flags.args,
+        std::slice::from_ref(&values.flag),
+    )?;
     let dir = args
         .out
         .clone()
@@ -609,48 +552,36 @@ pub fn run(args: &Args) -> Result<u8> {
     std::fs::create_dir_all(&dir)
         .map_err(|e| usage("--out", format!("cannot create {}: {e}", dir.display())))?;
 
-    runner::install_interrupt_handler();
     let series: Vec<String> = plan.configs.iter().map(|c| c.label.clone()).collect();
-    let mut points: Vec<SweepPoint> = Vec::new();
+    // Every (configuration, value) pair is one configuration of compare's
+    // interleaved rounds.
+    let bare = values.flag.trim_start_matches('-');
+    let mut configs: Vec<Config> = Vec::new();
+    let mut at: Vec<(usize, String, f64)> = Vec::new();
     for (s, cfg) in plan.configs.iter().enumerate() {
-        for (v, x) in values.text.iter().zip(&values.x) {
-            points.push(SweepPoint {
-                series: s,
-                value: v.clone(),
-                x: *x,
-                set: RunSet {
-                    schema: SCHEMA_VERSION,
-                    label: format!("{} {}={v}", cfg.label, values.flag.trim_start_matches('-')),
-                    runs: Vec::new(),
-                },
+        for (v, &x) in values.text.iter().zip(&values.x) {
+            let mut child_args = cfg.args.clone();
+            child_args.extend([values.flag.clone(), v.clone()]);
+            configs.push(Config {
+                label: format!("{} {bare}={v}", cfg.label),
+                args: child_args,
             });
+            at.push((s, v.clone(), x));
         }
     }
-    let total = (points.len() * args.runs) as u64;
-    let progress = Progress::new(total, "runs");
-    let mut interrupted = false;
-    'rounds: for round in 0..args.runs {
-        for p in points.iter_mut() {
-            if runner::interrupted() {
-                interrupted = true;
-                break 'rounds;
-            }
-            let mut child_args = plan.configs[p.series].args.clone();
-            child_args.push(values.flag.clone());
-            child_args.push(p.value.clone());
-            progress.set_message(format!("{} (run {}/{})", p.set.label, round + 1, args.runs));
-            let r = runner::run_child(&args.scenario, &child_args)
-                .with_context(|| format!("run {} of `{}` failed", round + 1, p.set.label))?;
-            progress.inc();
-            let stop = r.interrupted;
-            p.set.runs.push(r);
-            if stop {
-                interrupted = true;
-                break 'rounds;
-            }
-        }
-    }
+    let progress = Progress::new((configs.len() * args.runs) as u64, "runs");
+    let (sets, interrupted) = run_interleaved(&args.scenario, &configs, args.runs, 0, &progress)?;
     progress.finish();
+    let points = at
+        .into_iter()
+        .zip(sets)
+        .map(|((series, value, x), set)| SweepPoint {
+            series,
+            value,
+            x,
+            set,
+        })
+        .collect();
     let mut doc = SweepDoc::build(
         &args.scenario,
         plan.common.clone(),

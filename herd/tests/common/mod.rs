@@ -88,14 +88,39 @@ pub fn spawn_herd(args: &[&str]) -> Child {
         .unwrap()
 }
 
-/// Sends `child` SIGINT after `delay`, then checks that it stops within 10 s,
-/// exits 130 and prints a partial RunResult marked interrupted.
-pub fn ctrl_c_partial_result(child: Child, delay: Duration) -> RunResult {
+/// Starts `herd ARGS` like [`spawn_herd`], as the leader of a process group
+/// of its own (as a shell starts a job), for [`CtrlC::Group`].
+pub fn spawn_herd_group(args: &[&str]) -> Child {
+    use std::os::unix::process::CommandExt;
+    std::process::Command::new(assert_cmd::cargo::cargo_bin("herd"))
+        .args(args)
+        .process_group(0)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Who receives a test's Ctrl-C.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CtrlC {
+    /// The herd process alone (`kill`).
+    Process,
+    /// Its whole process group, as a terminal does (`killpg`): herd and
+    /// the child runs it started. Start it with [`spawn_herd_group`].
+    Group,
+}
+
+/// Sends `child` SIGINT after `delay` (to it, or to its group), then checks
+/// that it stops within 10 s and exits 130; returns what it printed.
+pub fn ctrl_c(child: Child, delay: Duration, to: CtrlC) -> Output {
+    use nix::sys::signal::{kill, killpg, Signal};
     std::thread::sleep(delay);
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    match to {
+        CtrlC::Process => kill(pid, Signal::SIGINT),
+        CtrlC::Group => killpg(pid, Signal::SIGINT),
+    }
     .unwrap();
     let start = Instant::now();
     let out = child.wait_with_output().unwrap();
@@ -110,17 +135,28 @@ pub fn ctrl_c_partial_result(child: Child, delay: Duration) -> RunResult {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    out
+}
+
+/// [`ctrl_c`] to the process alone, then checks that it printed a partial
+/// RunResult marked interrupted.
+pub fn ctrl_c_partial_result(child: Child, delay: Duration) -> RunResult {
+    let out = ctrl_c(child, delay, CtrlC::Process);
     let r: RunResult = serde_json::from_slice(&out.stdout).expect("partial result printed");
     assert!(r.interrupted);
     r
 }
 
-/// `herd SUBCOMMAND ARGS` exits 2 with a message naming `flag`.
-pub fn exits_2_naming(subcommand: &str, args: &[&str], flag: &str) {
-    herd()
-        .arg(subcommand)
-        .args(args)
-        .assert()
-        .code(2)
-        .stderr(predicates::str::contains(flag));
+/// `herd SUBCOMMAND ARGS` exits 2 with a message naming `flag`; returns
+/// the message.
+pub fn exits_2_naming(subcommand: &str, args: &[&str], flag: &str) -> String {
+    let out = herd().arg(subcommand).args(args).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    let cmd = format!("herd {subcommand} {}", args.join(" "));
+    assert_eq!(out.status.code(), Some(2), "{cmd}: {err}");
+    assert!(
+        err.contains(flag),
+        "{cmd}: message does not name {flag}: {err}"
+    );
+    err
 }
