@@ -128,6 +128,15 @@ fn tracepoints() -> Result<Tracepoints, String> {
         .map(PathBuf::from)
         .find(|r| r.join("events").is_dir())
     else {
+        if let Some(denied) = TRACEFS_ROOTS.iter().find(|r| {
+            std::fs::metadata(PathBuf::from(r).join("events"))
+                .is_err_and(|e| e.kind() == io::ErrorKind::PermissionDenied)
+        }) {
+            return Err(format!(
+                "tracefs at {denied} is not readable by this user (permission denied): \
+                 run as root (CI does)"
+            ));
+        }
         return Err(format!(
             "tracefs is not mounted (no events/ under {}); as root: \
              mount -t tracefs nodev /sys/kernel/tracing",
