@@ -9,7 +9,7 @@ use predicates::prelude::*;
 use serde_json::json;
 
 mod common;
-use common::herd;
+use common::{herd, herd_into_closed_pipe};
 
 fn run(
     scenario: &str,
@@ -242,4 +242,20 @@ fn diff_pairs_comparison_documents_by_label() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("has no `nope`"));
+}
+
+/// `herd diff ... | head -0`: a closed stdout is not a panic, in any format.
+#[test]
+fn closed_stdout_is_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = before_after(&dir, json!({ "waves": 10, "cleanup": "locked" }));
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    for format in [None, Some("--json"), Some("--csv"), Some("--markdown")] {
+        let mut args = vec!["diff", a, b];
+        args.extend(format);
+        let out = herd_into_closed_pipe(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "{format:?}: {err}");
+        assert_eq!(out.status.code(), Some(0), "{format:?}: {err}");
+    }
 }

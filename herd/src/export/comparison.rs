@@ -19,6 +19,7 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::error::usage;
+use crate::export::run::print_out;
 use crate::export::write_file;
 use crate::result::{Better, RunResult, RunSet, SCHEMA_VERSION};
 use crate::stats::{Change, Summary, Verdict, DEFAULT_ALPHA};
@@ -102,13 +103,12 @@ impl ComparisonOutput {
     }
 
     /// Saves `document` (the whole JSON document) to `--save`, then prints
-    /// [`ComparisonOutput::render`].
+    /// [`ComparisonOutput::render`] (a closed stdout is not an error).
     pub fn emit(&self, document: &str, comparisons: &[Comparison]) -> Result<()> {
         if let Some(path) = &self.save {
             write_file(path, document)?;
         }
-        print!("{}", self.render(document, comparisons)?);
-        Ok(())
+        print_out(&self.render(document, comparisons)?)
     }
 
     /// What [`ComparisonOutput::emit`] prints: with `--json` the whole

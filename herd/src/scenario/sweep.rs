@@ -32,6 +32,7 @@ use crate::export::comparison::{
     change_text, complete_summary, metric_order, render_grid, summary_text,
 };
 use crate::export::progress::Progress;
+use crate::export::run::print_out;
 use crate::export::{svg, write_file};
 use crate::result::{Better, RunSet, SCHEMA_VERSION};
 use crate::scenario::compare::{
@@ -596,16 +597,17 @@ pub fn run(args: &Args) -> Result<u8> {
             .push("interrupted by Ctrl-C: figures cover the runs that completed".into());
     }
     let svgs = doc.write_dir(&dir)?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+    let text = if args.json {
+        serde_json::to_string_pretty(&doc)? + "\n"
     } else {
-        print!("{}", doc.to_table());
-        println!(
-            "\nwrote {}/data.json, data.csv and {} SVG chart(s)",
+        format!(
+            "{}\nwrote {}/data.json, data.csv and {} SVG chart(s)\n",
+            doc.to_table(),
             dir.display(),
             svgs.len()
-        );
-    }
+        )
+    };
+    print_out(&text)?;
     Ok(if interrupted { EXIT_INTERRUPTED } else { 0 })
 }
 

@@ -88,6 +88,19 @@ pub fn spawn_herd(args: &[&str]) -> Child {
         .unwrap()
 }
 
+/// Runs `herd ARGS` with its stdout a pipe nobody reads any more (as in
+/// `herd ... | head -0`), its stderr captured.
+pub fn herd_into_closed_pipe(args: &[&str]) -> Output {
+    let (reader, writer) = nix::unistd::pipe().unwrap();
+    drop(reader);
+    std::process::Command::new(assert_cmd::cargo::cargo_bin("herd"))
+        .args(args)
+        .stdout(Stdio::from(writer))
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap()
+}
+
 /// Starts `herd ARGS` like [`spawn_herd`], as the leader of a process group
 /// of its own (as a shell starts a job), for [`CtrlC::Group`].
 pub fn spawn_herd_group(args: &[&str]) -> Child {
