@@ -157,7 +157,7 @@ fn no_perf_opens_nothing() {
 
 #[test]
 fn no_perf_conflicts_with_contention_and_require_perf() {
-    for extra in ["--contention", "--require-perf"] {
+    for extra in ["--contention", "--require-perf", "-A", "--no-aggregate"] {
         let out = Command::cargo_bin("herd")
             .unwrap()
             .args(["storm", "--no-perf", extra])

@@ -39,11 +39,24 @@
 //!   (`pid = -1`), so kernel work done for us by other tasks (kworkers,
 //!   RCU callbacks) counts too, and so does everything else running there.
 //!
+//! Per-thread inherited counters miss every thread exit on kernels whose
+//! `do_exit()` detaches them before `sched_process_exit` fires (stable
+//! backports of "perf: Fix sample vs do_exit()", e.g. Debian's 6.1); a
+//! probe at open finds out, and `task_exits` is then reported unavailable
+//! with the reason, never as 0 (see `inherited_exits_counted`).
+//!
 //! Counters are independent (not a perf group): `inherit` and group reads
 //! do not mix on many kernels, and software/tracepoint events never
 //! multiplex anyway. Each counter reports `time_enabled`/`time_running`;
 //! when a hardware counter was multiplexed (running < enabled) its value is
 //! scaled as `perf stat` does and a note says by how much.
+//!
+//! # Per-CPU values
+//! Every counter that is one descriptor per CPU (system scope, and process
+//! scope through the cgroup) keeps each CPU's value, scaled for
+//! multiplexing on its own; the totals are their sums. The table shows a
+//! summary over the CPUs, `--no-aggregate` (`-A`) every CPU; see
+//! [`percpu`].
 //!
 //! # When a counter cannot be opened
 //! The run goes on; the counter is reported unavailable with the reason and
@@ -92,7 +105,7 @@ pub struct PerfArgs {
     #[arg(long, value_enum, default_value_t = Scope::Process)]
     pub perf_scope: Scope,
     /// Open no perf counters at all.
-    #[arg(long, conflicts_with_all = ["require_perf", "contention"])]
+    #[arg(long, conflicts_with_all = ["require_perf", "contention", "no_aggregate"])]
     pub no_perf: bool,
     /// Fail (exit 1) when any counter cannot be opened, instead of reporting it unavailable.
     #[arg(long)]
