@@ -116,6 +116,10 @@ fn process_scope_inherited_counters_count_the_same() {
     assert_eq!(r.method, Method::Inherit);
     assert!(r.threads_at_open >= 1);
     assert!(
+        r.counters.iter().all(|c| c.per_cpu.is_empty()),
+        "per-thread counters have no CPU"
+    );
+    assert!(
         r.notes().iter().any(|n| n.contains("via a cgroup")),
         "{:?}",
         r.notes()
@@ -307,6 +311,15 @@ fn system_scope_counts_per_cpu_including_our_threads() {
         .find(|c| c.metric == "task_exits")
         .unwrap();
     assert_eq!(exit.fds, cpus.len(), "one counter per CPU");
+    // Every CPU's value, in the CPU list's order, summing to the total.
+    for c in r.counters.iter().filter(|c| c.unavailable.is_none()) {
+        let listed: Vec<usize> = c.per_cpu.iter().map(|v| v.cpu).collect();
+        assert_eq!(listed, cpus, "{}: one value per CPU", c.metric);
+        let raw: u64 = c.per_cpu.iter().map(|v| v.raw).sum();
+        assert_eq!(Some(raw), c.raw, "{}", c.metric);
+        let sum: f64 = c.per_cpu.iter().map(|v| v.value).sum();
+        assert!((sum - c.value.unwrap()).abs() < 1e-9, "{}", c.metric);
+    }
     // Any task on these CPUs counts: at least ours.
     assert!(exit.value.unwrap() >= exits as f64, "{exit:?}");
     assert!(r.value("tasks_created").unwrap() >= exits as f64);
