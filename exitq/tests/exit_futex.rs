@@ -1,5 +1,6 @@
-//! The exit path makes no futex syscall (and no syscall at all): counted by
-//! the kernel, per thread.
+//! The exit path makes no futex syscall (and a returning thread no syscall
+//! beyond what a thread without exitq makes): counted by the kernel, per
+//! thread.
 //!
 //! Each test thread gets its own perf counters, opened by the main thread on
 //! the test thread's tid (`perf_event_open(pid = tid, cpu = -1)`): the
