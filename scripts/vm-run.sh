@@ -10,7 +10,7 @@
 # How: the herd binary, its shared libraries (ldd) plus libgcc_s.so.1 (glibc
 # dlopens it at the first pthread_cancel; ldd does not list it for every
 # binary) and busybox are packed into an initramfs (cpio newc, gzip). The
-# guest's init mounts proc, sysfs, devtmpfs, tracefs and debugfs, runs
+# guest's init mounts proc, sysfs, devtmpfs, tracefs, debugfs and cgroup2, runs
 # `herd ARGS...` (or a script), and sends the results back over a second
 # serial port that carries nothing else: a tar of /result holding herd's
 # stdout, a status file (exit code, byte count, sha256) and any files written
@@ -380,6 +380,13 @@ mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t tracefs tracefs /sys/kernel/tracing || echo "herd-vm: warning: could not mount tracefs"
 mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
+# cgroup v2 as on a systemd host, with a controller enabled in the root as
+# systemd does: herd's process-scope counters count through a cgroup of
+# their own, and the 6.1 kernel gives new cgroups no perf_event state (perf
+# returns ENOENT) until some controller was enabled once.
+mount -t cgroup2 cgroup2 /sys/fs/cgroup || echo "herd-vm: warning: could not mount cgroup2"
+echo +pids >/sys/fs/cgroup/cgroup.subtree_control 2>/dev/null ||
+    echo "herd-vm: warning: could not enable the pids controller"
 mkdir -p /dev/shm /dev/pts
 mount -t tmpfs tmpfs /dev/shm
 mount -t devpts devpts /dev/pts

@@ -1,5 +1,6 @@
-//! The exit path makes no futex syscall (and no syscall at all): counted by
-//! the kernel, per thread.
+//! The exit path makes no futex syscall (and a returning thread no syscall
+//! beyond what a thread without exitq makes): counted by the kernel, per
+//! thread.
 //!
 //! Each test thread gets its own perf counters, opened by the main thread on
 //! the test thread's tid (`perf_event_open(pid = tid, cpu = -1)`): the
@@ -128,6 +129,15 @@ fn tracepoints() -> Result<Tracepoints, String> {
         .map(PathBuf::from)
         .find(|r| r.join("events").is_dir())
     else {
+        if let Some(denied) = TRACEFS_ROOTS.iter().find(|r| {
+            std::fs::metadata(PathBuf::from(r).join("events"))
+                .is_err_and(|e| e.kind() == io::ErrorKind::PermissionDenied)
+        }) {
+            return Err(format!(
+                "tracefs at {denied} is not readable by this user (permission denied): \
+                 run as root (CI does)"
+            ));
+        }
         return Err(format!(
             "tracefs is not mounted (no events/ under {}); as root: \
              mount -t tracefs nodev /sys/kernel/tracing",

@@ -67,6 +67,8 @@ fn real_kernel_counters() {
     process_scope_counts_futex_newtask_and_every_exit();
     eprintln!("-- process scope with inherited counters (no cgroup)");
     process_scope_inherited_counters_count_the_same();
+    eprintln!("-- inherited counters on a kernel that misses exits: reported, not 0");
+    inherited_exits_missed_are_reported_unavailable();
     eprintln!("-- enable/disable alternating: only enabled periods count");
     counts_accumulate_over_enabled_periods_only();
     eprintln!("-- system scope");
@@ -116,6 +118,10 @@ fn process_scope_inherited_counters_count_the_same() {
     assert_eq!(r.method, Method::Inherit);
     assert!(r.threads_at_open >= 1);
     assert!(
+        r.counters.iter().all(|c| c.per_cpu.is_empty()),
+        "per-thread counters have no CPU"
+    );
+    assert!(
         r.notes().iter().any(|n| n.contains("via a cgroup")),
         "{:?}",
         r.notes()
@@ -123,6 +129,75 @@ fn process_scope_inherited_counters_count_the_same() {
     assert_eq!(r.value("task_exits"), Some(exits as f64));
     assert_eq!(r.value("tasks_created"), Some(exits as f64));
     assert!(r.value("sys_futex").unwrap() > 0.0);
+}
+
+/// The real kernel without the cgroup method, where `sched_process_exit`
+/// is never seen on inherited counters: its id is that of a tracepoint
+/// nothing here fires (`syscalls:sys_enter_reboot`), as if the kernel
+/// detached the counters before the exit tracepoint (Debian's 6.1 does).
+struct ExitsMissed;
+
+impl Kernel for ExitsMissed {
+    fn tracefs(&self) -> Option<std::path::PathBuf> {
+        RealKernel.tracefs()
+    }
+    fn open(&self, b: &perf_event::Builder) -> std::io::Result<perf_event::Counter> {
+        RealKernel.open(b)
+    }
+    fn paranoid(&self) -> Option<i32> {
+        RealKernel.paranoid()
+    }
+    fn is_root(&self) -> bool {
+        RealKernel.is_root()
+    }
+    fn tracepoint_id(&self, sys: &str, name: &str) -> Result<u64, herd::perf::sys::Unavailable> {
+        match (sys, name) {
+            ("sched", "sched_process_exit") => {
+                RealKernel.tracepoint_id("syscalls", "sys_enter_reboot")
+            }
+            _ => RealKernel.tracepoint_id(sys, name),
+        }
+    }
+}
+
+fn inherited_exits_missed_are_reported_unavailable() {
+    quiesce();
+    let mut s = Session::open_with(&PerfArgs::default(), &[], &ExitsMissed).unwrap();
+    s.enable().unwrap();
+    let exits = futex_storm(2, 8);
+    s.disable().unwrap();
+    let r = s.finish().unwrap();
+    assert_eq!(r.method, Method::Inherit);
+    let c = r
+        .counters
+        .iter()
+        .find(|c| c.metric == "task_exits")
+        .unwrap();
+    assert_eq!(c.value, None, "never a silent 0: {c:?}");
+    let u = c.unavailable.as_ref().expect("task_exits unavailable");
+    assert!(u.reason.contains("probe thread's exit counted 0"), "{u:?}");
+    assert!(u.fix.contains("--perf-scope system"), "{u:?}");
+    assert!(r.metrics(exits).iter().all(|m| m.name != "task_exits"));
+    assert!(
+        r.notes()
+            .iter()
+            .any(|n| n.contains("sched:sched_process_exit unavailable")),
+        "{:?}",
+        r.notes()
+    );
+    // Everything else still counts; the probe's thread is not counted.
+    assert_eq!(r.value("tasks_created"), Some(exits as f64));
+    // With --require-perf a counter that cannot count is fatal.
+    quiesce();
+    let strict = PerfArgs {
+        require_perf: true,
+        ..Default::default()
+    };
+    let err = Session::open_with(&strict, &[], &ExitsMissed).unwrap_err();
+    assert!(
+        format!("{err:#}").contains("sched:sched_process_exit"),
+        "{err:#}"
+    );
 }
 
 fn counts_accumulate_over_enabled_periods_only() {
@@ -307,6 +382,15 @@ fn system_scope_counts_per_cpu_including_our_threads() {
         .find(|c| c.metric == "task_exits")
         .unwrap();
     assert_eq!(exit.fds, cpus.len(), "one counter per CPU");
+    // Every CPU's value, in the CPU list's order, summing to the total.
+    for c in r.counters.iter().filter(|c| c.unavailable.is_none()) {
+        let listed: Vec<usize> = c.per_cpu.iter().map(|v| v.cpu).collect();
+        assert_eq!(listed, cpus, "{}: one value per CPU", c.metric);
+        let raw: u64 = c.per_cpu.iter().map(|v| v.raw).sum();
+        assert_eq!(Some(raw), c.raw, "{}", c.metric);
+        let sum: f64 = c.per_cpu.iter().map(|v| v.value).sum();
+        assert!((sum - c.value.unwrap()).abs() < 1e-9, "{}", c.metric);
+    }
     // Any task on these CPUs counts: at least ours.
     assert!(exit.value.unwrap() >= exits as f64, "{exit:?}");
     assert!(r.value("tasks_created").unwrap() >= exits as f64);

@@ -157,12 +157,168 @@ fn no_perf_opens_nothing() {
 
 #[test]
 fn no_perf_conflicts_with_contention_and_require_perf() {
-    for extra in ["--contention", "--require-perf"] {
+    for extra in ["--contention", "--require-perf", "-A", "--no-aggregate"] {
         let out = Command::cargo_bin("herd")
             .unwrap()
             .args(["storm", "--no-perf", extra])
             .output()
             .unwrap();
         assert_eq!(out.status.code(), Some(2), "{extra}");
+    }
+}
+
+/// Checks that every open counter of `r` has one `per_cpu` entry per CPU
+/// of `cpus` (in order), and that they sum to the counter's totals.
+fn check_per_cpu(r: &Value, cpus: &[u64]) {
+    let counters = r["perf"]["counters"].as_array().expect("perf.counters");
+    let open: Vec<&Value> = counters
+        .iter()
+        .filter(|c| c["unavailable"].is_null())
+        .collect();
+    assert!(!open.is_empty(), "no counter opened: {}", r["perf"]);
+    for c in open {
+        let name = &c["metric"];
+        let pc = c["per_cpu"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{name}: no per_cpu: {c}"));
+        let got: Vec<u64> = pc.iter().map(|e| e["cpu"].as_u64().unwrap()).collect();
+        assert_eq!(got, cpus, "{name}: one entry per CPU");
+        let raw: u64 = pc.iter().map(|e| e["raw"].as_u64().unwrap()).sum();
+        assert_eq!(
+            Some(raw),
+            c["raw"].as_u64(),
+            "{name}: raw per CPU sums to the total"
+        );
+        let value: f64 = pc.iter().map(|e| e["value"].as_f64().unwrap()).sum();
+        let total = c["value"].as_f64().unwrap();
+        assert!(
+            (value - total).abs() <= 1e-9 * total.abs().max(1.0),
+            "{name}: per-CPU values sum to {value}, total {total}"
+        );
+        for e in pc {
+            // Software and tracepoint counters never multiplex.
+            if !c["optional"].as_bool().unwrap() {
+                assert!(e.get("running").is_none(), "{name}: {e}");
+            }
+        }
+    }
+}
+
+fn online() -> Vec<u64> {
+    herd::perf::sys::online_cpus()
+        .into_iter()
+        .map(|c| c as u64)
+        .collect()
+}
+
+#[test]
+fn system_scope_reports_every_online_cpu_and_they_sum_to_the_total() {
+    if let Some(why) = skip_reason() {
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    let (r, _) = storm(&["--perf-scope", "system", "--require-perf"]);
+    let cpus = online();
+    assert_eq!(r["perf"]["method"], "percpu");
+    check_per_cpu(&r, &cpus);
+    // The storm's exits happened on some CPU of the list: the per-CPU
+    // exits add up to at least the storm's threads.
+    let exits = r["perf"]["counters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["metric"] == "task_exits")
+        .unwrap();
+    let per_cpu_exits: u64 = exits["per_cpu"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["raw"].as_u64().unwrap())
+        .sum();
+    assert!(per_cpu_exits as f64 >= metric(&r, "threads_exited").unwrap());
+}
+
+#[test]
+fn process_scope_through_the_cgroup_reports_per_cpu_too() {
+    if let Some(why) = skip_reason() {
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    if !RealKernel.is_root() {
+        eprintln!("SKIPPED: process scope counts through a cgroup only as root");
+        return;
+    }
+    let (r, _) = storm(&["--reap", "join"]);
+    assert_eq!(
+        r["perf"]["method"], "cgroup",
+        "{}",
+        r["perf"]["method_fallback"]
+    );
+    check_per_cpu(&r, &online());
+    assert_eq!(
+        metric(&r, "task_exits"),
+        Some(metric(&r, "threads_exited").unwrap() + 1.0),
+        "storm threads plus the reaper"
+    );
+}
+
+/// The table's per-CPU section: a summary by default, every CPU with -A.
+#[test]
+fn per_cpu_table_summary_and_no_aggregate() {
+    if let Some(why) = skip_reason() {
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    let table = |extra: &[&str]| {
+        let out = Command::cargo_bin("herd")
+            .unwrap()
+            .arg("storm")
+            .args(SMALL)
+            .args(["--perf-scope", "system"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let cpus = online();
+    let summary = table(&[]);
+    let head = format!(
+        "perf per CPU (system scope: every task on these CPUs), {} CPUs;",
+        cpus.len()
+    );
+    assert!(summary.contains(&head), "{summary}");
+    let section: Vec<&str> = summary
+        .lines()
+        .skip_while(|l| !l.starts_with("perf per CPU"))
+        .take_while(|l| !l.is_empty())
+        .collect();
+    assert!(section[1].contains("imbalance") && section[1].contains("busiest CPUs"));
+    let exits = section
+        .iter()
+        .find(|l| l.trim_start().starts_with("task_exits "))
+        .unwrap_or_else(|| panic!("task_exits row: {section:?}"));
+    assert!(exits.contains(&format!("/{}", cpus.len())), "{exits}");
+
+    for flag in ["-A", "--no-aggregate"] {
+        let full = table(&[flag]);
+        let rows: Vec<&str> = full
+            .lines()
+            .skip_while(|l| !l.starts_with("perf per CPU"))
+            .skip(1)
+            .take_while(|l| !l.is_empty())
+            .collect();
+        assert!(rows[0].trim_start().starts_with("CPU "), "{full}");
+        for (row, cpu) in rows[1..].iter().zip(&cpus) {
+            assert!(row.trim_start().starts_with(&format!("cpu{cpu} ")), "{row}");
+        }
+        assert!(
+            rows.iter().any(|r| r.trim_start().starts_with("total ")),
+            "{full}"
+        );
     }
 }

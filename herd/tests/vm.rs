@@ -382,6 +382,20 @@ fn guest_script(cpus: usize) -> String {
     s.push_str(&format!(
         "run contention herd storm {QUICK_STORM} --per-wave {cpus} --contention --json\n"
     ));
+    // Process scope: through herd's cgroup (vm-run.sh mounts cgroup2), then
+    // without cgroup2, where it falls back to inherited per-thread counters.
+    s.push_str(&format!(
+        "run perf_process herd storm {QUICK_STORM} --per-wave {cpus} --reap join --json\n"
+    ));
+    s.push_str(&format!(
+        "umount /sys/fs/cgroup\n\
+         run perf_inherit herd storm {QUICK_STORM} --per-wave {cpus} --reap join --json\n\
+         mount -t cgroup2 cgroup2 /sys/fs/cgroup\n"
+    ));
+    s.push_str(&format!(
+        "run perf_table herd storm --waves 2 --spin 1000 --sleep-ms 10 --per-wave {cpus} \
+         --perf-scope system\n"
+    ));
     s
 }
 
@@ -565,6 +579,142 @@ fn perf_system_scope_opens_one_counter_per_cpu() {
             created >= (4 * g.cpus) as f64,
             "tasks_created {created} < the storm's threads"
         );
+        check_per_cpu_values(perf, g.cpus);
+    });
+}
+
+/// Every open counter has one `per_cpu` entry per guest CPU, in order,
+/// summing to its total.
+fn check_per_cpu_values(perf: &Value, cpus: usize) {
+    let counters = perf["counters"].as_array().expect("perf.counters");
+    for c in counters.iter().filter(|c| c["unavailable"].is_null()) {
+        let name = &c["metric"];
+        let pc = c["per_cpu"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{name}: no per_cpu values: {c}"));
+        let listed: Vec<u64> = pc.iter().map(|e| e["cpu"].as_u64().unwrap()).collect();
+        assert_eq!(listed, range(0, cpus - 1), "{name}: one entry per CPU");
+        let raw: u64 = pc.iter().map(|e| e["raw"].as_u64().unwrap()).sum();
+        assert_eq!(
+            Some(raw),
+            c["raw"].as_u64(),
+            "{name}: per-CPU raw sums to the total"
+        );
+        let value: f64 = pc.iter().map(|e| e["value"].as_f64().unwrap()).sum();
+        let total = c["value"].as_f64().unwrap();
+        assert!(
+            (value - total).abs() <= 1e-9 * total.abs().max(1.0),
+            "{name}: per-CPU values sum to {value}, total {total}"
+        );
+    }
+}
+
+fn counter<'a>(perf: &'a Value, name: &str) -> &'a Value {
+    perf["counters"]
+        .as_array()
+        .expect("perf.counters")
+        .iter()
+        .find(|c| c["metric"] == name)
+        .unwrap_or_else(|| panic!("no counter {name}: {perf}"))
+}
+
+#[test]
+fn perf_process_scope_counts_every_exit_through_the_cgroup() {
+    with_guest(
+        "perf_process_scope_counts_every_exit_through_the_cgroup",
+        |g| {
+            let run = g.json("perf_process");
+            let perf = &run["perf"];
+            assert_eq!(perf["method"], "cgroup", "{}", perf["method_fallback"]);
+            check_per_cpu_values(perf, g.cpus);
+            let exited = metric(&run, "threads_exited");
+            assert_eq!(exited, (4 * g.cpus) as f64);
+            assert_eq!(
+                counter(perf, "task_exits")["value"].as_f64(),
+                Some(exited + 1.0),
+                "one sched_process_exit per storm thread, plus the reaper"
+            );
+        },
+    );
+}
+
+/// Without cgroup2, process scope falls back to inherited counters. Where
+/// the kernel misses exits on those (Debian's 6.1), task_exits must say so,
+/// never read 0.
+#[test]
+fn perf_inherited_exits_are_counted_or_reported_unavailable() {
+    with_guest(
+        "perf_inherited_exits_are_counted_or_reported_unavailable",
+        |g| {
+            let run = g.json("perf_inherit");
+            let perf = &run["perf"];
+            assert_eq!(perf["method"], "inherit");
+            assert!(
+                perf["method_fallback"]["reason"]
+                    .as_str()
+                    .unwrap()
+                    .contains("no cgroup v2 hierarchy is mounted"),
+                "{perf}"
+            );
+            let exits = counter(perf, "task_exits");
+            assert!(
+                exits["per_cpu"].is_null(),
+                "per-thread counters have no CPU"
+            );
+            let exited = metric(&run, "threads_exited");
+            let err = g.file("perf_inherit.err");
+            match exits["value"].as_f64() {
+                // The storm's threads, and the reaper (started before the
+                // counters, exiting inside the window).
+                Some(v) => assert!(
+                    v == exited || v == exited + 1.0,
+                    "task_exits {v} for {exited} threads: exits counted, or not reported"
+                ),
+                None => {
+                    let reason = exits["unavailable"]["reason"].as_str().unwrap();
+                    assert!(
+                        reason.contains("detaches a thread's inherited counters"),
+                        "{reason}"
+                    );
+                    assert!(
+                        err.contains("task_exits") || err.contains("sched_process_exit"),
+                        "{err}"
+                    );
+                    eprintln!("guest kernel misses inherited exits, reported: {reason}");
+                }
+            }
+            // The other counters still count.
+            assert!(counter(perf, "tasks_created")["value"].as_f64().unwrap() >= exited);
+        },
+    );
+}
+
+#[test]
+fn perf_table_summarises_the_cpus() {
+    with_guest("perf_table_summarises_the_cpus", |g| {
+        assert_eq!(g.status("perf_table"), 0, "{}", g.file("perf_table.err"));
+        let table = g.file("perf_table.out");
+        let head = format!(
+            "perf per CPU (system scope: every task on these CPUs), {} CPUs;",
+            g.cpus
+        );
+        assert!(table.contains(&head), "no '{head}' in:\n{table}");
+        let section: Vec<&str> = table
+            .lines()
+            .skip_while(|l| !l.starts_with("perf per CPU"))
+            .take_while(|l| !l.is_empty())
+            .collect();
+        assert!(
+            section.len() <= 18,
+            "one row per counter, not per CPU:\n{table}"
+        );
+        // The storm's threads were created on CPUs of the guest: the row
+        // counts the CPUs that saw any, out of all N.
+        let row = section
+            .iter()
+            .find(|l| l.trim_start().starts_with("tasks_created "))
+            .unwrap_or_else(|| panic!("no tasks_created row:\n{table}"));
+        assert!(row.contains(&format!("/{} ", g.cpus)), "{row}");
     });
 }
 

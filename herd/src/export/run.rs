@@ -253,7 +253,8 @@ pub fn emit(r: &RunResult, out: &OutputArgs, extra: impl Fn(&RunResult) -> Strin
     } else if out.csv {
         run_csv(r)?
     } else {
-        let mut t = metrics_table(r) + &extra(r);
+        let per_cpu = crate::perf::Report::from_json(&r.perf).and_then(|p| p.per_cpu_table());
+        let mut t = metrics_table(r) + &per_cpu.unwrap_or_default() + &extra(r);
         if r.interrupted {
             t.push_str("(interrupted: figures cover the part that ran)\n");
         }

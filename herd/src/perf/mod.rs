@@ -39,11 +39,24 @@
 //!   (`pid = -1`), so kernel work done for us by other tasks (kworkers,
 //!   RCU callbacks) counts too, and so does everything else running there.
 //!
+//! Per-thread inherited counters miss every thread exit on kernels whose
+//! `do_exit()` detaches them before `sched_process_exit` fires (stable
+//! backports of "perf: Fix sample vs do_exit()", e.g. Debian's 6.1); a
+//! probe at open finds out, and `task_exits` is then reported unavailable
+//! with the reason, never as 0 (see `inherited_exits_counted`).
+//!
 //! Counters are independent (not a perf group): `inherit` and group reads
 //! do not mix on many kernels, and software/tracepoint events never
 //! multiplex anyway. Each counter reports `time_enabled`/`time_running`;
 //! when a hardware counter was multiplexed (running < enabled) its value is
 //! scaled as `perf stat` does and a note says by how much.
+//!
+//! # Per-CPU values
+//! Every counter that is one descriptor per CPU (system scope, and process
+//! scope through the cgroup) keeps each CPU's value, scaled for
+//! multiplexing on its own; the totals are their sums. The table shows a
+//! summary over the CPUs, `--no-aggregate` (`-A`) every CPU; see
+//! [`percpu`].
 //!
 //! # When a counter cannot be opened
 //! The run goes on; the counter is reported unavailable with the reason and
@@ -55,6 +68,7 @@
 pub mod contention;
 pub mod events;
 pub mod kallsyms;
+pub mod percpu;
 pub mod sampler;
 pub mod sys;
 
@@ -91,7 +105,7 @@ pub struct PerfArgs {
     #[arg(long, value_enum, default_value_t = Scope::Process)]
     pub perf_scope: Scope,
     /// Open no perf counters at all.
-    #[arg(long, conflicts_with_all = ["require_perf", "contention"])]
+    #[arg(long, conflicts_with_all = ["require_perf", "contention", "no_aggregate"])]
     pub no_perf: bool,
     /// Fail (exit 1) when any counter cannot be opened, instead of reporting it unavailable.
     #[arg(long)]
@@ -99,6 +113,12 @@ pub struct PerfArgs {
     /// Sample lock:contention_begin/end and report a per-lock contention profile.
     #[arg(long)]
     pub contention: bool,
+    /// Table output: every CPU's counter values, one row per CPU (as `perf
+    /// stat -A`), instead of the per-counter summary over CPUs. The JSON
+    /// always has every CPU (`perf.counters[].per_cpu`).
+    #[arg(short = 'A', long)]
+    #[serde(default)]
+    pub no_aggregate: bool,
 }
 
 /// One event's open file descriptors (one per thread or per CPU).
@@ -106,6 +126,8 @@ pub struct PerfArgs {
 struct Open {
     spec: EventSpec,
     counters: Vec<Counter>,
+    /// The CPU of each counter; empty for per-thread (inherited) counters.
+    cpus: Vec<usize>,
 }
 
 /// Counters opened for one measured phase.
@@ -214,11 +236,11 @@ impl Session {
                         open_all(kernel, args.perf_scope, Target::Cgroup(&cg.file), &online);
                     // A cgroup counter is a per-CPU counter: where those are
                     // not permitted (paranoid 1), inherited ones may still be.
-                    if unavailable.iter().any(|(_, u)| !u.absent) {
-                        s.method_fallback = Some(Unavailable::fixable(
-                            "per-CPU cgroup counters could not be opened".to_string(),
-                            "run as root, or: sudo sysctl kernel.perf_event_paranoid=0",
-                        ));
+                    // A required event the machine has but the cgroup cannot
+                    // count (ENOENT: no perf_event state in the cgroup) falls
+                    // back too, rather than leaving the run without counters.
+                    if let Some(u) = cgroup_failure(&cg.mount, &cg.dir, &unavailable) {
+                        s.method_fallback = Some(u);
                         drop(open);
                         drop(cg);
                     } else {
@@ -244,7 +266,15 @@ impl Session {
         } else if s.cgroup.is_none() {
             s.method = Method::Inherit;
             s.targets = pids.len();
-            let (open, unavailable) = open_all(kernel, args.perf_scope, target, &online);
+            // Before the counters: the probe's own thread must not count.
+            let exits_counted = inherited_exits_counted(kernel);
+            let (mut open, mut unavailable) = open_all(kernel, args.perf_scope, target, &online);
+            if exits_counted == Some(false) {
+                if let Some(i) = open.iter().position(|o| o.spec.metric == EXITS_METRIC) {
+                    let o = open.remove(i);
+                    unavailable.push((o.spec, inherited_exits_missed()));
+                }
+            }
             s.open = open;
             s.unavailable = unavailable;
         }
@@ -334,33 +364,33 @@ impl Session {
         }
         let mut counters = Vec::new();
         for o in &mut self.open {
-            let (mut count, mut enabled, mut running) = (0u64, 0u64, 0u64);
+            let mut samples = Vec::with_capacity(o.counters.len());
             for c in &mut o.counters {
                 let d = c
                     .read_full()
                     .with_context(|| format!("perf: cannot read {}", o.spec.event))?;
-                count += d.count();
-                enabled += d.time_enabled().map_or(0, |t| t.as_nanos() as u64);
-                running += d.time_running().map_or(0, |t| t.as_nanos() as u64);
+                samples.push(percpu::Sample {
+                    count: d.count(),
+                    enabled_ns: d.time_enabled().map_or(0, |t| t.as_nanos() as u64),
+                    running_ns: d.time_running().map_or(0, |t| t.as_nanos() as u64),
+                });
             }
-            // perf stat's scaling: a counter that ran part of the time is
-            // extrapolated to the whole enabled time.
-            let scaled = if running > 0 && running < enabled {
-                count as f64 * enabled as f64 / running as f64
-            } else {
-                count as f64
-            };
+            // perf stat's scaling, per descriptor (per CPU): a counter that
+            // ran part of the time is extrapolated to its enabled time; the
+            // total is the sum, so the per-CPU values add up to it.
+            let a = percpu::aggregate(&samples, &o.cpus, o.spec.scale);
             counters.push(CounterReading {
                 metric: o.spec.metric.into(),
                 event: o.spec.event.into(),
                 unit: o.spec.unit.into(),
-                raw: Some(count),
-                value: Some(scaled / o.spec.scale),
-                time_enabled_ns: enabled,
-                time_running_ns: running,
+                raw: Some(a.raw),
+                value: Some(a.value),
+                time_enabled_ns: a.enabled_ns,
+                time_running_ns: a.running_ns,
                 fds: o.counters.len(),
                 optional: o.spec.optional,
                 unavailable: None,
+                per_cpu: a.per_cpu,
             });
         }
         for (spec, u) in &self.unavailable {
@@ -375,6 +405,7 @@ impl Session {
                 fds: 0,
                 optional: spec.optional,
                 unavailable: Some(u.clone()),
+                per_cpu: Vec::new(),
             });
         }
         // Display order is the catalog's.
@@ -407,6 +438,7 @@ impl Session {
             contention_requested: self.args.contention,
             contention,
             contention_unavailable: self.contention_unavailable.clone(),
+            no_aggregate: self.args.no_aggregate,
         })
     }
 }
@@ -421,7 +453,17 @@ fn open_all(
     let (mut open, mut unavailable) = (Vec::new(), Vec::new());
     for spec in events::catalog(scope) {
         match open_event(kernel, &spec, target, cpus) {
-            Ok(counters) => open.push(Open { spec, counters }),
+            Ok(counters) => {
+                let cpus = match target {
+                    Target::Threads(_) => Vec::new(),
+                    Target::Cgroup(_) | Target::AnyTask => cpus.to_vec(),
+                };
+                open.push(Open {
+                    spec,
+                    counters,
+                    cpus,
+                })
+            }
             Err(u) => unavailable.push((spec, u)),
         }
     }
@@ -474,6 +516,109 @@ fn open_event(
         }
     }
     Ok(counters)
+}
+
+/// The metric counting thread exits (`sched:sched_process_exit`).
+const EXITS_METRIC: &str = "task_exits";
+
+/// Why the cgroup method cannot be used, from the counters that failed on
+/// the cgroup; `None` when every event the machine has was opened.
+fn cgroup_failure(
+    mount: &std::path::Path,
+    dir: &std::path::Path,
+    failed: &[(EventSpec, Unavailable)],
+) -> Option<Unavailable> {
+    let (spec, u) = failed
+        .iter()
+        .find(|(spec, u)| !u.absent || !spec.optional)?;
+    if u.absent {
+        // ENOENT for events that exist (they open on a CPU or a thread):
+        // the cgroup has no perf_event state. Seen on 6.1 with a cgroup v2
+        // hierarchy in which no controller was ever enabled (a bare
+        // initramfs): enabling any one recomputes the root's controller
+        // mask, and new cgroups then get perf_event (an implicit controller).
+        let root = mount.join("cgroup.subtree_control");
+        return Some(Unavailable::fixable(
+            format!(
+                "the kernel has no perf_event state for cgroup {} ({}: {}); seen where no \
+                 cgroup v2 controller was ever enabled",
+                dir.display(),
+                spec.event,
+                u.reason
+            ),
+            format!(
+                "enable any controller once, e.g. `echo +pids > {}`, or use --perf-scope system",
+                root.display()
+            ),
+        ));
+    }
+    Some(Unavailable::fixable(
+        format!(
+            "per-CPU cgroup counters could not be opened ({}: {})",
+            spec.event, u.reason
+        ),
+        "run as root, or: sudo sysctl kernel.perf_event_paranoid=0",
+    ))
+}
+
+/// Whether this kernel counts a thread's `sched:sched_process_exit` on a
+/// counter the thread inherited: `Some(false)` when a probe thread's exit
+/// was not counted, `None` when the probe could not run.
+///
+/// Upstream 4f6fc7821283 ("perf: Fix sample vs do_exit()", 6.16) moved
+/// `perf_event_exit_task()`, which detaches a thread's inherited counters
+/// and folds them into the parent's, ahead of `exit_mm()` in `do_exit()`;
+/// mainline also fires `sched_process_exit` before it (6.18 here counts
+/// every exit), but its stable backports left the tracepoint after
+/// `exit_mm()` (Debian's 6.1.0-57, the guest of scripts/vm-run.sh, behaves
+/// so: found in the guest tests, cause read from the sources), so it fires
+/// when the thread has no counters any more and every inherited
+/// `task_exits` reads 0. Per-CPU counters (a cgroup, or system scope) are
+/// not the thread's own and still count it.
+fn inherited_exits_counted(kernel: &dyn Kernel) -> Option<bool> {
+    let id = kernel.tracepoint_id("sched", "sched_process_exit").ok()?;
+    let mut b = Builder::new(Tracepoint::with_id(id));
+    b.include_kernel()
+        .exclude_user(false)
+        .inherit(true)
+        .any_cpu()
+        .observe_pid(sys::gettid())
+        .enabled(true);
+    let mut counter = kernel.open(&b).ok()?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let probe = std::thread::Builder::new()
+        .name("herd-exit-probe".into())
+        .spawn(move || {
+            let _ = tx.send(sys::gettid());
+        })
+        .ok()?;
+    let tid = rx.recv().ok()?;
+    probe.join().ok()?;
+    // join returns when the kernel clears the thread's tid (in exit_mm), on
+    // older kernels before the tracepoint; /proc/self/task/<tid> goes only
+    // when the thread is released, after its counters were folded back.
+    let task = std::path::PathBuf::from(format!("/proc/self/task/{tid}"));
+    let deadline = Instant::now() + std::time::Duration::from_secs(2);
+    while task.exists() {
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    Some(counter.read().ok()? > 0)
+}
+
+/// The note for `task_exits` where inherited counters miss every exit.
+fn inherited_exits_missed() -> Unavailable {
+    Unavailable::fixable(
+        "this kernel detaches a thread's inherited counters before sched:sched_process_exit \
+         fires (a probe thread's exit counted 0; stable backports of upstream 4f6fc7821283 \
+         \"perf: Fix sample vs do_exit()\"; seen on Debian 6.1.0-57), so inherited per-thread \
+         counters cannot count exits",
+        "let process scope count through a cgroup instead (needs cgroup v2 mounted, e.g. \
+         `mount -t cgroup2 none /sys/fs/cgroup`; see the note on the cgroup method), \
+         or use --perf-scope system",
+    )
 }
 
 /// Reads both contention tracepoints' ids and formats.
@@ -529,6 +674,11 @@ pub struct CounterReading {
     pub optional: bool,
     /// Why the counter could not be opened, and the fix.
     pub unavailable: Option<Unavailable>,
+    /// Every CPU's value, when the counter is one descriptor per CPU
+    /// (system scope, and process scope through a cgroup); empty for
+    /// per-thread inherited counters. The values sum to `value`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per_cpu: Vec<percpu::CpuValue>,
 }
 
 impl CounterReading {
@@ -566,6 +716,9 @@ pub struct Report {
     pub contention: Option<ContentionReport>,
     /// Why the contention profile could not be taken.
     pub contention_unavailable: Option<Unavailable>,
+    /// `--no-aggregate`: the table shows every CPU, not the summary.
+    #[serde(default)]
+    pub no_aggregate: bool,
 }
 
 impl Report {
@@ -711,6 +864,13 @@ impl Report {
         notes
     }
 
+    /// The per-CPU section of the table output: a summary per counter over
+    /// the CPUs (min/median/max, imbalance, busiest CPUs), or every CPU with
+    /// `--no-aggregate`. `None` when there is nothing per CPU to show.
+    pub fn per_cpu_table(&self) -> Option<String> {
+        percpu::section(self)
+    }
+
     /// The `--contention` profile rendered like `perf lock contention`.
     pub fn contention_table(&self) -> Option<String> {
         self.contention.as_ref().map(ContentionReport::render)
@@ -761,6 +921,7 @@ mod tests {
             fds: 1,
             optional: false,
             unavailable: v.is_none().then(|| Unavailable::absent("nope")),
+            per_cpu: Vec::new(),
         }
     }
 
@@ -818,6 +979,54 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(Report::from_json(&r.to_json()), Some(r));
+    }
+
+    #[test]
+    fn cgroup_failures_choose_the_fallback_and_explain_it() {
+        let (mount, dir) = (
+            std::path::Path::new("/sys/fs/cgroup"),
+            std::path::Path::new("/sys/fs/cgroup/herd-perf-7"),
+        );
+        let spec = |metric: &str| {
+            *events::catalog(Scope::Process)
+                .iter()
+                .find(|e| e.metric == metric)
+                .unwrap()
+        };
+        // Absent optional events (no PMU, no futex2) are no reason to fall back.
+        let absent = vec![
+            (spec("cycles"), Unavailable::absent("no PMU")),
+            (spec("sys_futex_wake"), Unavailable::absent("old kernel")),
+        ];
+        assert_eq!(cgroup_failure(mount, dir, &absent), None);
+        // ENOENT for a required event: no perf_event state in the cgroup.
+        let mut enoent = absent.clone();
+        enoent.push((spec("task_exits"), Unavailable::absent("ENOENT")));
+        let u = cgroup_failure(mount, dir, &enoent).unwrap();
+        assert!(
+            u.reason
+                .contains("no perf_event state for cgroup /sys/fs/cgroup/herd-perf-7"),
+            "{u:?}"
+        );
+        assert!(
+            u.reason.contains("sched:sched_process_exit: ENOENT"),
+            "{u:?}"
+        );
+        assert!(
+            u.fix
+                .contains("echo +pids > /sys/fs/cgroup/cgroup.subtree_control"),
+            "{u:?}"
+        );
+        // Permission: the paranoid fix.
+        let denied = vec![(spec("sys_futex"), Unavailable::fixable("EACCES", "root"))];
+        let u = cgroup_failure(mount, dir, &denied).unwrap();
+        assert!(
+            u.reason
+                .contains("could not be opened (syscalls:sys_enter_futex: EACCES)"),
+            "{u:?}"
+        );
+        assert!(u.fix.contains("perf_event_paranoid"), "{u:?}");
+        assert!(!inherited_exits_missed().fix.is_empty());
     }
 
     #[test]

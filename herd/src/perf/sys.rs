@@ -172,6 +172,8 @@ pub struct CgroupScope {
     pub dir: PathBuf,
     /// The directory opened, for `perf_event_open`.
     pub file: std::fs::File,
+    /// Where the cgroup v2 hierarchy is mounted.
+    pub mount: PathBuf,
     original: PathBuf,
 }
 
@@ -227,6 +229,7 @@ impl CgroupScope {
         Ok(CgroupScope {
             dir,
             file,
+            mount,
             original,
         })
     }
