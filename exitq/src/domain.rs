@@ -652,7 +652,14 @@ impl Inner {
             reclaimer_thread: OnceLock::new(),
             shut_down: AtomicBool::new(false),
             stats: Counters::default(),
-            recycle: ArrayQueue::new(64),
+            // Emptied batches kept for reuse: a quarter of the backlog
+            // limit's worth, at most 1024 (6 MiB at the default batch size
+            // of 256). A producer that runs ahead of the reclaimer by up to
+            // that much reuses memory another core just read instead of
+            // faulting in fresh pages (2 producers on this 2-CPU VM:
+            // median 8.9 against 9.7 ns per callback over 8 interleaved
+            // runs, keeping 1024 against 64).
+            recycle: ArrayQueue::new((b.backlog_limit / b.batch_size / 4).clamp(16, 1024)),
             pid: std::process::id(),
         }
     }
