@@ -827,7 +827,13 @@ impl Inner {
         }
         Counters::add(&self.stats.backlog_waits, 1);
         while self.pending.load(Ordering::Relaxed) > self.config.backlog_limit {
-            if self.reclaim_pass() > 0 {
+            // Help with a pass of our own while fewer than `pass_cap`
+            // passes run; otherwise wait for one to finish. Unbounded help
+            // on a small machine makes every producer a reclaimer, all
+            // running callbacks at once on the same data, while the
+            // reclaimer thread (a fair share of a CPU) falls further behind.
+            let busy = lock(&self.passes).active.len() >= self.pass_cap;
+            if !busy && self.reclaim_pass() > 0 {
                 continue;
             }
             let mut passes = lock(&self.passes);

@@ -92,8 +92,8 @@
 //!   stderr naming the thread); the grace period keeps waiting, it is never
 //!   cut short.
 //! * **Bounded memory.** At most `backlog_limit` published callbacks wait:
-//!   a producer past the limit runs a reclaim pass itself, or waits for the
-//!   passes in flight (except inside a read guard or a callback, where
+//!   a producer past the limit runs a reclaim pass itself while fewer than
+//!   half the CPUs' worth of passes run, else waits for one (except inside a read guard or a callback, where
 //!   waiting would deadlock: counted in [`Stats::backlog_overruns`]).
 //! * **No deadlock by misuse.** `synchronize`, `barrier` and friends panic
 //!   with a message instead of deadlocking when called inside a read guard
