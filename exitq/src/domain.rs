@@ -541,6 +541,28 @@ pub(crate) struct Hot {
     /// The epoch word readers copy on entry (`protocol::epoch_word`).
     pub(crate) gp_ctr: AtomicU64,
     pub(crate) fences: Fences,
+    /// A reader word's value outside any section (0) when an outermost
+    /// entry needs only a compiler fence (membarrier mode); in fence mode
+    /// a value the word never holds (nesting `NEST_MASK` is refused). One
+    /// comparison then finds "outermost entry, and the fast kind", and
+    /// everything else takes `enter_slow`.
+    pub(crate) fast_idle: u64,
+}
+
+impl Hot {
+    fn fast_idle(fences: Fences) -> u64 {
+        if fences.membarrier {
+            0
+        } else {
+            u64::MAX
+        }
+    }
+}
+
+/// Nested entry, or fence mode (`Hot::fast_idle`).
+#[inline(always)]
+fn enter_slow(hot: &Hot, r: &Participant) {
+    protocol::reader_enter(&hot.gp_ctr, &r.ctr, hot.fences);
 }
 
 struct GpState {
@@ -621,6 +643,7 @@ impl Inner {
             hot: CachePadded::new(Hot {
                 gp_ctr: AtomicU64::new(protocol::epoch_word(0)),
                 fences,
+                fast_idle: Hot::fast_idle(fences),
             }),
             config: Config {
                 first_check_delay: b.first_check_delay,
@@ -1241,7 +1264,20 @@ impl Domain {
 
     #[inline(always)]
     fn enter(&self, r: &Participant) {
-        protocol::reader_enter(&self.inner.hot.gp_ctr, &r.ctr, self.inner.hot.fences);
+        let hot = &self.inner.hot;
+        // Relaxed: only this thread writes its reader word.
+        if r.ctr.load(Ordering::Relaxed) == hot.fast_idle {
+            // Outermost entry, membarrier mode (see `Hot::fast_idle`).
+            // Acquire: pairs with the leader's Release store of the epoch
+            // (`protocol::start_grace_period`).
+            r.ctr
+                .store(hot.gp_ctr.load(Ordering::Acquire), Ordering::Relaxed);
+            // Orders the store before the section's loads; pairs with the
+            // leader's membarrier (expedite.rs).
+            sync::compiler_fence();
+        } else {
+            enter_slow(hot, r);
+        }
     }
 
     /// Waits for one full grace period: every read section that started
@@ -1367,7 +1403,9 @@ pub struct Reader<'a> {
     /// word, and the fence mode.
     record: &'a Participant,
     gp_ctr: &'a AtomicU64,
-    fences: Fences,
+    /// `Hot::fast_idle`.
+    fast_idle: u64,
+    hot: &'a Hot,
     domain: &'a Domain,
     _not_send: PhantomData<*const ()>,
 }
@@ -1384,7 +1422,8 @@ impl Domain {
         Reader {
             record: self.inner.claim_participant(),
             gp_ctr: &self.inner.hot.gp_ctr,
-            fences: self.inner.hot.fences,
+            fast_idle: self.inner.hot.fast_idle,
+            hot: &self.inner.hot,
             domain: self,
             _not_send: PhantomData,
         }
@@ -1398,7 +1437,19 @@ impl Reader<'_> {
     /// membarrier). Nestable.
     #[inline]
     pub fn read(&self) -> Guard<'_> {
-        protocol::reader_enter(self.gp_ctr, &self.record.ctr, self.fences);
+        let ctr = &self.record.ctr;
+        // Relaxed: only this thread writes its reader word.
+        if ctr.load(Ordering::Relaxed) == self.fast_idle {
+            // Outermost entry, membarrier mode (see `Hot::fast_idle`).
+            // Acquire: pairs with the leader's Release store of the epoch
+            // (`protocol::start_grace_period`).
+            ctr.store(self.gp_ctr.load(Ordering::Acquire), Ordering::Relaxed);
+            // Orders the store before the section's loads; pairs with the
+            // leader's membarrier (expedite.rs).
+            sync::compiler_fence();
+        } else {
+            enter_slow(self.hot, self.record);
+        }
         Guard {
             record: self.record,
             temporary: false,
