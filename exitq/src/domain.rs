@@ -1373,15 +1373,19 @@ impl Drop for Guard<'_> {
 
 /// A reader registered once: a participant record of its own, so
 /// [`Reader::read`] skips the thread-local lookup that [`Domain::read`]
-/// makes (the counterpart of crossbeam-epoch's `LocalHandle`). For hot
-/// loops that enter and leave read sections millions of times.
+/// makes (the counterpart of crossbeam-epoch's `LocalHandle`), and takes
+/// `&mut self`: a reader's sections cannot nest (the borrow checker
+/// refuses a second guard while one lives), so entering is one store of
+/// the epoch into the reader word and leaving is one store of 0, with no
+/// load of the word to track nesting. For hot loops that enter and leave
+/// read sections millions of times; nest with [`Domain::read`] or a second
+/// reader.
 ///
-/// The record is released when the reader drops. Guards of a reader count
-/// as read sections of the thread holding it; one thread may hold several
-/// readers of a domain (each is a separate reader for grace periods).
-/// Not `Send`: its guards' stores are the owner thread's.
+/// The record is released when the reader drops. A reader's guard is a
+/// read section of the thread holding it for grace periods; one thread may
+/// hold several readers. Not `Send`.
 ///
-/// Unlike [`Domain::read`]'s guards, a reader's guards are not seen by the
+/// Unlike [`Domain::read`]'s guards, a reader's guard is not seen by the
 /// deadlock check of [`Domain::synchronize`]: calling `synchronize` (or
 /// `barrier`) while the same thread holds a reader's guard deadlocks.
 ///
@@ -1389,13 +1393,23 @@ impl Drop for Guard<'_> {
 ///
 /// ```
 /// let domain = exitq::Domain::new();
-/// let reader = domain.reader();
+/// let mut reader = domain.reader();
 /// for _ in 0..1000 {
 ///     let _guard = reader.read();
-///     // ... read shared data ...
+///     // ... read shared data; `domain.read()` may nest in here ...
 /// }
 /// drop(reader);
 /// domain.synchronize();
+/// ```
+///
+/// A reader's sections do not nest:
+///
+/// ```compile_fail
+/// let domain = exitq::Domain::new();
+/// let mut reader = domain.reader();
+/// let outer = reader.read();
+/// let inner = reader.read(); // error: `reader` is already borrowed
+/// drop((outer, inner));
 /// ```
 pub struct Reader<'a> {
     /// What `read` touches, copied here so entering a section follows no
@@ -1403,9 +1417,7 @@ pub struct Reader<'a> {
     /// word, and the fence mode.
     record: &'a Participant,
     gp_ctr: &'a AtomicU64,
-    /// `Hot::fast_idle`.
-    fast_idle: u64,
-    hot: &'a Hot,
+    fences: Fences,
     domain: &'a Domain,
     _not_send: PhantomData<*const ()>,
 }
@@ -1422,8 +1434,7 @@ impl Domain {
         Reader {
             record: self.inner.claim_participant(),
             gp_ctr: &self.inner.hot.gp_ctr,
-            fast_idle: self.inner.hot.fast_idle,
-            hot: &self.inner.hot,
+            fences: self.inner.hot.fences,
             domain: self,
             _not_send: PhantomData,
         }
@@ -1431,28 +1442,24 @@ impl Domain {
 }
 
 impl Reader<'_> {
-    /// Enters a read section, as [`Domain::read`] without the lookup of
-    /// the thread's record: one load and one store of the reader word on
-    /// entry and on exit, and a compiler fence (a full fence without
-    /// membarrier). Nestable.
+    /// Enters a read section: stores the current epoch into the reader's
+    /// word, then a compiler fence (a full fence without membarrier). The
+    /// section ends when the guard drops (a store of 0).
     #[inline]
-    pub fn read(&self) -> Guard<'_> {
+    pub fn read(&mut self) -> ReaderGuard<'_> {
         let ctr = &self.record.ctr;
-        // Relaxed: only this thread writes its reader word.
-        if ctr.load(Ordering::Relaxed) == self.fast_idle {
-            // Outermost entry, membarrier mode (see `Hot::fast_idle`).
-            // Acquire: pairs with the leader's Release store of the epoch
-            // (`protocol::start_grace_period`).
-            ctr.store(self.gp_ctr.load(Ordering::Acquire), Ordering::Relaxed);
-            // Orders the store before the section's loads; pairs with the
-            // leader's membarrier (expedite.rs).
-            sync::compiler_fence();
-        } else {
-            enter_slow(self.hot, self.record);
-        }
-        Guard {
-            record: self.record,
-            temporary: false,
+        // The word is 0 here: the previous guard (which borrowed `self`
+        // mutably) stored 0 when it dropped, or `mem::forget`ed it and
+        // this overwrite ends that section (as a thread exit would).
+        // Acquire: pairs with the leader's Release store of the epoch
+        // (`protocol::start_grace_period`); the store is the same as
+        // `protocol::reader_enter`'s outermost entry (nesting 1).
+        ctr.store(self.gp_ctr.load(Ordering::Acquire), Ordering::Relaxed);
+        // Orders the store before the section's loads (pairs with the
+        // leader's membarrier, or its fence in fallback mode).
+        self.fences.light();
+        ReaderGuard {
+            ctr,
             _not_send: PhantomData,
         }
     }
@@ -1463,21 +1470,43 @@ impl Reader<'_> {
     }
 }
 
+/// A read section of a [`Reader`]; ends when dropped.
+#[must_use = "the read section ends when the guard is dropped"]
+pub struct ReaderGuard<'r> {
+    ctr: &'r AtomicU64,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl Drop for ReaderGuard<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        // Release: the section's accesses happen-before a grace period
+        // leader's Acquire load that sees 0 (`holds_grace_period`), as
+        // `protocol::reader_exit`.
+        self.ctr.store(0, Ordering::Release);
+    }
+}
+
+impl fmt::Debug for ReaderGuard<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReaderGuard").finish_non_exhaustive()
+    }
+}
+
 impl fmt::Debug for Reader<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Reader")
             .field("domain", &self.record.domain_id)
-            .field("nesting", &self.record.nesting())
+            .field("reading", &(self.record.nesting() > 0))
             .finish()
     }
 }
 
 impl Drop for Reader<'_> {
     fn drop(&mut self) {
-        // Guards borrow the reader, so none is left (a leaked one would
-        // stall grace periods forever: end it, as a thread exit does).
-        // Release: the sections' accesses happen-before a grace period
-        // that sees 0 (as a guard's exit).
+        // Guards borrow the reader mutably, so none is left (a forgotten
+        // one would stall grace periods forever: end it, as a thread exit
+        // does). Release: as a guard's exit.
         self.record.ctr.store(0, Ordering::Release);
         release_temporary(self.record);
     }

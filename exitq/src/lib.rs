@@ -198,5 +198,7 @@ pub mod model {
     }
 }
 
-pub use domain::{Builder, Domain, Guard, Reader, Reclaimer, Stall, StallHandler, Stats};
+pub use domain::{
+    Builder, Domain, Guard, Reader, ReaderGuard, Reclaimer, Stall, StallHandler, Stats,
+};
 pub use expedite::{membarrier_available, Expedite};

@@ -555,8 +555,9 @@ fn a_thread_outliving_many_domains_never_mixes_their_records() {
     worker.join().unwrap();
 }
 
-/// A registered `Reader`'s guards (outer and nested) hold grace periods
-/// like `Domain::read`'s, and its record is released and reused after it
+/// A registered `Reader`'s guard holds grace periods like
+/// `Domain::read`'s (also with a domain guard nested in it), a forgotten
+/// one ends with its reader, and the record is reused after the reader
 /// drops.
 #[test]
 fn a_registered_readers_guards_hold_grace_periods() {
@@ -568,17 +569,20 @@ fn a_registered_readers_guards_hold_grace_periods() {
             let (d, inside, left, release) =
                 (d.clone(), inside.clone(), left.clone(), release.clone());
             thread::spawn(move || {
-                let reader = d.reader();
-                let outer = reader.read();
-                let inner = reader.read();
-                // Out of order: the section stays open until both are gone.
-                drop(outer);
+                let mut reader = d.reader();
+                let section = reader.read();
+                // A domain guard nested inside, dropped first: the
+                // reader's section still holds the grace period.
+                let nested = d.read();
+                drop(nested);
                 inside.store(true, Ordering::SeqCst);
                 while !release.load(Ordering::SeqCst) {
                     thread::sleep(Duration::from_millis(1));
                 }
                 left.store(true, Ordering::SeqCst);
-                drop(inner);
+                drop(section);
+                // A forgotten guard's section ends when its reader drops.
+                std::mem::forget(reader.read());
             })
         };
         while !inside.load(Ordering::SeqCst) {
@@ -601,7 +605,7 @@ fn a_registered_readers_guards_hold_grace_periods() {
         // The holder's reader record was released: a new reader reuses it.
         let before = d.stats().participants;
         for _ in 0..10 {
-            let reader = d.reader();
+            let mut reader = d.reader();
             drop(reader.read());
         }
         assert_eq!(d.stats().participants, before, "{name}: records reused");

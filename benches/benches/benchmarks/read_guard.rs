@@ -43,9 +43,9 @@ fn read_guard(c: &mut Criterion) {
         })
     });
     group.bench_function("exitq-reader", |b| {
-        let reader = membarrier.reader();
+        let mut reader = membarrier.reader();
         b.iter(|| {
-            drop(black_box(&reader).read());
+            drop(black_box(&mut reader).read());
         })
     });
     group.bench_function("exitq-nested", |b| {
