@@ -829,9 +829,8 @@ impl Inner {
         while self.pending.load(Ordering::Relaxed) > self.config.backlog_limit {
             // Help with a pass of our own while fewer than `pass_cap`
             // passes run; otherwise wait for one to finish. Unbounded help
-            // on a small machine makes every producer a reclaimer, all
-            // running callbacks at once on the same data, while the
-            // reclaimer thread (a fair share of a CPU) falls further behind.
+            // makes every producer a reclaimer, all running callbacks at
+            // once on the same data.
             let busy = lock(&self.passes).active.len() >= self.pass_cap;
             if !busy && self.reclaim_pass() > 0 {
                 continue;

@@ -276,8 +276,8 @@ impl Builder {
 
     /// Most published callbacks allowed to wait for reclamation (default
     /// 2^20). A thread that publishes past it helps reclaim (while fewer
-    /// reclaim passes than half the CPUs run), or waits until the backlog
-    /// is below the limit again. (Inside a read guard or a
+    /// reclaim passes than half the CPUs, at least 2, run), or waits until
+    /// the backlog is below the limit again. (Inside a read guard or a
     /// callback waiting would deadlock: the overrun is counted instead.)
     pub fn backlog_limit(mut self, n: usize) -> Self {
         self.backlog_limit = n.max(1);
@@ -627,7 +627,10 @@ pub(crate) struct Inner {
     /// Emptied batch nodes, reused by `defer`.
     pub(crate) recycle: ArrayQueue<Box<Node<Work>>>,
     /// Reclaim passes that may run at once before producers over the
-    /// backlog limit wait instead of helping: half the CPUs, at least 1.
+    /// backlog limit wait instead of helping: half the CPUs, at least 2 (with
+    /// 1, a producer on a 2-CPU machine only waited while the reclaimer,
+    /// cache-cold on a large backlog, ran alone: a slow state that kept
+    /// itself going).
     pub(crate) pass_cap: usize,
     /// The process that built the domain (fork detection).
     pid: u32,
@@ -687,7 +690,7 @@ impl Inner {
             // median 8.9 against 9.7 ns per callback over 8 interleaved
             // runs, keeping 1024 against 64).
             recycle: ArrayQueue::new((b.backlog_limit / b.batch_size / 4).clamp(16, 1024)),
-            pass_cap: thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1)),
+            pass_cap: thread::available_parallelism().map_or(2, |n| (n.get() / 2).max(2)),
             pid: std::process::id(),
         }
     }

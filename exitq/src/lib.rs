@@ -94,7 +94,7 @@
 //!   cut short.
 //! * **Bounded memory.** At most `backlog_limit` published callbacks wait:
 //!   a producer past the limit runs a reclaim pass itself while fewer
-//!   passes than half the CPUs run, else waits for one (except inside a
+//!   passes than half the CPUs (at least 2) run, else waits for one (except inside a
 //!   read guard or a callback, where waiting would deadlock: counted in
 //!   [`Stats::backlog_overruns`]).
 //! * **No deadlock by misuse.** `synchronize`, `barrier` and friends panic
