@@ -158,42 +158,55 @@ fn a_panicking_callback_is_counted_and_the_rest_still_run() {
     }
 }
 
-#[test]
-fn synchronize_waits_for_a_reader_that_started_before() {
-    for (name, d) in domains() {
-        let inside = Arc::new(AtomicBool::new(false));
-        let left = Arc::new(AtomicBool::new(false));
-        let release = Arc::new(AtomicBool::new(false));
-        let reader = {
-            let (d, inside, left, release) =
-                (d.clone(), inside.clone(), left.clone(), release.clone());
-            thread::spawn(move || {
-                let g = d.read();
+/// A thread holds a read section (entered by `hold`, which calls
+/// `wait_inside` while inside and leaves after it returns); `synchronize`
+/// on this thread must not return before the holder has left.
+fn synchronize_waits_for_holder(
+    name: &str,
+    d: &Domain,
+    hold: impl FnOnce(Domain, &dyn Fn()) + Send + 'static,
+) {
+    let inside = Arc::new(AtomicBool::new(false));
+    let left = Arc::new(AtomicBool::new(false));
+    let release = Arc::new(AtomicBool::new(false));
+    let holder = {
+        let (d, inside, left, release) = (d.clone(), inside.clone(), left.clone(), release.clone());
+        thread::spawn(move || {
+            hold(d, &|| {
                 inside.store(true, Ordering::SeqCst);
                 while !release.load(Ordering::SeqCst) {
                     thread::sleep(Duration::from_millis(1));
                 }
                 left.store(true, Ordering::SeqCst);
-                drop(g);
             })
-        };
-        while !inside.load(Ordering::SeqCst) {
-            thread::yield_now();
-        }
-        let releaser = {
-            let release = release.clone();
-            thread::spawn(move || {
-                thread::sleep(Duration::from_millis(30));
-                release.store(true, Ordering::SeqCst);
-            })
-        };
-        d.synchronize();
-        assert!(
-            left.load(Ordering::SeqCst),
-            "{name}: synchronize returned while a prior reader was inside"
-        );
-        reader.join().unwrap();
-        releaser.join().unwrap();
+        })
+    };
+    while !inside.load(Ordering::SeqCst) {
+        thread::yield_now();
+    }
+    let releaser = {
+        let release = release.clone();
+        thread::spawn(move || {
+            thread::sleep(Duration::from_millis(30));
+            release.store(true, Ordering::SeqCst);
+        })
+    };
+    d.synchronize();
+    assert!(
+        left.load(Ordering::SeqCst),
+        "{name}: synchronize returned while a prior reader was inside"
+    );
+    holder.join().unwrap();
+    releaser.join().unwrap();
+}
+
+#[test]
+fn synchronize_waits_for_a_reader_that_started_before() {
+    for (name, d) in domains() {
+        synchronize_waits_for_holder(name, &d, |d, wait_inside| {
+            let _guard = d.read();
+            wait_inside();
+        });
     }
 }
 
@@ -562,46 +575,17 @@ fn a_thread_outliving_many_domains_never_mixes_their_records() {
 #[test]
 fn a_registered_readers_guards_hold_grace_periods() {
     for (name, d) in domains() {
-        let inside = Arc::new(AtomicBool::new(false));
-        let left = Arc::new(AtomicBool::new(false));
-        let release = Arc::new(AtomicBool::new(false));
-        let holder = {
-            let (d, inside, left, release) =
-                (d.clone(), inside.clone(), left.clone(), release.clone());
-            thread::spawn(move || {
-                let mut reader = d.reader();
-                let section = reader.read();
-                // A domain guard nested inside, dropped first: the
-                // reader's section still holds the grace period.
-                let nested = d.read();
-                drop(nested);
-                inside.store(true, Ordering::SeqCst);
-                while !release.load(Ordering::SeqCst) {
-                    thread::sleep(Duration::from_millis(1));
-                }
-                left.store(true, Ordering::SeqCst);
-                drop(section);
-                // A forgotten guard's section ends when its reader drops.
-                std::mem::forget(reader.read());
-            })
-        };
-        while !inside.load(Ordering::SeqCst) {
-            thread::yield_now();
-        }
-        let releaser = {
-            let release = release.clone();
-            thread::spawn(move || {
-                thread::sleep(Duration::from_millis(30));
-                release.store(true, Ordering::SeqCst);
-            })
-        };
-        d.synchronize();
-        assert!(
-            left.load(Ordering::SeqCst),
-            "{name}: synchronize returned while a Reader's guard was held"
-        );
-        holder.join().unwrap();
-        releaser.join().unwrap();
+        synchronize_waits_for_holder(name, &d, |d, wait_inside| {
+            let mut reader = d.reader();
+            let section = reader.read();
+            // A domain guard nested inside, dropped first: the reader's
+            // section still holds the grace period.
+            drop(d.read());
+            wait_inside();
+            drop(section);
+            // A forgotten guard's section ends when its reader drops.
+            std::mem::forget(reader.read());
+        });
         // The holder's reader record was released: a new reader reuses it.
         let before = d.stats().participants;
         for _ in 0..10 {
