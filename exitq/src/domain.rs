@@ -256,10 +256,12 @@ impl Builder {
         self
     }
 
-    /// Callbacks per thread-local batch (default 256, at least 1). A full
-    /// batch is published with one compare-and-swap.
+    /// Callbacks per thread-local batch (default 256, clamped to 1..=65536:
+    /// each batch's memory is three words per callback, so a larger batch
+    /// only costs memory). A full batch is published with one
+    /// compare-and-swap.
     pub fn batch_size(mut self, n: usize) -> Self {
-        self.batch_size = n.max(1);
+        self.batch_size = n.clamp(1, MAX_BATCH_SIZE);
         self
     }
 
@@ -584,6 +586,9 @@ pub(crate) struct Passes {
     /// the backlog limit): a pass ending with none skips the futex wake.
     pub(crate) waiters: usize,
 }
+
+/// Upper bound of [`Builder::batch_size`].
+const MAX_BATCH_SIZE: usize = 1 << 16;
 
 pub(crate) struct Config {
     pub(crate) first_check_delay: Duration,

@@ -596,3 +596,25 @@ fn a_registered_readers_guards_hold_grace_periods() {
         d.synchronize();
     }
 }
+
+/// An absurd batch size is clamped (65536), not an allocation of
+/// terabytes at the first `defer`.
+#[test]
+fn a_huge_batch_size_is_clamped() {
+    // A long flush latency: no partial batch is taken by the reclaimer.
+    let d = Domain::builder()
+        .batch_size(usize::MAX / 2)
+        .flush_latency(Duration::from_secs(600))
+        .build();
+    let ran = Arc::new(AtomicUsize::new(0));
+    for _ in 0..70_000 {
+        let ran = ran.clone();
+        d.defer(move || {
+            ran.fetch_add(1, Ordering::Relaxed);
+        });
+    }
+    d.barrier();
+    assert_eq!(ran.load(Ordering::Relaxed), 70_000);
+    // One full batch of 65536, and the rest published by the barrier.
+    assert_eq!(d.stats().batches, 2);
+}
