@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use exitq::{Domain, Reclaimer};
 
+mod pthread_util;
+
 #[test]
 fn exit_hooks_run_after_the_thread_exits_in_reverse_order() {
     for reclaimer in [Reclaimer::Thread, Reclaimer::Inline] {
@@ -194,26 +196,7 @@ fn exit_hooks_run_for_cancelled_pthreads() {
             hooks: 2,
             registered: registered.clone(),
         });
-        let mut tid: libc::pthread_t = 0;
-        // SAFETY: valid out-pointer, default attributes, a start routine
-        // that takes ownership of `arg`.
-        let rc = unsafe {
-            libc::pthread_create(
-                &mut tid,
-                std::ptr::null(),
-                std::mem::transmute::<
-                    extern "C-unwind" fn(*mut c_void) -> *mut c_void,
-                    extern "C" fn(*mut c_void) -> *mut c_void,
-                >(cancellable_thread),
-                Box::into_raw(start).cast(),
-            )
-        };
-        assert_eq!(
-            rc,
-            0,
-            "pthread_create: {}",
-            std::io::Error::from_raw_os_error(rc)
-        );
+        let tid = pthread_util::spawn(cancellable_thread, start);
         tids.push(tid);
     }
     while registered.load(Ordering::Acquire) < THREADS {

@@ -13,6 +13,8 @@ use std::sync::Arc;
 
 use exitq::{Domain, Reclaimer};
 
+mod pthread_util;
+
 struct Counting;
 
 thread_local! {
@@ -106,20 +108,7 @@ fn run(cancel: bool) -> (usize, usize) {
         cancel,
         ready: ready.clone(),
     });
-    let mut tid: libc::pthread_t = 0;
-    // SAFETY: valid out-pointer, default attributes, the routine owns `arg`.
-    let rc = unsafe {
-        libc::pthread_create(
-            &mut tid,
-            std::ptr::null(),
-            std::mem::transmute::<
-                extern "C-unwind" fn(*mut c_void) -> *mut c_void,
-                extern "C" fn(*mut c_void) -> *mut c_void,
-            >(thread_main),
-            Box::into_raw(start).cast(),
-        )
-    };
-    assert_eq!(rc, 0);
+    let tid = pthread_util::spawn(thread_main, start);
     while ready.load(Ordering::Acquire) == 0 {
         std::thread::yield_now();
     }

@@ -46,6 +46,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use exitq::{Domain, Reclaimer};
+
+mod pthread_util;
 use perf_event::events::Tracepoint;
 use perf_event::{Builder, Counter};
 
@@ -588,28 +590,7 @@ fn spawn(exit: Exit, job: Job) -> Handle {
                 .expect("spawn a test thread"),
         ),
         Exit::Cancel | Exit::CancelRaced => {
-            let mut tid: libc::pthread_t = 0;
-            // SAFETY: valid out-pointer, default attributes; the start
-            // routine takes ownership of the leaked Box. The transmute only
-            // changes the ABI name: glibc unwinds through the routine on
-            // cancellation, which `C-unwind` permits.
-            let rc = unsafe {
-                libc::pthread_create(
-                    &mut tid,
-                    std::ptr::null(),
-                    std::mem::transmute::<
-                        extern "C-unwind" fn(*mut c_void) -> *mut c_void,
-                        extern "C" fn(*mut c_void) -> *mut c_void,
-                    >(cancelled_main),
-                    Box::into_raw(Box::new(job)).cast(),
-                )
-            };
-            assert_eq!(
-                rc,
-                0,
-                "pthread_create: {}",
-                io::Error::from_raw_os_error(rc)
-            );
+            let tid = pthread_util::spawn(cancelled_main, Box::new(job));
             Handle::Pthread(tid)
         }
     }
