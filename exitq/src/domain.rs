@@ -547,7 +547,7 @@ pub(crate) struct Hot {
     /// entry needs only a compiler fence (membarrier mode); in fence mode
     /// a value the word never holds (nesting `NEST_MASK` is refused). One
     /// comparison then finds "outermost entry, and the fast kind", and
-    /// everything else takes `enter_slow`.
+    /// everything else takes `protocol::reader_enter`.
     pub(crate) fast_idle: u64,
 }
 
@@ -559,12 +559,6 @@ impl Hot {
             u64::MAX
         }
     }
-}
-
-/// Nested entry, or fence mode (`Hot::fast_idle`).
-#[inline(always)]
-fn enter_slow(hot: &Hot, r: &Participant) {
-    protocol::reader_enter(&hot.gp_ctr, &r.ctr, hot.fences);
 }
 
 struct GpState {
@@ -1284,7 +1278,8 @@ impl Domain {
             // leader's membarrier (expedite.rs).
             sync::compiler_fence();
         } else {
-            enter_slow(hot, r);
+            // Nested entry, or fence mode.
+            protocol::reader_enter(&hot.gp_ctr, &r.ctr, hot.fences);
         }
     }
 
@@ -1374,7 +1369,7 @@ impl Drop for Guard<'_> {
     fn drop(&mut self) {
         let r = self.record;
         if protocol::reader_exit(&r.ctr) && self.temporary {
-            release_temporary(r);
+            release_record(r);
         }
     }
 }
@@ -1516,14 +1511,14 @@ impl Drop for Reader<'_> {
         // one would stall grace periods forever: end it, as a thread exit
         // does). Release: as a guard's exit.
         self.record.ctr.store(0, Ordering::Release);
-        release_temporary(self.record);
+        release_record(self.record);
     }
 }
 
 /// Hands back a record borrowed for one guard (see `read_slow`) or held by
 /// a [`Reader`].
 #[cold]
-fn release_temporary(r: &Participant) {
+fn release_record(r: &Participant) {
     // Release: hands the record back (pairs with the claim's Acquire CAS).
     r.state.store(FREE, Ordering::Release);
 }
@@ -1651,9 +1646,15 @@ pub(crate) mod protocol {
     /// Owner side: wait until the stealer is done.
     #[cold]
     pub fn wait_for_stealer(steal: &AtomicBool) {
-        let backoff = crossbeam_utils::Backoff::new();
         // Acquire: pairs with `stealer_done`'s Release.
-        while steal.load(Ordering::Acquire) {
+        wait_while_set(steal);
+    }
+
+    /// Spins, then yields, while `flag` is set; each load is Acquire (the
+    /// callers say what it pairs with).
+    fn wait_while_set(flag: &AtomicBool) {
+        let backoff = crossbeam_utils::Backoff::new();
+        while flag.load(Ordering::Acquire) {
             if backoff.is_completed() {
                 crate::sync::yield_now();
             } else {
@@ -1674,16 +1675,9 @@ pub(crate) mod protocol {
     /// Stealer side, after the heavy barrier: wait until the owner is out.
     #[inline]
     pub fn stealer_wait(busy: &AtomicBool) {
-        let backoff = crossbeam_utils::Backoff::new();
         // Acquire: pairs with `owner_end`'s Release: the owner's batch
         // writes are visible to us.
-        while busy.load(Ordering::Acquire) {
-            if backoff.is_completed() {
-                crate::sync::yield_now();
-            } else {
-                backoff.snooze();
-            }
-        }
+        wait_while_set(busy);
     }
 
     /// Stealer side: done with the batch.

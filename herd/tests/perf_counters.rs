@@ -5,24 +5,12 @@
 //! test prints `SKIPPED: <why>` (CI on this machine runs as root and
 //! mounts tracefs, so there they run).
 
+mod common;
+
 use std::sync::{Arc, Barrier, Condvar, Mutex};
 
 use herd::perf::sys::{Kernel, RealKernel};
 use herd::perf::{Method, PerfArgs, Report, Scope, Session};
-
-fn skip_reason() -> Option<String> {
-    let k = RealKernel;
-    if k.tracefs().is_none() {
-        return Some("tracefs is not mounted (mount -t tracefs nodev /sys/kernel/tracing)".into());
-    }
-    if !k.is_root() && !matches!(k.paranoid(), Some(p) if p <= 1) {
-        return Some(format!(
-            "not root and kernel.perf_event_paranoid={:?} (needs <= 1)",
-            k.paranoid()
-        ));
-    }
-    None
-}
 
 /// `waves` waves of `per_wave` threads that meet at a barrier, hand a
 /// token around a mutex + condvar (futex wait/wake), then exit and are joined.
@@ -59,7 +47,7 @@ fn futex_storm(waves: usize, per_wave: usize) -> u64 {
 /// harness thread exit, or be spawned) while one measures.
 #[test]
 fn real_kernel_counters() {
-    if let Some(why) = skip_reason() {
+    if let Some(why) = common::perf_skip_reason() {
         eprintln!("SKIPPED: {why}");
         return;
     }

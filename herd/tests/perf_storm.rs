@@ -6,25 +6,13 @@
 //! The real-kernel parts need root (or perf_event_paranoid <= 1) and
 //! tracefs; otherwise they print `SKIPPED: <why>`.
 
+mod common;
+
 use assert_cmd::Command;
 use herd::perf::sys::{Kernel, RealKernel};
 use serde_json::Value;
 
 const SMALL: &[&str] = &["--waves", "20", "--per-wave", "20", "--sleep-ms", "5"];
-
-fn skip_reason() -> Option<String> {
-    let k = RealKernel;
-    if k.tracefs().is_none() {
-        return Some("tracefs is not mounted (mount -t tracefs nodev /sys/kernel/tracing)".into());
-    }
-    if !k.is_root() && !matches!(k.paranoid(), Some(p) if p <= 1) {
-        return Some(format!(
-            "not root and kernel.perf_event_paranoid={:?}",
-            k.paranoid()
-        ));
-    }
-    None
-}
 
 fn storm(args: &[&str]) -> (Value, String) {
     let out = Command::cargo_bin("herd")
@@ -57,7 +45,7 @@ fn metric(r: &Value, name: &str) -> Option<f64> {
 
 #[test]
 fn storm_reports_counters_and_exits_match_threads() {
-    if let Some(why) = skip_reason() {
+    if let Some(why) = common::perf_skip_reason() {
         eprintln!("SKIPPED: {why}");
         return;
     }
@@ -99,7 +87,7 @@ fn storm_reports_counters_and_exits_match_threads() {
 
 #[test]
 fn storm_contention_profile_and_text_and_csv_output() {
-    if let Some(why) = skip_reason() {
+    if let Some(why) = common::perf_skip_reason() {
         eprintln!("SKIPPED: {why}");
         return;
     }
@@ -213,7 +201,7 @@ fn online() -> Vec<u64> {
 
 #[test]
 fn system_scope_reports_every_online_cpu_and_they_sum_to_the_total() {
-    if let Some(why) = skip_reason() {
+    if let Some(why) = common::perf_skip_reason() {
         eprintln!("SKIPPED: {why}");
         return;
     }
@@ -240,7 +228,7 @@ fn system_scope_reports_every_online_cpu_and_they_sum_to_the_total() {
 
 #[test]
 fn process_scope_through_the_cgroup_reports_per_cpu_too() {
-    if let Some(why) = skip_reason() {
+    if let Some(why) = common::perf_skip_reason() {
         eprintln!("SKIPPED: {why}");
         return;
     }
@@ -265,7 +253,7 @@ fn process_scope_through_the_cgroup_reports_per_cpu_too() {
 /// The table's per-CPU section: a summary by default, every CPU with -A.
 #[test]
 fn per_cpu_table_summary_and_no_aggregate() {
-    if let Some(why) = skip_reason() {
+    if let Some(why) = common::perf_skip_reason() {
         eprintln!("SKIPPED: {why}");
         return;
     }

@@ -173,3 +173,21 @@ pub fn exits_2_naming(subcommand: &str, args: &[&str], flag: &str) -> String {
     );
     err
 }
+
+/// Why the real-kernel perf tests cannot run here (no tracefs, or neither
+/// root nor `perf_event_paranoid <= 1`), or `None` when they can; callers
+/// print `SKIPPED: <why>`.
+pub fn perf_skip_reason() -> Option<String> {
+    use herd::perf::sys::{Kernel, RealKernel};
+    let k = RealKernel;
+    if k.tracefs().is_none() {
+        return Some("tracefs is not mounted (mount -t tracefs nodev /sys/kernel/tracing)".into());
+    }
+    if !k.is_root() && !matches!(k.paranoid(), Some(p) if p <= 1) {
+        return Some(format!(
+            "not root and kernel.perf_event_paranoid={:?} (needs <= 1)",
+            k.paranoid()
+        ));
+    }
+    None
+}
