@@ -687,7 +687,7 @@ impl Inner {
             // that much reuses memory another core just read instead of
             // faulting in fresh pages (2 producers on this 2-CPU VM:
             // median 8.9 against 9.7 ns per callback over 8 interleaved
-            // runs, keeping 1024 against 64).
+            // runs, keeping 1024 against 64; benches/examples/defer_cpu.rs).
             recycle: ArrayQueue::new((b.backlog_limit / b.batch_size / 4).clamp(16, 1024)),
             pass_cap: thread::available_parallelism().map_or(2, |n| (n.get() / 2).max(2)),
             pid: std::process::id(),
