@@ -36,6 +36,7 @@
 //! any reader of that domain exists, so a reader can never run the light
 //! fast path against a writer that skips the membarrier.
 use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 use crate::sync;
@@ -58,6 +59,10 @@ const MEMBARRIER_CMD_PRIVATE_EXPEDITED: libc::c_int = 1 << 3;
 const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_int = 1 << 4;
 
 fn membarrier(cmd: libc::c_int) -> io::Result<libc::c_long> {
+    #[cfg(test)]
+    if cmd == MEMBARRIER_CMD_PRIVATE_EXPEDITED && tests::inject_failure() {
+        return Err(io::Error::from_raw_os_error(libc::ENOMEM));
+    }
     // SAFETY: membarrier takes (cmd, flags, cpu_id) by value and touches no
     // user memory; any failure is reported through errno.
     let ret = unsafe {
@@ -141,16 +146,146 @@ impl Fences {
     }
 
     /// The writer-side (heavy) barrier: after it returns, every reader has
-    /// passed a full barrier (see the module docs).
+    /// passed a full barrier (see the module docs). Never fails: a
+    /// membarrier error is retried, then replaced (see `heavy_membarrier`).
     pub(crate) fn heavy(self) {
         if self.membarrier && !cfg!(exitq_loom) {
-            // A failure here after a successful registration would be a
-            // kernel bug; fall through to the fence so we stay correct for
-            // our own thread and report loudly.
-            if let Err(e) = membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) {
-                panic!("exitq: membarrier(PRIVATE_EXPEDITED) failed after registration: {e}");
-            }
+            heavy_membarrier();
         }
         sync::full_fence();
+    }
+}
+
+/// membarrier(2) calls that failed after a successful registration, in this
+/// process (reported in every domain's `Stats::membarrier_failures`).
+static FAILURES: AtomicU64 = AtomicU64::new(0);
+
+/// The process's membarrier failures so far.
+pub(crate) fn failures() -> u64 {
+    // Relaxed: a statistic.
+    FAILURES.load(Ordering::Relaxed)
+}
+
+/// `MEMBARRIER_CMD_PRIVATE_EXPEDITED`, which must not fail once registered.
+///
+/// The kernel can still refuse it (ENOMEM when it cannot allocate its CPU
+/// mask; a seccomp filter installed after registration). Readers in
+/// membarrier mode rely on it, so giving up is not an option, and
+/// panicking would leave the grace period half started. Instead: report
+/// the first failure on stderr, count every one, retry three times, and
+/// then force the barrier another way: on x86_64 by a TLB shootdown
+/// (dirtying a private page and revoking its access makes the kernel
+/// interrupt every CPU running a thread of the process, and an interrupt
+/// is a full barrier: the fallback .NET's `FlushProcessWriteBuffers` uses),
+/// elsewhere (where TLB invalidation is broadcast without interrupts) by
+/// retrying membarrier until it succeeds.
+fn heavy_membarrier() {
+    let mut failed = 0u32;
+    loop {
+        match membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) {
+            Ok(_) => return,
+            Err(e) => {
+                // Relaxed: a statistic.
+                if FAILURES.fetch_add(1, Ordering::Relaxed) == 0 {
+                    eprintln!(
+                        "exitq: membarrier(PRIVATE_EXPEDITED) failed after registration ({e}); \
+                         retrying, then falling back to a TLB-shootdown barrier"
+                    );
+                }
+                failed += 1;
+                if failed >= 3 && shootdown_barrier() {
+                    return;
+                }
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
+/// A heavy barrier by TLB shootdown (x86_64 only; false elsewhere or if the
+/// page cannot be set up).
+fn shootdown_barrier() -> bool {
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    {
+        use std::sync::Mutex;
+        static PAGE: Mutex<usize> = Mutex::new(0);
+        let mut page = PAGE.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: sysconf has no preconditions.
+        let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
+        if *page == 0 {
+            // SAFETY: a fresh anonymous private mapping; checked below.
+            let p = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    size,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                )
+            };
+            if p == libc::MAP_FAILED {
+                return false;
+            }
+            *page = p as usize;
+        }
+        let p = *page as *mut libc::c_void;
+        // SAFETY: `p` is our page of `size` bytes, mapped above and never
+        // unmapped; only this function (under `PAGE`) touches it.
+        unsafe {
+            if libc::mprotect(p, size, libc::PROT_READ | libc::PROT_WRITE) != 0 {
+                return false;
+            }
+            // Dirty it, so the kernel cannot skip the flush.
+            std::ptr::write_volatile(
+                p.cast::<u64>(),
+                std::ptr::read_volatile(p.cast::<u64>()) + 1,
+            );
+            libc::mprotect(p, size, libc::PROT_NONE) == 0
+        }
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(miri))))]
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    thread_local! {
+        static FAIL_NEXT: Cell<u32> = const { Cell::new(0) };
+    }
+
+    /// Whether the next PRIVATE_EXPEDITED call on this thread is to fail.
+    pub(super) fn inject_failure() -> bool {
+        let n = FAIL_NEXT.get();
+        FAIL_NEXT.set(n.saturating_sub(1));
+        n > 0
+    }
+
+    /// A membarrier that fails after registration neither panics nor
+    /// returns without a barrier: it is counted, retried, and then (after
+    /// three failures) replaced by the TLB-shootdown barrier.
+    #[test]
+    fn a_failing_membarrier_is_retried_then_replaced() {
+        if cfg!(miri) || membarrier_registration().is_err() {
+            eprintln!("SKIPPED: membarrier PRIVATE_EXPEDITED is not available here");
+            return;
+        }
+        let fences = Fences { membarrier: true };
+        let before = failures();
+        FAIL_NEXT.set(2);
+        fences.heavy();
+        assert_eq!(failures() - before, 2, "two failures, then success");
+        FAIL_NEXT.set(50);
+        fences.heavy();
+        assert_eq!(
+            FAIL_NEXT.get(),
+            47,
+            "three tries, then the shootdown barrier"
+        );
+        assert_eq!(failures() - before, 5);
+        assert!(shootdown_barrier(), "the fallback barrier works here");
     }
 }

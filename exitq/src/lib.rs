@@ -134,71 +134,105 @@
 //! period scans the records that exist. The reclaimer is one thread per
 //! domain.
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+compile_error!(
+    "exitq supports Linux with glibc only: it uses membarrier(2), gettid(2), \
+     tgkill(2), pthread_setcancelstate and glibc's thread-exit destructor order"
+);
 
-mod defer;
+mod batch;
+mod cancel;
+mod config;
 mod domain;
 pub mod exit;
 pub mod expedite;
+mod fork;
+mod grace;
+mod handshake;
+mod inner;
 pub mod llist;
+mod local;
 pub mod pool;
+mod reclaim;
+mod reclaimer;
+mod record;
+mod run;
 pub mod stacks;
+mod stats;
 mod sync;
+mod thread;
 
 /// Entry points for the loom models in `tests/loom.rs` (only built with
-/// `--cfg exitq_loom`): the protocol steps `Domain` runs, with loom's
+/// `--cfg exitq_loom`): the protocol steps the domain runs, with loom's
 /// atomics, a full fence modelled as a read-modify-write of one global word
 /// (see `sync.rs`), and the membarrier mode's compiler fence modelled the
 /// same way (membarrier puts a full barrier there).
 #[cfg(exitq_loom)]
 #[doc(hidden)]
 pub mod model {
-    use crate::domain::protocol;
     use crate::expedite::Fences;
+    use crate::{grace, handshake};
     pub use loom::sync::atomic::{AtomicBool, AtomicU64};
 
     const FENCES: Fences = Fences { membarrier: true };
 
     pub fn reader_enter(gp_ctr: &AtomicU64, ctr: &AtomicU64) {
-        protocol::reader_enter(gp_ctr, ctr, FENCES)
+        grace::reader_enter(gp_ctr, ctr, FENCES)
     }
     pub fn reader_exit(ctr: &AtomicU64) -> bool {
-        protocol::reader_exit(ctr)
+        grace::reader_exit(ctr)
     }
     /// The epoch word before any grace period.
     pub fn initial_epoch() -> u64 {
-        protocol::epoch_word(0)
+        grace::epoch_word(0)
     }
     pub fn start_grace_period(gp_ctr: &AtomicU64, g: u64) {
-        protocol::start_grace_period(gp_ctr, g, FENCES)
+        grace::start_grace_period(gp_ctr, g, FENCES)
     }
     pub fn holds_grace_period(ctr: &AtomicU64, g: u64) -> bool {
-        protocol::holds_grace_period(ctr, g)
+        grace::holds_grace_period(ctr, g)
     }
     pub fn owner_begin(busy: &AtomicBool, steal: &AtomicBool) -> bool {
-        protocol::owner_begin(busy, steal, FENCES)
+        handshake::owner_begin(busy, steal, FENCES)
     }
     pub fn owner_end(busy: &AtomicBool) {
-        protocol::owner_end(busy)
+        handshake::owner_end(busy)
     }
     pub fn wait_for_stealer(steal: &AtomicBool) {
-        protocol::wait_for_stealer(steal)
+        handshake::wait_for_stealer(steal)
     }
     pub fn stealer_mark(steal: &AtomicBool) {
-        protocol::stealer_mark(steal)
+        handshake::stealer_mark(steal)
     }
     pub fn stealer_wait(busy: &AtomicBool) {
-        protocol::stealer_wait(busy)
+        handshake::stealer_wait(busy)
     }
     pub fn stealer_done(steal: &AtomicBool) {
-        protocol::stealer_done(steal)
+        handshake::stealer_done(steal)
     }
     /// The heavy barrier alone (a stealer's, between marking and waiting).
     pub fn heavy_barrier() {
         FENCES.heavy()
     }
+    pub fn run_begin(seq: &AtomicU64) {
+        handshake::run_begin(seq)
+    }
+    pub fn run_end(seq: &AtomicU64) {
+        handshake::run_end(seq)
+    }
+    pub fn run_seen(seq: &AtomicU64) -> Option<u64> {
+        handshake::run_seen(seq)
+    }
+    pub fn run_wait(seq: &AtomicU64, seen: u64) {
+        handshake::run_wait(seq, seen)
+    }
+    /// A full fence (`GracePeriods::snapshot`'s).
+    pub fn full_fence() {
+        crate::sync::full_fence()
+    }
 }
 
-pub use domain::{
-    Builder, Domain, Guard, Reader, ReaderGuard, Reclaimer, Stall, StallHandler, Stats,
-};
+pub use config::{Builder, Callbacks, Reclaimer, Stall, StallHandler};
+pub use domain::{Domain, Guard, Reader, ReaderGuard};
 pub use expedite::{membarrier_available, Expedite};
+pub use stats::Stats;

@@ -257,6 +257,52 @@ impl<T> Chain<T> {
         self.len += 1;
     }
 
+    /// The first node's value, if any.
+    pub fn front(&self) -> Option<&T> {
+        // SAFETY: `head`, when not null, is a node this chain owns.
+        (!self.head.is_null()).then(|| unsafe { &(*self.head).value })
+    }
+
+    /// The values, first to last.
+    pub fn iter(&self) -> impl Iterator<Item = &T> + '_ {
+        let mut p = self.head;
+        std::iter::from_fn(move || {
+            if p.is_null() {
+                return None;
+            }
+            // SAFETY: `p` is a node this chain owns; `&self` keeps it.
+            let node = unsafe { &*p };
+            p = node.next;
+            Some(&node.value)
+        })
+    }
+
+    /// The first node's value, mutably, if any.
+    pub fn front_mut(&mut self) -> Option<&mut T> {
+        // SAFETY: as `front`; `&mut self` makes the access exclusive.
+        (!self.head.is_null()).then(|| unsafe { &mut (*self.head).value })
+    }
+
+    /// Moves every node of `other` to the back of this chain (no
+    /// allocation, constant time).
+    pub fn append(&mut self, mut other: Chain<T>) {
+        if other.head.is_null() {
+            return;
+        }
+        if self.tail.is_null() {
+            std::mem::swap(self, &mut other);
+            return;
+        }
+        // SAFETY: `self.tail` is a node this chain owns; `other`'s nodes
+        // move to us (it is emptied below without dropping them).
+        unsafe { (*self.tail).next = other.head };
+        self.tail = other.tail;
+        self.len += other.len;
+        other.head = ptr::null_mut();
+        other.tail = ptr::null_mut();
+        other.len = 0;
+    }
+
     /// Removes and returns the first node.
     pub fn pop_front(&mut self) -> Option<Box<Node<T>>> {
         if self.head.is_null() {

@@ -477,17 +477,37 @@ impl Builder {
 }
 
 /// The domain shared by pools built without [`Builder::domain`].
+///
+/// Lock-free (a leaked box behind an atomic pointer), so a `fork()` that
+/// happens while another thread builds it cannot leave a lock held in the
+/// child; in the child the parent's domain is unusable (see the crate
+/// docs), so it is left alone (leaked) and a new one is built.
 fn shared_domain() -> io::Result<crate::Domain> {
-    static SHARED: Mutex<Option<crate::Domain>> = Mutex::new(None);
-    let mut g = SHARED.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(d) = &*g {
-        return Ok(d.clone());
+    use std::sync::atomic::AtomicPtr;
+    static SHARED: AtomicPtr<crate::Domain> = AtomicPtr::new(std::ptr::null_mut());
+    loop {
+        // Acquire: pairs with the Release CAS that installed it.
+        let cur = SHARED.load(Ordering::Acquire);
+        // SAFETY: installed boxes are leaked, never freed.
+        if let Some(d) = unsafe { cur.as_ref() } {
+            if !d.forked() {
+                return Ok(d.clone());
+            }
+        }
+        let d = crate::Domain::builder()
+            .thread_name("exitq-pool-reclaim")
+            .try_build()?;
+        let fresh = Box::into_raw(Box::new(d.clone()));
+        // Release: publishes the box; Acquire on failure as the load above.
+        match SHARED.compare_exchange(cur, fresh, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return Ok(d),
+            Err(_) => {
+                // Another thread installed one first: use that one.
+                // SAFETY: `fresh` was never published.
+                drop(unsafe { Box::from_raw(fresh) });
+            }
+        }
     }
-    let d = crate::Domain::builder()
-        .thread_name("exitq-pool-reclaim")
-        .try_build()?;
-    *g = Some(d.clone());
-    Ok(d)
 }
 
 /// Settings fixed at build time.

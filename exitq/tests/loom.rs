@@ -202,3 +202,261 @@ fn steal_handshake_is_exclusive() {
         assert_eq!(stolen, [0, 1]);
     });
 }
+
+/// Two stealers at once (the reclaimer's idle steal and a `barrier`) and
+/// the owner adding to its batch: with the steal lock, every item ends up
+/// exactly once, on the domain's list or still with the owner (v1 had no
+/// lock: both stealers could pass the handshake and take the same batch).
+#[test]
+fn two_stealers_take_each_item_exactly_once() {
+    loom::model(|| {
+        let busy = Arc::new(AtomicBool::new(false));
+        let steal = Arc::new(AtomicBool::new(false));
+        let batch = Arc::new(UnsafeCell::new(Vec::<u32>::new()));
+        let list = Arc::new(List::new());
+        let steal_lock = Arc::new(loom::sync::Mutex::new(()));
+
+        let owner = {
+            let (busy, steal, batch) = (busy.clone(), steal.clone(), batch.clone());
+            thread::spawn(move || loop {
+                if model::owner_begin(&busy, &steal) {
+                    // SAFETY: the handshake admitted us (loom checks it).
+                    batch.with_mut(|b| unsafe { (*b).push(7) });
+                    model::owner_end(&busy);
+                    break;
+                }
+                model::wait_for_stealer(&steal);
+            })
+        };
+        let stealers: Vec<_> = (0..2)
+            .map(|_| {
+                let (busy, steal, batch, list, lock) = (
+                    busy.clone(),
+                    steal.clone(),
+                    batch.clone(),
+                    list.clone(),
+                    steal_lock.clone(),
+                );
+                thread::spawn(move || {
+                    let _one = lock.lock().unwrap();
+                    model::stealer_mark(&steal);
+                    model::heavy_barrier();
+                    model::stealer_wait(&busy);
+                    // SAFETY: handshake won and the only stealer (lock).
+                    let taken = batch.with_mut(|b| unsafe { std::mem::take(&mut *b) });
+                    model::stealer_done(&steal);
+                    for item in taken {
+                        list.push(Node::new(item));
+                    }
+                })
+            })
+            .collect();
+        owner.join().unwrap();
+        for s in stealers {
+            s.join().unwrap();
+        }
+        let mut all: Vec<u32> = list.take_all().collect();
+        // SAFETY: every thread has been joined.
+        all.extend(batch.with_mut(|b| unsafe { std::mem::take(&mut *b) }));
+        assert_eq!(all, [7], "taken exactly once");
+    });
+}
+
+/// The owner moves its batch onto the domain's list (thread exit, offload)
+/// inside its section, while a `barrier` steals: an item deferred before
+/// the barrier started is always found, stolen or on the list (v1 pushed
+/// after leaving the section, and a barrier could see neither).
+#[test]
+fn barrier_finds_work_the_owner_moves_inside_its_section() {
+    loom::model(|| {
+        let busy = Arc::new(AtomicBool::new(false));
+        let steal = Arc::new(AtomicBool::new(false));
+        let batch = Arc::new(UnsafeCell::new(Vec::<u32>::new()));
+        let list = Arc::new(List::new());
+        let issued = Arc::new(AtomicUsize::new(0));
+
+        let owner = {
+            let (busy, steal, batch, list, issued) = (
+                busy.clone(),
+                steal.clone(),
+                batch.clone(),
+                list.clone(),
+                issued.clone(),
+            );
+            thread::spawn(move || {
+                let section = |f: &dyn Fn(&mut Vec<u32>)| loop {
+                    if model::owner_begin(&busy, &steal) {
+                        // SAFETY: the handshake admitted us.
+                        batch.with_mut(|b| f(unsafe { &mut *b }));
+                        model::owner_end(&busy);
+                        break;
+                    }
+                    model::wait_for_stealer(&steal);
+                };
+                section(&|b| b.push(1)); // defer
+                issued.store(1, Ordering::Release); // defer returned
+                section(&|b| {
+                    for item in std::mem::take(b) {
+                        list.push(Node::new(item)); // the move, inside
+                    }
+                });
+            })
+        };
+        // The barrier: steal, then take the list.
+        let seen_issued = issued.load(Ordering::Acquire);
+        model::stealer_mark(&steal);
+        model::heavy_barrier();
+        model::stealer_wait(&busy);
+        // SAFETY: handshake won (single stealer here).
+        let mut found = batch.with_mut(|b| unsafe { std::mem::take(&mut *b) });
+        model::stealer_done(&steal);
+        found.extend(list.take_all());
+        if seen_issued == 1 {
+            assert_eq!(
+                found,
+                [1],
+                "the barrier missed a callback deferred before it"
+            );
+        }
+        owner.join().unwrap();
+    });
+}
+
+/// The owner takes ready work out of its record to run it after its
+/// section (`run_seq` odd), while a `barrier` steals: the barrier either
+/// takes the item itself or waits for the owner's run, and then sees its
+/// effect.
+#[test]
+fn barrier_waits_for_an_owner_run_in_progress() {
+    loom::model(|| {
+        let busy = Arc::new(AtomicBool::new(false));
+        let steal = Arc::new(AtomicBool::new(false));
+        let batch = Arc::new(UnsafeCell::new(Vec::<u32>::new()));
+        let seq = Arc::new(AtomicU64::new(0));
+        let issued = Arc::new(AtomicUsize::new(0));
+        let ran = Arc::new(AtomicUsize::new(0));
+
+        let owner = {
+            let (busy, steal, batch, seq, issued, ran) = (
+                busy.clone(),
+                steal.clone(),
+                batch.clone(),
+                seq.clone(),
+                issued.clone(),
+                ran.clone(),
+            );
+            thread::spawn(move || {
+                loop {
+                    if model::owner_begin(&busy, &steal) {
+                        // SAFETY: the handshake admitted us.
+                        batch.with_mut(|b| unsafe { (*b).push(1) });
+                        model::owner_end(&busy);
+                        break;
+                    }
+                    model::wait_for_stealer(&steal);
+                }
+                issued.store(1, Ordering::Release);
+                let mine = loop {
+                    if model::owner_begin(&busy, &steal) {
+                        // SAFETY: the handshake admitted us.
+                        let taken = batch.with_mut(|b| unsafe { std::mem::take(&mut *b) });
+                        if !taken.is_empty() {
+                            model::run_begin(&seq);
+                        }
+                        model::owner_end(&busy);
+                        break taken;
+                    }
+                    model::wait_for_stealer(&steal);
+                };
+                if !mine.is_empty() {
+                    ran.fetch_add(mine.len(), Ordering::Relaxed); // the callback
+                    model::run_end(&seq);
+                }
+            })
+        };
+        let seen_issued = issued.load(Ordering::Acquire);
+        model::stealer_mark(&steal);
+        model::heavy_barrier();
+        model::stealer_wait(&busy);
+        // SAFETY: handshake won (single stealer here).
+        let taken = batch.with_mut(|b| unsafe { std::mem::take(&mut *b) });
+        let running = model::run_seen(&seq);
+        model::stealer_done(&steal);
+        ran.fetch_add(taken.len(), Ordering::Relaxed); // the barrier's pass
+        if let Some(s) = running {
+            model::run_wait(&seq, s);
+        }
+        if seen_issued == 1 {
+            assert_eq!(
+                ran.load(Ordering::Relaxed),
+                1,
+                "barrier returned before the callback ran"
+            );
+        }
+        owner.join().unwrap();
+        assert_eq!(ran.load(Ordering::Relaxed), 1, "ran exactly once");
+    });
+}
+
+/// A batch sealed without the grace-period lock: the owner unpublishes
+/// object 0, takes the snapshot (full fence, then `started + 1`), and frees
+/// (poisons) it if that grace period has completed when it looks; a leader
+/// runs grace periods 1 and 2. A reader must never see the poison.
+#[test]
+fn a_lock_free_snapshot_waits_for_every_prior_reader() {
+    loom::model(|| {
+        let gp_ctr = Arc::new(AtomicU64::new(model::initial_epoch()));
+        let ctr = Arc::new(AtomicU64::new(0));
+        let started = Arc::new(AtomicU64::new(0));
+        let completed = Arc::new(AtomicU64::new(0));
+        let current = Arc::new(AtomicUsize::new(0));
+        let objects = Arc::new([AtomicUsize::new(ALIVE), AtomicUsize::new(ALIVE)]);
+
+        let reader = {
+            let (gp_ctr, ctr, current, objects) = (
+                gp_ctr.clone(),
+                ctr.clone(),
+                current.clone(),
+                objects.clone(),
+            );
+            thread::spawn(move || {
+                model::reader_enter(&gp_ctr, &ctr);
+                let i = current.load(Ordering::Acquire);
+                let seen = objects[i].load(Ordering::Relaxed);
+                model::reader_exit(&ctr);
+                assert_eq!(seen, ALIVE, "reader saw object {i} freed");
+            })
+        };
+        let leader = {
+            let (gp_ctr, ctr, started, completed) = (
+                gp_ctr.clone(),
+                ctr.clone(),
+                started.clone(),
+                completed.clone(),
+            );
+            thread::spawn(move || {
+                for g in 1..=2u64 {
+                    // (`started` is stored under the grace-period lock in
+                    // the real code; Relaxed there too.)
+                    started.store(g, Ordering::Relaxed);
+                    model::start_grace_period(&gp_ctr, g);
+                    while model::holds_grace_period(&ctr, g) {
+                        thread::yield_now();
+                    }
+                    completed.store(g, Ordering::Release);
+                }
+            })
+        };
+        // The owner: unpublish, seal (snapshot), wait, free.
+        current.store(1, Ordering::Release);
+        model::full_fence();
+        let need = started.load(Ordering::Relaxed) + 1;
+        // `is_done` once (no spinning: loom explores the interleavings in
+        // which the grace period has already completed here).
+        if completed.load(Ordering::Acquire) >= need {
+            objects[0].store(POISONED, Ordering::Relaxed);
+        }
+        reader.join().unwrap();
+        leader.join().unwrap();
+    });
+}

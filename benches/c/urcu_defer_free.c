@@ -1,0 +1,130 @@
+/*
+ * liburcu's call_rcu on the realistic deferred callback, the counterpart of
+ * benches/examples/defer_free.rs: each operation enters a read section,
+ * allocates a node, takes a reference on a shared object (an atomic count,
+ * the Rust side's Arc clone) and hands the node to call_rcu, whose callback
+ * frees it and drops the reference. After the producers finish,
+ * urcu_memb_barrier() waits for every callback; the count must be back to 0.
+ *
+ *     gcc -O2 -pthread -o urcu_defer_free urcu_defer_free.c -lurcu-memb
+ *     ./urcu_defer_free MODE THREADS OPS
+ *
+ * MODE: "global" (liburcu's default: one call_rcu thread for the process)
+ * or "percpu" (create_all_cpu_call_rcu_data: one call_rcu thread per CPU,
+ * each thread's callbacks queued on its CPU's). The read side is the
+ * urcu-memb flavour (membarrier on the writer side, as exitq), with the
+ * inlined (_LGPL_SOURCE) read_lock/read_unlock.
+ *
+ * Prints: urcu-MODE THREADS OPS WALL_NS NS_PER_OP. Exit 2 on bad usage, 1
+ * if a callback did not run.
+ */
+#define _LGPL_SOURCE
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <urcu/urcu-memb.h>
+
+struct node {
+	uint64_t key, value, next, seq; /* 32 bytes, as the Rust node */
+	struct rcu_head head;           /* call_rcu's link (16 bytes more) */
+};
+
+static _Atomic long refs;               /* the shared object's count */
+static uint64_t per_thread, remainder;
+static pthread_barrier_t start;
+
+static void free_node(struct rcu_head *h)
+{
+	struct node *n = caa_container_of(h, struct node, head);
+	if ((n->key ^ 0x5555) != n->value)
+		abort();
+	free(n);
+	atomic_fetch_sub_explicit(&refs, 1, memory_order_relaxed);
+}
+
+static void *producer(void *arg)
+{
+	uint64_t t = (uintptr_t)arg;
+	uint64_t n = per_thread + (t < remainder);
+	urcu_memb_register_thread();
+	pthread_barrier_wait(&start);
+	for (uint64_t i = 0; i < n; i++) {
+		urcu_memb_read_lock();
+		struct node *node = malloc(sizeof(*node));
+		if (!node)
+			abort();
+		node->key = i;
+		node->value = i ^ 0x5555;
+		node->next = 0;
+		node->seq = i;
+		atomic_fetch_add_explicit(&refs, 1, memory_order_relaxed);
+		urcu_memb_call_rcu(&node->head, free_node);
+		urcu_memb_read_unlock();
+	}
+	urcu_memb_unregister_thread();
+	return NULL;
+}
+
+static uint64_t positive(const char *s, const char *what)
+{
+	char *end;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (*s == '\0' || *end != '\0' || v == 0) {
+		fprintf(stderr, "urcu_defer_free: %s must be a positive integer, got '%s'\n", what, s);
+		exit(2);
+	}
+	return v;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 4 || (strcmp(argv[1], "global") && strcmp(argv[1], "percpu"))) {
+		fprintf(stderr, "usage: urcu_defer_free global|percpu THREADS OPS\n");
+		return 2;
+	}
+	uint64_t threads = positive(argv[2], "THREADS");
+	uint64_t ops = positive(argv[3], "OPS");
+	if (threads > 4096) {
+		fprintf(stderr, "urcu_defer_free: THREADS %llu is more than 4096\n",
+			(unsigned long long)threads);
+		return 2;
+	}
+	if (!strcmp(argv[1], "percpu") && urcu_memb_create_all_cpu_call_rcu_data(0) != 0) {
+		perror("urcu_defer_free: create_all_cpu_call_rcu_data");
+		return 3;
+	}
+	per_thread = ops / threads;
+	remainder = ops % threads;
+	pthread_t *tids = calloc(threads, sizeof(*tids));
+	pthread_barrier_init(&start, NULL, threads + 1);
+	for (uint64_t t = 0; t < threads; t++) {
+		int e = pthread_create(&tids[t], NULL, producer, (void *)(uintptr_t)t);
+		if (e) {
+			fprintf(stderr, "urcu_defer_free: pthread_create: %s\n", strerror(e));
+			return 3;
+		}
+	}
+	struct timespec t0, t1;
+	pthread_barrier_wait(&start);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (uint64_t t = 0; t < threads; t++)
+		pthread_join(tids[t], NULL);
+	urcu_memb_register_thread();
+	urcu_memb_barrier();
+	urcu_memb_unregister_thread();
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	long left = atomic_load(&refs);
+	if (left != 0) {
+		fprintf(stderr, "urcu_defer_free: %ld callbacks did not run\n", left);
+		return 1;
+	}
+	uint64_t ns = (t1.tv_sec - t0.tv_sec) * 1000000000ull + (t1.tv_nsec - t0.tv_nsec);
+	printf("urcu-%s %llu %llu %llu %.2f\n", argv[1], (unsigned long long)threads,
+	       (unsigned long long)ops, (unsigned long long)ns, (double)ns / ops);
+	return 0;
+}

@@ -1,0 +1,213 @@
+//! The realistic deferred callback, timed as a whole process: each
+//! operation enters a read section, allocates a node, and defers a
+//! callback that frees the node and drops a clone of a shared `Arc` (the
+//! job RCU exists for: freeing memory the deferring thread allocated).
+//! After the producers finish, the process waits until every callback has
+//! run (the shared `Arc`'s count is back to one) and exits.
+//!
+//!     cargo run --release -p benches --example defer_free -- IMPL THREADS OPS
+//!
+//! IMPL is one of:
+//! * `exitq`: a `Reader` per thread (`Domain::reader`), `Domain::defer`,
+//!   `Domain::barrier` at the end (callbacks run where they were queued);
+//! * `exitq-offload`: the same with `Callbacks::Offload` (every callback on
+//!   the reclaimer thread, the kernel's NOCB mode);
+//! * `crossbeam`: crossbeam-epoch's best configuration, a registered
+//!   `LocalHandle` per thread, `pin` + `Guard::defer`, then the main
+//!   thread pins and flushes until every callback ran;
+//! * `floor`: the same loop freeing at once (a read section, no
+//!   reclamation at all): what no deferred scheme can beat.
+//!
+//! Prints one line: `IMPL THREADS OPS WALL_NS NS_PER_OP` (inner timer, from
+//! the start of the producers to the last callback). The script
+//! `scripts/bench-defer-free.sh` times whole processes, interleaved with
+//! liburcu's `call_rcu` (`benches/c/urcu_defer_free.c`).
+use std::hint::black_box;
+use std::process::ExitCode;
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// The object a producer allocates and a callback frees: 32 bytes, a
+/// typical list or tree node.
+#[allow(dead_code)] // `next` and `seq` only give the node its size
+struct Node {
+    key: u64,
+    value: u64,
+    next: usize,
+    seq: u64,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Impl {
+    Exitq,
+    ExitqOffload,
+    Crossbeam,
+    Floor,
+}
+
+fn parse(args: &[String]) -> Result<(Impl, usize, u64), String> {
+    let which = match args.get(1).map(String::as_str) {
+        Some("exitq") => Impl::Exitq,
+        Some("exitq-offload") => Impl::ExitqOffload,
+        Some("crossbeam") => Impl::Crossbeam,
+        Some("floor") => Impl::Floor,
+        Some(other) => {
+            return Err(format!(
+                "unknown IMPL '{other}' (exitq, exitq-offload, crossbeam, floor)"
+            ))
+        }
+        None => return Err("usage: defer_free IMPL THREADS OPS".into()),
+    };
+    let num = |i: usize, what: &str| -> Result<u64, String> {
+        let s = args.get(i).ok_or_else(|| format!("missing {what}"))?;
+        match s.parse::<u64>() {
+            Ok(n) if n > 0 => Ok(n),
+            _ => Err(format!("{what} must be a positive integer, got '{s}'")),
+        }
+    };
+    let threads = num(2, "THREADS")? as usize;
+    let ops = num(3, "OPS")?;
+    if threads > 4096 {
+        return Err(format!("THREADS {threads} is more than 4096"));
+    }
+    Ok((which, threads, ops))
+}
+
+#[inline(always)]
+fn node(i: u64) -> Box<Node> {
+    black_box(Box::new(Node {
+        key: i,
+        value: i ^ 0x5555,
+        next: 0,
+        seq: i,
+    }))
+}
+
+fn free(n: Box<Node>, a: Arc<u64>) {
+    debug_assert_eq!(n.key ^ 0x5555, n.value);
+    drop(black_box(n));
+    drop(a);
+}
+
+/// Runs `producer(ops)` on `threads` threads released together; returns
+/// the time from the release until `finish` returned.
+fn run(
+    threads: usize,
+    ops: u64,
+    producer: impl Fn(u64) + Send + Sync + 'static,
+    finish: impl FnOnce(),
+) -> Duration {
+    let producer = Arc::new(producer);
+    let start = Arc::new(Barrier::new(threads + 1));
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let (producer, start) = (producer.clone(), start.clone());
+            let n = ops / threads as u64 + u64::from((t as u64) < ops % threads as u64);
+            thread::spawn(move || {
+                start.wait();
+                producer(n);
+            })
+        })
+        .collect();
+    start.wait();
+    let t0 = Instant::now();
+    for h in handles {
+        h.join().expect("producer panicked");
+    }
+    drop(producer); // its captures (a clone of the shared `Arc`) too
+    finish();
+    t0.elapsed()
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    let (which, threads, ops) = match parse(&args) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("defer_free: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let shared = Arc::new(7u64);
+    let s = shared.clone();
+    let elapsed = match which {
+        Impl::Exitq | Impl::ExitqOffload => {
+            let mut b = exitq::Domain::builder();
+            if which == Impl::ExitqOffload {
+                b = b.callbacks(exitq::Callbacks::Offload);
+            }
+            let domain = b.build();
+            let d = domain.clone();
+            run(
+                threads,
+                ops,
+                move |n| {
+                    let mut reader = d.reader();
+                    for i in 0..n {
+                        let _g = reader.read();
+                        let (node, a) = (node(i), s.clone());
+                        d.defer(move || free(node, a));
+                    }
+                },
+                move || {
+                    domain.barrier();
+                    if std::env::var_os("EXITQ_STATS").is_some() {
+                        eprintln!("{:#?}", domain.stats());
+                    }
+                },
+            )
+        }
+        Impl::Crossbeam => {
+            let sh = shared.clone();
+            run(
+                threads,
+                ops,
+                move |n| {
+                    let handle = crossbeam_epoch::default_collector().register();
+                    for i in 0..n {
+                        let g = handle.pin();
+                        let (node, a) = (node(i), s.clone());
+                        g.defer(move || free(node, a));
+                    }
+                    handle.pin().flush();
+                },
+                move || {
+                    let handle = crossbeam_epoch::default_collector().register();
+                    while Arc::strong_count(&sh) > 2 {
+                        handle.pin().flush();
+                    }
+                },
+            )
+        }
+        Impl::Floor => {
+            let domain = exitq::Domain::new();
+            let d = domain.clone();
+            run(
+                threads,
+                ops,
+                move |n| {
+                    let mut reader = d.reader();
+                    for i in 0..n {
+                        let _g = reader.read();
+                        let (node, a) = (node(i), s.clone());
+                        free(node, a);
+                    }
+                },
+                || {},
+            )
+        }
+    };
+    let left = Arc::strong_count(&shared) - 1;
+    if left != 0 {
+        eprintln!("defer_free: {left} callbacks did not run");
+        return ExitCode::from(1);
+    }
+    let name = args[1].as_str();
+    println!(
+        "{name} {threads} {ops} {} {:.2}",
+        elapsed.as_nanos(),
+        elapsed.as_nanos() as f64 / ops as f64
+    );
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,698 @@
+//! The batch: how deferred closures are stored until they run.
+//!
+//! `defer(f)` stores the closure in the calling thread's open batch: inline
+//! when it fits in three words, boxed otherwise. The batch is packed in
+//! runs of closures of one type (see [`Batch`]), so `defer(move ||
+//! drop(p))` writes one word: the fast path compares the closure's entry
+//! point with the open run's and copies the captured words. No shared
+//! atomic is touched per call.
+//!
+//! A batch is a [`Node`] of the domain's lock-free list carrying
+//! [`Work::Batch`], so the same node moves, without copying or allocating,
+//! from the thread's open batch to its sealed queue, to the domain's queue
+//! (at thread exit, or when another thread takes it), and back to a pool
+//! of empty batches once it has run.
+//!
+//! This module is all single-threaded code (the callers own the batch), so
+//! miri checks it on its own (`scripts/test.d/30-miri.sh`).
+use std::any::Any;
+use std::mem::{self, MaybeUninit};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr;
+
+use crate::llist::Node;
+
+/// Words of inline storage for one deferred closure: closures up to this
+/// size (and word-aligned) are stored in the batch itself; larger ones are
+/// boxed and the batch holds the box pointer.
+const INLINE_WORDS: usize = 3;
+
+/// A batch item's entry point: consumes the closure stored at the pointer.
+type Call = unsafe fn(*mut usize);
+
+/// Whether `F` is stored inline (else boxed).
+#[inline(always)]
+const fn fits_inline<F>() -> bool {
+    mem::size_of::<F>() <= INLINE_WORDS * mem::size_of::<usize>()
+        && mem::align_of::<F>() <= mem::align_of::<usize>()
+}
+
+/// Words one `F` takes in a batch: its size rounded up to words (0 for a
+/// zero-sized closure), or 1 (the box) when boxed.
+#[inline(always)]
+pub(crate) const fn words_of<F>() -> usize {
+    if fits_inline::<F>() {
+        mem::size_of::<F>().div_ceil(mem::size_of::<usize>())
+    } else {
+        1
+    }
+}
+
+/// A type-erased `FnOnce() + Send` on its way into a batch: the entry
+/// point, the inline words (or the box pointer) and how many words count.
+pub(crate) struct Deferred {
+    call: Call,
+    words: usize,
+    data: MaybeUninit<[usize; INLINE_WORDS]>,
+}
+
+impl Deferred {
+    /// Batch words the closure takes (see [`words_of`]).
+    #[inline(always)]
+    pub(crate) fn words(&self) -> usize {
+        self.words
+    }
+
+    #[inline(always)]
+    pub(crate) fn new<F: FnOnce() + Send + 'static>(f: F) -> Deferred {
+        let mut data = MaybeUninit::<[usize; INLINE_WORDS]>::uninit();
+        if fits_inline::<F>() {
+            /// # Safety
+            /// `raw` holds an `F` written by `new` and not yet consumed
+            /// (word-aligned: `F`'s alignment is at most a word's).
+            unsafe fn call_inline<F: FnOnce()>(raw: *mut usize) {
+                // SAFETY: per the contract, read once, then the slot is dead.
+                let f: F = unsafe { ptr::read(raw.cast::<F>()) };
+                f();
+            }
+            // SAFETY: `F` fits in `data` (size and alignment checked).
+            unsafe { ptr::write(data.as_mut_ptr().cast::<F>(), f) };
+            Deferred {
+                call: call_inline::<F>,
+                words: words_of::<F>(),
+                data,
+            }
+        } else {
+            /// # Safety
+            /// `raw` holds a `Box<F>` written by `new` and not yet consumed.
+            unsafe fn call_boxed<F: FnOnce()>(raw: *mut usize) {
+                // SAFETY: per the contract, read once, then the slot is dead.
+                let f: Box<F> = unsafe { ptr::read(raw.cast::<Box<F>>()) };
+                f();
+            }
+            // SAFETY: a `Box` is one word: it fits in `data`.
+            unsafe { ptr::write(data.as_mut_ptr().cast::<Box<F>>(), Box::new(f)) };
+            Deferred {
+                call: call_boxed::<F>,
+                words: 1,
+                data,
+            }
+        }
+    }
+}
+
+/// A batch of deferred callbacks, packed as runs of closures of one type
+/// (liburcu's `defer_rcu` queue stores the function only when it changes,
+/// for the same reason): each run is a header of two words (the entry
+/// point, then `count << 2 | words per closure`) followed by `count`
+/// closures of that many words each. Deferring `move || drop(ptr)` costs
+/// one word of batch memory instead of four, so a batch crosses from its
+/// producer to the reclaimer in a quarter of the cache lines.
+pub(crate) struct Batch {
+    buf: Box<[MaybeUninit<usize>]>,
+    /// Words written; valid once the batch is sealed (`OpenBatch::take`).
+    used: usize,
+    /// Callbacks not yet taken (run or handed out by [`Batch::take_one`]).
+    pub(crate) len: usize,
+    /// Callbacks when sealed (what `pending` counts for this batch).
+    pub(crate) sealed_len: usize,
+    /// Cursor: the word offset of the current run's header, and how many of
+    /// that run's closures were taken. A batch can be drained a few
+    /// callbacks at a time by its owner and the rest run by someone else.
+    at: usize,
+    next: usize,
+    /// The grace period that must complete before the batch runs (0: none
+    /// chosen yet; a reclaim pass then waits for one that starts after it
+    /// took the batch).
+    pub(crate) wait_gp: u64,
+    /// The poll epoch when the batch was sealed (how long its thread has
+    /// kept it: see the reclaimer's idle steal).
+    pub(crate) sealed_epoch: u64,
+    /// `sealed_len` is counted in the domain's `pending` (sealed, not yet
+    /// run).
+    pub(crate) in_pending: bool,
+    /// Counted in the domain's `held` batches (held by a thread). A batch
+    /// pushed at thread exit, where only one compare-and-swap is allowed,
+    /// keeps its counts: whoever runs it settles them.
+    pub(crate) in_held: bool,
+}
+
+/// One callback taken out of a batch ([`Batch::take_one`]): its entry point
+/// and its words, to be run (exactly once) with [`Taken::run`].
+pub(crate) struct Taken {
+    call: Call,
+    data: MaybeUninit<[usize; INLINE_WORDS]>,
+}
+
+impl Taken {
+    /// Runs the callback (consumes it).
+    #[inline]
+    pub(crate) fn run(mut self) {
+        // SAFETY: `data` holds the closure words `take_one` moved out of
+        // the batch for `call`, consumed only here (`self` is moved in).
+        unsafe { (self.call)(self.data.as_mut_ptr().cast::<usize>()) }
+    }
+}
+
+impl Batch {
+    /// Words of batch memory for `batch_size` callbacks: enough for that
+    /// many closures of up to `INLINE_WORDS` words of one type. Runs of
+    /// alternating types need two header words each, so such a batch may
+    /// be sealed with fewer callbacks.
+    fn capacity(batch_size: usize) -> usize {
+        batch_size.saturating_mul(INLINE_WORDS).saturating_add(2)
+    }
+
+    /// An empty batch for `batch_size` callbacks.
+    pub(crate) fn new(batch_size: usize) -> Batch {
+        let mut buf = Vec::with_capacity(Batch::capacity(batch_size));
+        buf.resize(buf.capacity(), MaybeUninit::uninit());
+        Batch {
+            buf: buf.into_boxed_slice(),
+            used: 0,
+            len: 0,
+            sealed_len: 0,
+            at: 0,
+            next: 0,
+            wait_gp: 0,
+            sealed_epoch: 0,
+            in_pending: false,
+            in_held: false,
+        }
+    }
+
+    /// The current run at the cursor: its entry point, closures, words per
+    /// closure, and the first closure's address (None past the end).
+    #[inline]
+    fn current_run(&mut self) -> Option<(Call, usize, usize, *mut usize)> {
+        let base = self.buf.as_mut_ptr().cast::<usize>();
+        loop {
+            if self.at >= self.used {
+                return None;
+            }
+            // SAFETY: `at` is the start of a run (the encoding written by
+            // `OpenBatch`): its entry point, then its count word.
+            let call: Call = unsafe { ptr::read(base.add(self.at).cast::<Call>()) };
+            // SAFETY: as above.
+            let header = unsafe { *base.add(self.at + 1) };
+            let (count, words) = (header >> 2, header & 3);
+            if self.next < count {
+                // SAFETY: the run's closures follow its header.
+                return Some((call, count, words, unsafe { base.add(self.at + 2) }));
+            }
+            self.at += 2 + count * words;
+            self.next = 0;
+        }
+    }
+
+    /// Takes the next callback out of the batch (to run elsewhere), if any.
+    #[inline]
+    pub(crate) fn take_one(&mut self) -> Option<Taken> {
+        let (call, _, words, data) = self.current_run()?;
+        let mut taken = Taken {
+            call,
+            data: MaybeUninit::uninit(),
+        };
+        // SAFETY: closure `next` of the current run, written by
+        // `OpenBatch::push` and not yet consumed: its `words` words move to
+        // `taken` (at most `INLINE_WORDS`), and the cursor moves past them,
+        // so they are consumed exactly once.
+        unsafe {
+            copy_words(
+                data.add(self.next * words),
+                taken.data.as_mut_ptr().cast::<usize>(),
+                words,
+            )
+        };
+        self.next += 1;
+        self.len -= 1;
+        Some(taken)
+    }
+
+    /// Runs every callback from the cursor on, each exactly once under
+    /// `catch_unwind`; returns (callbacks run, of which panicked) and
+    /// leaves the batch empty.
+    pub(crate) fn run(&mut self) -> (u64, u64) {
+        let (mut ran, mut panicked) = (0u64, 0u64);
+        while let Some((call, count, words, data)) = self.current_run() {
+            let start = self.next;
+            let mut next = self.next;
+            while next < count {
+                // Several closures per `catch_unwind`; after a panic, resume
+                // after the closure that panicked (`next` already moved on).
+                let done = catch_unwind(AssertUnwindSafe(|| {
+                    while next < count {
+                        // SAFETY: closure `next` of this run, written by
+                        // `OpenBatch::push` and not yet consumed; `next`
+                        // moves past it before the call, so it is consumed
+                        // exactly once even if it panics.
+                        let item = unsafe { data.add(next * words) };
+                        next += 1;
+                        // SAFETY: `call` is this run's entry point for the
+                        // closures stored at `item`.
+                        unsafe { call(item) };
+                    }
+                }));
+                if let Err(payload) = done {
+                    panicked += 1;
+                    drop_payload(payload);
+                }
+            }
+            ran += (count - start) as u64;
+            self.next = count;
+        }
+        self.reset();
+        (ran, panicked)
+    }
+
+    /// Empties the batch for reuse (its callbacks ran or were taken).
+    pub(crate) fn reset(&mut self) {
+        self.used = 0;
+        self.len = 0;
+        self.sealed_len = 0;
+        self.at = 0;
+        self.next = 0;
+    }
+}
+
+/// A thread's open batch and its write cursor (in the participant record;
+/// the owner writes it, a stealer takes it under the steal handshake).
+/// The fast path of `defer` checks three words of it and writes the
+/// closure at `cur`.
+pub(crate) struct OpenBatch {
+    node: Option<Box<Node<Work>>>,
+    /// Entry point of the open run (as an address; 0: no open run).
+    run_call: usize,
+    /// Words per closure of the open run.
+    run_words: usize,
+    /// Callbacks the batch may still take (0 when none is open).
+    left: usize,
+    /// Next free word, and the end of the batch memory.
+    cur: *mut usize,
+    end: *mut usize,
+    /// The open run's count word, and `left` when the run opened.
+    run_header: *mut usize,
+    run_left: usize,
+    /// `left` when the batch opened.
+    opened_with: usize,
+    /// Capacity beyond `left`: `left` may be cut short so that `defer`
+    /// takes its slow path (a *tick*) after that many more callbacks,
+    /// without a second counter on the fast path ([`OpenBatch::tick_in`]).
+    stash: usize,
+}
+
+impl OpenBatch {
+    pub(crate) const fn new() -> OpenBatch {
+        OpenBatch {
+            node: None,
+            run_call: 0,
+            run_words: 0,
+            left: 0,
+            cur: ptr::null_mut(),
+            end: ptr::null_mut(),
+            run_header: ptr::null_mut(),
+            run_left: 0,
+            opened_with: 0,
+            stash: 0,
+        }
+    }
+
+    /// The fast path: appends `d` to the open run if it has the same type
+    /// and fits. Returns it back otherwise.
+    #[inline(always)]
+    pub(crate) fn try_push(&mut self, d: Deferred, words: usize) -> Result<(), Deferred> {
+        debug_assert_eq!(words, d.words);
+        // Comparing entry points as addresses: two closure types whose
+        // entry points share an address (identical code merged by the
+        // linker) with the same word count behave the same, so they may
+        // share a run; equal types never compare unequal within one
+        // batch's lifetime except across codegen units, which only starts a
+        // new run.
+        let room = (self.end as usize).wrapping_sub(self.cur as usize) / mem::size_of::<usize>();
+        if self.run_call == d.call as usize
+            && self.run_words == words
+            && self.left != 0
+            && room >= words
+        {
+            // SAFETY: `cur..cur + words` lies inside the open batch's
+            // memory (`room`), owned by us (handshake); `data` holds
+            // `words` initialised words of the closure (padding bytes may
+            // be uninitialised, which the `MaybeUninit` buffer allows).
+            unsafe {
+                copy_words(d.data.as_ptr().cast::<usize>(), self.cur, words);
+                self.cur = self.cur.add(words);
+            }
+            self.left -= 1;
+            Ok(())
+        } else {
+            Err(d)
+        }
+    }
+
+    /// Opens a run for `d` and appends it, if the open batch has room for
+    /// the run's header and `d`. Returns it back otherwise.
+    pub(crate) fn push_new_run(&mut self, d: Deferred) -> Result<(), Deferred> {
+        let room = (self.end as usize).wrapping_sub(self.cur as usize) / mem::size_of::<usize>();
+        if self.left == 0 || room < 2 + d.words {
+            return Err(d);
+        }
+        self.close_run();
+        // SAFETY: two header words fit (`room`); the entry point is written
+        // as its own type so it keeps its provenance for `Batch::run`.
+        unsafe {
+            ptr::write(self.cur.cast::<Call>(), d.call);
+            self.run_header = self.cur.add(1);
+            *self.run_header = d.words;
+            self.cur = self.cur.add(2);
+        }
+        self.run_call = d.call as usize;
+        self.run_words = d.words;
+        self.run_left = self.left + self.stash;
+        let words = d.words;
+        self.try_push(d, words)
+    }
+
+    /// Writes the open run's count into its header.
+    fn close_run(&mut self) {
+        if self.run_call != 0 {
+            let count = self.run_left - (self.left + self.stash);
+            // SAFETY: `run_header` points into the open batch's memory.
+            unsafe { *self.run_header = (count << 2) | self.run_words };
+            self.run_call = 0;
+        }
+    }
+
+    /// Callbacks until `defer`'s next slow path (0 when none is open).
+    #[inline(always)]
+    pub(crate) fn left(&self) -> usize {
+        self.left
+    }
+
+    /// Whether the open batch has no room left (false when none is open).
+    #[inline]
+    pub(crate) fn is_full(&self) -> bool {
+        self.node.is_some() && self.left == 0 && self.stash == 0
+    }
+
+    /// Makes `defer` take its slow path after `n` more callbacks (or when
+    /// the batch is full, if sooner).
+    #[inline]
+    pub(crate) fn tick_in(&mut self, n: usize) {
+        let room = self.left + self.stash;
+        self.left = room.min(n.max(1));
+        self.stash = room - self.left;
+    }
+
+    /// Cancels a tick: `left` is the whole room again.
+    #[inline]
+    pub(crate) fn untick(&mut self) {
+        self.left += self.stash;
+        self.stash = 0;
+    }
+
+    /// Opens `node` (an empty batch) for `batch_size` callbacks; `held`:
+    /// whether it counts in the domain's held batches (`Batch::in_held`).
+    pub(crate) fn open(&mut self, mut node: Box<Node<Work>>, batch_size: usize, held: bool) {
+        let Work::Batch(b) = &mut node.value else {
+            unreachable!("exit node as a batch")
+        };
+        debug_assert!(b.used == 0 && b.len == 0);
+        b.wait_gp = 0;
+        b.sealed_epoch = 0;
+        b.in_pending = false;
+        b.in_held = held;
+        self.stash = 0;
+        let range = b.buf.as_mut_ptr_range();
+        self.cur = range.start.cast::<usize>();
+        self.end = range.end.cast::<usize>();
+        self.left = batch_size;
+        self.opened_with = batch_size;
+        self.run_call = 0;
+        self.node = Some(node);
+    }
+
+    /// Seals and takes the open batch, if any.
+    pub(crate) fn take(&mut self) -> Option<Box<Node<Work>>> {
+        let mut node = self.node.take()?;
+        self.close_run();
+        let Work::Batch(b) = &mut node.value else {
+            unreachable!("exit node as a batch")
+        };
+        let start = b.buf.as_mut_ptr().cast::<usize>();
+        b.used = (self.cur as usize - start as usize) / mem::size_of::<usize>();
+        b.len = self.opened_with - self.left - self.stash;
+        b.sealed_len = b.len;
+        b.at = 0;
+        b.next = 0;
+        *self = OpenBatch::new();
+        Some(node)
+    }
+}
+
+/// Copies `words` (at most `INLINE_WORDS`) words: unrolled, because a
+/// `memcpy` call would cost more than the rest of `defer`'s fast path. As
+/// `MaybeUninit` words, which keep pointer provenance and padding as is.
+///
+/// # Safety
+///
+/// As `ptr::copy_nonoverlapping(src, dst, words)`.
+#[inline(always)]
+unsafe fn copy_words(src: *const usize, dst: *mut usize, words: usize) {
+    type W = MaybeUninit<usize>;
+    let (src, dst) = (src.cast::<W>(), dst.cast::<W>());
+    // SAFETY: the caller's contract, `words` words each side (all arms).
+    unsafe {
+        match words {
+            0 => {}
+            1 => ptr::write(dst, ptr::read(src)),
+            2 => ptr::write(dst.cast::<[W; 2]>(), ptr::read(src.cast::<[W; 2]>())),
+            _ => {
+                debug_assert_eq!(words, INLINE_WORDS);
+                ptr::write(dst.cast::<[W; 3]>(), ptr::read(src.cast::<[W; 3]>()))
+            }
+        }
+    }
+}
+
+/// What the domain's list carries.
+pub(crate) enum Work {
+    /// Deferred callbacks.
+    Batch(Batch),
+    /// One exit hook (allocated at registration).
+    Exit(Box<dyn FnOnce() + Send>),
+}
+
+/// Drops a panic payload caught from a callback. A payload whose own
+/// `Drop` panics must not escape the thread running callbacks: that second
+/// panic is caught too and its payload leaked (dropping it could panic
+/// again, forever).
+pub(crate) fn drop_payload(payload: Box<dyn Any + Send>) {
+    if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+        mem::forget(again);
+    }
+}
+
+/// The batch encoding on its own (no threads, so miri runs it too:
+/// `scripts/test.d/30-miri.sh`).
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    fn open(batch_size: usize) -> OpenBatch {
+        let mut open = OpenBatch::new();
+        open.open(
+            Node::new(Work::Batch(Batch::new(batch_size))),
+            batch_size,
+            false,
+        );
+        open
+    }
+
+    /// Appends `f` as `defer` does: the fast path, else a new run. A
+    /// closure the batch refuses is handed back intact: it runs here.
+    fn push<F: FnOnce() + Send + 'static>(open: &mut OpenBatch, f: F) -> bool {
+        let refused = match open.try_push(Deferred::new(f), words_of::<F>()) {
+            Ok(()) => return true,
+            Err(d) => match open.push_new_run(d) {
+                Ok(()) => return true,
+                Err(d) => d,
+            },
+        };
+        let mut data = refused.data;
+        // SAFETY: `refused` holds an unconsumed closure for `call`.
+        unsafe { (refused.call)(data.as_mut_ptr().cast::<usize>()) };
+        false
+    }
+
+    fn run(open: &mut OpenBatch) -> (usize, u64, u64) {
+        let mut node = open.take().expect("a batch is open");
+        let Work::Batch(b) = &mut node.value else {
+            unreachable!()
+        };
+        let len = b.len;
+        let (ran, panicked) = b.run();
+        assert_eq!((b.len, b.used, b.at), (0, 0, 0), "a run batch is empty");
+        (len, ran, panicked)
+    }
+
+    #[test]
+    fn closure_sizes_and_types_mixed_each_run_once_in_order() {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let mut b = open(64);
+        let mut expected = Vec::new();
+        for i in 0..40usize {
+            let log = log.clone();
+            let ok = match i % 6 {
+                // Two words: an Arc and an index.
+                0 | 1 => push(&mut b, move || log.lock().unwrap().push(i)),
+                // Three words, one of them a heap string (drop checked by miri).
+                2 => {
+                    let s = format!("{i}");
+                    push(&mut b, move || {
+                        log.lock().unwrap().push(s.parse::<usize>().unwrap())
+                    })
+                }
+                // Larger than three words: boxed.
+                3 => {
+                    let big = [i; 8];
+                    push(&mut b, move || log.lock().unwrap().push(big[7]))
+                }
+                // 12 bytes: two words, the second one half padding.
+                4 => {
+                    let (a, c) = (i as u32, i as u64);
+                    let log2 = log.clone();
+                    drop(log);
+                    push(&mut b, move || {
+                        assert_eq!(u64::from(a), c);
+                        log2.lock().unwrap().push(a as usize)
+                    })
+                }
+                _ => push(&mut b, move || log.lock().unwrap().push(i)),
+            };
+            assert!(ok, "item {i} fits (64 callbacks, 194 words)");
+            expected.push(i);
+        }
+        let (len, ran, panicked) = run(&mut b);
+        assert_eq!((len, ran, panicked), (40, 40, 0));
+        assert_eq!(*log.lock().unwrap(), expected);
+        assert_eq!(Arc::strong_count(&log), 1, "every closure was consumed");
+    }
+
+    #[test]
+    fn zero_sized_closures_take_no_batch_memory() {
+        static RAN: AtomicUsize = AtomicUsize::new(0);
+        let mut b = open(300);
+        let start = b.cur;
+        for _ in 0..300 {
+            assert!(push(&mut b, || {
+                RAN.fetch_add(1, Ordering::Relaxed);
+            }));
+        }
+        // Miri gives each use of a function pointer its own address (they
+        // are not guaranteed unique), so every closure opens a run there.
+        if !cfg!(miri) {
+            assert_eq!(b.cur, start.wrapping_add(2), "one run header, no items");
+        }
+        assert_eq!(b.left, 0, "full at batch_size");
+        assert!(
+            !push(&mut b, || {
+                RAN.fetch_add(1000, Ordering::Relaxed);
+            }),
+            "a full batch takes nothing more"
+        );
+        assert_eq!(RAN.load(Ordering::Relaxed), 1000);
+        assert_eq!(run(&mut b), (300, 300, 0));
+        assert_eq!(RAN.load(Ordering::Relaxed), 1300);
+    }
+
+    #[test]
+    fn one_word_closures_of_one_type_take_one_word_each() {
+        let n = Arc::new(AtomicUsize::new(0));
+        let mut b = open(256);
+        let start = b.cur;
+        for _ in 0..256 {
+            let n = n.clone();
+            assert!(push(&mut b, move || {
+                n.fetch_add(1, Ordering::Relaxed);
+            }));
+        }
+        if !cfg!(miri) {
+            // (Under miri each closure opens a run: see above.)
+            assert_eq!(b.cur, start.wrapping_add(2 + 256), "an Arc is one word");
+        }
+        assert_eq!(run(&mut b), (256, 256, 0));
+        assert_eq!(n.load(Ordering::Relaxed), 256);
+        assert_eq!(Arc::strong_count(&n), 1);
+    }
+
+    #[test]
+    fn alternating_large_types_fill_the_memory_before_the_count() {
+        // 4 callbacks: 14 words. Runs of one 3-word closure take 5 words,
+        // so a third alternating run does not fit.
+        let ran = Arc::new(AtomicUsize::new(0));
+        let mut b = open(4);
+        let r1 = ran.clone();
+        let x = [1usize, 2];
+        assert!(push(&mut b, move || {
+            r1.fetch_add(x[0], Ordering::Relaxed);
+        }));
+        let r2 = ran.clone();
+        // Different code (not merged with the first closure's by LLVM's
+        // function merging, which would let them share a run).
+        let y = [20u64, 10];
+        assert!(push(&mut b, move || {
+            r2.fetch_add(y[1] as usize, Ordering::Relaxed);
+        }));
+        let r3 = ran.clone();
+        let z = [100u32, 0, 0, 0];
+        assert!(!push(&mut b, move || {
+            r3.fetch_add(z[0] as usize, Ordering::Relaxed);
+        }));
+        assert_eq!(
+            ran.load(Ordering::Relaxed),
+            100,
+            "the refused one came back"
+        );
+        assert_eq!(run(&mut b), (2, 2, 0));
+        assert_eq!(ran.load(Ordering::Relaxed), 111);
+        assert_eq!(Arc::strong_count(&ran), 1);
+    }
+
+    #[test]
+    fn a_panic_skips_only_the_closure_that_panicked() {
+        let ran = Arc::new(AtomicUsize::new(0));
+        let mut b = open(32);
+        for i in 0..20usize {
+            let ran = ran.clone();
+            assert!(push(&mut b, move || {
+                ran.fetch_add(1, Ordering::Relaxed);
+                if i % 7 == 3 {
+                    panic!("callback {i} panics (expected by the test)");
+                }
+            }));
+        }
+        let hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|_| {}));
+        let result = run(&mut b);
+        std::panic::set_hook(hook);
+        assert_eq!(result, (20, 20, 3), "items 3, 10, 17 panic");
+        assert_eq!(ran.load(Ordering::Relaxed), 20, "each ran exactly once");
+        assert_eq!(Arc::strong_count(&ran), 1);
+    }
+
+    #[test]
+    fn batch_size_one_holds_the_largest_inline_closure() {
+        let mut b = open(1);
+        let ran = Arc::new(AtomicUsize::new(0));
+        let r = ran.clone();
+        let pad = [7u8; 16];
+        assert!(push(&mut b, move || {
+            r.fetch_add(usize::from(pad[15]), Ordering::Relaxed);
+        }));
+        assert_eq!(b.left, 0);
+        assert_eq!(run(&mut b), (1, 1, 0));
+        assert_eq!(ran.load(Ordering::Relaxed), 7);
+    }
+}

@@ -1,0 +1,258 @@
+//! Configuration: the [`Builder`], who runs callbacks ([`Reclaimer`],
+//! [`Callbacks`]), and stall reports ([`Stall`]).
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::expedite::Expedite;
+
+/// Who drives grace periods and runs the work no live thread will run
+/// (batches of exited and idle threads, exit hooks).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Reclaimer {
+    /// A dedicated thread (the default). It runs grace periods while any
+    /// thread waits for one, polls every `flush_latency` while some thread
+    /// holds batches (to take those of idle threads) and every `exit_poll`
+    /// while exit hooks are armed (the exit path makes no syscall, so it
+    /// cannot wake it), and sleeps otherwise.
+    #[default]
+    Thread,
+    /// No thread: the thread that seals a batch runs the grace period it
+    /// needs itself (each sealed batch costs its thread a grace period,
+    /// unless it is inside a read guard), and [`Domain::flush`],
+    /// [`Domain::barrier`] and [`Domain::exit_barrier`] run what is
+    /// pending. Batches of idle threads wait for those calls.
+    ///
+    /// [`Domain::flush`]: crate::Domain::flush
+    /// [`Domain::barrier`]: crate::Domain::barrier
+    /// [`Domain::exit_barrier`]: crate::Domain::exit_barrier
+    Inline,
+}
+
+/// Where a live thread's deferred callbacks run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Callbacks {
+    /// On the thread that deferred them (the default), as the kernel runs
+    /// RCU callbacks on the CPU that queued them: once a sealed batch's
+    /// grace period has passed, the thread runs it from its next `defer`
+    /// that seals a batch, [`flush`](crate::Domain::flush), or the end of
+    /// its outermost read section; never inside a read guard of the
+    /// domain. A freed object goes back to the allocator cache of the
+    /// thread that allocated it, and nothing a callback touches crosses
+    /// cores. The reclaimer runs the batches of threads that exited, went
+    /// idle, or left ready batches unrun for a flush latency.
+    #[default]
+    Local,
+    /// Every callback on the reclaimer (the kernel's `rcu_nocbs`,
+    /// liburcu's `call_rcu` thread): a full batch is pushed onto the
+    /// domain's queue with one compare-and-swap and never runs on the
+    /// deferring thread. For callers that defer while holding a lock their
+    /// callbacks take, or that must never run foreign code in `defer`.
+    Offload,
+}
+
+/// A reader that held up a grace period for longer than the stall timeout.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stall {
+    /// Kernel thread id of the reader (as in `/proc/self/task/<tid>`).
+    pub tid: i32,
+    /// The reader thread's name, if it had one.
+    pub thread_name: Option<String>,
+    /// How long the grace period had waited for it when reported.
+    pub waited: Duration,
+    /// The grace period's number.
+    pub grace_period: u64,
+}
+
+impl fmt::Display for Stall {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "exitq: grace period {} stalled for {:?} by reader thread {} ({})",
+            self.grace_period,
+            self.waited,
+            self.tid,
+            self.thread_name.as_deref().unwrap_or("unnamed")
+        )
+    }
+}
+
+/// A stall handler: called on the thread running the grace period.
+pub type StallHandler = Arc<dyn Fn(&Stall) + Send + Sync>;
+
+/// Upper bound of [`Builder::batch_size`].
+pub(crate) const MAX_BATCH_SIZE: usize = 1 << 16;
+
+/// Configures and builds a [`Domain`](crate::Domain).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use exitq::{Domain, Reclaimer};
+///
+/// let domain = Domain::builder()
+///     .batch_size(128)
+///     .flush_latency(Duration::from_millis(5))
+///     .reclaimer(Reclaimer::Inline)
+///     .build();
+/// domain.defer(|| ());
+/// domain.barrier();
+/// assert_eq!(domain.stats().callbacks_run, 1);
+/// ```
+#[derive(Clone)]
+pub struct Builder {
+    pub(crate) first_check_delay: Duration,
+    pub(crate) batch_size: usize,
+    pub(crate) flush_latency: Duration,
+    pub(crate) backlog_limit: usize,
+    pub(crate) stall_timeout: Duration,
+    pub(crate) exit_poll: Option<Duration>,
+    pub(crate) reclaimer: Reclaimer,
+    pub(crate) callbacks: Callbacks,
+    pub(crate) expedite: Expedite,
+    pub(crate) stall_handler: Option<StallHandler>,
+    pub(crate) thread_name: String,
+}
+
+impl fmt::Debug for Builder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("first_check_delay", &self.first_check_delay)
+            .field("batch_size", &self.batch_size)
+            .field("flush_latency", &self.flush_latency)
+            .field("backlog_limit", &self.backlog_limit)
+            .field("stall_timeout", &self.stall_timeout)
+            .field("exit_poll", &self.exit_poll)
+            .field("reclaimer", &self.reclaimer)
+            .field("callbacks", &self.callbacks)
+            .field("expedite", &self.expedite)
+            .field("stall_handler", &self.stall_handler.is_some())
+            .field("thread_name", &self.thread_name)
+            .finish()
+    }
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            first_check_delay: Duration::from_micros(25),
+            batch_size: 256,
+            flush_latency: Duration::from_millis(10),
+            backlog_limit: 1 << 20,
+            stall_timeout: Duration::from_secs(5),
+            exit_poll: Some(Duration::from_millis(10)),
+            reclaimer: Reclaimer::Thread,
+            callbacks: Callbacks::Local,
+            expedite: Expedite::Auto,
+            stall_handler: None,
+            thread_name: "exitq-reclaim".to_owned(),
+        }
+    }
+}
+
+impl Builder {
+    /// Sleep this long after starting a normal grace period before the first
+    /// check of the readers (default 25 µs): short readers finish meanwhile
+    /// and concurrent callers join the same grace period. Zero disables it.
+    /// Expedited grace periods never wait.
+    pub fn first_check_delay(mut self, delay: Duration) -> Self {
+        self.first_check_delay = delay;
+        self
+    }
+
+    /// Callbacks per thread-local batch (default 256, clamped to 1..=65536:
+    /// each batch's memory is three words per callback, so a larger batch
+    /// only costs memory). A batch is sealed when full and waits for one
+    /// grace period as a whole.
+    pub fn batch_size(mut self, n: usize) -> Self {
+        self.batch_size = n.clamp(1, MAX_BATCH_SIZE);
+        self
+    }
+
+    /// How long a thread may keep callbacks the reclaimer could run
+    /// (default 10 ms, at least 100 µs): the reclaimer thread takes batches
+    /// that were opened, or sealed and left unrun, at least this long ago
+    /// from their thread (within one to two flush latencies). With
+    /// [`Reclaimer::Inline`] there is no thread to do that: batches of idle
+    /// threads run at [`Domain::barrier`](crate::Domain::barrier) or when
+    /// their thread defers again, flushes or exits.
+    pub fn flush_latency(mut self, latency: Duration) -> Self {
+        self.flush_latency = latency.max(Duration::from_micros(100));
+        self
+    }
+
+    /// Most sealed callbacks allowed to wait (default 2^20). A thread that
+    /// seals a batch past it waits for the grace period its oldest batch
+    /// needs and runs what is ready (or, while fewer reclaim passes than
+    /// half the CPUs, at least 2, run, helps with the domain's queue).
+    /// Inside a read guard or a callback waiting would deadlock: the
+    /// overrun is counted instead ([`Stats::backlog_overruns`]).
+    ///
+    /// [`Stats::backlog_overruns`]: crate::Stats::backlog_overruns
+    pub fn backlog_limit(mut self, n: usize) -> Self {
+        self.backlog_limit = n.max(1);
+        self
+    }
+
+    /// Report a reader that holds up a grace period longer than this
+    /// (default 5 s).
+    pub fn stall_timeout(mut self, timeout: Duration) -> Self {
+        self.stall_timeout = timeout;
+        self
+    }
+
+    /// How often an idle reclaimer thread looks for hooks of exited threads
+    /// while exit hooks are armed (default 10 ms). `None`: never poll; exit
+    /// hooks then run at the next reclaim pass, `barrier` or
+    /// `exit_barrier`. This bounds the latency between a thread's exit and
+    /// its cleanup.
+    pub fn exit_poll(mut self, period: Option<Duration>) -> Self {
+        self.exit_poll = period.map(|p| p.max(Duration::from_micros(100)));
+        self
+    }
+
+    /// Who drives grace periods and runs what no live thread will (default
+    /// [`Reclaimer::Thread`]).
+    pub fn reclaimer(mut self, reclaimer: Reclaimer) -> Self {
+        self.reclaimer = reclaimer;
+        self
+    }
+
+    /// Where live threads' callbacks run (default [`Callbacks::Local`]).
+    pub fn callbacks(mut self, callbacks: Callbacks) -> Self {
+        self.callbacks = callbacks;
+        self
+    }
+
+    /// membarrier(2) or fences (default [`Expedite::Auto`]).
+    pub fn expedite(mut self, expedite: Expedite) -> Self {
+        self.expedite = expedite;
+        self
+    }
+
+    /// Called once per stalled reader per grace period, instead of the
+    /// default line on stderr. Runs on the thread waiting for the grace
+    /// period; a panic in it is caught and ignored.
+    pub fn stall_handler(mut self, handler: impl Fn(&Stall) + Send + Sync + 'static) -> Self {
+        self.stall_handler = Some(Arc::new(handler));
+        self
+    }
+
+    /// Name of the reclaimer thread (default `exitq-reclaim`).
+    pub fn thread_name(mut self, name: impl Into<String>) -> Self {
+        self.thread_name = name.into();
+        self
+    }
+}
+
+/// The settings a built domain runs with.
+pub(crate) struct Config {
+    pub(crate) batch_size: usize,
+    pub(crate) flush_latency: Duration,
+    pub(crate) backlog_limit: usize,
+    pub(crate) exit_poll: Option<Duration>,
+    pub(crate) reclaimer: Reclaimer,
+    pub(crate) callbacks: Callbacks,
+    pub(crate) thread_name: String,
+}

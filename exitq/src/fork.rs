@@ -1,0 +1,48 @@
+//! Detecting that the process is the child of a `fork()`.
+//!
+//! A domain's reclaimer thread and the parent's other threads do not exist
+//! in a child, while their records still look in use: a grace period would
+//! wait for them forever, and running the parent's callbacks in the child
+//! would run them twice. So every entry point that could hang or run
+//! callbacks checks, once per call (never per callback), that the process
+//! is the one that built the domain.
+//!
+//! The check is one load: a `pthread_atfork` child handler (registered
+//! once, when the first domain is built) advances a process-wide fork
+//! generation; a domain remembers the generation it was built in.
+//! `getpid()` would be a system call on every check (glibc no longer
+//! caches it).
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Once;
+
+/// Forks survived by this process image (advanced in each child).
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+
+#[cfg_attr(any(miri, exitq_loom), allow(dead_code))]
+extern "C" fn in_child() {
+    // Relaxed: the child is single-threaded right after fork; later
+    // threads it creates are ordered after this by thread creation.
+    GENERATION.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The current fork generation, registering the child handler on first use.
+pub(crate) fn generation() -> u64 {
+    static REGISTER: Once = Once::new();
+    REGISTER.call_once(|| {
+        #[cfg(not(any(miri, exitq_loom)))]
+        // SAFETY: `in_child` is an `extern "C"` function that only touches
+        // an atomic (async-signal-safe, as a fork handler must be).
+        unsafe {
+            libc::pthread_atfork(None, None, Some(in_child));
+        }
+    });
+    // Relaxed: see `in_child`.
+    GENERATION.load(Ordering::Relaxed)
+}
+
+/// Whether this process forked since `built` was read (we are a child).
+#[inline]
+pub(crate) fn is_child(built: u64) -> bool {
+    // Relaxed: see `in_child`.
+    GENERATION.load(Ordering::Relaxed) != built
+}

@@ -1,0 +1,435 @@
+//! Grace periods: the read-side protocol, the global epoch, `synchronize`.
+//!
+//! # Readers
+//!
+//! A reader's word (`Record::ctr`) packs the epoch it saw at its outermost
+//! entry (48 bits) above its nesting depth (16 bits), like liburcu's `ctr`,
+//! so entering and leaving a section are one load and one store each. The
+//! read-side fast path is: a load of the domain's epoch word, one store of
+//! it into the record, and a fence that is only a compiler fence when the
+//! writer side uses membarrier(2) (see [`expedite`](crate::expedite)).
+//! Leaving the outermost section is a Release store of 0.
+//!
+//! # Grace periods
+//!
+//! The epoch is a counter, not liburcu's one-bit parity, so a single pass
+//! over the registry completes a grace period where urcu-memb needs two
+//! parity flips and two waits (48 bits do not wrap in practice, see
+//! [`epoch_word`]). Grace period number `g`:
+//!
+//! 1. heavy barrier (membarrier, or a full fence in fallback mode);
+//! 2. store `g + 1` into the epoch (Release);
+//! 3. for a normal grace period, sleep `first_check_delay` (interrupted if
+//!    an expedited caller arrives);
+//! 4. for every record, wait until its word is 0 (outside any section) or
+//!    shows an epoch greater than `g` (its section started after step 2).
+//!
+//! Why one pass is enough: a reader whose section still shows an epoch
+//! `<= g` started before step 2 and is waited for; a reader showing `> g`
+//! loaded the epoch after step 2, so (by the heavy barrier of step 1 paired
+//! with the reader's fence) it also sees every removal made before the grace
+//! period started; a reader showing 0 that enters later with a stale epoch
+//! is ordered the same way by the barrier of step 1. The Acquire load in
+//! step 4 pairs with the reader's Release store of 0, so a section that
+//! ended happens-before the grace period completes.
+//!
+//! # Sharing, and waiting without a lock
+//!
+//! Callers agree through a small mutex-protected state (writers only;
+//! readers never touch it): `started`/`completed` counters. A caller of
+//! `synchronize` targets `started + 1`; if no grace period is running it
+//! becomes the leader and runs it, otherwise it waits on a condition
+//! variable, so any number of concurrent callers share at most two grace
+//! periods.
+//!
+//! Deferred callbacks need the same answer without the lock: a batch
+//! sealed now needs grace period [`GracePeriods::snapshot`] (`started + 1`,
+//! read after a full fence), and it may run once
+//! [`GracePeriods::is_done`] says that grace period completed (one Acquire
+//! load of a mirror of `completed`, paired with the leader's Release store
+//! of it after step 4). The snapshot is safe without the lock: if the
+//! leader of grace period `started + 1` already stored its number before
+//! our fence (in the fences' single total order), we read it and wait for
+//! the one after; otherwise our fence precedes the leader's heavy barrier,
+//! so everything we did before sealing (the removals) is ordered before
+//! step 1, exactly as for a `synchronize` caller. [`GracePeriods::request`]
+//! tells the reclaimer someone waits for a grace period.
+//!
+//! # Stalls
+//!
+//! While waiting in step 4, a record that holds the grace period for
+//! longer than `stall_timeout` is reported once per grace period: the
+//! `stalls` counter is incremented and the stall handler (default: one line
+//! on stderr naming the thread) is called. Waiting continues: a grace
+//! period is never cut short.
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crossbeam_utils::CachePadded;
+
+use crate::cancel::NoCancel;
+use crate::config::{Stall, StallHandler};
+use crate::expedite::Fences;
+use crate::record::{Record, Registry};
+use crate::stats::Counters;
+use crate::sync::{self, AtomicU64, Ordering};
+
+/// Bits of a reader word that count nesting; the rest is the epoch.
+pub(crate) const NEST_BITS: u32 = 16;
+/// Mask of the nesting count in a reader word.
+pub(crate) const NEST_MASK: u64 = (1 << NEST_BITS) - 1;
+
+/// The epoch word of grace period `g` (what readers copy): epoch `g + 1`
+/// above a nesting count of 1. 48 bits of epoch do not wrap in practice
+/// (2^48 grace periods at one per microsecond is 8.9 years; a normal grace
+/// period takes at least its 25 µs first-check delay).
+#[inline]
+pub(crate) const fn epoch_word(g: u64) -> u64 {
+    ((g + 1) << NEST_BITS) | 1
+}
+
+/// Enters a read section (`Domain::read`). The reader word `ctr` holds the
+/// epoch seen at the outermost entry and the nesting depth (as in
+/// liburcu), so entering and leaving are one load and one store each.
+#[inline(always)]
+pub(crate) fn reader_enter(gp_ctr: &AtomicU64, ctr: &AtomicU64, fences: Fences) {
+    // Relaxed: only this thread writes its reader word.
+    let tmp = ctr.load(Ordering::Relaxed);
+    if tmp & NEST_MASK == 0 {
+        // Acquire: pairs with the leader's Release store of the epoch
+        // (`start_grace_period`); free on x86.
+        ctr.store(gp_ctr.load(Ordering::Acquire), Ordering::Relaxed);
+        // Orders the store above before the section's loads: a compiler
+        // fence paired with the leader's membarrier, or a full fence paired
+        // with the leader's fence (fallback).
+        fences.light();
+    } else {
+        if tmp & NEST_MASK == NEST_MASK {
+            nested_too_deep();
+        }
+        ctr.store(tmp + 1, Ordering::Relaxed);
+    }
+}
+
+#[cold]
+fn nested_too_deep() -> ! {
+    panic!("exitq: read guards nested {NEST_MASK} deep (leaked guards?)")
+}
+
+/// Leaves a read section; true if it was the outermost one.
+#[inline(always)]
+pub(crate) fn reader_exit(ctr: &AtomicU64) -> bool {
+    // Relaxed: only this thread writes its reader word.
+    let tmp = ctr.load(Ordering::Relaxed);
+    if tmp & NEST_MASK == 1 {
+        // Release: the section's accesses happen-before a grace period
+        // leader's Acquire load that sees 0 (`holds_grace_period`).
+        ctr.store(0, Ordering::Release);
+        true
+    } else {
+        ctr.store(tmp - 1, Ordering::Relaxed);
+        false
+    }
+}
+
+/// Nesting depth of a reader word.
+#[inline]
+pub(crate) fn nesting(ctr: &AtomicU64) -> u32 {
+    // Relaxed: read by the owner (its own word) or as a snapshot.
+    (ctr.load(Ordering::Relaxed) & NEST_MASK) as u32
+}
+
+/// Steps 1 and 2 of grace period `g` (see the module docs).
+#[inline]
+pub(crate) fn start_grace_period(gp_ctr: &AtomicU64, g: u64, fences: Fences) {
+    // Step 1: every reader passes a full barrier (pairs with the readers'
+    // light fence; see expedite.rs).
+    fences.heavy();
+    // Step 2. Release: pairs with the readers' Acquire load of the epoch: a
+    // reader that sees g + 1 sees every removal ordered before this grace
+    // period.
+    gp_ctr.store(epoch_word(g), Ordering::Release);
+}
+
+/// Step 4: whether the reader with word `ctr` still holds grace period `g`
+/// (it is inside a section that started before step 2).
+#[inline]
+pub(crate) fn holds_grace_period(ctr: &AtomicU64, g: u64) -> bool {
+    // Acquire: pairs with the reader's Release store of 0 when it leaves
+    // its outermost section (`reader_exit`): the section's accesses
+    // happen-before whatever the grace period's caller does next.
+    let c = ctr.load(Ordering::Acquire);
+    c != 0 && (c >> NEST_BITS) <= g
+}
+
+/// Read-mostly words every reader touches: kept on their own cache line.
+pub(crate) struct Hot {
+    /// The epoch word readers copy on entry ([`epoch_word`]).
+    pub(crate) gp_ctr: AtomicU64,
+    pub(crate) fences: Fences,
+    /// A reader word's value outside any section (0) when an outermost
+    /// entry needs only a compiler fence (membarrier mode); in fence mode a
+    /// value the word never holds (nesting `NEST_MASK` is refused). One
+    /// comparison then finds "outermost entry, and the fast kind", and
+    /// everything else takes [`reader_enter`].
+    pub(crate) fast_idle: u64,
+}
+
+struct GpState {
+    started: u64,
+    completed: u64,
+    /// An expedited caller is waiting: the leader skips its delay.
+    expedite: bool,
+    /// Threads blocked on `cv` (callers waiting for a grace period, a
+    /// leader in its first-check delay): without any, completing a grace
+    /// period skips the futex wake.
+    waiters: usize,
+}
+
+/// The grace-period machinery of one domain.
+pub(crate) struct GracePeriods {
+    pub(crate) hot: CachePadded<Hot>,
+    state: Mutex<GpState>,
+    cv: Condvar,
+    /// Mirrors of `state.started` / `state.completed` for lock-free
+    /// readers ([`snapshot`](Self::snapshot), [`is_done`](Self::is_done)),
+    /// and the highest grace period anyone waits for without running it.
+    started: CachePadded<AtomicU64>,
+    completed: CachePadded<AtomicU64>,
+    requested: CachePadded<AtomicU64>,
+    first_check_delay: Duration,
+    stall_timeout: Duration,
+    stall_handler: Option<StallHandler>,
+}
+
+impl GracePeriods {
+    pub(crate) fn new(
+        fences: Fences,
+        first_check_delay: Duration,
+        stall_timeout: Duration,
+        stall_handler: Option<StallHandler>,
+    ) -> GracePeriods {
+        GracePeriods {
+            hot: CachePadded::new(Hot {
+                gp_ctr: AtomicU64::new(epoch_word(0)),
+                fences,
+                fast_idle: if fences.membarrier { 0 } else { u64::MAX },
+            }),
+            state: Mutex::new(GpState {
+                started: 0,
+                completed: 0,
+                expedite: false,
+                waiters: 0,
+            }),
+            cv: Condvar::new(),
+            started: CachePadded::new(AtomicU64::new(0)),
+            completed: CachePadded::new(AtomicU64::new(0)),
+            requested: CachePadded::new(AtomicU64::new(0)),
+            first_check_delay,
+            stall_timeout,
+            stall_handler,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, GpState> {
+        // A panic while holding the lock leaves plain counters that are
+        // still consistent; keep going rather than poison every caller.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The grace period that work sealed now must wait for (see the module
+    /// docs for why no lock is needed).
+    #[inline]
+    pub(crate) fn snapshot(&self) -> u64 {
+        // Full fence: orders the caller's removals before the load below
+        // and before the heavy barrier of any grace period whose number the
+        // load does not see (module docs).
+        sync::full_fence();
+        // Relaxed: ordered by the fence above against the leader's store
+        // before its heavy barrier.
+        self.started.load(Ordering::Relaxed) + 1
+    }
+
+    /// Whether grace period `g` has completed.
+    #[inline]
+    pub(crate) fn is_done(&self, g: u64) -> bool {
+        // Acquire: pairs with the leader's Release store after step 4: the
+        // read sections it waited for happen-before what we run next.
+        self.completed.load(Ordering::Acquire) >= g
+    }
+
+    /// The last completed grace period.
+    #[inline]
+    pub(crate) fn completed(&self) -> u64 {
+        // Acquire: as `is_done`.
+        self.completed.load(Ordering::Acquire)
+    }
+
+    /// Records that someone waits for grace period `g` without running it;
+    /// true if that raised the request (the caller then wakes the
+    /// reclaimer).
+    #[inline]
+    pub(crate) fn request(&self, g: u64) -> bool {
+        // Relaxed: a hint; raising it is ordered by the SeqCst RMW below.
+        if self.requested.load(Ordering::Relaxed) >= g {
+            return false;
+        }
+        // SeqCst: store-buffering pair with the reclaimer's "publish my
+        // sleep state (SeqCst); re-check `wanted`" (reclaimer.rs): either
+        // it sees this request or we see it asleep and wake it.
+        self.requested.fetch_max(g, Ordering::SeqCst);
+        true
+    }
+
+    /// Whether someone waits for a grace period that has not completed.
+    #[inline]
+    pub(crate) fn wanted(&self) -> bool {
+        // SeqCst: the reclaimer's side of the pair in `request`.
+        self.requested.load(Ordering::SeqCst) > self.completed.load(Ordering::SeqCst)
+    }
+
+    /// Waits until grace period `g` has completed, running grace periods
+    /// as needed.
+    pub(crate) fn wait_for(&self, g: u64, registry: &Registry, stats: &Counters) {
+        while !self.is_done(g) {
+            self.synchronize(registry, stats, false);
+        }
+    }
+
+    /// One grace period that starts after this call (shared with
+    /// concurrent callers). Cancellation is disabled meanwhile
+    /// ([`cancel`](crate::cancel)).
+    pub(crate) fn synchronize(&self, registry: &Registry, stats: &Counters, expedited: bool) {
+        let _no_cancel = NoCancel::new();
+        // Full fence: orders the caller's removals before the grace period
+        // it will wait for (pairs with the readers' fences / the leader's
+        // membarrier; see the module docs, fallback-mode argument).
+        sync::full_fence();
+        let mut st = self.lock();
+        let target = st.started + 1;
+        if expedited && st.started > st.completed {
+            st.expedite = true;
+            if st.waiters > 0 {
+                self.cv.notify_all();
+            }
+        }
+        loop {
+            if st.completed >= target {
+                return;
+            }
+            if st.started == st.completed {
+                st.started += 1;
+                let g = st.started;
+                // Relaxed: read by `snapshot` after a full fence, ordered
+                // against our heavy barrier (module docs).
+                self.started.store(g, Ordering::Relaxed);
+                let exp = expedited || std::mem::take(&mut st.expedite);
+                drop(st);
+                self.run(g, exp, registry, stats);
+                st = self.lock();
+                st.completed = g;
+                // Release: pairs with `is_done`'s Acquire.
+                self.completed.store(g, Ordering::Release);
+                if st.waiters > 0 {
+                    self.cv.notify_all();
+                }
+                continue;
+            }
+            st.waiters += 1;
+            st = self.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+            st.waiters -= 1;
+        }
+    }
+
+    fn run(&self, g: u64, expedited: bool, registry: &Registry, stats: &Counters) {
+        start_grace_period(&self.hot.gp_ctr, g, self.hot.fences);
+        // Step 3: let short readers finish, and callers join.
+        let delay = self.first_check_delay;
+        if !expedited && !delay.is_zero() {
+            let mut st = self.lock();
+            st.waiters += 1;
+            let (mut st, _) = self
+                .cv
+                .wait_timeout_while(st, delay, |s| !s.expedite)
+                .unwrap_or_else(|e| e.into_inner());
+            st.waiters -= 1;
+        }
+        // Step 4: wait for the readers that started before step 2.
+        let start = Instant::now();
+        for r in registry.iter() {
+            let mut backoff = WaitBackoff::new(expedited);
+            while holds_grace_period(&r.ctr, g) {
+                let waited = start.elapsed();
+                if waited >= Duration::from_millis(2) && r.release_leaked() {
+                    break;
+                }
+                // Relaxed: a once-per-grace-period report marker.
+                if waited >= self.stall_timeout && r.stalled_gp.swap(g, Ordering::Relaxed) != g {
+                    self.report_stall(r, g, waited, stats);
+                }
+                backoff.wait();
+            }
+        }
+        Counters::add(&stats.grace_periods, 1);
+    }
+
+    #[cold]
+    fn report_stall(&self, r: &Record, g: u64, waited: Duration, stats: &Counters) {
+        Counters::add(&stats.stalls, 1);
+        let owner = r.owner();
+        let stall = Stall {
+            tid: owner.tid,
+            thread_name: owner.name(),
+            waited,
+            grace_period: g,
+        };
+        match &self.stall_handler {
+            Some(handler) => {
+                if let Err(p) =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(&stall)))
+                {
+                    crate::batch::drop_payload(p);
+                }
+            }
+            None => eprintln!("{stall}; still waiting (a read guard held too long, or leaked?)"),
+        }
+    }
+}
+
+/// Waiting for a reader: spin briefly, then sleep with exponential backoff.
+pub(crate) struct WaitBackoff {
+    spins: u32,
+    sleep: Duration,
+    max_sleep: Duration,
+}
+
+impl WaitBackoff {
+    pub(crate) fn new(expedited: bool) -> Self {
+        WaitBackoff {
+            spins: if expedited { 1000 } else { 8 },
+            sleep: Duration::from_micros(10),
+            max_sleep: if expedited {
+                Duration::from_micros(100)
+            } else {
+                Duration::from_millis(1)
+            },
+        }
+    }
+
+    pub(crate) fn wait(&mut self) {
+        if self.spins > 0 {
+            self.spins -= 1;
+            if self.spins % 64 == 0 {
+                sync::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+            return;
+        }
+        #[cfg(exitq_loom)]
+        sync::yield_now();
+        #[cfg(not(exitq_loom))]
+        std::thread::sleep(self.sleep);
+        self.sleep = (self.sleep * 2).min(self.max_sleep);
+    }
+}

@@ -1,0 +1,667 @@
+//! The owner's side of deferred callbacks: the open batch, sealing, and
+//! running its own callbacks once their grace period has passed.
+//!
+//! # Callbacks run where they were queued
+//!
+//! A full batch is *sealed*: it records the grace period it needs
+//! ([`GracePeriods::snapshot`](crate::grace::GracePeriods::snapshot)) and
+//! joins the thread's queue of sealed batches, oldest first, in the
+//! thread's own record. The reclaimer thread is asked for that grace
+//! period ([`GracePeriods::request`](crate::grace::GracePeriods::request));
+//! it runs grace periods back to back while anyone asks, so a steady
+//! producer never wakes it. Once a sealed batch's grace period has
+//! completed (one Acquire load tells), the thread runs its callbacks —
+//! the kernel's per-CPU `rcu_do_batch`, crossbeam's collect-on-pin. A
+//! freed object goes back to the allocator cache of the thread that
+//! allocated it, and the lines a callback touches stay on that core.
+//!
+//! # A few at a time
+//!
+//! The thread does not run a ready batch all at once: every `TICK`
+//! `defer`s (a *tick*) it runs the next `DRAIN` ready callbacks, one free
+//! per allocation, twice that while more than a batch is ready (so a
+//! backlog shrinks). That is what keeps the allocator's per-thread cache (glibc
+//! keeps 7 chunks of a size) serving both sides: 256 frees in a row would
+//! overflow it into the shared bins, whose every push and pop is an atomic
+//! compare-and-swap (the kernel bounds `rcu_do_batch` the same way, for
+//! latency). The tick costs the fast path nothing: it is the batch's
+//! remaining-room counter cut short ([`OpenBatch::tick_in`]), so `defer`
+//! takes its slow path when it reaches zero, exactly as for a full batch.
+//! While sealed batches wait for their grace period the thread looks every
+//! `POLL` defers. [`Domain::flush`](crate::Domain::flush) runs everything
+//! ready at once.
+//!
+//! Never inside a read guard of the domain (of any kind: `Domain::read`, a
+//! `Reader`, a temporary guard), and never inside one of the domain's
+//! callbacks: there the ready callbacks wait, and the guard's outermost
+//! exit runs them (`RUN_PENDING`), a tick's worth per exit while any are
+//! ready. Running ready callbacks never waits for a grace period, so no
+//! path waits for the caller's own section.
+//!
+//! What the thread does not run, the reclaimer does: batches of threads
+//! that exited (pushed at exit), that went idle or left ready batches
+//! unrun for a flush latency (taken through the steal handshake), and, with
+//! [`Callbacks::Offload`], every batch (pushed onto the domain's queue when
+//! sealed: the v1 and kernel `rcu_nocbs` behaviour).
+//!
+//! # Inside the handshake
+//!
+//! Every access to the record's batches is one owner section of the steal
+//! handshake ([`handshake`](crate::handshake)), and every move of work
+//! happens inside one: sealing into the queue, pushing onto the domain's
+//! list, and taking ready callbacks (or whole batches) to run, with
+//! `run_seq` made odd in the same section, so a `barrier` that finds them
+//! gone knows a run is in progress and waits for it. Callbacks run after
+//! the section ends, so a callback may defer, flush or be stolen from.
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use crate::batch::{drop_payload, Deferred, Taken, Work};
+use crate::cancel::NoCancel;
+use crate::config::{Callbacks, Reclaimer};
+use crate::handshake;
+use crate::inner::Inner;
+use crate::llist::{Chain, Node};
+use crate::reclaim;
+use crate::record::{Local, Record, RUN_PENDING};
+use crate::run;
+use crate::stats::Counters;
+use crate::sync::Ordering;
+use crate::thread;
+
+/// Ready callbacks run per tick.
+const DRAIN: usize = 4;
+/// Defers between ticks while ready callbacks remain: as many as a tick
+/// runs, so frees and allocations alternate and the allocator's
+/// per-thread cache serves both.
+const TICK: usize = DRAIN;
+/// Defers between ticks while more than a batch is ready (twice the
+/// arrival rate, so a backlog shrinks).
+const TICK_BEHIND: usize = DRAIN / 2;
+/// Defers between looks at the oldest sealed batch while it waits for its
+/// grace period.
+const POLL: usize = 64;
+
+/// What to do after an owner section that sealed or took work.
+#[derive(Default)]
+struct After {
+    /// The highest grace period a newly sealed batch waits for (0: none).
+    need_gp: u64,
+    /// The grace period the oldest sealed batch still waits for (0: none).
+    oldest_gp: u64,
+    /// Ready callbacks taken to run (`run_seq` was made odd).
+    items: Items,
+    /// Whole ready batches taken to run (`run_seq` was made odd).
+    batches: Chain<Work>,
+    /// Batches emptied by taking callbacks out of them: counts to settle.
+    finished: Chain<Work>,
+    /// A batch was pushed onto the domain's queue (offload).
+    offloaded: bool,
+    /// The backlog after sealing.
+    pending: usize,
+    /// Sealed batches remain in the thread's queue.
+    sealed_left: bool,
+    /// Some of them are ready.
+    ready_left: bool,
+    /// More than a batch of them is ready (the thread fell behind).
+    behind: bool,
+}
+
+/// Up to `DRAIN` callbacks taken out of batches (on the stack: no
+/// allocation on the way).
+#[derive(Default)]
+struct Items {
+    taken: [Option<Taken>; DRAIN],
+    len: usize,
+}
+
+impl Items {
+    fn is_full(&self) -> bool {
+        self.len == DRAIN
+    }
+
+    fn push(&mut self, t: Taken) {
+        self.taken[self.len] = Some(t);
+        self.len += 1;
+    }
+}
+
+/// Whether the calling thread may run `inner`'s callbacks now: outside
+/// every read section and callback of the domain.
+#[inline]
+fn may_run(inner: &Inner) -> bool {
+    !run::in_callback(inner.id) && !thread::inside(inner)
+}
+
+/// Appends `d` to the open batch of `r` (the calling thread's main record).
+#[inline(always)]
+pub(crate) fn defer(inner: &Inner, r: &Record, d: Deferred) {
+    if !handshake::owner_begin(&r.busy, &r.steal, inner.gp.hot.fences) {
+        return defer_contended(inner, r, d);
+    }
+    // SAFETY: we are the owner, `busy` is set and no steal was requested
+    // after it (handshake).
+    let local = unsafe { &mut *r.local.get() };
+    let words = d.words();
+    match local.open.try_push(d, words) {
+        Ok(()) if local.open.left() != 0 => handshake::owner_end(&r.busy),
+        Ok(()) => slow_visit(inner, r, local),
+        Err(d) => defer_slow(inner, r, local, d),
+    }
+}
+
+#[cold]
+fn defer_contended(inner: &Inner, r: &Record, d: Deferred) {
+    // A stealer is taking our batches: wait for it (it only moves a few
+    // pointers), then retry.
+    handshake::wait_for_stealer(&r.steal);
+    defer(inner, r, d)
+}
+
+/// `left` reached zero: the batch is full (seal it) or a tick is due (run
+/// a few ready callbacks). Inside the owner section; ends it.
+#[inline(never)]
+fn slow_visit(inner: &Inner, r: &Record, local: &mut Local) {
+    let mut after = After::default();
+    let allowed = may_run(inner);
+    if local.open.is_full() {
+        if let Some(node) = local.open.take() {
+            seal(inner, r, local, node, &mut after);
+        }
+    } else {
+        local.open.untick();
+    }
+    take_some(inner, r, local, allowed, &mut after);
+    schedule_tick(local, &after);
+    handshake::owner_end(&r.busy);
+    finish(inner, r, after, allowed);
+}
+
+/// A new run, a new batch, or a full batch to seal first (inside the
+/// owner section; ends it).
+#[cold]
+fn defer_slow(inner: &Inner, r: &Record, local: &mut Local, d: Deferred) {
+    local.open.untick();
+    let d = match local.open.push_new_run(d) {
+        Ok(()) => {
+            if local.open.left() != 0 {
+                schedule_tick(local, &ready_state(inner, local));
+                return handshake::owner_end(&r.busy);
+            }
+            return slow_visit(inner, r, local);
+        }
+        Err(d) => d,
+    };
+    // No batch, or no room for a new run: seal what is there, open a
+    // fresh batch.
+    let mut after = After::default();
+    let allowed = may_run(inner);
+    if let Some(node) = local.open.take() {
+        seal(inner, r, local, node, &mut after);
+    }
+    open_batch(inner, r, local);
+    let pushed = local.open.push_new_run(d);
+    debug_assert!(pushed.is_ok(), "an empty batch takes any closure");
+    if local.open.left() == 0 {
+        // batch_size 1: sealed at once.
+        if let Some(node) = local.open.take() {
+            seal(inner, r, local, node, &mut after);
+        }
+    }
+    take_some(inner, r, local, allowed, &mut after);
+    schedule_tick(local, &after);
+    handshake::owner_end(&r.busy);
+    finish(inner, r, after, allowed);
+}
+
+/// Whether sealed batches wait, and whether some are ready (for
+/// `schedule_tick` where nothing was taken).
+fn ready_state(inner: &Inner, local: &Local) -> After {
+    let mut after = After::default();
+    note_left(inner, local, &mut after);
+    after
+}
+
+/// Arms the next tick of the open batch: soon while ready callbacks
+/// remain, less often while sealed batches wait, not at all otherwise.
+fn schedule_tick(local: &mut Local, after: &After) {
+    if after.behind {
+        local.open.tick_in(TICK_BEHIND);
+    } else if after.ready_left {
+        local.open.tick_in(TICK);
+    } else if after.sealed_left {
+        local.open.tick_in(POLL);
+    }
+}
+
+/// Opens a batch in `local` (the record's spare node, a recycled one, or a
+/// new one). Inside the owner section.
+fn open_batch(inner: &Inner, r: &Record, local: &mut Local) {
+    let node = r.spare.take().unwrap_or_else(|| inner.empty_batch());
+    // Counted in `held` below.
+    local.open.open(node, inner.config.batch_size, true);
+    // Relaxed: a hint for the reclaimer's idle steal.
+    r.open_epoch
+        .store(inner.poll_epoch.load(Ordering::Relaxed), Ordering::Relaxed);
+    // SeqCst: store-buffering pair with the reclaimer's "publish my sleep
+    // state; re-check held batches" (it must not park without a timeout
+    // while a thread holds batches).
+    if inner.held.fetch_add(1, Ordering::SeqCst) == 0 {
+        // A parked reclaimer must start polling for this batch.
+        inner.wake_reclaimer(false);
+    }
+}
+
+/// Seals `node` (taken from the open batch): tags it with the grace period
+/// it needs and queues it in the thread, or (offload) on the domain.
+/// Inside the owner section.
+fn seal(
+    inner: &Inner,
+    r: &Record,
+    local: &mut Local,
+    mut node: Box<Node<Work>>,
+    after: &mut After,
+) {
+    if inner.forked() {
+        // The parent's callbacks must not run here (leaked), and the panic
+        // must not leave `busy` set.
+        std::mem::forget(node);
+        handshake::owner_end(&r.busy);
+        inner.check_fork();
+        unreachable!("check_fork panics in a child");
+    }
+    // Relaxed: a hint (the batch is no longer open).
+    r.open_epoch.store(0, Ordering::Relaxed);
+    let Work::Batch(b) = &mut node.value else {
+        unreachable!("an exit hook as a batch")
+    };
+    let g = inner.gp.snapshot();
+    b.wait_gp = g;
+    // Relaxed: an aging clock.
+    b.sealed_epoch = inner.poll_epoch.load(Ordering::Relaxed);
+    b.in_pending = true;
+    // Relaxed: a counter; the batch itself moves through the handshake or
+    // the list.
+    after.pending = inner.pending.fetch_add(b.len, Ordering::Relaxed) + b.len;
+    Counters::add(&inner.stats.batches, 1);
+    if inner.config.callbacks == Callbacks::Offload {
+        if b.in_held {
+            b.in_held = false;
+            // Relaxed: a counter (see `Inner::held`).
+            inner.held.fetch_sub(1, Ordering::Relaxed);
+        }
+        // Inside the owner section (`handshake`: every move inside one).
+        inner.queue.push(node);
+        after.offloaded = true;
+        return;
+    }
+    if local.sealed.is_empty() {
+        // Relaxed: a hint for the reclaimer's idle steal.
+        r.sealed_epoch.store(b.sealed_epoch, Ordering::Relaxed);
+    }
+    after.need_gp = after.need_gp.max(g);
+    local.sealed.push_back(node);
+}
+
+/// Takes up to `DRAIN` ready callbacks out of the oldest sealed batches
+/// (if the thread may run them now), and notes what is left. Inside the
+/// owner section.
+fn take_some(inner: &Inner, r: &Record, local: &mut Local, allowed: bool, after: &mut After) {
+    if allowed && !local.sealed.is_empty() {
+        let done = inner.gp.completed();
+        while !after.items.is_full() {
+            let Some(Work::Batch(b)) = local.sealed.front_mut() else {
+                break;
+            };
+            if b.wait_gp > done {
+                break;
+            }
+            while !after.items.is_full() {
+                match b.take_one() {
+                    Some(t) => after.items.push(t),
+                    None => break,
+                }
+            }
+            if b.len == 0 {
+                let node = local.sealed.pop_front().expect("front exists");
+                after.finished.push_back(node);
+            }
+        }
+        if after.items.len > 0 {
+            begin_run(r);
+        }
+        update_sealed_hint(r, local);
+    }
+    note_left(inner, local, after);
+}
+
+/// Takes every sealed batch whose grace period has completed into
+/// `after.batches`. Inside the owner section.
+fn take_ready(inner: &Inner, r: &Record, local: &mut Local, after: &mut After) {
+    let done = inner.gp.completed();
+    while let Some(Work::Batch(b)) = local.sealed.front() {
+        if b.wait_gp > done {
+            break;
+        }
+        let node = local.sealed.pop_front().expect("front exists");
+        after.batches.push_back(node);
+    }
+    if !after.batches.is_empty() {
+        begin_run(r);
+    }
+    update_sealed_hint(r, local);
+    note_left(inner, local, after);
+}
+
+/// `run_seq` odd: a run of work taken in this owner section is in progress.
+fn begin_run(r: &Record) {
+    handshake::run_begin(&r.run_seq);
+}
+
+/// `run_seq` even again: the run has finished.
+fn end_run(r: &Record) {
+    handshake::run_end(&r.run_seq);
+}
+
+fn update_sealed_hint(r: &Record, local: &Local) {
+    let epoch = match local.sealed.front() {
+        Some(Work::Batch(b)) => b.sealed_epoch,
+        _ => 0,
+    };
+    // Relaxed: a hint for the reclaimer's idle steal.
+    r.sealed_epoch.store(epoch, Ordering::Relaxed);
+}
+
+fn note_left(inner: &Inner, local: &Local, after: &mut After) {
+    let mut sealed = local.sealed.iter();
+    if let Some(Work::Batch(b)) = sealed.next() {
+        after.sealed_left = true;
+        after.oldest_gp = b.wait_gp;
+        after.ready_left = inner.gp.is_done(b.wait_gp);
+        if after.ready_left {
+            if let Some(Work::Batch(second)) = sealed.next() {
+                after.behind = inner.gp.is_done(second.wait_gp);
+            }
+        }
+    }
+}
+
+/// After the owner section: run what was taken, ask for a grace period,
+/// help with the backlog, or leave the ready work to the end of the
+/// caller's read section.
+fn finish(inner: &Inner, r: &Record, mut after: After, allowed: bool) {
+    let took = after.items.len > 0 || !after.batches.is_empty();
+    if after.items.len > 0 {
+        run_items(inner, &mut after.items);
+    }
+    if !after.batches.is_empty() {
+        let chain = std::mem::take(&mut after.batches);
+        let ran = run::run_chain(inner.id, chain, |node| keep_node(inner, r, node));
+        inner.settle(&ran);
+        Counters::add(&inner.stats.batches_run_locally, ran.batches);
+    }
+    if took {
+        end_run(r);
+    }
+    settle_finished(inner, r, std::mem::take(&mut after.finished));
+    let inline = inner.config.reclaimer == Reclaimer::Inline;
+    if after.offloaded {
+        if inline {
+            if allowed {
+                reclaim::reclaim_pass(inner);
+            }
+        } else {
+            inner.wake_reclaimer(after.pending >= inner.config.batch_size.saturating_mul(4));
+        }
+    } else if after.need_gp != 0 && !inline && inner.gp.request(after.need_gp) {
+        // Someone must run that grace period: the reclaimer, woken if it
+        // sleeps (once per burst: it keeps running grace periods while
+        // asked).
+        inner.wake_reclaimer(true);
+    }
+    if inline && allowed && after.sealed_left && !after.ready_left {
+        // No reclaimer: run the grace period ourselves (each sealed batch
+        // costs its thread one), then what is ready, and the domain's queue.
+        inner.gp.wait_for(
+            after.need_gp.max(after.oldest_gp),
+            &inner.registry,
+            &inner.stats,
+        );
+        run_ready(inner, r);
+        if !inner.queue.is_empty() {
+            reclaim::reclaim_pass(inner);
+        }
+    }
+    if after.pending > inner.config.backlog_limit {
+        relieve_backlog(inner, r, allowed);
+    }
+    if !allowed && after.sealed_left && !run::in_callback(inner.id) {
+        // Inside a read section: its end runs what is ready by then.
+        thread::open_sections(inner, |s| s.flags.set(s.flags.get() | RUN_PENDING));
+    }
+}
+
+/// Runs callbacks taken out of batches: each exactly once under
+/// `catch_unwind`, cancellation disabled (`cancel`), the thread marked as
+/// running the domain's callbacks (`run`).
+fn run_items(inner: &Inner, items: &mut Items) {
+    let _no_cancel = NoCancel::new();
+    let _in = run::InCallback::enter(inner.id);
+    let n = items.len;
+    let mut panicked = 0;
+    for slot in &mut items.taken[..n] {
+        let t = slot.take().expect("taken callbacks are in order");
+        if let Err(payload) = catch_unwind(AssertUnwindSafe(move || t.run())) {
+            panicked += 1;
+            drop_payload(payload);
+        }
+    }
+    items.len = 0;
+    Counters::add(&inner.stats.callbacks_run, n as u64);
+    if panicked > 0 {
+        Counters::add(&inner.stats.callbacks_panicked, panicked);
+    }
+}
+
+/// Settles the counts of batches emptied by `take_some` and keeps their
+/// nodes for reuse.
+fn settle_finished(inner: &Inner, r: &Record, mut finished: Chain<Work>) {
+    while let Some(mut node) = finished.pop_front() {
+        if let Work::Batch(b) = &mut node.value {
+            if b.in_pending {
+                b.in_pending = false;
+                // Relaxed: a counter.
+                inner.pending.fetch_sub(b.sealed_len, Ordering::Relaxed);
+            }
+            if b.in_held {
+                b.in_held = false;
+                // Relaxed: a counter.
+                inner.held.fetch_sub(1, Ordering::Relaxed);
+            }
+            b.reset();
+        }
+        Counters::add(&inner.stats.batches_run_locally, 1);
+        keep_node(inner, r, node);
+    }
+}
+
+/// Keeps an emptied batch node as the record's spare, or in the pool.
+fn keep_node(inner: &Inner, r: &Record, node: Box<Node<Work>>) {
+    match r.spare.take() {
+        None => r.spare.set(Some(node)),
+        Some(spare) => {
+            r.spare.set(Some(spare));
+            inner.recycle_node(node);
+        }
+    }
+}
+
+/// Runs every ready batch of the calling thread, if it may (one owner
+/// section to take them). Returns how many batches ran.
+pub(crate) fn run_ready(inner: &Inner, r: &Record) -> usize {
+    if !may_run(inner) {
+        return 0;
+    }
+    let mut after = After::default();
+    loop {
+        if handshake::owner_begin(&r.busy, &r.steal, inner.gp.hot.fences) {
+            // SAFETY: owner, `busy` set, no steal requested (handshake).
+            let local = unsafe { &mut *r.local.get() };
+            take_ready(inner, r, local, &mut after);
+            handshake::owner_end(&r.busy);
+            break;
+        }
+        handshake::wait_for_stealer(&r.steal);
+    }
+    let n = after.batches.len();
+    if n > 0 {
+        let ran = run::run_chain(inner.id, std::mem::take(&mut after.batches), |node| {
+            keep_node(inner, r, node)
+        });
+        inner.settle(&ran);
+        Counters::add(&inner.stats.batches_run_locally, ran.batches);
+        end_run(r);
+    }
+    n
+}
+
+/// Seals the calling thread's open batch now and runs every batch that is
+/// ready (`Domain::flush`). With [`Reclaimer::Inline`], also waits for the
+/// grace period the thread's batches need and runs them and the domain's
+/// queue.
+pub(crate) fn flush(inner: &Inner, r: &Record) {
+    let mut after = After::default();
+    let allowed = may_run(inner);
+    loop {
+        if handshake::owner_begin(&r.busy, &r.steal, inner.gp.hot.fences) {
+            // SAFETY: owner, `busy` set, no steal requested (handshake).
+            let local = unsafe { &mut *r.local.get() };
+            local.open.untick();
+            if let Some(node) = local.open.take() {
+                seal(inner, r, local, node, &mut after);
+            }
+            if allowed {
+                take_ready(inner, r, local, &mut after);
+            } else {
+                note_left(inner, local, &mut after);
+            }
+            handshake::owner_end(&r.busy);
+            break;
+        }
+        handshake::wait_for_stealer(&r.steal);
+    }
+    finish(inner, r, after, allowed);
+    if inner.config.reclaimer == Reclaimer::Inline && allowed && !inner.queue.is_empty() {
+        reclaim::reclaim_pass(inner);
+    }
+}
+
+/// The end of a read section that had `RUN_PENDING` set (`record`: the
+/// section's): if the thread is now outside every section of the domain,
+/// run a tick's worth of ready callbacks; the flag stays while more are
+/// ready.
+#[cold]
+pub(crate) fn section_ended(inner: &Inner, record: &Record) {
+    let Some(r) = thread::existing_main(inner) else {
+        return;
+    };
+    let allowed = may_run(inner);
+    let mut after = After::default();
+    loop {
+        if handshake::owner_begin(&r.busy, &r.steal, inner.gp.hot.fences) {
+            // SAFETY: owner, `busy` set, no steal requested (handshake).
+            let local = unsafe { &mut *r.local.get() };
+            take_some(inner, r, local, allowed, &mut after);
+            handshake::owner_end(&r.busy);
+            break;
+        }
+        handshake::wait_for_stealer(&r.steal);
+    }
+    let again = after.ready_left;
+    finish(inner, r, after, allowed);
+    if again && allowed {
+        record.flags.set(record.flags.get() | RUN_PENDING);
+    }
+}
+
+/// Over the backlog limit after sealing: wait for the grace period our
+/// oldest batch needs and run what is ready, and help with the domain's
+/// queue, until the backlog is under the limit.
+#[cold]
+fn relieve_backlog(inner: &Inner, r: &Record, allowed: bool) {
+    if !allowed {
+        Counters::add(&inner.stats.backlog_overruns, 1);
+        return;
+    }
+    Counters::add(&inner.stats.backlog_waits, 1);
+    let _no_cancel = NoCancel::new();
+    // Relaxed: a counter, re-read each round.
+    while inner.pending.load(Ordering::Relaxed) > inner.config.backlog_limit {
+        let oldest = oldest_wait(inner, r);
+        if oldest != 0 {
+            inner.gp.wait_for(oldest, &inner.registry, &inner.stats);
+            if run_ready(inner, r) > 0 {
+                continue;
+            }
+        }
+        if !reclaim::help_or_wait(inner) {
+            // Nothing of ours, nothing queued, no pass running: what
+            // remains is other threads' own batches; they run them.
+            break;
+        }
+    }
+}
+
+/// The grace period the calling thread's oldest sealed batch waits for
+/// (0: none).
+fn oldest_wait(inner: &Inner, r: &Record) -> u64 {
+    loop {
+        if handshake::owner_begin(&r.busy, &r.steal, inner.gp.hot.fences) {
+            // SAFETY: owner, `busy` set, no steal requested (handshake).
+            let local = unsafe { &*r.local.get() };
+            let g = match local.sealed.front() {
+                Some(Work::Batch(b)) => b.wait_gp,
+                _ => 0,
+            };
+            handshake::owner_end(&r.busy);
+            return g;
+        }
+        handshake::wait_for_stealer(&r.steal);
+    }
+}
+
+/// `defer` when the thread's exitq state is gone (from a later
+/// thread-local destructor): the callback is sealed alone and pushed onto
+/// the domain's queue.
+#[cold]
+pub(crate) fn defer_alone(inner: &Inner, d: Deferred) {
+    inner.check_fork();
+    let mut open = crate::batch::OpenBatch::new();
+    open.open(
+        Node::new(Work::Batch(crate::batch::Batch::new(1))),
+        1,
+        false,
+    );
+    let pushed = open.push_new_run(d);
+    debug_assert!(pushed.is_ok(), "an empty batch takes any closure");
+    let Some(mut node) = open.take() else {
+        unreachable!("just opened")
+    };
+    let Work::Batch(b) = &mut node.value else {
+        unreachable!("a batch")
+    };
+    b.in_pending = true;
+    // Relaxed: a counter.
+    let pending = inner.pending.fetch_add(b.len, Ordering::Relaxed) + b.len;
+    Counters::add(&inner.stats.batches, 1);
+    inner.queue.push(node);
+    match inner.config.reclaimer {
+        Reclaimer::Thread => {
+            inner.wake_reclaimer(pending >= inner.config.batch_size.saturating_mul(4))
+        }
+        Reclaimer::Inline => {
+            if may_run(inner) {
+                reclaim::reclaim_pass(inner);
+            }
+        }
+    }
+}

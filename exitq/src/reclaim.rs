@@ -1,0 +1,272 @@
+//! Reclaim passes, stealing, and `barrier`.
+//!
+//! # The reclaim pass
+//!
+//! The domain's queue holds what no live thread will run: batches of
+//! exited threads, of idle ones (taken by a stealer), offloaded batches,
+//! exit hooks. A pass takes the whole queue with one swap, waits for one
+//! grace period that started after the take, and runs everything. Passes
+//! may run concurrently (the reclaimer thread, threads over the backlog
+//! limit, `barrier` callers); each takes a disjoint set. A pass takes its
+//! id and the queue in **one** critical section of the passes lock, so a
+//! `barrier` that registers later waits for exactly the passes that took
+//! work before it (v1 registered in two sections, and a barrier could slip
+//! between them).
+//!
+//! # Stealing
+//!
+//! [`steal`] takes batches from other threads' records through the steal
+//! handshake ([`handshake`](crate::handshake)), one stealer at a time (the
+//! steal lock, held until what was taken is on the queue). Two kinds:
+//!
+//! * [`Steal::Idle`] (the reclaimer, every flush latency): records whose
+//!   open batch was opened, or whose oldest sealed batch was sealed, before
+//!   the given poll epoch: threads that went idle or left ready batches
+//!   unrun.
+//! * [`Steal::All`] (`barrier`, shutdown): every record in use, whatever
+//!   its hints say, and the owner's run in progress is noted (`run_seq`).
+//!
+//! # `barrier`
+//!
+//! Work deferred before the call is, for every thread, in one of four
+//! places, and every move between them happens inside an owner section of
+//! the handshake or under the steal lock (never in between, where a
+//! barrier could miss it):
+//!
+//! 1. the thread's open batch or sealed queue: taken by `Steal::All`;
+//! 2. the domain's queue: taken by the barrier's own pass;
+//! 3. a pass that took it earlier: waited for (pass ids);
+//! 4. a run of the owner in progress (it took ready batches and runs
+//!    them): seen as an odd `run_seq` under the handshake, waited for.
+//!
+//! So `barrier` returns once every callback whose `defer` returned before
+//! it was called has run, whoever ran it.
+use std::time::Duration;
+
+use crate::batch::Work;
+use crate::cancel::NoCancel;
+use crate::handshake;
+use crate::inner::{lock, Inner};
+use crate::llist::Chain;
+use crate::record::{Record, IN_USE};
+use crate::stats::Counters;
+use crate::sync::Ordering;
+
+/// What [`steal`] takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Steal {
+    /// Every record in use (`barrier`, shutdown).
+    All,
+    /// Records holding batches from before this poll epoch.
+    Idle(u64),
+}
+
+/// A run of an owner seen in progress by a stealer: the record and the
+/// odd `run_seq` it showed.
+pub(crate) struct Running<'a> {
+    record: &'a Record,
+    seq: u64,
+}
+
+/// Takes batches from other threads' records (see [`Steal`]) and pushes
+/// them onto the queue. Returns how many batches were taken and, for
+/// `Steal::All`, the owners' runs seen in progress.
+pub(crate) fn steal(inner: &Inner, which: Steal) -> (usize, Vec<Running<'_>>) {
+    let _one_stealer = lock(&inner.steal_lock);
+    let mut marked: Vec<&Record> = Vec::new();
+    for r in inner.registry.iter() {
+        // Relaxed: a hint; a record handed back to FREE holds nothing (its
+        // exit path pushed everything first).
+        if r.state.load(Ordering::Relaxed) != IN_USE {
+            continue;
+        }
+        if let Steal::Idle(before) = which {
+            // Relaxed: hints; the handshake below re-reads under `busy`.
+            let open = r.open_epoch.load(Ordering::Relaxed);
+            let sealed = r.sealed_epoch.load(Ordering::Relaxed);
+            let stale = |e: u64| e != 0 && e < before;
+            if !stale(open) && !stale(sealed) {
+                continue;
+            }
+        }
+        handshake::stealer_mark(&r.steal);
+        marked.push(r);
+    }
+    if marked.is_empty() {
+        return (0, Vec::new());
+    }
+    inner.gp.hot.fences.heavy();
+    let mut taken = Chain::new();
+    let mut running = Vec::new();
+    for r in marked {
+        handshake::stealer_wait(&r.busy);
+        // SAFETY: steal handshake won: the owner is outside its batch
+        // access and will not enter it until `steal` clears; we are the
+        // only stealer (steal lock).
+        let local = unsafe { &mut *r.local.get() };
+        taken.append(std::mem::take(&mut local.sealed));
+        if let Some(mut node) = local.open.take() {
+            if let Work::Batch(b) = &mut node.value {
+                // It is sealed now: counted as pending until it runs.
+                b.in_pending = true;
+                // Relaxed: a counter; the batch moves through the list.
+                inner.pending.fetch_add(b.len, Ordering::Relaxed);
+            }
+            Counters::add(&inner.stats.batches, 1);
+            taken.push_back(node);
+        }
+        // Relaxed: hints.
+        r.open_epoch.store(0, Ordering::Relaxed);
+        r.sealed_epoch.store(0, Ordering::Relaxed);
+        if which == Steal::All {
+            if let Some(seq) = handshake::run_seen(&r.run_seq) {
+                running.push(Running { record: r, seq });
+            }
+        }
+        handshake::stealer_done(&r.steal);
+    }
+    let n = taken.len();
+    if n > 0 {
+        Counters::add(&inner.stats.stolen_batches, n as u64);
+        // Still under the steal lock: a later stealer (a `barrier`) sees
+        // these on the queue.
+        inner.queue.push_chain(taken);
+    }
+    (n, running)
+}
+
+/// One reclaim pass; returns the number of callbacks run.
+pub(crate) fn reclaim_pass(inner: &Inner) -> usize {
+    pass(inner).1
+}
+
+/// A reclaim pass (possibly empty) whose id orders it after every pass that
+/// took work before this call: returns the id and the callbacks run.
+fn pass(inner: &Inner) -> (u64, usize) {
+    // One critical section: the id, the take, and (if it took work) the
+    // registration (module docs).
+    let (id, chain) = {
+        let mut passes = lock(&inner.passes);
+        let id = passes.next;
+        passes.next += 1;
+        let chain = inner.queue.take_all();
+        if chain.is_empty() {
+            return (id, 0);
+        }
+        passes.active.push(id);
+        (id, chain)
+    };
+    // Everything taken needs a grace period that starts after the take.
+    let g = inner.gp.snapshot();
+    inner.gp.wait_for(g, &inner.registry, &inner.stats);
+    let ran = inner.run(chain);
+    Counters::add(&inner.stats.passes, 1);
+    // Relaxed: a statistic.
+    inner
+        .stats
+        .max_batch
+        .fetch_max(ran.callbacks, Ordering::Relaxed);
+    end_pass(inner, id);
+    (id, ran.callbacks as usize)
+}
+
+/// Marks pass `id` done; wakes `barrier` callers and helpers waiting for
+/// passes, if there are any (no futex call otherwise).
+fn end_pass(inner: &Inner, id: u64) {
+    let mut passes = lock(&inner.passes);
+    passes.active.retain(|&a| a != id);
+    if passes.waiters > 0 {
+        inner.passes_cv.notify_all();
+    }
+}
+
+/// Waits until no pass with an id below `id` is running.
+fn wait_passes_before(inner: &Inner, id: u64) {
+    let mut passes = lock(&inner.passes);
+    while passes.active.iter().any(|&a| a < id) {
+        passes.waiters += 1;
+        passes = inner
+            .passes_cv
+            .wait(passes)
+            .unwrap_or_else(|e| e.into_inner());
+        passes.waiters -= 1;
+    }
+}
+
+/// Waits until each owner run seen in progress has finished.
+fn wait_runs(running: Vec<Running<'_>>) {
+    for Running { record, seq } in running {
+        handshake::run_wait(&record.run_seq, seq);
+    }
+}
+
+/// Pushes the calling thread's own batches onto the queue (owner side of
+/// the handshake, the move inside the section).
+pub(crate) fn push_own(inner: &Inner, r: &Record) {
+    loop {
+        if handshake::owner_begin(&r.busy, &r.steal, inner.gp.hot.fences) {
+            // SAFETY: owner, `busy` set, no steal requested (handshake).
+            let local = unsafe { &mut *r.local.get() };
+            let mut chain = std::mem::take(&mut local.sealed);
+            if let Some(mut node) = local.open.take() {
+                if let Work::Batch(b) = &mut node.value {
+                    b.in_pending = true;
+                    // Relaxed: a counter.
+                    inner.pending.fetch_add(b.len, Ordering::Relaxed);
+                }
+                Counters::add(&inner.stats.batches, 1);
+                chain.push_back(node);
+            }
+            // Relaxed: hints.
+            r.open_epoch.store(0, Ordering::Relaxed);
+            r.sealed_epoch.store(0, Ordering::Relaxed);
+            inner.queue.push_chain(chain);
+            handshake::owner_end(&r.busy);
+            return;
+        }
+        handshake::wait_for_stealer(&r.steal);
+    }
+}
+
+/// `barrier` (`steal_all`) and `exit_barrier`: the caller's own batches
+/// onto the queue, every other thread's too (`barrier`), one pass, then
+/// the passes and owner runs that took earlier work (module docs). The
+/// caller checked it is outside every read section and callback of the
+/// domain.
+pub(crate) fn drain(inner: &Inner, own: Option<&Record>, steal_all: bool) {
+    let _no_cancel = NoCancel::new();
+    if let Some(r) = own {
+        push_own(inner, r);
+    }
+    let running = if steal_all {
+        steal(inner, Steal::All).1
+    } else {
+        Vec::new()
+    };
+    let (id, _) = pass(inner);
+    wait_passes_before(inner, id);
+    wait_runs(running);
+}
+
+/// Over the backlog limit: help with a pass of the domain's queue while
+/// fewer than `pass_cap` run, else wait (at most 1 ms) for one to finish.
+/// False if there was nothing to help with or wait for.
+pub(crate) fn help_or_wait(inner: &Inner) -> bool {
+    // Unbounded help makes every producer a reclaimer, all running
+    // callbacks at once on the same data.
+    let busy = lock(&inner.passes).active.len() >= inner.pass_cap;
+    if !busy && reclaim_pass(inner) > 0 {
+        return true;
+    }
+    let mut passes = lock(&inner.passes);
+    if passes.active.is_empty() {
+        return !inner.queue.is_empty();
+    }
+    passes.waiters += 1;
+    let (mut passes, _) = inner
+        .passes_cv
+        .wait_timeout(passes, Duration::from_millis(1))
+        .unwrap_or_else(|e| e.into_inner());
+    passes.waiters -= 1;
+    true
+}

@@ -1,0 +1,396 @@
+//! Participant records and the domain's registry of them.
+//!
+//! Each thread that uses a domain gets a *record* (cache-line aligned,
+//! allocated once and reused by later threads after its owner is done)
+//! linked into the domain's registry, a push-only lock-free list that
+//! readers never lock and grace periods scan. Records are also claimed by
+//! [`Reader`](crate::Reader)s (a record of their own) and by guards taken
+//! after the thread's exitq state was torn down (a temporary record).
+//!
+//! # The `state` word
+//!
+//! | value      | meaning                                        | moved by |
+//! |------------|------------------------------------------------|----------|
+//! | `FREE`     | no owner; may be claimed                       | claim: CAS `FREE → IN_USE` (Acquire) |
+//! | `IN_USE`   | owned by one thread (its main record, a reader's, a temporary guard's) | release: `IN_USE → FREE` (Release); shutdown: CAS `IN_USE → ORPHANED` (AcqRel) |
+//! | `ORPHANED` | the domain shut down while the owner held it; the record holds one strong count of the domain | the owner at its exit: gives the count back (the record is freed with the domain) |
+//!
+//! A record is never removed from the registry while the domain lives, so
+//! a grace period may scan records being claimed or released: a free
+//! record's reader word is 0.
+//!
+//! # Field ownership
+//!
+//! `ctr`, `busy`, `flags`, `kind`, `exits`, `spare`, `thread_next` and `run_seq`
+//! are written by the owner only; `local` by the owner or by a stealer
+//! that won the steal handshake ([`handshake`](crate::handshake)); `steal`
+//! by stealers; `state` as in the table.
+use std::cell::{Cell, UnsafeCell};
+use std::ptr;
+use std::sync::Mutex;
+
+use crate::batch::{OpenBatch, Work};
+use crate::llist::{Chain, Node};
+use crate::sync::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+
+/// `state`: no owner.
+pub(crate) const FREE: u32 = 0;
+/// `state`: owned by one thread.
+pub(crate) const IN_USE: u32 = 1;
+/// `state`: the domain shut down while the owner held the record.
+pub(crate) const ORPHANED: u32 = 2;
+
+/// What a record is for (owner-only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A thread's own record: its read sections of `Domain::read`, its
+    /// batches and exit hooks. Released at thread exit.
+    Main,
+    /// A [`Reader`](crate::Reader)'s: read sections only. Released when the
+    /// reader drops.
+    Reader,
+    /// One guard's, taken after the thread's exitq state was torn down.
+    /// Released when the guard drops.
+    Temporary,
+}
+
+/// `flags` (owner-only): ready batches of this thread wait for the end of
+/// this record's read section (the thread deferred inside it).
+pub(crate) const RUN_PENDING: u8 = 1;
+/// `flags`: a main record retired at thread exit while a guard on it was
+/// still alive (held by a later thread-local destructor); that guard's
+/// outermost exit releases it.
+pub(crate) const RETIRED: u8 = 2;
+/// `flags`: a temporary record, released by its guard's exit.
+pub(crate) const TEMPORARY: u8 = 4;
+
+/// A thread's batches: the open one and the sealed ones waiting for their
+/// grace period (oldest first).
+/// Accessed by the owner inside a handshake section, or by a stealer that
+/// won the handshake.
+pub(crate) struct Local {
+    pub(crate) open: OpenBatch,
+    pub(crate) sealed: Chain<Work>,
+}
+
+/// One participant's record in one domain.
+#[repr(align(128))]
+pub(crate) struct Record {
+    /// Reader word (owner writes, grace periods read): 0 outside any read
+    /// section; otherwise the epoch loaded on entry above the nesting
+    /// depth (`grace::NEST_BITS`).
+    pub(crate) ctr: AtomicU64,
+    /// `RUN_PENDING`, `RETIRED`, `TEMPORARY` (owner-only; next to `ctr`, so a guard's
+    /// outermost exit reads it from the line it just wrote).
+    pub(crate) flags: Cell<u8>,
+    /// What the record is for (owner-only, set at claim).
+    pub(crate) kind: Cell<Kind>,
+    /// Owner is inside an access to `local` (steal handshake).
+    pub(crate) busy: AtomicBool,
+    /// A stealer wants `local` (steal handshake).
+    pub(crate) steal: AtomicBool,
+    /// The thread's batches (steal handshake).
+    pub(crate) local: UnsafeCell<Local>,
+    /// Odd while the owner runs batches it took from `local` (written by
+    /// the owner inside the handshake when it takes them, advanced again
+    /// when they have run): `barrier` waits for a run it saw in progress.
+    pub(crate) run_seq: AtomicU64,
+    /// Hints for the reclaimer's idle steal (Relaxed): the poll epoch when
+    /// the open batch was opened, and when the oldest sealed batch was
+    /// sealed; 0 when there is none.
+    pub(crate) open_epoch: AtomicU64,
+    pub(crate) sealed_epoch: AtomicU64,
+    /// Exit hooks registered by the owner, preallocated (owner only).
+    pub(crate) exits: UnsafeCell<Chain<Work>>,
+    /// One emptied batch node kept for the owner's next batch (owner only:
+    /// memory this core just wrote; kept across owners).
+    pub(crate) spare: Cell<Option<Box<Node<Work>>>>,
+    /// `FREE`, `IN_USE` or `ORPHANED` (see the module docs).
+    pub(crate) state: AtomicU32,
+    pub(crate) domain_id: u64,
+    /// The domain's shared state (`inner::Inner`), type-erased here to keep
+    /// this module below it; see `Record::inner`.
+    pub(crate) inner: *const (),
+    /// Registry link; immutable once the record is published.
+    next: *mut Record,
+    /// The owner thread's list of its records (owner only).
+    pub(crate) thread_next: Cell<*const Record>,
+    owner: Mutex<Owner>,
+    pub(crate) stalled_gp: AtomicU64,
+    /// The owner's tid while the record is `RETIRED` (else 0): a grace
+    /// period waiting for it ends the section of a leaked guard once that
+    /// thread is gone (`exit` module docs).
+    pub(crate) retired_tid: AtomicI32,
+}
+
+// SAFETY: the `UnsafeCell`/`Cell` fields are accessed by one thread at a
+// time, as documented on the module: the owner, or a stealer that has won
+// the steal handshake (`local` only). Raw pointers point into the domain,
+// which outlives every record in use (`state` protocol).
+unsafe impl Sync for Record {}
+// SAFETY: as above; a record moves between threads only through the
+// registry, with ownership transferred by the `state` CAS.
+unsafe impl Send for Record {}
+
+impl Record {
+    fn new(inner: *const (), domain_id: u64, kind: Kind) -> Record {
+        Record {
+            ctr: AtomicU64::new(0),
+            flags: Cell::new(0),
+            kind: Cell::new(kind),
+            busy: AtomicBool::new(false),
+            steal: AtomicBool::new(false),
+            local: UnsafeCell::new(Local {
+                open: OpenBatch::new(),
+                sealed: Chain::new(),
+            }),
+            run_seq: AtomicU64::new(0),
+            open_epoch: AtomicU64::new(0),
+            sealed_epoch: AtomicU64::new(0),
+            exits: UnsafeCell::new(Chain::new()),
+            spare: Cell::new(None),
+            state: AtomicU32::new(IN_USE),
+            domain_id,
+            inner,
+            next: ptr::null_mut(),
+            thread_next: Cell::new(ptr::null()),
+            owner: Mutex::new(Owner::default()),
+            stalled_gp: AtomicU64::new(0),
+            retired_tid: AtomicI32::new(0),
+        }
+    }
+
+    /// Nesting depth of the record's read sections.
+    #[inline]
+    pub(crate) fn nesting(&self) -> u32 {
+        crate::grace::nesting(&self.ctr)
+    }
+
+    /// The owner's identity, for stall reports.
+    pub(crate) fn owner(&self) -> Owner {
+        *self.owner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn set_owner(&self) {
+        *self.owner.lock().unwrap_or_else(|e| e.into_inner()) = Owner::current();
+    }
+
+    /// Marks the record retired with a live guard (owner only).
+    pub(crate) fn set_retired_tid(&self) {
+        // Release: pairs with `release_leaked`'s CAS (Acquire): the exit
+        // path's writes are visible to the grace period that releases it.
+        self.retired_tid
+            .store(Owner::current().tid, Ordering::Release);
+    }
+
+    /// Clears the retired mark (owner only, when its last guard drops).
+    pub(crate) fn clear_retired_tid(&self) {
+        // Relaxed: the CAS in `release_leaked` decides who releases; the
+        // owner's later Release CAS of `state` publishes the rest.
+        self.retired_tid.store(0, Ordering::Relaxed);
+    }
+
+    /// Called by a grace period waiting for this record: if it is retired
+    /// and its owner thread no longer exists, the guard that keeps its
+    /// section open was leaked: end the section and free the record.
+    /// True if it did.
+    #[cold]
+    pub(crate) fn release_leaked(&self) -> bool {
+        // Relaxed: a hint; the CAS below decides.
+        let tid = self.retired_tid.load(Ordering::Relaxed);
+        if tid == 0 || thread_alive(tid) {
+            return false;
+        }
+        // Acquire: pairs with `set_retired_tid`. Only one releaser: the
+        // owner is gone, and a later owner would have a fresh mark.
+        if self
+            .retired_tid
+            .compare_exchange(tid, 0, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            return false;
+        }
+        // Release: as a guard's exit.
+        self.ctr.store(0, Ordering::Release);
+        // Release: hands the record back (pairs with the claim's Acquire).
+        let _ = self
+            .state
+            .compare_exchange(IN_USE, FREE, Ordering::Release, Ordering::Relaxed);
+        true
+    }
+
+    /// Hands the record back for reuse (a reader's or a temporary guard's,
+    /// or a main record released after its thread's exit procedure).
+    #[cold]
+    pub(crate) fn release(&self) {
+        self.flags.set(0);
+        self.thread_next.set(ptr::null());
+        // Release: hands the record back (pairs with the claim's Acquire CAS).
+        self.state.store(FREE, Ordering::Release);
+    }
+}
+
+/// Whether thread `tid` of this process still exists.
+fn thread_alive(tid: i32) -> bool {
+    #[cfg(any(miri, exitq_loom))]
+    {
+        let _ = tid;
+        true
+    }
+    #[cfg(not(any(miri, exitq_loom)))]
+    {
+        // SAFETY: tgkill with signal 0 only checks for existence and
+        // permission; it delivers nothing.
+        let r = unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), tid, 0) };
+        r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+    }
+}
+
+/// Who owns a record, for stall reports: kernel tid and the raw
+/// `PR_GET_NAME` bytes (no allocation).
+#[derive(Default, Clone, Copy)]
+pub(crate) struct Owner {
+    pub(crate) tid: i32,
+    name: [u8; 16],
+}
+
+std::thread_local! {
+    /// This thread's tid and name once looked up (no destructor, so it
+    /// stays readable during TLS teardown and frees nothing at exit).
+    static OWNER: Cell<Owner> = const { Cell::new(Owner { tid: 0, name: [0; 16] }) };
+}
+
+impl Owner {
+    /// The calling thread's identity: two syscalls on the thread's first
+    /// call, then a thread-local read.
+    fn current() -> Owner {
+        let cached = OWNER.get();
+        if cached.tid != 0 {
+            return cached;
+        }
+        // SAFETY: gettid has no preconditions and cannot fail.
+        let tid = unsafe { libc::gettid() };
+        let mut name = [0u8; 16];
+        // SAFETY: PR_GET_NAME writes at most 16 bytes, NUL included.
+        unsafe {
+            libc::prctl(
+                libc::PR_GET_NAME,
+                name.as_mut_ptr() as libc::c_ulong,
+                0,
+                0,
+                0,
+            )
+        };
+        let owner = Owner { tid, name };
+        OWNER.set(owner);
+        owner
+    }
+
+    /// The thread's name, if it had one.
+    pub(crate) fn name(&self) -> Option<String> {
+        let len = self.name.iter().position(|&b| b == 0).unwrap_or(16);
+        (len > 0).then(|| String::from_utf8_lossy(&self.name[..len]).into_owned())
+    }
+}
+
+/// The domain's push-only list of records.
+pub(crate) struct Registry {
+    head: AtomicPtr<Record>,
+}
+
+impl Registry {
+    pub(crate) fn new() -> Registry {
+        Registry {
+            head: AtomicPtr::new(ptr::null_mut()),
+        }
+    }
+
+    /// Iterates the registry. Records are never removed while the domain
+    /// lives.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Record> + '_ {
+        // Acquire: pairs with the Release CAS that published each record
+        // (we read its initialised fields).
+        let mut p = self.head.load(Ordering::Acquire);
+        std::iter::from_fn(move || {
+            if p.is_null() {
+                return None;
+            }
+            // SAFETY: published records stay allocated until the registry
+            // is dropped (`free_all`).
+            let r = unsafe { &*p };
+            p = r.next;
+            Some(r)
+        })
+    }
+
+    /// A record for the calling thread: a free one reused, or a new one
+    /// (one allocation). Returns it and whether it is new.
+    pub(crate) fn claim(&self, inner: *const (), domain_id: u64, kind: Kind) -> (&Record, bool) {
+        for r in self.iter() {
+            // Acquire on success: pairs with the Release that handed the
+            // record back (`Record::release`, the exit path's CAS), so the
+            // previous owner's last writes (empty batches, ctr 0) are
+            // visible to us.
+            if r.state.load(Ordering::Relaxed) == FREE
+                && r.state
+                    .compare_exchange(FREE, IN_USE, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+            {
+                r.kind.set(kind);
+                r.set_owner();
+                return (r, false);
+            }
+        }
+        let r = Box::into_raw(Box::new(Record::new(inner, domain_id, kind)));
+        // SAFETY: `r` is fresh and ours until published below.
+        unsafe { (*r).set_owner() };
+        let mut head = self.head.load(Ordering::Relaxed);
+        loop {
+            // SAFETY: not yet published; we are the only one writing it.
+            unsafe { (*r).next = head };
+            // Release: publishes the record's fields to registry scanners
+            // (their Acquire load in `iter`).
+            match self
+                .head
+                .compare_exchange_weak(head, r, Ordering::Release, Ordering::Relaxed)
+            {
+                Ok(_) => break,
+                Err(h) => head = h,
+            }
+        }
+        // SAFETY: published records live as long as the registry.
+        (unsafe { &*r }, true)
+    }
+
+    /// Frees every record, handing back whatever batches they still hold
+    /// (the domain is being freed; no thread holds a record any more).
+    pub(crate) fn free_all(&mut self, mut leftover: impl FnMut(Box<Node<Work>>)) {
+        // Acquire: pairs with the records' publication; we are the last
+        // user anyway (`&mut self`).
+        let mut p = self.head.swap(ptr::null_mut(), Ordering::Acquire);
+        while !p.is_null() {
+            // SAFETY: every record was allocated by `claim` with `Box`, and
+            // no thread holds one (the caller's contract).
+            let r = unsafe { Box::from_raw(p) };
+            p = r.next;
+            let local = r.local.into_inner();
+            let mut open = local.open;
+            if let Some(node) = open.take() {
+                leftover(node);
+            }
+            for node in ChainNodes(local.sealed) {
+                leftover(node);
+            }
+        }
+    }
+}
+
+/// Iterates a chain's nodes (not their values).
+pub(crate) struct ChainNodes<T>(pub(crate) Chain<T>);
+
+impl<T> Iterator for ChainNodes<T> {
+    type Item = Box<Node<T>>;
+    fn next(&mut self) -> Option<Box<Node<T>>> {
+        self.0.pop_front()
+    }
+}

@@ -1,0 +1,88 @@
+//! The domain's counters ([`Stats`], a snapshot) and their atomic store.
+use crate::sync::{AtomicU64, Ordering};
+
+/// Counters of a domain since it was built (a snapshot; see
+/// [`Domain::stats`](crate::Domain::stats)).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Grace periods completed.
+    pub grace_periods: u64,
+    /// Calls to [`Domain::synchronize_expedited`](crate::Domain::synchronize_expedited).
+    pub expedited: u64,
+    /// Calls to `synchronize` and `synchronize_expedited`.
+    pub synchronize_calls: u64,
+    /// Deferred callbacks and exit hooks that have run (panicked ones included).
+    pub callbacks_run: u64,
+    /// Callbacks and exit hooks that panicked (caught; the rest still ran).
+    pub callbacks_panicked: u64,
+    /// Batches sealed (full, flushed, taken from an idle thread, or left at
+    /// thread exit).
+    pub batches: u64,
+    /// Batches run by the thread that deferred their callbacks
+    /// ([`Callbacks::Local`](crate::Callbacks::Local)); the rest ran on the
+    /// reclaimer or in a reclaim pass.
+    pub batches_run_locally: u64,
+    /// Most callbacks run after a single grace period in one reclaim pass.
+    pub max_batch: u64,
+    /// Sealed deferred callbacks not yet run.
+    pub pending: u64,
+    /// Exit hooks that have run.
+    pub exits_run: u64,
+    /// Exit hooks registered and not yet run.
+    pub exits_armed: u64,
+    /// Readers reported for stalling a grace period.
+    pub stalls: u64,
+    /// Reclaim passes (take the domain's queue, one grace period, run) that
+    /// found work.
+    pub passes: u64,
+    /// Batches taken from another thread (idle for a flush latency, or by
+    /// `barrier` and shutdown).
+    pub stolen_batches: u64,
+    /// Times a thread over the backlog limit waited or helped.
+    pub backlog_waits: u64,
+    /// Times the backlog limit was exceeded where waiting would deadlock
+    /// (inside a read guard or a callback).
+    pub backlog_overruns: u64,
+    /// Participant records (threads and readers that used the domain,
+    /// reused after they are done).
+    pub participants: u64,
+    /// membarrier(2) calls that failed after a successful registration
+    /// (each retried; see [`expedite`](crate::expedite)).
+    pub membarrier_failures: u64,
+}
+
+/// The live counters behind [`Stats`].
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) grace_periods: AtomicU64,
+    pub(crate) expedited: AtomicU64,
+    pub(crate) synchronize_calls: AtomicU64,
+    pub(crate) callbacks_run: AtomicU64,
+    pub(crate) callbacks_panicked: AtomicU64,
+    pub(crate) batches: AtomicU64,
+    pub(crate) batches_run_locally: AtomicU64,
+    pub(crate) max_batch: AtomicU64,
+    pub(crate) exits_run: AtomicU64,
+    pub(crate) stalls: AtomicU64,
+    pub(crate) passes: AtomicU64,
+    pub(crate) stolen_batches: AtomicU64,
+    pub(crate) backlog_waits: AtomicU64,
+    pub(crate) backlog_overruns: AtomicU64,
+    pub(crate) participants: AtomicU64,
+}
+
+impl Counters {
+    /// Adds `n` to a counter.
+    #[inline]
+    pub(crate) fn add(counter: &AtomicU64, n: u64) {
+        // Relaxed: statistics only; no other memory is published through them.
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Reads a counter.
+    #[inline]
+    pub(crate) fn get(counter: &AtomicU64) -> u64 {
+        // Relaxed: as `add`.
+        counter.load(Ordering::Relaxed)
+    }
+}

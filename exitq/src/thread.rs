@@ -1,0 +1,283 @@
+//! The calling thread's side: which records it holds, whether it is inside
+//! a read section, and the destructor that runs its exit path.
+//!
+//! # The thread's records
+//!
+//! * `main`: one record per domain the thread used (`Kind::Main`): its
+//!   `Domain::read` sections, its batches, its exit hooks. Found through a
+//!   one-entry cache keyed by the domain's address, else by walking the
+//!   list; claimed on first use.
+//! * `aux`: records whose read sections are the thread's too but that are
+//!   not its main record: [`Reader`](crate::Reader)s' records, temporary
+//!   guards' records, and a main record retired at thread exit while a
+//!   guard on it is still alive. Only walked by [`inside`], so that "is the
+//!   caller inside a read section of this domain?" sees every kind of
+//!   guard and no path waits for the caller's own section.
+//!
+//! Both lists live in a thread-local without a destructor, readable until
+//! the thread is gone (a `Reader` or a guard dropped by a later
+//! thread-local destructor still unlinks itself). A separate thread-local
+//! with a destructor, touched when the first main record is claimed, runs
+//! the exit path: it marks the thread as exiting (later uses of a domain
+//! take temporary records and publish at once), then takes the main
+//! records off the list one at a time and retires each
+//! ([`exit::retire`](crate::exit)); user code that runs meanwhile (hooks
+//! of an orphaned domain) cannot disturb that walk.
+//!
+//! # Orphans
+//!
+//! A main record whose domain was dropped while the thread still held it
+//! is `ORPHANED` and keeps the domain's memory alive. Its exit hooks wait
+//! for the thread's exit, as the docs promise; a record without hooks is
+//! given back when the thread next claims a record, after the walk.
+use std::cell::Cell;
+use std::ptr;
+
+use crate::exit;
+use crate::inner::Inner;
+use crate::record::{Kind, Record, ORPHANED, RETIRED};
+use crate::stats::Counters;
+use crate::sync::Ordering;
+
+/// The calling thread's exitq state (no destructor: see the module docs).
+struct ThreadState {
+    /// (domain, this thread's main record in it), keyed by the domain's
+    /// address. An address is reused only after its `Inner` is freed, and a
+    /// cached record keeps its `Inner` alive: it is `IN_USE` (the domain is
+    /// live) or `ORPHANED` (the record holds a strong count); every path
+    /// that releases a main record clears the entry first.
+    cache: Cell<(*const Inner, *const Record)>,
+    /// Head of the main records, linked through `Record::thread_next`.
+    main: Cell<*const Record>,
+    /// Head of the auxiliary records, linked the same way.
+    aux: Cell<*const Record>,
+    /// The exit destructor has started: no more main records.
+    exiting: Cell<bool>,
+}
+
+/// Runs the exit path when the thread's thread-locals are destroyed.
+struct ExitTrigger;
+
+std::thread_local! {
+    static STATE: ThreadState = const {
+        ThreadState {
+            cache: Cell::new((ptr::null(), ptr::null())),
+            main: Cell::new(ptr::null()),
+            aux: Cell::new(ptr::null()),
+            exiting: Cell::new(false),
+        }
+    };
+    static EXIT: ExitTrigger = const { ExitTrigger };
+}
+
+impl Drop for ExitTrigger {
+    fn drop(&mut self) {
+        STATE.with(|s| {
+            s.exiting.set(true);
+            s.cache.set((ptr::null(), ptr::null()));
+            loop {
+                let p = s.main.get();
+                if p.is_null() {
+                    break;
+                }
+                // SAFETY: records in our list are IN_USE or ORPHANED and
+                // owned by this thread; either way their domain is alive.
+                let r = unsafe { &*p };
+                s.main.set(r.thread_next.get());
+                r.thread_next.set(ptr::null());
+                // SAFETY: our record, just unlinked: retired once.
+                unsafe { exit::retire(r) };
+                if r.flags.get() & RETIRED != 0 {
+                    // A guard on it is still alive (a later thread-local
+                    // destructor holds it): its section is still ours.
+                    link(&s.aux, r);
+                }
+            }
+        });
+    }
+}
+
+/// Pushes `r` at the front of a thread list.
+fn link(head: &Cell<*const Record>, r: &Record) {
+    r.thread_next.set(head.get());
+    head.set(r);
+}
+
+/// Unlinks `r` from a thread list; true if it was there.
+fn unlink(head: &Cell<*const Record>, r: &Record) -> bool {
+    let mut prev: *const Record = ptr::null();
+    let mut p = head.get();
+    while !p.is_null() {
+        if ptr::eq(p, r) {
+            let next = r.thread_next.get();
+            if prev.is_null() {
+                head.set(next);
+            } else {
+                // SAFETY: `prev` is one of this thread's records.
+                unsafe { (*prev).thread_next.set(next) };
+            }
+            r.thread_next.set(ptr::null());
+            return true;
+        }
+        prev = p;
+        // SAFETY: records in our lists are ours and alive.
+        p = unsafe { (*p).thread_next.get() };
+    }
+    false
+}
+
+/// Iterates a thread list (the caller must not change it meanwhile).
+fn records(head: &Cell<*const Record>) -> impl Iterator<Item = &Record> {
+    let mut p = head.get();
+    std::iter::from_fn(move || {
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: records in our lists are ours and alive (see `cache`).
+        let r = unsafe { &*p };
+        p = r.thread_next.get();
+        Some(r)
+    })
+}
+
+/// The cached main record, if the cache holds `inner`'s (the read and
+/// defer fast paths).
+#[inline(always)]
+pub(crate) fn cached(inner: &Inner) -> Option<&Record> {
+    let (key, p) = STATE.with(|s| s.cache.get());
+    // SAFETY: the cache only holds a record this thread owns in that
+    // domain, alive while the caller borrows the domain (see `cache`).
+    ptr::eq(key, inner).then(|| unsafe { &*p })
+}
+
+/// The calling thread's main record in `inner`, claiming one on first use.
+/// `None` once the thread's exit path has started (callers then publish at
+/// once or take a temporary record).
+#[inline]
+pub(crate) fn main_record(inner: &Inner) -> Option<&Record> {
+    if let Some(r) = cached(inner) {
+        return Some(r);
+    }
+    main_record_slow(inner)
+}
+
+#[cold]
+fn main_record_slow(inner: &Inner) -> Option<&Record> {
+    if let Some(r) = existing_main(inner) {
+        return Some(r);
+    }
+    if STATE.with(|s| s.exiting.get()) || EXIT.try_with(|_| ()).is_err() {
+        // The thread is exiting (its exit destructor ran or is running).
+        return None;
+    }
+    let orphans = sweep_orphans();
+    let (r, new) = inner
+        .registry
+        .claim(inner as *const Inner as *const (), inner.id, Kind::Main);
+    if new {
+        Counters::add(&inner.stats.participants, 1);
+    }
+    STATE.with(|s| {
+        link(&s.main, r);
+        s.cache.set((inner, r));
+    });
+    for o in orphans {
+        // SAFETY: an orphaned record of ours with no exit hooks, unlinked
+        // by the sweep; released once, after the walk.
+        unsafe { exit::retire(o) };
+    }
+    Some(r)
+}
+
+/// The calling thread's main record in `inner`, if it has one (never
+/// claims).
+pub(crate) fn existing_main(inner: &Inner) -> Option<&Record> {
+    if let Some(r) = cached(inner) {
+        return Some(r);
+    }
+    STATE.with(|s| {
+        let found = records(&s.main).find(|r| r.domain_id == inner.id)?;
+        s.cache.set((inner, found));
+        // SAFETY: one of our records, alive while `inner` is borrowed.
+        Some(unsafe { &*(found as *const Record) })
+    })
+}
+
+/// Unlinks the orphaned main records that have no exit hooks and returns
+/// them, to be released after the walk (releasing can free their domain,
+/// which runs user code).
+fn sweep_orphans() -> Vec<&'static Record> {
+    STATE.with(|s| {
+        let mut found = Vec::new();
+        let mut p = s.main.get();
+        while !p.is_null() {
+            // SAFETY: our record (see `cache`); 'static until released.
+            let r: &'static Record = unsafe { &*p };
+            p = r.thread_next.get();
+            // Acquire: pairs with shutdown's AcqRel orphan marking.
+            if r.state.load(Ordering::Acquire) == ORPHANED {
+                // SAFETY: `exits` is owner-only, and we are the owner.
+                let no_hooks = unsafe { (*r.exits.get()).is_empty() };
+                if no_hooks {
+                    found.push(r);
+                }
+            }
+        }
+        for r in &found {
+            unlink(&s.main, r);
+            if ptr::eq(s.cache.get().1, *r) {
+                s.cache.set((ptr::null(), ptr::null()));
+            }
+        }
+        found
+    })
+}
+
+/// Unlinks the calling thread's main record in `inner` (for
+/// `retire_thread`); the caller then retires it.
+pub(crate) fn unlink_main(inner: &Inner) -> Option<&Record> {
+    let r = existing_main(inner)?;
+    STATE.with(|s| {
+        unlink(&s.main, r);
+        s.cache.set((ptr::null(), ptr::null()));
+    });
+    Some(r)
+}
+
+/// Adds a reader's or a temporary guard's record to the thread's
+/// auxiliary list.
+pub(crate) fn link_aux(r: &Record) {
+    STATE.with(|s| link(&s.aux, r));
+}
+
+/// Removes a record from the thread's auxiliary list.
+pub(crate) fn unlink_aux(r: &Record) {
+    STATE.with(|s| unlink(&s.aux, r));
+}
+
+/// Whether the calling thread is inside a read section of `inner`, of any
+/// kind: its main record's, a `Reader`'s, a temporary guard's.
+pub(crate) fn inside(inner: &Inner) -> bool {
+    open_sections(inner, |_| ())
+}
+
+/// Calls `f` on every record of the thread with an open read section of
+/// `inner`; true if there was any.
+pub(crate) fn open_sections(inner: &Inner, mut f: impl FnMut(&Record)) -> bool {
+    let mut any = false;
+    if let Some(r) = existing_main(inner) {
+        if r.nesting() > 0 {
+            f(r);
+            any = true;
+        }
+    }
+    STATE.with(|s| {
+        for r in records(&s.aux) {
+            if r.domain_id == inner.id && r.nesting() > 0 {
+                f(r);
+                any = true;
+            }
+        }
+    });
+    any
+}

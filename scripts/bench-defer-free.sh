@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# The realistic deferred callback, timed as whole processes: exitq against
+# crossbeam-epoch (a registered LocalHandle), liburcu's call_rcu (urcu-memb;
+# the global call_rcu thread and per-CPU call_rcu threads, the better one
+# counted) and the immediate-free floor, at 1, 2 and 4 threads.
+#
+#   scripts/bench-defer-free.sh [-n ROUNDS] [--ops N] [--threads "1 2 4"]
+#
+# Each operation: a read section, a node allocated by the producer, a
+# deferred callback that frees it and drops a clone of a shared Arc (see
+# benches/examples/defer_free.rs and benches/c/urcu_defer_free.c). Every
+# callback is checked to have run before a process exits 0.
+#
+# Rounds interleave the programs (the order rotates from round to round);
+# each process's wall time is measured here, from exec to exit. Ratios are
+# computed within a round and the median over rounds is reported, with the
+# spread: on a shared machine, compare within a round.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=5
+ops=4000000
+threads="1 2 4"
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        -n) [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]*$ ]] || { echo "bench-defer-free: -n needs a positive count" >&2; exit 2; }
+            rounds=$2; shift 2 ;;
+        --ops) [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]*$ ]] || { echo "bench-defer-free: --ops needs a positive count" >&2; exit 2; }
+            ops=$2; shift 2 ;;
+        --threads) [[ $# -ge 2 && "$2" =~ ^[1-9][0-9\ ]*$ ]] || { echo "bench-defer-free: --threads needs counts like \"1 2 4\"" >&2; exit 2; }
+            threads=$2; shift 2 ;;
+        -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "bench-defer-free: unknown argument '$1' (try --help)" >&2; exit 2 ;;
+    esac
+done
+if [[ ! -e /usr/include/x86_64-linux-gnu/urcu/urcu-memb.h && ! -e /usr/include/urcu/urcu-memb.h ]]; then
+    if [[ "$(id -u)" = 0 ]]; then
+        echo "bench-defer-free: installing liburcu-dev" >&2
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq liburcu-dev >/dev/null
+    else
+        echo "bench-defer-free: liburcu-dev is not installed (apt-get install liburcu-dev)" >&2
+        exit 3
+    fi
+fi
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+cargo build -q --release -p benches --example defer_free
+gcc -O2 -pthread -o "$out/urcu_defer_free" benches/c/urcu_defer_free.c -lurcu-memb
+rust=target/release/examples/defer_free
+progs=("$rust exitq" "$rust crossbeam" "$rust floor" "$out/urcu_defer_free global" "$out/urcu_defer_free percpu" "$rust exitq-offload")
+names=(exitq crossbeam floor urcu-global urcu-percpu exitq-offload)
+echo "bench-defer-free: $rounds rounds, $ops operations per run, threads: $threads ($(date -u +%FT%TZ), load $(cut -d' ' -f1 /proc/loadavg))" >&2
+: >"$out/times"
+for round in $(seq "$rounds"); do
+    for t in $threads; do
+        n=${#progs[@]}
+        for k in $(seq 0 $((n - 1))); do
+            i=$(( (k + round) % n ))
+            start=$(date +%s%N)
+            ${progs[$i]} "$t" "$ops" >/dev/null || { echo "bench-defer-free: ${names[$i]} failed" >&2; exit 1; }
+            end=$(date +%s%N)
+            echo "$round $t ${names[$i]} $((end - start))" >>"$out/times"
+        done
+    done
+    echo "bench-defer-free: round $round/$rounds done (load $(cut -d' ' -f1 /proc/loadavg))" >&2
+done
+python3 - "$out/times" "$ops" <<'PY'
+import statistics, sys
+from collections import defaultdict
+path, ops = sys.argv[1], int(sys.argv[2])
+t = defaultdict(dict)  # (round, threads) -> name -> ns
+for line in open(path):
+    r, th, name, ns = line.split()
+    t[(int(r), int(th))][name] = int(ns)
+threads = sorted({th for _, th in t})
+def med(xs):
+    return statistics.median(xs)
+def spread(xs):
+    return f"{min(xs):.2f}-{max(xs):.2f}"
+print(f"{'threads':>7} {'impl':>14} {'ns/op (median)':>15}")
+for th in threads:
+    rounds = [v for (r, x), v in sorted(t.items()) if x == th]
+    for name in ["exitq", "exitq-offload", "crossbeam", "urcu-global", "urcu-percpu", "floor"]:
+        print(f"{th:>7} {name:>14} {med([v[name] / ops for v in rounds]):>15.1f}")
+print()
+print(f"{'threads':>7} {'ratio (per round, median)':44} {'median':>7} {'range':>12}  target")
+for th in threads:
+    rounds = [v for (r, x), v in sorted(t.items()) if x == th]
+    rows = [
+        ("crossbeam-epoch time / exitq time", [v["crossbeam"] / v["exitq"] for v in rounds], ">= 1.5"),
+        ("liburcu best time / exitq time", [min(v["urcu-global"], v["urcu-percpu"]) / v["exitq"] for v in rounds], ">= 2"),
+        ("exitq throughput / floor throughput", [v["floor"] / v["exitq"] for v in rounds], ">= 0.5"),
+        ("offload time / exitq time", [v["exitq-offload"] / v["exitq"] for v in rounds], ""),
+    ]
+    for label, xs, target in rows:
+        print(f"{th:>7} {label:44} {med(xs):>7.2f} {spread(xs):>12}  {target}")
+PY
