@@ -8,6 +8,7 @@ mod benchmarks;
 
 criterion_main! {
     benchmarks::defer::benches,
+    benchmarks::defer_free::benches,
     benchmarks::read_guard::benches,
     benchmarks::synchronize::benches,
     benchmarks::exit_hook::benches,

@@ -95,6 +95,14 @@ impl Default for Domain {
     }
 }
 
+// A panic never leaves a domain inconsistent: callbacks and stall handlers
+// run under `catch_unwind`, every lock ignores poisoning (it guards plain
+// counters), and exitq's own state changes are complete before user code
+// runs. So a domain may be used across `catch_unwind` (the stall handler's
+// `dyn Fn` would otherwise make it neither).
+impl std::panic::UnwindSafe for Domain {}
+impl std::panic::RefUnwindSafe for Domain {}
+
 /// The last user handle: dropping it shuts the domain down.
 struct Handle {
     inner: Arc<Inner>,
@@ -111,7 +119,8 @@ impl Drop for Handle {
 /// Runs when the last `Domain` handle is dropped: publish every thread's
 /// batches, stop the reclaimer, orphan the records live threads still
 /// hold, and run everything on the dropping thread.
-fn shutdown(inner: &Inner, reclaimer: Option<JoinHandle<()>>) {
+fn shutdown(arc: &Arc<Inner>, reclaimer: Option<JoinHandle<()>>) {
+    let inner: &Inner = arc;
     if inner.forked() {
         // fork() child: the reclaimer and the other threads do not exist
         // here; running the parent's callbacks twice would be worse than
@@ -147,10 +156,10 @@ fn shutdown(inner: &Inner, reclaimer: Option<JoinHandle<()>>) {
             .compare_exchange(IN_USE, ORPHANED, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
         {
-            // SAFETY: `inner` is inside an `Arc` (every `Inner` is built by
-            // `try_build` into one); the count is given back by the owner
-            // thread (`exit::release_main`).
-            unsafe { Arc::increment_strong_count(inner as *const Inner) };
+            // SAFETY: `arc` is a live `Arc` (the pointer keeps its
+            // provenance over the whole allocation); the count is given
+            // back by the owner thread (`exit::release_main`).
+            unsafe { Arc::increment_strong_count(Arc::as_ptr(arc)) };
         }
     }
     // No handle is left, so no read guard exists (each borrows a handle),
@@ -488,8 +497,13 @@ impl Domain {
         if let Some(r) = this_thread::unlink_main(&self.inner) {
             // SAFETY: the record is owned by the calling thread and was just
             // unlinked from its list, so it is retired once; it is outside
-            // any section (checked above), so it is released at once.
-            unsafe { exit::retire(r) };
+            // any section (checked above), so it is released at once, and
+            // not orphaned (`&self` is a live handle).
+            let orphan = unsafe { exit::retire(r) };
+            debug_assert!(orphan.is_none(), "a live handle's record is not orphaned");
+            if let Some(o) = orphan {
+                o.release();
+            }
         }
     }
 
@@ -529,7 +543,9 @@ impl Drop for Guard<'_> {
         let r = self.record;
         // Outermost exit: one load of `flags`, on the line just written.
         if grace::reader_exit(&r.ctr) && r.flags.get() != 0 {
-            section_ended(r);
+            if let Some(o) = section_ended(r) {
+                o.release(); // after the last use of the record
+            }
         }
     }
 }
@@ -538,22 +554,23 @@ impl Drop for Guard<'_> {
 /// temporary record or a retired main record is released; ready batches
 /// waiting for the section's end run.
 #[cold]
-fn section_ended(r: &Record) {
+#[must_use]
+fn section_ended(r: &Record) -> Option<exit::Orphan> {
     let flags = r.flags.get();
     if flags & (TEMPORARY | RETIRED) != 0 {
         this_thread::unlink_aux(r);
         if flags & RETIRED != 0 {
-            exit::release_main(r);
-        } else {
-            r.release();
+            return exit::release_main(r);
         }
-        return;
+        r.release();
+        return None;
     }
     r.flags.set(flags & !RUN_PENDING);
     // SAFETY: the record is in use by this thread (its section just
     // ended, the guard borrowed the domain).
     let inner = unsafe { r.domain() };
     local::section_ended(inner, r);
+    None
 }
 
 /// A reader registered once: a record of its own, so [`Reader::read`]
@@ -676,7 +693,9 @@ impl Drop for ReaderGuard<'_> {
         // as `grace::reader_exit`.
         self.record.ctr.store(0, Ordering::Release);
         if self.record.flags.get() != 0 {
-            section_ended(self.record);
+            // A reader's record is never retired: no orphan to release.
+            let orphan = section_ended(self.record);
+            debug_assert!(orphan.is_none());
         }
     }
 }

@@ -86,7 +86,8 @@ pub(crate) fn register(inner: &Inner, record: Option<&Record>, f: Box<dyn FnOnce
 ///
 /// Called by the thread that owns `r` (a main record, IN_USE or ORPHANED),
 /// once, after removing it from the thread's list and cache.
-pub(crate) unsafe fn retire(r: &Record) {
+#[must_use = "an orphan's strong count must be given back (`Orphan::release`)"]
+pub(crate) unsafe fn retire(r: &Record) -> Option<Orphan> {
     // SAFETY: a record in use keeps its domain alive (IN_USE: the domain has
     // not shut down; ORPHANED: the record holds a strong count).
     let inner: &Inner = unsafe { r.domain() };
@@ -118,16 +119,18 @@ pub(crate) unsafe fn retire(r: &Record) {
         // it releases the record (module docs).
         r.flags.set(r.flags.get() | RETIRED);
         r.set_retired_tid();
-        return;
+        return None;
     }
-    release_main(r);
+    release_main(r)
 }
 
-/// Hands a retired main record back: one CAS; for an orphaned record, the
-/// strong count it held. Also the end of a retired record's last guard.
-pub(crate) fn release_main(r: &Record) {
-    // SAFETY: as in `retire`: the record is still ours, in use.
-    let inner: &Inner = unsafe { r.domain() };
+/// Hands a retired main record back: one CAS. For an orphaned record
+/// (its domain shut down meanwhile) it returns the strong count the record
+/// holds, to be given back once the caller no longer uses the record
+/// (giving it back may free the domain, and the record with it). Also the
+/// end of a retired record's last guard.
+#[must_use = "an orphan's strong count must be given back (`Orphan::release`)"]
+pub(crate) fn release_main(r: &Record) -> Option<Orphan> {
     r.flags.set(0);
     r.clear_retired_tid();
     // Release: like a guard's exit (the thread cannot be inside a section
@@ -136,28 +139,39 @@ pub(crate) fn release_main(r: &Record) {
     // AcqRel: Release hands the record (and our pushes) over to the next
     // claimant and to shutdown's orphan scan; Acquire (on failure) pairs
     // with shutdown's orphan marking.
-    if r.state
+    match r
+        .state
         .compare_exchange(IN_USE, FREE, Ordering::AcqRel, Ordering::Acquire)
-        .is_err()
     {
-        release_orphan(inner);
+        Ok(_) => None,
+        Err(_) => Some(Orphan(r.inner.cast::<Inner>())),
     }
 }
 
-/// The domain shut down while we held a record: run what is queued (no
-/// reader can exist, see `domain::Handle::drop`) and give back the strong
-/// count the record held.
-#[cold]
-fn release_orphan(inner: &Inner) {
-    loop {
-        let chain = inner.queue.take_all();
-        if chain.is_empty() {
-            break;
+/// The strong count of a shut-down domain that an orphaned record held.
+pub(crate) struct Orphan(*const Inner);
+
+impl Orphan {
+    /// Runs what is queued (no reader can exist: see `domain::shutdown`)
+    /// and gives the count back. Call it after the last use of the record.
+    #[cold]
+    pub(crate) fn release(self) {
+        {
+            // SAFETY: the count we hold keeps the domain alive until the
+            // decrement below; this reference ends before it.
+            let inner: &Inner = unsafe { &*self.0 };
+            loop {
+                let chain = inner.queue.take_all();
+                if chain.is_empty() {
+                    break;
+                }
+                inner.run(chain);
+            }
         }
-        inner.run(chain);
+        // SAFETY: shutdown incremented the strong count once for this
+        // record (`domain::shutdown`), and the pointer is the record's,
+        // taken from `Arc::as_ptr` at claim (provenance over the whole
+        // allocation). Nothing touches the record or the domain after this.
+        unsafe { Arc::decrement_strong_count(self.0) };
     }
-    // SAFETY: shutdown incremented the strong count once for this record
-    // (`domain::Handle::drop`), and `inner` lives in an `Arc`. Nothing
-    // touches the record or `inner` after this.
-    unsafe { Arc::decrement_strong_count(inner as *const Inner) };
 }

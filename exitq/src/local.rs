@@ -139,13 +139,18 @@ pub(crate) fn defer(inner: &Inner, r: &Record, d: Deferred) {
         return defer_contended(inner, r, d);
     }
     // SAFETY: we are the owner, `busy` is set and no steal was requested
-    // after it (handshake).
+    // after it (handshake). The borrow ends before `owner_end` below: no
+    // reference into `local` outlives the section.
     let local = unsafe { &mut *r.local.get() };
     let words = d.words();
-    match local.open.try_push(d, words) {
-        Ok(()) if local.open.left() != 0 => handshake::owner_end(&r.busy),
-        Ok(()) => slow_visit(inner, r, local),
+    let after = match local.open.try_push(d, words) {
+        Ok(()) if local.open.left() != 0 => None,
+        Ok(()) => Some(slow_visit(inner, r, local)),
         Err(d) => defer_slow(inner, r, local, d),
+    };
+    handshake::owner_end(&r.busy);
+    if let Some((after, allowed)) = after {
+        finish(inner, r, after, allowed);
     }
 }
 
@@ -157,10 +162,11 @@ fn defer_contended(inner: &Inner, r: &Record, d: Deferred) {
     defer(inner, r, d)
 }
 
-/// `left` reached zero: the batch is full (seal it) or a tick is due (run
-/// a few ready callbacks). Inside the owner section; ends it.
+/// `left` reached zero: the batch is full (seal it) or a tick is due (take
+/// a few ready callbacks). Inside the owner section; the caller ends it
+/// and then `finish`es.
 #[inline(never)]
-fn slow_visit(inner: &Inner, r: &Record, local: &mut Local) {
+fn slow_visit(inner: &Inner, r: &Record, local: &mut Local) -> (After, bool) {
     let mut after = After::default();
     let allowed = may_run(inner);
     if local.open.is_full() {
@@ -172,22 +178,21 @@ fn slow_visit(inner: &Inner, r: &Record, local: &mut Local) {
     }
     take_some(inner, r, local, allowed, &mut after);
     schedule_tick(local, &after);
-    handshake::owner_end(&r.busy);
-    finish(inner, r, after, allowed);
+    (after, allowed)
 }
 
-/// A new run, a new batch, or a full batch to seal first (inside the
-/// owner section; ends it).
+/// A new run, a new batch, or a full batch to seal first. Inside the owner
+/// section, as `slow_visit`; `None`: nothing to finish.
 #[cold]
-fn defer_slow(inner: &Inner, r: &Record, local: &mut Local, d: Deferred) {
+fn defer_slow(inner: &Inner, r: &Record, local: &mut Local, d: Deferred) -> Option<(After, bool)> {
     local.open.untick();
     let d = match local.open.push_new_run(d) {
         Ok(()) => {
             if local.open.left() != 0 {
                 schedule_tick(local, &ready_state(inner, local));
-                return handshake::owner_end(&r.busy);
+                return None;
             }
-            return slow_visit(inner, r, local);
+            return Some(slow_visit(inner, r, local));
         }
         Err(d) => d,
     };
@@ -209,8 +214,7 @@ fn defer_slow(inner: &Inner, r: &Record, local: &mut Local, d: Deferred) {
     }
     take_some(inner, r, local, allowed, &mut after);
     schedule_tick(local, &after);
-    handshake::owner_end(&r.busy);
-    finish(inner, r, after, allowed);
+    Some((after, allowed))
 }
 
 /// Whether sealed batches wait, and whether some are ready (for
@@ -261,14 +265,6 @@ fn seal(
     mut node: Box<Node<Work>>,
     after: &mut After,
 ) {
-    if inner.forked() {
-        // The parent's callbacks must not run here (leaked), and the panic
-        // must not leave `busy` set.
-        std::mem::forget(node);
-        handshake::owner_end(&r.busy);
-        inner.check_fork();
-        unreachable!("check_fork panics in a child");
-    }
     // Relaxed: a hint (the batch is no longer open).
     r.open_epoch.store(0, Ordering::Relaxed);
     let Work::Batch(b) = &mut node.value else {
@@ -389,6 +385,14 @@ fn note_left(inner: &Inner, local: &Local, after: &mut After) {
 /// help with the backlog, or leave the ready work to the end of the
 /// caller's read section.
 fn finish(inner: &Inner, r: &Record, mut after: After, allowed: bool) {
+    if inner.forked() {
+        // The child of a fork(): nothing of the parent's may run here (what
+        // was taken is leaked), and the section has ended, so panicking
+        // leaves no `busy` set.
+        std::mem::forget(after);
+        inner.check_fork();
+        unreachable!("check_fork panics in a child");
+    }
     let took = after.items.len > 0 || !after.batches.is_empty();
     if after.items.len > 0 {
         run_items(inner, &mut after.items);

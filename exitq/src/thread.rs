@@ -32,6 +32,7 @@
 //! given back when the thread next claims a record, after the walk.
 use std::cell::Cell;
 use std::ptr;
+use std::sync::Arc;
 
 use crate::exit;
 use crate::inner::Inner;
@@ -86,11 +87,15 @@ impl Drop for ExitTrigger {
                 s.main.set(r.thread_next.get());
                 r.thread_next.set(ptr::null());
                 // SAFETY: our record, just unlinked: retired once.
-                unsafe { exit::retire(r) };
+                let orphan = unsafe { exit::retire(r) };
                 if r.flags.get() & RETIRED != 0 {
                     // A guard on it is still alive (a later thread-local
                     // destructor holds it): its section is still ours.
                     link(&s.aux, r);
+                }
+                // After the last use of `r` (it may be freed).
+                if let Some(o) = orphan {
+                    o.release();
                 }
             }
         });
@@ -154,15 +159,16 @@ pub(crate) fn cached(inner: &Inner) -> Option<&Record> {
 /// `None` once the thread's exit path has started (callers then publish at
 /// once or take a temporary record).
 #[inline]
-pub(crate) fn main_record(inner: &Inner) -> Option<&Record> {
-    if let Some(r) = cached(inner) {
+pub(crate) fn main_record(arc: &Arc<Inner>) -> Option<&Record> {
+    if let Some(r) = cached(arc) {
         return Some(r);
     }
-    main_record_slow(inner)
+    main_record_slow(arc)
 }
 
 #[cold]
-fn main_record_slow(inner: &Inner) -> Option<&Record> {
+fn main_record_slow(arc: &Arc<Inner>) -> Option<&Record> {
+    let inner: &Inner = arc;
     if let Some(r) = existing_main(inner) {
         return Some(r);
     }
@@ -173,7 +179,7 @@ fn main_record_slow(inner: &Inner) -> Option<&Record> {
     let orphans = sweep_orphans();
     let (r, new) = inner
         .registry
-        .claim(inner as *const Inner as *const (), inner.id, Kind::Main);
+        .claim(Arc::as_ptr(arc) as *const (), inner.id, Kind::Main);
     if new {
         Counters::add(&inner.stats.participants, 1);
     }
@@ -184,7 +190,9 @@ fn main_record_slow(inner: &Inner) -> Option<&Record> {
     for o in orphans {
         // SAFETY: an orphaned record of ours with no exit hooks, unlinked
         // by the sweep; released once, after the walk.
-        unsafe { exit::retire(o) };
+        if let Some(orphan) = unsafe { exit::retire(o) } {
+            orphan.release();
+        }
     }
     Some(r)
 }

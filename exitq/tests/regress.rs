@@ -30,6 +30,28 @@ fn within<T: Send + 'static>(
     }
 }
 
+/// Waits for child `pid` for at most `limit`; kills it and fails the test
+/// if it hangs. Returns its exit status.
+fn wait_child(pid: libc::pid_t, limit: Duration) -> i32 {
+    let start = Instant::now();
+    loop {
+        let mut status = 0;
+        // SAFETY: our child; WNOHANG polls.
+        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        assert!(r >= 0, "waitpid: {}", std::io::Error::last_os_error());
+        if r == pid {
+            assert!(libc::WIFEXITED(status), "child died: status {status}");
+            return libc::WEXITSTATUS(status);
+        }
+        if start.elapsed() > limit {
+            // SAFETY: our child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            panic!("the forked child hung for {limit:?}");
+        }
+        thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// v1: a pass registered its id and took the queue in two critical
 /// sections, a stolen batch and an owner's full batch were invisible
 /// between being taken and being pushed, so `barrier` returned while
@@ -410,14 +432,108 @@ fn entry_points_refuse_in_a_forked_child() {
         // destructors or atexit handlers.
         unsafe { libc::_exit(refused as i32) };
     }
-    let mut status = 0;
-    // SAFETY: our child.
-    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-    assert!(libc::WIFEXITED(status), "child died: status {status}");
     assert_eq!(
-        libc::WEXITSTATUS(status),
+        wait_child(pid, Duration::from_secs(60)),
         0b11_1111,
         "every entry point refused in the child (bit per check)"
     );
     d.barrier();
+}
+
+/// A guard taken after the thread's exitq state was torn down (a temporary
+/// record, from a later thread-local destructor) is a read section for the
+/// deadlock checks too: `synchronize` there panics instead of waiting for
+/// the caller's own section.
+#[test]
+fn a_temporary_guard_is_seen_by_the_deadlock_check() {
+    static DOMAIN: OnceLock<Domain> = OnceLock::new();
+    static REFUSED: AtomicBool = AtomicBool::new(false);
+    DOMAIN.get_or_init(|| {
+        Domain::builder()
+            .stall_timeout(Duration::from_secs(3600))
+            .build()
+    });
+
+    struct Late;
+    impl Drop for Late {
+        fn drop(&mut self) {
+            let d = DOMAIN.get().unwrap();
+            let _g = d.read(); // exitq's destructor already ran: temporary
+            let r = std::panic::catch_unwind(|| d.synchronize());
+            REFUSED.store(r.is_err(), Ordering::SeqCst);
+        }
+    }
+    thread_local! {
+        // Initialised first, destroyed after exitq's own thread-local.
+        static LATE: std::cell::RefCell<Option<Late>> = const { std::cell::RefCell::new(None) };
+    }
+    within(
+        "synchronize inside a temporary guard",
+        Duration::from_secs(60),
+        || {
+            thread::spawn(|| {
+                LATE.with(|l| *l.borrow_mut() = Some(Late));
+                DOMAIN.get().unwrap().defer(|| ()); // exitq's thread-local now
+            })
+            .join()
+            .unwrap();
+        },
+    );
+    assert!(
+        REFUSED.load(Ordering::SeqCst),
+        "synchronize inside a temporary guard was not refused"
+    );
+}
+
+/// A guard that is leaked (`mem::forget`) keeps its section open while its
+/// thread lives; once the thread is gone, grace periods stop waiting for it
+/// (the record is freed), instead of hanging forever.
+#[test]
+fn a_leaked_guard_of_an_exited_thread_does_not_hang_grace_periods() {
+    let d = Domain::builder()
+        .stall_timeout(Duration::from_secs(3600))
+        .build();
+    let d2 = d.clone();
+    thread::spawn(move || {
+        d2.defer(|| ());
+        std::mem::forget(d2.read());
+    })
+    .join()
+    .unwrap();
+    within(
+        "synchronize after a leaked guard's thread exited",
+        Duration::from_secs(60),
+        move || {
+            d.synchronize();
+            d.barrier();
+        },
+    );
+}
+
+/// In the child of `fork()`, a pool built on the shared domain gets a
+/// domain of its own (the parent's is unusable there) and runs its jobs.
+#[test]
+fn a_pool_in_a_forked_child_builds_its_own_domain() {
+    let parent_pool = exitq::pool::Pool::new().expect("pool");
+    let (tx, rx) = mpsc::channel();
+    assert!(parent_pool.execute(move || tx.send(()).unwrap()).is_ok());
+    rx.recv().unwrap();
+    // SAFETY: the child only builds a pool, runs a job and `_exit`s.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let ok = std::panic::catch_unwind(|| {
+            let pool = exitq::pool::Pool::new().expect("pool in the child");
+            let (tx, rx) = mpsc::channel();
+            assert!(pool.execute(move || tx.send(7u8).unwrap()).is_ok());
+            rx.recv_timeout(Duration::from_secs(20)) == Ok(7)
+        });
+        // SAFETY: end the child at once.
+        unsafe { libc::_exit(if matches!(ok, Ok(true)) { 0 } else { 1 }) };
+    }
+    assert_eq!(
+        wait_child(pid, Duration::from_secs(60)),
+        0,
+        "the child's pool ran its job"
+    );
 }

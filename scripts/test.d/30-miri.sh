@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Miri on exitq's lock-free list (exitq/tests/llist.rs), reduced size under
 # cfg(miri) (3 threads x 50 nodes), and on the packed batch encoding of
-# `defer` (exitq/src/defer.rs unit tests: closures of every size, panics):
-# checks data races, use-after-free, provenance and leaks in the raw-pointer
-# code. Installs the nightly miri component if it is
+# `defer` (exitq/src/batch.rs unit tests: closures of every size, panics),
+# and on the domain's core (exitq/tests/miri_core.rs: batches sealed,
+# drained a few callbacks at a time, stolen by a barrier, pushed at thread
+# exit, orphaned at shutdown): checks data races, use-after-free,
+# provenance, aliasing and leaks in the raw-pointer code. Installs the nightly miri component if it is
 # missing; skips LOUDLY if there is no nightly toolchain at all.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -18,6 +20,9 @@ fi
 echo "miri: cargo +nightly miri test -p exitq --test llist" >&2
 MIRIFLAGS="${MIRIFLAGS:-} -Zmiri-strict-provenance" \
     cargo +nightly miri test -p exitq --test llist --target-dir target/miri
-echo "miri: cargo +nightly miri test -p exitq --lib defer::tests" >&2
+echo "miri: cargo +nightly miri test -p exitq --lib batch::tests" >&2
 MIRIFLAGS="${MIRIFLAGS:-} -Zmiri-strict-provenance" \
-    cargo +nightly miri test -p exitq --lib --target-dir target/miri -- defer::tests
+    cargo +nightly miri test -p exitq --lib --target-dir target/miri -- batch::tests
+echo "miri: cargo +nightly miri test -p exitq --test miri_core" >&2
+MIRIFLAGS="${MIRIFLAGS:-} -Zmiri-strict-provenance" \
+    cargo +nightly miri test -p exitq --test miri_core --target-dir target/miri

@@ -1,0 +1,161 @@
+//! The domain's unsafe core under miri (scripts/test.d/30-miri.sh): small
+//! scenarios that drive every raw-pointer and `UnsafeCell` path — the
+//! batch moving between the open slot, the sealed queue, a stealer and the
+//! domain's list, records claimed and released, callbacks taken out of a
+//! batch and run elsewhere — so miri's data-race, use-after-free,
+//! provenance and leak checks see them. Also run as plain tests (larger
+//! under `cfg(not(miri))`).
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread;
+use std::time::Duration;
+
+use exitq::{Callbacks, Domain, Reclaimer};
+
+const N: usize = if cfg!(miri) { 40 } else { 4000 };
+
+fn domains() -> Vec<(&'static str, Domain)> {
+    let fast = Duration::from_micros(100);
+    vec![
+        (
+            "thread, local",
+            Domain::builder().batch_size(4).flush_latency(fast).build(),
+        ),
+        (
+            "thread, offload",
+            Domain::builder()
+                .batch_size(3)
+                .callbacks(Callbacks::Offload)
+                .flush_latency(fast)
+                .build(),
+        ),
+        (
+            "inline",
+            Domain::builder()
+                .batch_size(2)
+                .reclaimer(Reclaimer::Inline)
+                .build(),
+        ),
+    ]
+}
+
+/// Frees boxes the thread allocated; every one exactly once (miri: no
+/// leak, no double free).
+#[test]
+fn deferred_frees_on_one_thread() {
+    for (name, d) in domains() {
+        let ran = Arc::new(AtomicUsize::new(0));
+        let mut reader = d.reader();
+        for i in 0..N {
+            let b = Box::new([i; 4]);
+            let ran = ran.clone();
+            if i % 3 == 0 {
+                let _g = reader.read();
+                d.defer(move || {
+                    assert_eq!(b[3], i);
+                    ran.fetch_add(1, Ordering::Relaxed);
+                });
+            } else {
+                let _g = d.read();
+                d.defer(move || {
+                    drop(b);
+                    ran.fetch_add(1, Ordering::Relaxed);
+                });
+            }
+            if i % 17 == 0 {
+                d.flush();
+            }
+        }
+        drop(reader);
+        d.barrier();
+        assert_eq!(ran.load(Ordering::Relaxed), N, "{name}");
+    }
+}
+
+/// One thread defers while another calls `barrier` (steals its batches
+/// through the handshake) and a third exits with hooks and batches.
+#[test]
+fn defer_barrier_and_exit_on_three_threads() {
+    for (name, d) in domains() {
+        let ran = Arc::new(AtomicUsize::new(0));
+        let (tx, rx) = mpsc::channel::<()>();
+        let producer = {
+            let (d, ran) = (d.clone(), ran.clone());
+            thread::spawn(move || {
+                for i in 0..N {
+                    let b = Box::new(i);
+                    let ran = ran.clone();
+                    d.defer(move || {
+                        drop(b);
+                        ran.fetch_add(1, Ordering::Relaxed);
+                    });
+                }
+                tx.send(()).unwrap();
+            })
+        };
+        let exiter = {
+            let (d, ran) = (d.clone(), ran.clone());
+            thread::spawn(move || {
+                let r = ran.clone();
+                d.register_exit(move || {
+                    r.fetch_add(1, Ordering::Relaxed);
+                });
+                let ran = ran.clone();
+                d.defer(move || {
+                    ran.fetch_add(1, Ordering::Relaxed);
+                });
+            })
+        };
+        for _ in 0..3 {
+            d.barrier();
+        }
+        rx.recv().unwrap();
+        producer.join().unwrap();
+        exiter.join().unwrap();
+        d.barrier();
+        assert_eq!(ran.load(Ordering::Relaxed), N + 2, "{name}");
+    }
+}
+
+/// Dropping the last handle with batches still held by a live thread:
+/// shutdown steals and runs them; the thread's record is orphaned and its
+/// hook runs at its exit.
+#[test]
+fn shutdown_with_a_live_thread() {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let d = Domain::builder().batch_size(8).build();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let (held_tx, held_rx) = mpsc::channel::<()>();
+    let t = {
+        let (d, ran) = (d.clone(), ran.clone());
+        thread::spawn(move || {
+            let r = ran.clone();
+            d.register_exit(move || {
+                r.fetch_add(100, Ordering::Relaxed);
+            });
+            for _ in 0..5 {
+                let ran = ran.clone();
+                d.defer(move || {
+                    ran.fetch_add(1, Ordering::Relaxed);
+                });
+            }
+            drop(d);
+            held_tx.send(()).unwrap();
+            go_rx.recv().unwrap();
+        })
+    };
+    held_rx.recv().unwrap();
+    drop(d);
+    assert_eq!(
+        ran.load(Ordering::Relaxed),
+        5,
+        "shutdown ran the thread's callbacks"
+    );
+    go_tx.send(()).unwrap();
+    t.join().unwrap();
+    assert_eq!(
+        ran.load(Ordering::Relaxed),
+        105,
+        "the hook ran at the thread's exit"
+    );
+}
