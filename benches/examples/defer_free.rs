@@ -139,6 +139,17 @@ fn main() -> ExitCode {
             }
             let domain = b.build();
             let d = domain.clone();
+            if std::env::var_os("EXITQ_MONITOR").is_some() {
+                let m = domain.clone();
+                thread::spawn(move || loop {
+                    thread::sleep(Duration::from_millis(20));
+                    let s = m.stats();
+                    eprintln!(
+                        "pending {} batches {} run {}",
+                        s.pending, s.batches, s.callbacks_run
+                    );
+                });
+            }
             run(
                 threads,
                 ops,

@@ -70,14 +70,9 @@ use crossbeam_utils::CachePadded;
 use crate::cancel::NoCancel;
 use crate::config::{Stall, StallHandler};
 use crate::expedite::Fences;
-use crate::record::{Record, Registry};
+use crate::record::{Record, Registry, NEST_BITS, NEST_MASK};
 use crate::stats::Counters;
 use crate::sync::{self, AtomicU64, Ordering};
-
-/// Bits of a reader word that count nesting; the rest is the epoch.
-pub(crate) const NEST_BITS: u32 = 16;
-/// Mask of the nesting count in a reader word.
-pub(crate) const NEST_MASK: u64 = (1 << NEST_BITS) - 1;
 
 /// The epoch word of grace period `g` (what readers copy): epoch `g + 1`
 /// above a nesting count of 1. 48 bits of epoch do not wrap in practice
@@ -130,13 +125,6 @@ pub(crate) fn reader_exit(ctr: &AtomicU64) -> bool {
         ctr.store(tmp - 1, Ordering::Relaxed);
         false
     }
-}
-
-/// Nesting depth of a reader word.
-#[inline]
-pub(crate) fn nesting(ctr: &AtomicU64) -> u32 {
-    // Relaxed: read by the owner (its own word) or as a snapshot.
-    (ctr.load(Ordering::Relaxed) & NEST_MASK) as u32
 }
 
 /// Steps 1 and 2 of grace period `g` (see the module docs).

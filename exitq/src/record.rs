@@ -33,6 +33,12 @@ use crate::batch::{OpenBatch, Work};
 use crate::llist::{Chain, Node};
 use crate::sync::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
+/// Bits of a reader word (`Record::ctr`) that count nesting; the rest is
+/// the epoch seen at the outermost entry (see `grace`).
+pub(crate) const NEST_BITS: u32 = 16;
+/// Mask of the nesting count in a reader word.
+pub(crate) const NEST_MASK: u64 = (1 << NEST_BITS) - 1;
+
 /// `state`: no owner.
 pub(crate) const FREE: u32 = 0;
 /// `state`: owned by one thread.
@@ -78,7 +84,7 @@ pub(crate) struct Local {
 pub(crate) struct Record {
     /// Reader word (owner writes, grace periods read): 0 outside any read
     /// section; otherwise the epoch loaded on entry above the nesting
-    /// depth (`grace::NEST_BITS`).
+    /// depth (`NEST_BITS`).
     pub(crate) ctr: AtomicU64,
     /// `RUN_PENDING`, `RETIRED`, `TEMPORARY` (owner-only; next to `ctr`, so a guard's
     /// outermost exit reads it from the line it just wrote).
@@ -163,7 +169,8 @@ impl Record {
     /// Nesting depth of the record's read sections.
     #[inline]
     pub(crate) fn nesting(&self) -> u32 {
-        crate::grace::nesting(&self.ctr)
+        // Relaxed: read by the owner (its own word) or as a snapshot.
+        (self.ctr.load(Ordering::Relaxed) & NEST_MASK) as u32
     }
 
     /// The owner's identity, for stall reports.
