@@ -121,7 +121,7 @@ pub struct CleanupArgs {
 }
 
 /// Default `--cleanup-poll-ms` (exitq's own default is 10 ms; 50 ms
-/// cuts the grace periods of a storm about fivefold, see README).
+/// cuts the grace periods of a storm about fivefold, see docs/results-cleanup.md).
 pub const DEFAULT_POLL_MS: u64 = 50;
 
 /// Default `--cleanup-work`.

@@ -34,7 +34,7 @@
 //!   thread storm it is expensive: the kernel copies every counter into
 //!   each new thread and folds it back at exit under the parent counter's
 //!   mutex (+137% system time measured on a storm, against +9% or less
-//!   for the cgroup counters; README).
+//!   for the cgroup counters; docs/results-herd.md).
 //! * [`Scope::System`]: one counter per event per CPU of the run's CPU list
 //!   (`pid = -1`), so kernel work done for us by other tasks (kworkers,
 //!   RCU callbacks) counts too, and so does everything else running there.
