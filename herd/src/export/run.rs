@@ -218,13 +218,11 @@ pub fn child_args(scenario: &str) -> Vec<String> {
     strip_output_args(scenario, &argv)
 }
 
-/// [`child_args`] on a given argv (without the program name).
+/// [`child_args`] on a given argv (without the program name). The
+/// subcommand is the first word when given; plain `herd FLAGS` (the storm
+/// without its name) starts with the flags.
 pub fn strip_output_args(scenario: &str, argv: &[String]) -> Vec<String> {
-    let start = argv
-        .iter()
-        .position(|a| a == scenario)
-        .map(|p| p + 1)
-        .unwrap_or(argv.len());
+    let start = usize::from(argv.first().is_some_and(|a| a == scenario));
     let mut out = Vec::new();
     let mut it = argv[start..].iter();
     while let Some(a) = it.next() {
@@ -329,6 +327,11 @@ mod tests {
             s(&["--waves", "3", "--lag", "1"])
         );
         assert!(strip_output_args("storm", &[]).is_empty());
+        // Plain `herd --waves 3 -r 5`: the storm's flags without its name.
+        assert_eq!(
+            strip_output_args("storm", &s(&["--waves", "3", "-r", "5", "--cpus", "0"])),
+            s(&["--waves", "3", "--cpus", "0"])
+        );
     }
 
     #[test]

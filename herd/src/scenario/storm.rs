@@ -80,15 +80,6 @@ pub fn run(args: &Args) -> Result<u8> {
     })
 }
 
-/// Plain `herd`: the storm on its built-in defaults.
-pub fn run_default() -> Result<u8> {
-    let cli = <crate::cli::Cli as clap::Parser>::try_parse_from(["herd", "storm"])?;
-    match cli.command {
-        Some(crate::cli::Command::Storm(a)) => run(&a),
-        _ => unreachable!("`herd storm` parses as the storm command"),
-    }
-}
-
 fn refuse_or_warn(cfg: &Config, pre: &preflight::Preflight, print: bool) -> Result<()> {
     if print {
         for w in &pre.warnings {
