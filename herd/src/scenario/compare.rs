@@ -28,7 +28,7 @@
 use anyhow::{Context, Result};
 
 use crate::error::{usage, EXIT_INTERRUPTED};
-use crate::export::comparison::{check_alpha, ComparisonOutput};
+use crate::export::comparison_output::{check_alpha, ComparisonOutput};
 use crate::export::progress::Progress;
 use crate::result::{RunResult, RunSet, SCHEMA_VERSION};
 use crate::runner;

@@ -32,11 +32,11 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use super::gpkit::{
-    self, fmt_ns, format_duration, new_histogram, num, record, spawn_error, CpuTime, Latency,
-    OutputArgs,
+    self, fmt_ns, format_duration, new_histogram, record, spawn_error, CpuTime, Latency, OutputArgs,
 };
 use super::load::{self, Load, LoadThreads};
 use crate::error::usage;
+use crate::export::format::fmt_value;
 use crate::perf::{self, PerfArgs};
 use crate::result::{Metric, RunResult};
 use crate::runner;
@@ -424,7 +424,7 @@ fn render(r: &RunResult) -> String {
     let mut s = format!(
         "\ngrace periods: {} updater(s) calling synchronize() back to back, {}s per cell{}\n",
         r.config["updaters"],
-        num(r.config["duration_s"].as_f64().unwrap_or(0.0)),
+        fmt_value(r.config["duration_s"].as_f64().unwrap_or(0.0)),
         if r.interrupted { " (interrupted)" } else { "" }
     );
     s += &format!(
@@ -453,9 +453,9 @@ fn render(r: &RunResult) -> String {
             c["load"].as_str().unwrap_or("?"),
             c["readers"],
             c["delay"].as_str().unwrap_or("?"),
-            num(gps),
+            fmt_value(gps),
             if gps > 0.0 {
-                num(f("updates") / gps)
+                fmt_value(f("updates") / gps)
             } else {
                 "-".into()
             },

@@ -263,22 +263,6 @@ pub fn run_scenario(
     Ok((code, Some(r)))
 }
 
-/// A number with a sensible number of digits for a table.
-pub fn num(v: f64) -> String {
-    let a = v.abs();
-    if a == 0.0 {
-        "0".into()
-    } else if a >= 1e6 {
-        format!("{v:.4e}")
-    } else if a >= 100.0 {
-        format!("{v:.0}")
-    } else if a >= 1.0 {
-        format!("{v:.2}")
-    } else {
-        format!("{v:.4}")
-    }
-}
-
 /// The command-line form of `perf` (for child runs), defaults left out.
 pub fn perf_args(perf: &crate::perf::PerfArgs) -> Vec<String> {
     let mut a = Vec::new();

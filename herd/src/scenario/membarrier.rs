@@ -35,11 +35,11 @@ use crossbeam_utils::CachePadded;
 use serde::Serialize;
 
 use super::gpkit::{
-    self, fmt_ns, fmt_rate, format_duration, new_histogram, num, record, CpuTime, Latency,
-    OutputArgs,
+    self, fmt_ns, fmt_rate, format_duration, new_histogram, record, CpuTime, Latency, OutputArgs,
 };
 use super::load::{self, Load, LoadThreads};
 use crate::error::usage;
+use crate::export::format::fmt_value;
 use crate::perf::{self, PerfArgs};
 use crate::result::{Metric, RunResult};
 use crate::runner;
@@ -570,8 +570,8 @@ fn render(r: &RunResult) -> String {
             "  writer CPU per call: {} ({} in the kernel); process CPU user {}s sys {}s\n",
             fmt_ns(c),
             fmt_ns(sys),
-            num(m("process_user_s").unwrap_or(0.0)),
-            num(m("process_sys_s").unwrap_or(0.0)),
+            fmt_value(m("process_user_s").unwrap_or(0.0)),
+            fmt_value(m("process_sys_s").unwrap_or(0.0)),
         );
     }
     s += &format!(
@@ -583,7 +583,7 @@ fn render(r: &RunResult) -> String {
     if let Some(b) = m("break_even_sections_per_call") {
         s += &format!(
             "  break-even: one membarrier per {} read sections\n",
-            num(b)
+            fmt_value(b)
         );
     }
     if let (Some(b), Some(du), Some(sl)) = (

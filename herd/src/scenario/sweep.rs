@@ -28,9 +28,8 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{usage, EXIT_INTERRUPTED};
-use crate::export::comparison::{
-    change_text, complete_summary, metric_order, render_grid, summary_text,
-};
+use crate::export::comparison::{complete_summary, metric_order};
+use crate::export::format::{change_text, render_grid, summary_text};
 use crate::export::progress::Progress;
 use crate::export::run::print_out;
 use crate::export::{svg, write_file};

@@ -39,9 +39,10 @@ use crossbeam_queue::SegQueue;
 use crossbeam_utils::CachePadded;
 use serde::Serialize;
 
-use super::gpkit::{self, fmt_ns, fmt_rate, format_duration, num, CpuTime, Latency, OutputArgs};
+use super::gpkit::{self, fmt_ns, fmt_rate, format_duration, CpuTime, Latency, OutputArgs};
 use super::load::{self, LoadThreads};
 use crate::error::usage;
+use crate::export::format::fmt_value;
 use crate::perf::{self, PerfArgs};
 use crate::result::{Metric, RunResult};
 use crate::runner;
@@ -638,8 +639,8 @@ fn render(r: &RunResult) -> String {
         let v = &d[k];
         format!(
             "user {}s sys {}s",
-            num(v["user_s"].as_f64().unwrap_or(0.0)),
-            num(v["sys_s"].as_f64().unwrap_or(0.0))
+            fmt_value(v["user_s"].as_f64().unwrap_or(0.0)),
+            fmt_value(v["sys_s"].as_f64().unwrap_or(0.0))
         )
     };
     let mut s = format!(
@@ -653,7 +654,7 @@ fn render(r: &RunResult) -> String {
     );
     s += &format!(
         "  ops {}  {}  {} per op per updater\n",
-        num(m("ops")),
+        fmt_value(m("ops")),
         fmt_rate(m("ops_per_s")),
         fmt_ns(m("ns_per_op"))
     );
@@ -672,10 +673,10 @@ fn render(r: &RunResult) -> String {
     );
     s += &format!(
         "  grace periods {} ({}, {} expedited), {} frees per grace period\n",
-        num(m("grace_periods")),
+        fmt_value(m("grace_periods")),
         fmt_rate(m("grace_periods_per_s")),
-        num(m("expedited")),
-        num(r.metric("frees_per_gp").unwrap_or(0.0))
+        fmt_value(m("expedited")),
+        fmt_value(r.metric("frees_per_gp").unwrap_or(0.0))
     );
     s += &format!(
         "  update-side CPU {} per op ({} in the kernel)\n",
@@ -692,7 +693,7 @@ fn render(r: &RunResult) -> String {
     s += &format!(
         "  readers {} sections; use-after-free violations: {}\n",
         fmt_rate(m("reader_sections_per_s")),
-        num(m("violations"))
+        fmt_value(m("violations"))
     );
     s
 }

@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::collect::{hist_json, placement, push_hist};
 use super::Measured;
-use crate::export::run::fmt_value;
+use crate::export::format::fmt_value;
 use crate::host::format_cpu_list;
 use crate::perf;
 use crate::result::{Metric, RunResult};
