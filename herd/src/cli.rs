@@ -1,5 +1,5 @@
 //! Command-line definitions. Each subcommand's flags live next to the code
-//! that uses them (`scenario::<name>::Args`, `host::EnvArgs`); this file only
+//! that uses them (`scenario::<name>::Args`); this file only
 //! lists the subcommands. Plain `herd` (no subcommand) is `herd storm` with
 //! every one of its flags: the storm's [`scenario::storm::Args`] are
 //! flattened into [`Cli`] (clap's default-subcommand pattern), so `herd
@@ -8,7 +8,7 @@
 
 use clap::{Parser, Subcommand};
 
-use crate::{host, scenario};
+use crate::scenario;
 
 /// Reproduce and measure the thread-exit thundering herd.
 ///
@@ -45,7 +45,7 @@ pub enum Command {
     /// Waves of short-lived threads spawned and cancelled across every CPU.
     Storm(scenario::storm::Args),
     /// Host facts and limits: CPUs, kernel, thread limits, perf and tracefs.
-    Env(host::EnvArgs),
+    Env(scenario::env::Args),
     /// Several configurations, interleaved and repeated, with significance.
     Compare(scenario::compare::Args),
     /// Compare two saved JSON results.

@@ -10,7 +10,8 @@
 //! `kernel.pid_max`, `vm.max_map_count`, the cgroup's `pids.max`,
 //! `RLIMIT_NPROC`, `RLIMIT_STACK`, `RLIMIT_AS`) and whether perf counters
 //! and tracefs are usable. A fact that cannot be read is `None` and shown
-//! as "unknown", never guessed.
+//! as "unknown", never guessed. `herd env` prints them
+//! ([`crate::scenario::env`]).
 
 use std::fmt::Write as _;
 use std::fs;
@@ -20,26 +21,6 @@ use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
 use crate::error::usage;
-
-/// Flags of `herd env`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct EnvArgs {
-    /// Print the facts as one JSON document instead of a table.
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// Runs `herd env`: prints the host facts as a table or JSON.
-pub fn run_env(args: &EnvArgs) -> Result<u8> {
-    let facts = HostFacts::read();
-    let text = if args.json {
-        serde_json::to_string_pretty(&facts)? + "\n"
-    } else {
-        facts.table()
-    };
-    crate::export::run::print_out(&text)?;
-    Ok(0)
-}
 
 /// A soft and hard resource limit; `None` means unlimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -215,9 +196,11 @@ impl HostFacts {
             allowed_cpus,
             numa_nodes: numa_nodes(),
             mem_total_bytes: mem_total(),
-            threads_max: read_u64("/proc/sys/kernel/threads-max"),
-            pid_max: read_u64("/proc/sys/kernel/pid_max"),
-            max_map_count: read_u64("/proc/sys/vm/max_map_count"),
+            threads_max: procfs::sys::kernel::threads_max().ok().map(u64::from),
+            pid_max: procfs::sys::kernel::pid_max()
+                .ok()
+                .and_then(|v| u64::try_from(v).ok()),
+            max_map_count: procfs::sys::vm::max_map_count().ok(),
             tasks_now: tasks_now(),
             cgroup_pids: cgroup_pids(),
             rlimit_nproc: Rlimit::read(libc::RLIMIT_NPROC),
@@ -347,20 +330,9 @@ impl HostFacts {
     }
 }
 
-/// Bytes as KiB/MiB/GiB with one decimal.
+/// Bytes as B, KiB, MiB, GiB, ... with one decimal (`8.0 MiB`), by bytesize.
 pub fn human_bytes(v: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut x = v as f64;
-    let mut u = 0;
-    while x >= 1024.0 && u + 1 < UNITS.len() {
-        x /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{v} B")
-    } else {
-        format!("{x:.1} {}", UNITS[u])
-    }
+    bytesize::ByteSize::b(v).display().iec().to_string()
 }
 
 /// Online CPUs; falls back to `0..sysconf(_SC_NPROCESSORS_ONLN)`.
@@ -377,14 +349,24 @@ pub fn online_cpus() -> Vec<usize> {
     (0..n).collect()
 }
 
-/// The CPUs in this thread's affinity mask (from `/proc/self/status`,
-/// which has no size limit, unlike a fixed `cpu_set_t`).
+/// The CPUs in this thread's affinity mask (`Cpus_allowed_list` of its
+/// `/proc` status, which has no size limit, unlike a fixed `cpu_set_t`).
 pub fn allowed_cpus() -> Option<Vec<usize>> {
-    let status = fs::read_to_string("/proc/thread-self/status").ok()?;
-    let line = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?;
-    parse_cpu_list(line.trim()).ok()
+    let tid = nix::unistd::gettid().as_raw();
+    let status = procfs::process::Process::myself()
+        .ok()?
+        .task_from_tid(tid)
+        .ok()?
+        .status()
+        .ok()?;
+    let mut cpus: Vec<usize> = status
+        .cpus_allowed_list?
+        .into_iter()
+        .flat_map(|(a, b)| a as usize..=b as usize)
+        .collect();
+    cpus.sort_unstable();
+    cpus.dedup();
+    Some(cpus)
 }
 
 fn numa_nodes() -> Vec<NumaNode> {
@@ -405,21 +387,16 @@ fn numa_nodes() -> Vec<NumaNode> {
 }
 
 fn mem_total() -> Option<u64> {
-    let info = fs::read_to_string("/proc/meminfo").ok()?;
-    let kb: u64 = info
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()?;
-    Some(kb * 1024)
+    use procfs::Current as _;
+    procfs::Meminfo::current().ok().map(|m| m.mem_total)
 }
 
-/// Tasks on the whole system now (4th field of `/proc/loadavg`: running/total).
+/// Tasks on the whole system now (`/proc/loadavg`: running/total).
 pub fn tasks_now() -> Option<u64> {
-    let l = read_trim("/proc/loadavg")?;
-    l.split_whitespace().nth(3)?.split('/').nth(1)?.parse().ok()
+    use procfs::Current as _;
+    procfs::LoadAverage::current()
+        .ok()
+        .map(|l| u64::from(l.max))
 }
 
 /// The cgroup v2 `pids.max`/`pids.current` of this process's cgroup, or
@@ -470,6 +447,7 @@ fn tracefs_mount() -> Option<String> {
 }
 
 /// Memory mappings of this process now (lines of `/proc/self/maps`).
+/// Not procfs's `maps()`, which parses every mapping into a `Vec`:
 ///
 /// Streams the file through a fixed stack buffer: this runs right after
 /// `pthread_create` failed at `vm.max_map_count`, when growing a heap
@@ -492,13 +470,23 @@ pub fn map_count() -> Option<u64> {
 
 /// Tasks of this process now (`Threads:` in `/proc/self/status`).
 pub fn process_threads() -> Option<u64> {
-    let status = fs::read_to_string("/proc/self/status").ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Threads:"))?
-        .trim()
-        .parse()
-        .ok()
+    Some(
+        procfs::process::Process::myself()
+            .ok()?
+            .status()
+            .ok()?
+            .threads,
+    )
+}
+
+/// The thread ids of this process now (`/proc/self/task`), sorted.
+pub fn own_threads() -> Vec<i32> {
+    let mut tids: Vec<i32> = procfs::process::Process::myself()
+        .and_then(|p| p.tasks())
+        .map(|tasks| tasks.filter_map(|t| Some(t.ok()?.tid)).collect())
+        .unwrap_or_default();
+    tids.sort_unstable();
+    tids
 }
 
 /// Largest CPU id accepted in a list: far above any real machine, small
@@ -655,6 +643,21 @@ mod tests {
         assert_eq!(big.len(), 256);
         assert_eq!(format_cpu_list(&big), "0-127,256-383");
         assert_eq!(parse_cpu_list("3,1,1-2").unwrap(), vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn cpu_lists_parse_ranges_beyond_64() {
+        assert_eq!(parse_cpu_list("0-3,8\n"), Ok(vec![0, 1, 2, 3, 8]));
+        let big = parse_cpu_list("0-127,256-383").unwrap();
+        assert_eq!(big.len(), 256);
+        assert_eq!(big[128], 256);
+    }
+
+    #[test]
+    fn bytes_read_as_binary_units() {
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(8 << 20), "8.0 MiB");
+        assert_eq!(human_bytes(25_232_932_864), "23.5 GiB");
     }
 
     #[test]

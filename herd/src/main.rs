@@ -6,12 +6,12 @@ use std::process::ExitCode;
 use clap::Parser;
 use herd::cli::{Cli, Command};
 use herd::error::exit_code_for;
-use herd::{host, scenario};
+use herd::scenario;
 
 fn main() -> ExitCode {
     let outcome = match Cli::parse().into_command() {
         Command::Storm(a) => scenario::storm::run(&a),
-        Command::Env(a) => host::run_env(&a),
+        Command::Env(a) => scenario::env::run(&a),
         Command::Compare(a) => scenario::compare::run(&a),
         Command::Diff(a) => scenario::diff::run(&a),
         Command::Sweep(a) => scenario::sweep::run(&a),

@@ -351,8 +351,8 @@ fn metric_selected(name: &str, patterns: &[String]) -> bool {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::stats::Verdict;
     use crate::result::{Metric, RunResult};
+    use crate::stats::Verdict;
 
     fn run(wall: f64, futex: f64) -> RunResult {
         let mut r = RunResult::new(

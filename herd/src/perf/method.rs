@@ -96,7 +96,7 @@ pub(super) fn attach(
             cgroup: None,
         };
     }
-    let online = sys::online_cpus();
+    let online = crate::host::online_cpus();
     match attach_cgroup(kernel, scope, &online) {
         Ok(a) => a,
         Err(fallback) => attach_inherited(kernel, scope, &online, skip_tid, fallback),
@@ -142,7 +142,7 @@ fn attach_inherited(
     skip_tid: Option<i32>,
     fallback: Unavailable,
 ) -> Attached {
-    let mut pids = sys::own_threads();
+    let mut pids = crate::host::own_threads();
     pids.retain(|&tid| Some(tid) != skip_tid);
     if pids.is_empty() {
         pids.push(sys::gettid());

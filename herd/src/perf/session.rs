@@ -21,7 +21,7 @@ use super::method::{self, Attached, Method, Open};
 use super::percpu;
 use super::report::{note_for, CounterReading, Report};
 use super::sampler::{self, ContentionSampler, Drain};
-use super::sys::{self, CgroupScope, Kernel, RealKernel, Unavailable};
+use super::sys::{CgroupScope, Kernel, RealKernel, Unavailable};
 use super::{PerfArgs, Scope};
 
 /// Counters opened for one measured phase.
@@ -80,7 +80,7 @@ impl Session {
         Session {
             args: args.clone(),
             cpus: if cpus.is_empty() {
-                sys::online_cpus()
+                crate::host::online_cpus()
             } else {
                 cpus.to_vec()
             },
@@ -121,7 +121,7 @@ impl Session {
     /// Opens the contention sampler on what the counters watch.
     fn open_sampler(&mut self, kernel: &dyn Kernel, c: ContentionSetup, attached: &Attached) {
         // Process scope: our threads may run on any online CPU.
-        let online = sys::online_cpus();
+        let online = crate::host::online_cpus();
         let sample_cpus = if attached.method == Method::PerCpu {
             &self.cpus
         } else {

@@ -165,63 +165,16 @@ struct Dimension {
     options: Vec<(String, Vec<String>)>,
 }
 
-/// Splits one string into arguments like a POSIX shell would, for
-/// whitespace, 'single quotes', "double quotes" and backslash escapes
-/// (no expansion of any kind).
+/// Splits one `--config` string into arguments as a POSIX shell would
+/// (whitespace, 'single quotes', "double quotes", backslash escapes; no
+/// expansion of any kind), with the shlex crate.
 pub fn split_args(s: &str) -> Result<Vec<String>> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut in_word = false;
-    let mut chars = s.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '\'' => {
-                in_word = true;
-                loop {
-                    match chars.next() {
-                        Some('\'') => break,
-                        Some(ch) => cur.push(ch),
-                        None => return Err(usage("--config", format!("unclosed ' in `{s}`"))),
-                    }
-                }
-            }
-            '"' => {
-                in_word = true;
-                loop {
-                    match chars.next() {
-                        Some('"') => break,
-                        Some('\\') => match chars.next() {
-                            Some(ch) => cur.push(ch),
-                            None => return Err(usage("--config", format!("trailing \\ in `{s}`"))),
-                        },
-                        Some(ch) => cur.push(ch),
-                        None => return Err(usage("--config", format!("unclosed \" in `{s}`"))),
-                    }
-                }
-            }
-            '\\' => {
-                in_word = true;
-                match chars.next() {
-                    Some(ch) => cur.push(ch),
-                    None => return Err(usage("--config", format!("trailing \\ in `{s}`"))),
-                }
-            }
-            c if c.is_whitespace() => {
-                if in_word {
-                    out.push(std::mem::take(&mut cur));
-                    in_word = false;
-                }
-            }
-            c => {
-                in_word = true;
-                cur.push(c);
-            }
-        }
-    }
-    if in_word {
-        out.push(cur);
-    }
-    Ok(out)
+    shlex::split(s).ok_or_else(|| {
+        usage(
+            "--config",
+            format!("`{s}` has an unclosed quote or a trailing backslash"),
+        )
+    })
 }
 
 /// Normalises a flag name: `per-wave`, `--per-wave` -> `--per-wave`.
