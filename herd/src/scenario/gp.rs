@@ -129,8 +129,8 @@ impl Args {
                 format!("must be between 1 and {MAX_UPDATERS}"),
             ));
         }
-        if self.duration < Duration::from_millis(1) || self.duration > Duration::from_secs(3600) {
-            return Err(usage("--duration", "must be between 1ms and 1 hour"));
+        if self.duration < Duration::from_millis(1) || self.duration > gpkit::MAX_RUN {
+            return Err(usage("--duration", "must be between 1ms and 24h"));
         }
         if self.section > Duration::from_millis(100) {
             return Err(usage("--section", "must be at most 100ms"));

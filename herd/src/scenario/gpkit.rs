@@ -19,6 +19,9 @@ use crate::runner;
 /// Longest duration accepted by a duration flag: a week.
 pub const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 3600);
 
+/// Longest `--duration` of a scenario run: a day (`--duration 2h` works).
+pub const MAX_RUN: Duration = Duration::from_secs(24 * 3600);
+
 /// Parses a duration with humantime: a number and a unit (`250ns`, `10us`,
 /// `1.5ms`, `2s`, `10min`, `2h`, or sums like `1h 30m`); `0` alone is
 /// allowed. At most [`MAX_DURATION`].

@@ -125,8 +125,8 @@ impl Args {
         if self.duration < Duration::from_millis(1) {
             return Err(usage("--duration", "must be at least 1ms"));
         }
-        if self.duration > Duration::from_secs(3600) {
-            return Err(usage("--duration", "must be at most 1 hour"));
+        if self.duration > gpkit::MAX_RUN {
+            return Err(usage("--duration", "must be at most 24h"));
         }
         if !(1..=1000).contains(&self.read_rounds) {
             return Err(usage("--read-rounds", "must be between 1 and 1000"));

@@ -133,8 +133,8 @@ impl Args {
                 ),
             ));
         }
-        if self.duration < Duration::from_millis(1) || self.duration > Duration::from_secs(3600) {
-            return Err(usage("--duration", "must be between 1ms and 1 hour"));
+        if self.duration < Duration::from_millis(1) || self.duration > gpkit::MAX_RUN {
+            return Err(usage("--duration", "must be between 1ms and 24h"));
         }
         if let Some(b) = self.batch_size {
             if !(1..=1 << 20).contains(&b) {
