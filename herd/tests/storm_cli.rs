@@ -272,18 +272,12 @@ fn table_and_csv_outputs() {
 /// Plain `herd FLAGS` is `herd storm FLAGS`: the same config, once and
 /// with repetitions (whose children must get the storm's flags too), and
 /// the same refusals.
+/// Two waves of three threads: six in all.
+const SIX_THREADS: [&str; 6] = ["--waves", "2", "--per-wave", "3", "--lag", "1"];
+
 #[test]
 fn plain_herd_is_storm_with_all_its_flags() {
-    let small = [
-        "--waves",
-        "2",
-        "--per-wave",
-        "3",
-        "--lag",
-        "1",
-        "--sleep-ms",
-        "1",
-    ];
+    let small = SIX_THREADS;
     let out = herd()
         .args(small)
         .args(["--json", "--no-perf"])
@@ -319,19 +313,9 @@ fn plain_herd_is_storm_with_all_its_flags() {
 #[test]
 fn repetitions_summarise_child_runs() {
     let out = herd()
-        .args([
-            "storm",
-            "--waves",
-            "2",
-            "--per-wave",
-            "3",
-            "--lag",
-            "1",
-            "-r",
-            "3",
-            "--json",
-            "--no-perf",
-        ])
+        .arg("storm")
+        .args(SIX_THREADS)
+        .args(["-r", "3", "--json", "--no-perf"])
         .output()
         .unwrap();
     let set: Value = success_json(&out);
@@ -342,18 +326,9 @@ fn repetitions_summarise_child_runs() {
         assert!(!r["args"].as_array().unwrap().iter().any(|a| a == "-r"));
     }
     let out = herd()
-        .args([
-            "storm",
-            "--waves",
-            "2",
-            "--per-wave",
-            "3",
-            "--lag",
-            "1",
-            "--runs",
-            "2",
-            "--no-perf",
-        ])
+        .arg("storm")
+        .args(SIX_THREADS)
+        .args(["--runs", "2", "--no-perf"])
         .output()
         .unwrap();
     let t = String::from_utf8(out.stdout).unwrap();

@@ -125,16 +125,12 @@ fn push_latency(r: &mut RunResult, m: &Measured<'_>) -> Result<()> {
 /// Threads spawned and exited, the exit herd's shape, failed creations.
 fn push_churn(r: &mut RunResult, m: &Measured<'_>) {
     let churn = m.churn;
-    r.push(Metric::info(
-        "threads_spawned",
-        "threads",
-        churn.spawned as f64,
-    ));
-    r.push(Metric::info(
-        "thread_exits",
-        "threads",
-        churn.exits_ns.len() as f64,
-    ));
+    for (name, v) in [
+        ("threads_spawned", churn.spawned),
+        ("thread_exits", churn.exits_ns.len() as u64),
+    ] {
+        r.push(Metric::info(name, "threads", v as f64));
+    }
     r.push(Metric::lower(
         "spawns_per_wave",
         "threads",

@@ -111,43 +111,42 @@ fn push_time_and_rusage(r: &mut RunResult, m: &Measured<'_>) {
     r.push(Metric::lower("drain_s", "s", s(m.t1 - m.t_waves)));
     r.push(Metric::lower("user_s", "s", m.ru1.user_s - m.ru0.user_s));
     r.push(Metric::lower("sys_s", "s", m.ru1.sys_s - m.ru0.sys_s));
-    r.push(Metric::lower(
-        "ctx_voluntary",
-        "switches",
-        m.ru1
-            .voluntary_switches
-            .saturating_sub(m.ru0.voluntary_switches) as f64,
-    ));
-    r.push(Metric::lower(
-        "ctx_involuntary",
-        "switches",
-        m.ru1
-            .involuntary_switches
-            .saturating_sub(m.ru0.involuntary_switches) as f64,
-    ));
+    let (u0, u1) = (&m.ru0, &m.ru1);
+    for (name, after, before) in [
+        (
+            "ctx_voluntary",
+            u1.voluntary_switches,
+            u0.voluntary_switches,
+        ),
+        (
+            "ctx_involuntary",
+            u1.involuntary_switches,
+            u0.involuntary_switches,
+        ),
+    ] {
+        let delta = after.saturating_sub(before) as f64;
+        r.push(Metric::lower(name, "switches", delta));
+    }
 }
 
 /// Threads created, failed, cancelled, exited, reaped; the create rate.
 fn push_threads(r: &mut RunResult, m: &Measured<'_>) {
     let c = &m.counts;
-    r.push(Metric::info("threads_created", "threads", c.created as f64));
-    r.push(Metric::lower(
-        "threads_failed",
-        "threads",
-        m.failures.total() as f64,
-    ));
-    r.push(Metric::info(
-        "threads_cancelled",
-        "threads",
-        c.cancel_requests as f64,
-    ));
-    r.push(Metric::info("threads_exited", "threads", m.exits as f64));
     let reaped = match m.cfg.reap {
         Reap::Join => m.reaped,
         Reap::Detach => c.detached,
         Reap::Leak => 0,
     };
-    r.push(Metric::info("threads_reaped", "threads", reaped as f64));
+    let failed = m.failures.total() as f64;
+    r.push(Metric::info("threads_created", "threads", c.created as f64));
+    r.push(Metric::lower("threads_failed", "threads", failed));
+    for (name, v) in [
+        ("threads_cancelled", c.cancel_requests),
+        ("threads_exited", m.exits),
+        ("threads_reaped", reaped),
+    ] {
+        r.push(Metric::info(name, "threads", v as f64));
+    }
     let waves_s = (m.t_waves - m.t0) as f64 / 1e9;
     if waves_s > 0.0 {
         r.push(Metric::higher(
