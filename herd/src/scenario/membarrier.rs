@@ -393,12 +393,17 @@ fn run_once(args: &Args) -> Result<RunResult> {
         let (slot, data) = (&*slot, &*data);
         let mut n = 0u64;
         let mut acc = 0u64;
-        while !stop.load(Ordering::Relaxed) {
+        // At least one round of sections, however late the scheduler runs
+        // us: the stop is checked after it.
+        loop {
             for _ in 0..256 {
                 acc = acc.wrapping_add(read_section::<false>(slot, data, n | 1));
             }
             n += 256;
             c2[i].store(n, Ordering::Relaxed);
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
         }
         black_box(acc);
         n

@@ -413,13 +413,18 @@ fn run_once(args: &Args) -> Result<RunResult> {
     let readers = LoadThreads::start("reader", nreaders, move |_, stop| {
         let mut seen = Vec::with_capacity(r2.slots.len());
         let (mut sections, mut bad, mut acc) = (0u64, 0u64, 0u64);
-        while !stop.load(Ordering::Relaxed) {
+        // At least one section, however late the scheduler runs us: a
+        // reader that never read would make the run say nothing.
+        loop {
             let g = d2.read();
             let (v, sum) = walk(&r2, &mut seen);
             drop(g);
             bad += v;
             acc = acc.wrapping_add(sum);
             sections += 1;
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
         }
         black_box(acc);
         // Relaxed: read after the thread is joined.
@@ -443,7 +448,10 @@ fn run_once(args: &Args) -> Result<RunResult> {
         let mut ops = 0u64;
         let mut next = 0usize;
         let mut hist = gpkit::new_histogram();
-        while !stop.load(Ordering::Relaxed) {
+        // At least one operation per updater, however late the scheduler
+        // runs it after the start (a loaded machine can spend a short
+        // --duration on thread start-up): the stop is checked after it.
+        loop {
             let timed = ops % every == 0;
             let t = if timed { Some(Instant::now()) } else { None };
             let i = mine[next];
@@ -475,6 +483,9 @@ fn run_once(args: &Args) -> Result<RunResult> {
                 gpkit::record(&mut hist, t.elapsed());
             }
             ops += 1;
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
         }
         // Publish this thread's partial batch before it stops.
         d3.flush();
