@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reproduce the README's grace-period figures (herd unregister, gp, membarrier)
+# Reproduce the grace-period figures of docs/results-grace-periods.md (herd unregister, gp, membarrier)
 # and print the medians and ratios quoted there.
 #
 # Usage: scripts/gp-figures.sh [--runs N] [--duration D] [--gp-duration D]

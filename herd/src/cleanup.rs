@@ -54,11 +54,19 @@
 //!   cleanup ran exactly once (per-entry counter); `cleanup_merge_errors`:
 //!   the global counters equal the sum of every thread's contribution.
 //!   All must be 0.
+//!
+//! # Files
+//! This file holds the strategies' entry points ([`Cleanup`] for the run,
+//! [`Hooks`] for each thread); `registry.rs` the list, its locking and the
+//! monitor's walk; `report.rs` the checks and their metrics.
+
+mod registry;
+mod report;
 
 use std::cell::Cell;
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -66,7 +74,11 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::error::usage;
-use crate::result::Metric;
+use registry::{
+    contribution, do_cleanup, link, lock, monitor, prepare, Entry, EntryRef, Shared, Writer,
+};
+pub use registry::{FREE, LIVE, UNLINKED};
+pub use report::{ExitqStats, Report};
 
 /// How the per-thread exit work is done.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
@@ -121,7 +133,7 @@ pub struct CleanupArgs {
 }
 
 /// Default `--cleanup-poll-ms` (exitq's own default is 10 ms; 50 ms
-/// cuts the grace periods of a storm about fivefold, see README).
+/// cuts the grace periods of a storm about fivefold, see docs/results-cleanup.md).
 pub const DEFAULT_POLL_MS: u64 = 50;
 
 /// Default `--cleanup-work`.
@@ -165,91 +177,6 @@ impl CleanupArgs {
     }
 }
 
-/// Entry state: linked in the registry.
-pub const LIVE: u32 = 1;
-/// Entry state: unlinked, readers that found it earlier may still hold it.
-pub const UNLINKED: u32 = 2;
-/// Entry state: freed; a reader reaching it is a violation.
-pub const FREE: u32 = 3;
-
-/// One registry entry (one live thread).
-#[derive(Debug)]
-struct Entry {
-    /// Next entry; readers follow it without the lock.
-    next: AtomicPtr<Entry>,
-    /// Previous entry (writers only, under the writer lock).
-    prev: AtomicPtr<Entry>,
-    /// [`LIVE`], [`UNLINKED`] or [`FREE`].
-    state: AtomicU32,
-    /// Thread serial number.
-    id: u64,
-    /// Times this entry's cleanup ran (must end at 1).
-    cleaned: AtomicU32,
-}
-
-/// A pointer to an entry owned by [`Writer::entries`].
-#[derive(Debug, Clone, Copy)]
-struct EntryRef(NonNull<Entry>);
-
-// SAFETY: an EntryRef points into a Box owned by `Writer::entries`, which
-// is never shrunk while the `Shared` lives; every field of `Entry` is
-// either immutable after creation or atomic, so it may be used from any
-// thread.
-unsafe impl Send for EntryRef {}
-// SAFETY: as above; shared access goes through atomics only.
-unsafe impl Sync for EntryRef {}
-
-impl EntryRef {
-    fn get(&self) -> &Entry {
-        // SAFETY: see the `Send` impl: the entry lives as long as `Shared`,
-        // and every holder of an EntryRef holds an `Arc<Shared>`.
-        unsafe { self.0.as_ref() }
-    }
-}
-
-/// What the writer lock (or, for `locked`, the one lock) protects.
-#[derive(Debug)]
-struct Writer {
-    /// First entry (readers load it with Acquire, see `walk`).
-    head: *mut Entry,
-    /// Every entry ever created: owns them until the run is dropped. Boxed
-    /// so an entry's address stays put when the Vec grows (readers hold
-    /// raw pointers to entries).
-    #[allow(clippy::vec_box)]
-    entries: Vec<Box<Entry>>,
-    /// Returned buffers.
-    pool: Vec<Box<[u64]>>,
-    /// Global statistics: the sum of every cleaned thread's counters.
-    stats: Vec<u64>,
-}
-
-// SAFETY: `head` points into `entries` (or is null) and is only used under
-// the mutex that owns this struct.
-unsafe impl Send for Writer {}
-
-/// State shared by the hooks, the monitor and the reclaimer.
-#[derive(Debug)]
-struct Shared {
-    strategy: Strategy,
-    work: usize,
-    monitor_pause: Duration,
-    /// Lock-free read side: the published head (mirrors `Writer::head`).
-    head: AtomicPtr<Entry>,
-    writer: Mutex<Writer>,
-    domain: Option<exitq::Domain>,
-    next_id: AtomicU64,
-    registered: AtomicU64,
-    cleaned: AtomicU64,
-    repeated: AtomicU64,
-    /// Sum of every registered thread's statistics (what the global
-    /// counters must add up to once all are cleaned).
-    expected_sum: AtomicU64,
-    violations: AtomicU64,
-    walks: AtomicU64,
-    walked_entries: AtomicU64,
-    stop: AtomicBool,
-}
-
 /// A thread's own cleanup state, from start to cleanup.
 #[derive(Debug)]
 struct ThreadState {
@@ -277,55 +204,6 @@ pub struct Cleanup {
 #[derive(Debug, Clone)]
 pub struct Hooks {
     shared: Arc<Shared>,
-}
-
-/// What a run's cleanup did, checked.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Report {
-    /// The strategy.
-    pub strategy: String,
-    /// `--cleanup-work`.
-    pub work: usize,
-    /// Threads that registered.
-    pub registered: u64,
-    /// Cleanups that ran.
-    pub cleaned: u64,
-    /// Registered threads whose cleanup did not run.
-    pub missing: u64,
-    /// Cleanups that ran more than once for the same thread.
-    pub repeated: u64,
-    /// Global counters that differ from the sum of the contributions
-    /// (0 or 1: one comparison of the totals).
-    pub merge_errors: u64,
-    /// Entries reached by a reader after they were freed (or cycles).
-    pub violations: u64,
-    /// Monitor walks.
-    pub walks: u64,
-    /// Entries visited per walk, on average.
-    pub entries_per_walk: f64,
-    /// exitq's counters (exitq, sync, expedited).
-    pub exitq: Option<ExitqStats>,
-}
-
-/// The subset of [`exitq::Stats`] a comparison shows.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ExitqStats {
-    /// Grace periods completed.
-    pub grace_periods: u64,
-    /// synchronize / synchronize_expedited calls.
-    pub synchronize_calls: u64,
-    /// Exit hooks that ran.
-    pub exits_run: u64,
-    /// Callbacks and hooks that ran.
-    pub callbacks_run: u64,
-    /// Reclaim passes that found work.
-    pub passes: u64,
-    /// Largest batch run after one grace period.
-    pub max_batch: u64,
-    /// Callbacks that panicked.
-    pub callbacks_panicked: u64,
-    /// Readers reported for stalling a grace period.
-    pub stalls: u64,
 }
 
 impl Cleanup {
@@ -422,56 +300,7 @@ impl Cleanup {
             // A panic in the monitor would be a bug; the counts stay valid.
             let _ = m.join();
         }
-        // Relaxed loads: the exit hooks, the reclaimer and the monitor
-        // happen-before this point (exit_barrier/barrier, join, and the
-        // caller's wait for every exit destructor).
-        let registered = s.registered.load(Ordering::Relaxed);
-        let cleaned = s.cleaned.load(Ordering::Relaxed);
-        let repeated = s.repeated.load(Ordering::Relaxed);
-        let (missing, sum) = {
-            let w = lock(&s.writer);
-            let missing = w
-                .entries
-                .iter()
-                .filter(|e| e.cleaned.load(Ordering::Relaxed) == 0)
-                .count() as u64;
-            (
-                missing,
-                w.stats.iter().fold(0u64, |a, &v| a.wrapping_add(v)),
-            )
-        };
-        let expected = s.expected_sum.load(Ordering::Relaxed);
-        let walks = s.walks.load(Ordering::Relaxed);
-        let walked = s.walked_entries.load(Ordering::Relaxed);
-        Report {
-            strategy: s.strategy.name().into(),
-            work: s.work,
-            registered,
-            cleaned,
-            missing,
-            repeated,
-            merge_errors: u64::from(sum != expected),
-            violations: s.violations.load(Ordering::Relaxed),
-            walks,
-            entries_per_walk: if walks == 0 {
-                0.0
-            } else {
-                walked as f64 / walks as f64
-            },
-            exitq: s.domain.as_ref().map(|d| {
-                let st = d.stats();
-                ExitqStats {
-                    grace_periods: st.grace_periods,
-                    synchronize_calls: st.synchronize_calls,
-                    exits_run: st.exits_run,
-                    callbacks_run: st.callbacks_run,
-                    passes: st.passes,
-                    max_batch: st.max_batch,
-                    callbacks_panicked: st.callbacks_panicked,
-                    stalls: st.stalls,
-                }
-            }),
-        }
+        report::of(s)
     }
 }
 
@@ -482,90 +311,6 @@ impl Drop for Cleanup {
             let _ = m.join();
         }
     }
-}
-
-impl Report {
-    /// Flat metrics for the run's result. `exits`: threads that exited
-    /// (for per-exit figures).
-    pub fn metrics(&self, exits: u64) -> Vec<Metric> {
-        let mut m = vec![
-            Metric::lower("cleanup_violations", "count", self.violations as f64),
-            Metric::lower("cleanups_missing", "count", self.missing as f64),
-            Metric::lower("cleanups_repeated", "count", self.repeated as f64),
-            Metric::lower("cleanup_merge_errors", "count", self.merge_errors as f64),
-            Metric::info("cleanups_run", "count", self.cleaned as f64),
-            Metric::info("monitor_walks", "count", self.walks as f64),
-            Metric::info("monitor_entries_per_walk", "entries", self.entries_per_walk),
-        ];
-        if let Some(x) = &self.exitq {
-            m.push(Metric::info(
-                "grace_periods",
-                "count",
-                x.grace_periods as f64,
-            ));
-            m.push(Metric::info(
-                "synchronize_calls",
-                "count",
-                x.synchronize_calls as f64,
-            ));
-            m.push(Metric::info(
-                "reclaim_max_batch",
-                "callbacks",
-                x.max_batch as f64,
-            ));
-            if exits > 0 {
-                m.push(Metric::lower(
-                    "grace_periods_per_exit",
-                    "count",
-                    x.grace_periods as f64 / exits as f64,
-                ));
-            }
-        }
-        m
-    }
-
-    /// Problems to report loudly (each must be zero).
-    pub fn problems(&self) -> Vec<String> {
-        let mut p = Vec::new();
-        if self.violations > 0 {
-            p.push(format!(
-                "cleanup: {} registry reads reached a freed entry",
-                self.violations
-            ));
-        }
-        if self.missing > 0 {
-            p.push(format!(
-                "cleanup: {} threads were never cleaned up",
-                self.missing
-            ));
-        }
-        if self.repeated > 0 {
-            p.push(format!("cleanup: {} cleanups ran twice", self.repeated));
-        }
-        if self.merge_errors > 0 {
-            p.push("cleanup: the global statistics do not add up".into());
-        }
-        if let Some(x) = &self.exitq {
-            if x.callbacks_panicked > 0 {
-                p.push(format!(
-                    "cleanup: {} exitq callbacks panicked",
-                    x.callbacks_panicked
-                ));
-            }
-        }
-        p
-    }
-}
-
-fn lock(m: &Mutex<Writer>) -> MutexGuard<'_, Writer> {
-    // A panic while holding the lock is a bug that aborts herd (hooks must
-    // not panic); poisoning carries no extra information here.
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// The per-thread contribution to statistics counter `i` of thread `id`.
-fn contribution(id: u64, i: usize) -> u64 {
-    1 + (id.wrapping_add(i as u64) % 7)
 }
 
 impl Hooks {
@@ -586,28 +331,7 @@ impl Hooks {
             cleaned: AtomicU32::new(0),
         });
         let eref = EntryRef(NonNull::from(&*entry));
-        let mut buffer = {
-            let mut w = lock(&s.writer);
-            let p = eref.0.as_ptr();
-            let old = w.head;
-            entry.next.store(old, Ordering::Relaxed);
-            if let Some(old) = NonNull::new(old) {
-                // SAFETY: `old` is an entry owned by `w.entries`, alive.
-                unsafe { old.as_ref() }.prev.store(p, Ordering::Relaxed);
-            }
-            w.head = p;
-            w.entries.push(entry);
-            // Counted before the entry is published (the Release store
-            // below), so a reader that reaches it also sees the count: a
-            // walk is never longer than `registered` (see `walk`).
-            // Relaxed: ordered by that Release store.
-            s.registered.fetch_add(1, Ordering::Relaxed);
-            // Release: publishes the entry's fields (and `next`) to readers
-            // that load the head with Acquire in `walk`.
-            s.head.store(p, Ordering::Release);
-            w.pool.pop()
-        }
-        .unwrap_or_else(|| vec![0u64; s.work].into_boxed_slice());
+        let mut buffer = link(s, entry).unwrap_or_else(|| vec![0u64; s.work].into_boxed_slice());
         for (i, word) in buffer.iter_mut().enumerate() {
             *word = id ^ i as u64;
         }
@@ -701,127 +425,10 @@ fn cleanup_deferred(s: &Arc<Shared>, mut state: ThreadState) {
     }
 }
 
-/// The part of a cleanup that touches only the thread's own memory: done
-/// before taking any shared lock, in every strategy.
-fn prepare(state: &mut ThreadState) {
-    for word in state.buffer.iter_mut() {
-        *word = 0;
-    }
-}
-
-/// Adds one thread's (or one batch's) statistics into the global counters.
-fn merge(w: &mut Writer, stats: &[u64]) {
-    for (g, v) in w.stats.iter_mut().zip(stats) {
-        *g = g.wrapping_add(*v);
-    }
-}
-
-/// Under the writer lock: unlink the entry, return the buffer, count.
-fn unlink_and_return(s: &Shared, w: &mut Writer, mut state: ThreadState) {
-    let e = state.entry.get();
-    let p = state.entry.0.as_ptr();
-    let next = e.next.load(Ordering::Relaxed);
-    let prev = e.prev.load(Ordering::Relaxed);
-    if let Some(n) = NonNull::new(next) {
-        // SAFETY: entries are owned by `w.entries` and never freed.
-        unsafe { n.as_ref() }.prev.store(prev, Ordering::Relaxed);
-    }
-    match NonNull::new(prev) {
-        // Release: a reader that reaches `prev` and then loads its `next`
-        // with Acquire sees `next`'s fields (it was linked already).
-        // SAFETY: as above.
-        Some(pv) => unsafe { pv.as_ref() }.next.store(next, Ordering::Release),
-        None => {
-            debug_assert_eq!(w.head, p);
-            w.head = next;
-            // Release: pairs with the Acquire head load in `walk`.
-            s.head.store(next, Ordering::Release);
-        }
-    }
-    // The unlinked entry keeps its `next` so readers standing on it can
-    // continue the walk (list_del_rcu does the same).
-    e.state.store(UNLINKED, Ordering::Relaxed);
-    w.pool.push(std::mem::take(&mut state.buffer));
-    // Relaxed: counts read in `finish` after every cleanup happened-before.
-    if e.cleaned.fetch_add(1, Ordering::Relaxed) == 0 {
-        s.cleaned.fetch_add(1, Ordering::Relaxed);
-    } else {
-        s.repeated.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-/// One thread's whole cleanup under the writer lock (locked, sync,
-/// expedited): unlink, return the buffer, merge the statistics.
-fn do_cleanup(s: &Shared, w: &mut Writer, state: ThreadState) {
-    merge(w, &state.stats);
-    unlink_and_return(s, w, state);
-}
-
-/// One walk of the registry: counts entries and violations.
-fn walk(s: &Shared) -> (u64, u64) {
-    // A walk can never be longer than the number of entries ever
-    // registered; more means a cycle. Every entry reached was counted
-    // before it was published (thread_start), and we reached it through
-    // Acquire loads, so a fresh load of the count includes it.
-    let mut bound = s.registered.load(Ordering::Relaxed);
-    let (mut seen, mut bad) = (0u64, 0u64);
-    // Acquire: pairs with the Release stores of head/next in thread_start
-    // and do_cleanup, so an entry's fields are visible once reached.
-    let mut p = s.head.load(Ordering::Acquire);
-    while let Some(e) = NonNull::new(p) {
-        // SAFETY: every pointer in the registry points into an entry owned
-        // by `Writer::entries`, never deallocated while `s` lives; reading
-        // a freed (recycled) entry is detected through its state, not UB.
-        let e = unsafe { e.as_ref() };
-        seen += 1;
-        if e.state.load(Ordering::Relaxed) == FREE || e.id == 0 {
-            bad += 1;
-        }
-        if seen > bound {
-            bound = s.registered.load(Ordering::Relaxed);
-            if seen > bound {
-                bad += 1;
-                break;
-            }
-        }
-        p = e.next.load(Ordering::Acquire);
-    }
-    (seen, bad)
-}
-
-fn monitor(s: &Shared) {
-    loop {
-        if s.stop.load(Ordering::Relaxed) {
-            break;
-        }
-        let (seen, bad) = match s.strategy {
-            Strategy::Locked => {
-                let _w = lock(&s.writer);
-                walk(s)
-            }
-            _ => {
-                let d = s.domain.as_ref().expect("RCU strategies have a domain");
-                let _g = d.read();
-                walk(s)
-            }
-        };
-        // Relaxed: statistics, read after the monitor is joined.
-        s.walks.fetch_add(1, Ordering::Relaxed);
-        s.walked_entries.fetch_add(seen, Ordering::Relaxed);
-        if bad > 0 {
-            s.violations.fetch_add(bad, Ordering::Relaxed);
-        }
-        if s.monitor_pause.is_zero() {
-            std::hint::spin_loop();
-        } else {
-            std::thread::sleep(s.monitor_pause);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use registry::walk;
 
     fn args(strategy: Strategy) -> CleanupArgs {
         CleanupArgs {

@@ -1,19 +1,42 @@
 //! Command-line definitions. Each subcommand's flags live next to the code
-//! that uses them (`scenario::<name>::Args`, `host::EnvArgs`); this file only
-//! lists the subcommands. Plain `herd` (no subcommand) runs `herd storm` on
-//! its defaults.
+//! that uses them (`scenario::<name>::Args`); this file only
+//! lists the subcommands. Plain `herd` (no subcommand) is `herd storm` with
+//! every one of its flags: the storm's [`scenario::storm::Args`] are
+//! flattened into [`Cli`] (clap's default-subcommand pattern), so `herd
+//! --waves 10` and `herd storm --waves 10` are the same run. Nothing below
+//! `main` reads [`Cli`]: the dependency goes one way, cli -> scenarios.
 
 use clap::{Parser, Subcommand};
 
-use crate::{host, scenario};
+use crate::scenario;
 
 /// Reproduce and measure the thread-exit thundering herd.
+///
+/// Without a subcommand, runs `herd storm` with the flags given.
 #[derive(Debug, Parser)]
-#[command(name = "herd", version, about, long_about = None)]
+#[command(
+    name = "herd",
+    version,
+    about,
+    args_conflicts_with_subcommands = true,
+    subcommand_value_name = "COMMAND",
+    subcommand_help_heading = "Commands (storm when omitted)"
+)]
 pub struct Cli {
     /// What to run; `storm` when omitted.
     #[command(subcommand)]
     pub command: Option<Command>,
+    /// `herd storm`'s flags, for plain `herd`.
+    #[command(flatten)]
+    pub storm: scenario::storm::Args,
+}
+
+impl Cli {
+    /// The command to run: the subcommand given, else the storm with the
+    /// flags given without one.
+    pub fn into_command(self) -> Command {
+        self.command.unwrap_or(Command::Storm(self.storm))
+    }
 }
 
 /// herd's subcommands.
@@ -22,7 +45,7 @@ pub enum Command {
     /// Waves of short-lived threads spawned and cancelled across every CPU.
     Storm(scenario::storm::Args),
     /// Host facts and limits: CPUs, kernel, thread limits, perf and tracefs.
-    Env(host::EnvArgs),
+    Env(scenario::env::Args),
     /// Several configurations, interleaved and repeated, with significance.
     Compare(scenario::compare::Args),
     /// Compare two saved JSON results.
@@ -37,4 +60,42 @@ pub enum Command {
     Membarrier(scenario::membarrier::Args),
     /// Bursts of short jobs: thread per job vs pools (exitq::pool).
     Agent(scenario::agent::Args),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn storm_args(argv: &[&str]) -> scenario::storm::Args {
+        match Cli::try_parse_from(argv).expect("parses").into_command() {
+            Command::Storm(a) => a,
+            other => panic!("not a storm: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn plain_herd_takes_every_storm_flag() {
+        let plain = storm_args(&["herd", "--waves", "10", "--cpus", "0", "-r", "3", "--json"]);
+        let sub = storm_args(&[
+            "herd", "storm", "--waves", "10", "--cpus", "0", "-r", "3", "--json",
+        ]);
+        assert_eq!(format!("{plain:?}"), format!("{sub:?}"));
+        assert_eq!(plain.waves, Some(10));
+        assert_eq!(plain.out.runs, 3);
+        assert_eq!(
+            format!("{:?}", storm_args(&["herd"])),
+            format!("{:?}", storm_args(&["herd", "storm"]))
+        );
+    }
+
+    #[test]
+    fn storm_flags_before_another_subcommand_are_refused() {
+        let err = Cli::try_parse_from(["herd", "--waves", "10", "env"]).unwrap_err();
+        assert_ne!(err.kind(), clap::error::ErrorKind::DisplayHelp);
+        assert!(Cli::try_parse_from(["herd", "env", "--waves", "3"]).is_err());
+        assert!(matches!(
+            Cli::try_parse_from(["herd", "env"]).unwrap().into_command(),
+            Command::Env(_)
+        ));
+    }
 }

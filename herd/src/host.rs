@@ -1,45 +1,26 @@
-//! Host facts and limits, CPU lists, and `herd env`.
-//!
-//! Everything sized by CPU count is sized at run time: CPU lists are
-//! `Vec<usize>` and affinity masks ([`CpuMask`]) are bitmaps sized from
-//! the largest CPU id they hold, so a 384-CPU machine (or CPU ids above
-//! 1023, beyond glibc's fixed `cpu_set_t`) works the same as this 2-CPU one.
+//! Host facts and limits (what `herd env` prints), read through procfs
+//! where it has them; CPU lists and masks are `cpus.rs` (re-exported here).
 //!
 //! [`HostFacts::read`] gathers what decides whether a storm can run: the
 //! online CPUs, NUMA nodes, kernel, the thread limits (`kernel.threads-max`,
 //! `kernel.pid_max`, `vm.max_map_count`, the cgroup's `pids.max`,
 //! `RLIMIT_NPROC`, `RLIMIT_STACK`, `RLIMIT_AS`) and whether perf counters
 //! and tracefs are usable. A fact that cannot be read is `None` and shown
-//! as "unknown", never guessed.
+//! as "unknown", never guessed. `herd env` prints them
+//! ([`crate::scenario::env`]).
 
 use std::fmt::Write as _;
 use std::fs;
 use std::path::Path;
 
-use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
-use crate::error::usage;
+mod cpus;
 
-/// Flags of `herd env`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct EnvArgs {
-    /// Print the facts as one JSON document instead of a table.
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// Runs `herd env`: prints the host facts as a table or JSON.
-pub fn run_env(args: &EnvArgs) -> Result<u8> {
-    let facts = HostFacts::read();
-    let text = if args.json {
-        serde_json::to_string_pretty(&facts)? + "\n"
-    } else {
-        facts.table()
-    };
-    crate::export::run::print_out(&text)?;
-    Ok(0)
-}
+pub use cpus::{
+    allowed_cpus, current_cpu, format_cpu_list, online_cpus, parse_cpu_list, parse_cpu_list_for,
+    CpuMask, MAX_CPU_ID,
+};
 
 /// A soft and hard resource limit; `None` means unlimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -215,9 +196,11 @@ impl HostFacts {
             allowed_cpus,
             numa_nodes: numa_nodes(),
             mem_total_bytes: mem_total(),
-            threads_max: read_u64("/proc/sys/kernel/threads-max"),
-            pid_max: read_u64("/proc/sys/kernel/pid_max"),
-            max_map_count: read_u64("/proc/sys/vm/max_map_count"),
+            threads_max: procfs::sys::kernel::threads_max().ok().map(u64::from),
+            pid_max: procfs::sys::kernel::pid_max()
+                .ok()
+                .and_then(|v| u64::try_from(v).ok()),
+            max_map_count: procfs::sys::vm::max_map_count().ok(),
             tasks_now: tasks_now(),
             cgroup_pids: cgroup_pids(),
             rlimit_nproc: Rlimit::read(libc::RLIMIT_NPROC),
@@ -347,44 +330,9 @@ impl HostFacts {
     }
 }
 
-/// Bytes as KiB/MiB/GiB with one decimal.
+/// Bytes as B, KiB, MiB, GiB, ... with one decimal (`8.0 MiB`), by bytesize.
 pub fn human_bytes(v: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut x = v as f64;
-    let mut u = 0;
-    while x >= 1024.0 && u + 1 < UNITS.len() {
-        x /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{v} B")
-    } else {
-        format!("{x:.1} {}", UNITS[u])
-    }
-}
-
-/// Online CPUs; falls back to `0..sysconf(_SC_NPROCESSORS_ONLN)`.
-pub fn online_cpus() -> Vec<usize> {
-    if let Some(list) = read_trim("/sys/devices/system/cpu/online") {
-        if let Ok(cpus) = parse_cpu_list(&list) {
-            if !cpus.is_empty() {
-                return cpus;
-            }
-        }
-    }
-    // SAFETY: sysconf has no preconditions.
-    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as usize;
-    (0..n).collect()
-}
-
-/// The CPUs in this thread's affinity mask (from `/proc/self/status`,
-/// which has no size limit, unlike a fixed `cpu_set_t`).
-pub fn allowed_cpus() -> Option<Vec<usize>> {
-    let status = fs::read_to_string("/proc/thread-self/status").ok()?;
-    let line = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?;
-    parse_cpu_list(line.trim()).ok()
+    bytesize::ByteSize::b(v).display().iec().to_string()
 }
 
 fn numa_nodes() -> Vec<NumaNode> {
@@ -405,21 +353,16 @@ fn numa_nodes() -> Vec<NumaNode> {
 }
 
 fn mem_total() -> Option<u64> {
-    let info = fs::read_to_string("/proc/meminfo").ok()?;
-    let kb: u64 = info
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()?;
-    Some(kb * 1024)
+    use procfs::Current as _;
+    procfs::Meminfo::current().ok().map(|m| m.mem_total)
 }
 
-/// Tasks on the whole system now (4th field of `/proc/loadavg`: running/total).
+/// Tasks on the whole system now (`/proc/loadavg`: running/total).
 pub fn tasks_now() -> Option<u64> {
-    let l = read_trim("/proc/loadavg")?;
-    l.split_whitespace().nth(3)?.split('/').nth(1)?.parse().ok()
+    use procfs::Current as _;
+    procfs::LoadAverage::current()
+        .ok()
+        .map(|l| u64::from(l.max))
 }
 
 /// The cgroup v2 `pids.max`/`pids.current` of this process's cgroup, or
@@ -470,6 +413,7 @@ fn tracefs_mount() -> Option<String> {
 }
 
 /// Memory mappings of this process now (lines of `/proc/self/maps`).
+/// Not procfs's `maps()`, which parses every mapping into a `Vec`:
 ///
 /// Streams the file through a fixed stack buffer: this runs right after
 /// `pthread_create` failed at `vm.max_map_count`, when growing a heap
@@ -492,153 +436,23 @@ pub fn map_count() -> Option<u64> {
 
 /// Tasks of this process now (`Threads:` in `/proc/self/status`).
 pub fn process_threads() -> Option<u64> {
-    let status = fs::read_to_string("/proc/self/status").ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Threads:"))?
-        .trim()
-        .parse()
-        .ok()
+    Some(
+        procfs::process::Process::myself()
+            .ok()?
+            .status()
+            .ok()?
+            .threads,
+    )
 }
 
-/// Largest CPU id accepted in a list: far above any real machine, small
-/// enough that a mask for it is a few KiB (a typo like `0-99999999` is
-/// refused instead of allocating).
-pub const MAX_CPU_ID: usize = 1 << 16;
-
-/// Parses a CPU list like `0-3,8,10-11` (the kernel's cpulist format) into
-/// sorted, de-duplicated CPU ids. `flag` names the option in errors.
-pub fn parse_cpu_list_for(flag: &str, s: &str) -> Result<Vec<usize>> {
-    parse_cpu_list(s).map_err(|e| usage(flag, e))
-}
-
-/// Parses a kernel-style CPU list; the error message says what is wrong.
-pub fn parse_cpu_list(s: &str) -> std::result::Result<Vec<usize>, String> {
-    let s = s.trim();
-    if s.is_empty() {
-        return Err("empty CPU list".into());
-    }
-    let mut out = Vec::new();
-    for part in s.split(',') {
-        let part = part.trim();
-        let num = |t: &str| -> std::result::Result<usize, String> {
-            let v: usize = t
-                .trim()
-                .parse()
-                .map_err(|_| format!("`{t}` is not a CPU number (expected e.g. 0-3,8)"))?;
-            if v > MAX_CPU_ID {
-                return Err(format!(
-                    "CPU {v} is above the largest supported id {MAX_CPU_ID}"
-                ));
-            }
-            Ok(v)
-        };
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b) = (num(a)?, num(b)?);
-                if a > b {
-                    return Err(format!("range `{part}` goes backwards"));
-                }
-                out.extend(a..=b);
-            }
-            None => out.push(num(part)?),
-        }
-    }
-    out.sort_unstable();
-    out.dedup();
-    Ok(out)
-}
-
-/// Formats sorted CPU ids back into the compact `0-3,8` form.
-pub fn format_cpu_list(cpus: &[usize]) -> String {
-    let mut out = String::new();
-    let mut i = 0;
-    while i < cpus.len() {
-        let start = cpus[i];
-        let mut end = start;
-        while i + 1 < cpus.len() && cpus[i + 1] == end + 1 {
-            i += 1;
-            end = cpus[i];
-        }
-        if !out.is_empty() {
-            out.push(',');
-        }
-        if end == start {
-            let _ = write!(out, "{start}");
-        } else {
-            let _ = write!(out, "{start}-{end}");
-        }
-        i += 1;
-    }
-    out
-}
-
-/// An affinity mask sized at run time: one bit per CPU id up to the
-/// largest one set, in the kernel's `unsigned long` word layout.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CpuMask {
-    words: Vec<libc::c_ulong>,
-}
-
-impl CpuMask {
-    const BITS: usize = libc::c_ulong::BITS as usize;
-
-    /// A mask with exactly `cpus` set.
-    pub fn of(cpus: &[usize]) -> CpuMask {
-        let max = cpus.iter().copied().max().unwrap_or(0);
-        // The kernel rejects a mask shorter than its nr_cpu_ids only when
-        // bits beyond are needed; a mask covering our largest CPU suffices.
-        let mut words = vec![0; max / Self::BITS + 1];
-        for &c in cpus {
-            words[c / Self::BITS] |= 1 << (c % Self::BITS);
-        }
-        CpuMask { words }
-    }
-
-    /// Size in bytes, as sched_setaffinity(2) wants it.
-    pub fn size_bytes(&self) -> usize {
-        self.words.len() * std::mem::size_of::<libc::c_ulong>()
-    }
-
-    /// The CPUs set in the mask.
-    pub fn cpus(&self) -> Vec<usize> {
-        let mut out = Vec::new();
-        for (i, w) in self.words.iter().enumerate() {
-            for b in 0..Self::BITS {
-                if w & (1 << b) != 0 {
-                    out.push(i * Self::BITS + b);
-                }
-            }
-        }
-        out
-    }
-
-    /// Binds the calling thread to this mask (sched_setaffinity(0, ...)).
-    /// Async-signal-safe and allocation-free, so threads call it at start.
-    pub fn apply_to_current_thread(&self) -> std::io::Result<()> {
-        // SAFETY: the pointer and size describe `self.words`, which lives
-        // for the call; the kernel only reads `size_bytes()` bytes.
-        let rc = unsafe {
-            libc::syscall(
-                libc::SYS_sched_setaffinity,
-                0,
-                self.size_bytes(),
-                self.words.as_ptr(),
-            )
-        };
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(std::io::Error::last_os_error())
-        }
-    }
-}
-
-/// The CPU the calling thread runs on now (sched_getcpu), or -1.
-#[inline]
-pub fn current_cpu() -> i32 {
-    // SAFETY: sched_getcpu has no preconditions (vDSO/rseq read).
-    unsafe { libc::sched_getcpu() }
+/// The thread ids of this process now (`/proc/self/task`), sorted.
+pub fn own_threads() -> Vec<i32> {
+    let mut tids: Vec<i32> = procfs::process::Process::myself()
+        .and_then(|p| p.tasks())
+        .map(|tasks| tasks.filter_map(|t| Some(t.ok()?.tid)).collect())
+        .unwrap_or_default();
+    tids.sort_unstable();
+    tids
 }
 
 #[cfg(test)]
@@ -646,35 +460,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cpu_list_round_trip() {
-        let l = parse_cpu_list("0-3,8,10-11").unwrap();
-        assert_eq!(l, vec![0, 1, 2, 3, 8, 10, 11]);
-        assert_eq!(format_cpu_list(&l), "0-3,8,10-11");
-        assert_eq!(format_cpu_list(&parse_cpu_list("5").unwrap()), "5");
-        let big = parse_cpu_list("0-127,256-383").unwrap();
-        assert_eq!(big.len(), 256);
-        assert_eq!(format_cpu_list(&big), "0-127,256-383");
-        assert_eq!(parse_cpu_list("3,1,1-2").unwrap(), vec![1, 2, 3]);
-    }
-
-    #[test]
-    fn cpu_list_errors() {
-        assert!(parse_cpu_list("").is_err());
-        assert!(parse_cpu_list("a")
-            .unwrap_err()
-            .contains("not a CPU number"));
-        assert!(parse_cpu_list("4-2").unwrap_err().contains("backwards"));
-        assert!(parse_cpu_list("0-99999999")
-            .unwrap_err()
-            .contains("largest"));
-    }
-
-    #[test]
-    fn mask_beyond_1024_cpus() {
-        let cpus = vec![0, 63, 64, 127, 128, 1023, 1024, 4095];
-        let m = CpuMask::of(&cpus);
-        assert_eq!(m.cpus(), cpus);
-        assert_eq!(m.size_bytes(), 4096 / 8);
+    fn bytes_read_as_binary_units() {
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(8 << 20), "8.0 MiB");
+        assert_eq!(human_bytes(25_232_932_864), "23.5 GiB");
     }
 
     #[test]
@@ -712,12 +501,5 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         panic!("the map count never held still for one reading: {last:?}");
-    }
-
-    #[test]
-    fn own_mask_applies() {
-        let allowed = allowed_cpus().unwrap();
-        CpuMask::of(&allowed).apply_to_current_thread().unwrap();
-        assert!(allowed.contains(&(current_cpu() as usize)));
     }
 }

@@ -24,3 +24,4 @@ pub mod runner;
 pub mod scenario;
 pub mod spawn;
 pub mod stats;
+pub mod usage;

@@ -2,16 +2,25 @@
 //! are woken. (A separate test binary: unit tests elsewhere in herd count
 //! the process's tasks and must not see these threads come and go.)
 
-use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use herd::scenario::load::LoadThreads;
 
 #[test]
 fn threads_run_until_stopped() {
-    let load = LoadThreads::start("test", 3, |_, stop| {
+    // Each thread counts its first iteration, and the stop comes only once
+    // all three have: every report then has iterations > 0 by protocol, not
+    // because 20 ms were enough for the scheduler to run them.
+    let started = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&started);
+    let load = LoadThreads::start("test", 3, move |_, stop| {
         let mut n = 0;
         while !stop.load(Ordering::Relaxed) {
+            if n == 0 {
+                seen.fetch_add(1, Ordering::Relaxed);
+            }
             n += 1;
             std::thread::yield_now();
         }
@@ -19,7 +28,11 @@ fn threads_run_until_stopped() {
     })
     .unwrap();
     assert_eq!(load.len(), 3);
-    std::thread::sleep(Duration::from_millis(20));
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while started.load(Ordering::Relaxed) < 3 {
+        assert!(Instant::now() < deadline, "the load threads never ran");
+        std::thread::sleep(Duration::from_millis(1));
+    }
     let reports = load.stop();
     assert_eq!(reports.len(), 3);
     assert!(reports.iter().all(|r| r.iterations > 0), "{reports:?}");
@@ -37,8 +50,15 @@ fn parked_threads_are_woken_by_stop() {
     })
     .unwrap();
     std::thread::sleep(Duration::from_millis(20));
-    let t = std::time::Instant::now();
-    let reports = load.stop();
+    // A stop that did not wake them would never return: wait for it on a
+    // watchdog (a hang detector with room for a 2-4x slow machine, not a
+    // timing threshold), so the test fails instead of hanging.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(load.stop());
+    });
+    let reports = rx
+        .recv_timeout(Duration::from_secs(120))
+        .expect("stop() woke the parked threads and joined them");
     assert_eq!(reports.len(), 4);
-    assert!(t.elapsed() < Duration::from_secs(5));
 }

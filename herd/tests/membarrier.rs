@@ -127,7 +127,14 @@ fn bad_flags_exit_2_naming_the_flag() {
         (&["--load", "lots"][..], "--load"),
         (&["--duration", "0"][..], "--duration"),
         (&["--duration", "10"][..], "--duration"),
+        (&["--duration", "25h"][..], "--duration"),
         (&["--read-rounds", "0"][..], "--read-rounds"),
+        // Hours are a unit (humantime): 2h is accepted, and the refusal is
+        // about the next flag checked.
+        (
+            &["--duration", "2h", "--read-rounds", "0"][..],
+            "--read-rounds",
+        ),
         (&["--read-slice", "1us"][..], "--read-slice"),
         (&["-r", "0"][..], "--runs"),
         (&["--cmd", "fast"][..], "--cmd"),

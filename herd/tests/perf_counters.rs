@@ -69,12 +69,12 @@ fn real_kernel_counters() {
 /// running (it may still be exiting), so only this test's threads count.
 fn quiesce() {
     for _ in 0..500 {
-        if herd::perf::sys::own_threads().len() <= 2 {
+        if herd::host::own_threads().len() <= 2 {
             return;
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    panic!("threads left over: {:?}", herd::perf::sys::own_threads());
+    panic!("threads left over: {:?}", herd::host::own_threads());
 }
 
 /// The real kernel without the cgroup method: process scope falls back to
@@ -353,7 +353,7 @@ fn contention_sampler_pairs_begin_and_end_on_mmap_lock() {
 }
 
 fn system_scope_counts_per_cpu_including_our_threads() {
-    let cpus = herd::perf::sys::online_cpus();
+    let cpus = herd::host::online_cpus();
     let args = PerfArgs {
         perf_scope: Scope::System,
         ..Default::default()

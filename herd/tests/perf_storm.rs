@@ -193,7 +193,7 @@ fn check_per_cpu(r: &Value, cpus: &[u64]) {
 }
 
 fn online() -> Vec<u64> {
-    herd::perf::sys::online_cpus()
+    herd::host::online_cpus()
         .into_iter()
         .map(|c| c as u64)
         .collect()

@@ -269,22 +269,53 @@ fn table_and_csv_outputs() {
     assert!(c.contains("\nthreads_created,threads,4,neither\n"), "{c}");
 }
 
+/// Plain `herd FLAGS` is `herd storm FLAGS`: the same config, once and
+/// with repetitions (whose children must get the storm's flags too), and
+/// the same refusals.
+/// Two waves of three threads: six in all.
+const SIX_THREADS: [&str; 6] = ["--waves", "2", "--per-wave", "3", "--lag", "1"];
+
+#[test]
+fn plain_herd_is_storm_with_all_its_flags() {
+    let small = SIX_THREADS;
+    let out = herd()
+        .args(small)
+        .args(["--json", "--no-perf"])
+        .output()
+        .unwrap();
+    let plain: Value = success_json(&out);
+    let named = storm_json(&small);
+    assert_eq!(plain["scenario"], "storm");
+    assert_eq!(plain["config"], named["config"]);
+    assert_eq!(metric(&plain, "threads_created"), 6.0);
+
+    let out = herd()
+        .args(small)
+        .args(["-r", "2", "--json", "--no-perf"])
+        .output()
+        .unwrap();
+    let set: Value = success_json(&out);
+    let runs = set["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    for r in runs {
+        assert_eq!(r["config"], named["config"]);
+        assert_eq!(metric(r, "threads_created"), 6.0);
+    }
+
+    let out = herd().args(["--waves", "0"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--waves"));
+    // Storm flags belong to the storm: not accepted before another command.
+    let out = herd().args(["--waves", "2", "env"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
 #[test]
 fn repetitions_summarise_child_runs() {
     let out = herd()
-        .args([
-            "storm",
-            "--waves",
-            "2",
-            "--per-wave",
-            "3",
-            "--lag",
-            "1",
-            "-r",
-            "3",
-            "--json",
-            "--no-perf",
-        ])
+        .arg("storm")
+        .args(SIX_THREADS)
+        .args(["-r", "3", "--json", "--no-perf"])
         .output()
         .unwrap();
     let set: Value = success_json(&out);
@@ -295,18 +326,9 @@ fn repetitions_summarise_child_runs() {
         assert!(!r["args"].as_array().unwrap().iter().any(|a| a == "-r"));
     }
     let out = herd()
-        .args([
-            "storm",
-            "--waves",
-            "2",
-            "--per-wave",
-            "3",
-            "--lag",
-            "1",
-            "--runs",
-            "2",
-            "--no-perf",
-        ])
+        .arg("storm")
+        .args(SIX_THREADS)
+        .args(["--runs", "2", "--no-perf"])
         .output()
         .unwrap();
     let t = String::from_utf8(out.stdout).unwrap();

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Smoke test of scripts/micro-vs-herd.sh: one tiny interleaved round; both
 # programs must create the same number of threads. (The real comparison is
-# a benchmark, run by hand: see README "herd storm".)
+# a benchmark, run by hand: see docs/results-herd.md.)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 if ! command -v gcc >/dev/null; then

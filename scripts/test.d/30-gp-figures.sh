@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Smoke test of scripts/gp-figures.sh: tiny runs of every figure it makes
-# (2 interleaved runs, 50 ms each); every median the README quotes must be
+# (2 interleaved runs, 50 ms each); every median docs/results-grace-periods.md quotes must be
 # present and the ratio line printed. (The real figures are a benchmark,
-# run by hand: see README "Grace-period scenarios".)
+# run by hand: see docs/results-grace-periods.md.)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 if ! command -v jq >/dev/null; then

@@ -10,149 +10,23 @@
 //! in the document (`sets`) but left out of the statistics.
 //!
 //! The JSON document keeps the raw runs, so `herd diff` can re-read it and
-//! compare it with another one.
+//! compare it with another one. The flags that choose the format are
+//! [`crate::export::comparison_output`]; values print by
+//! [`crate::export::format`]'s one rule.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
-use crate::error::usage;
-use crate::export::run::print_out;
-use crate::export::write_file;
+use crate::export::format::{
+    better_name, change_text, md_escape, render_grid, summary_text, verdict_name,
+};
 use crate::result::{Better, RunResult, RunSet, SCHEMA_VERSION};
-use crate::stats::{Change, Summary, Verdict, DEFAULT_ALPHA};
+use crate::stats::{Change, Summary};
 
 /// Value of [`Comparison::kind`], to recognise the document when read back.
 pub const KIND: &str = "herd-comparison";
-
-/// The statistics and output flags of `herd compare` and `herd diff`
-/// (`#[command(flatten)]`): which metrics, the significance level, the
-/// format printed and the file saved.
-///
-/// The help texts are compare's (one comparison); `herd diff`, which prints
-/// one comparison per paired configuration, rewords four of them with
-/// `#[command(mut_args(ComparisonOutput::diff_help))]`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct ComparisonOutput {
-    /// Significance level of Welch's t-test.
-    #[arg(long, default_value_t = DEFAULT_ALPHA)]
-    pub alpha: f64,
-    /// Only these metrics (comma-separated names; `prefix*` matches a prefix).
-    #[arg(long, value_name = "LIST", value_delimiter = ',')]
-    pub metrics: Vec<String>,
-    /// Print the comparison as JSON (with every run) instead of a table.
-    #[arg(long, conflicts_with_all = ["csv", "markdown"])]
-    pub json: bool,
-    /// Print the comparison as CSV (one line per metric and configuration).
-    #[arg(long, conflicts_with = "markdown")]
-    pub csv: bool,
-    /// Print the comparison as a Markdown table.
-    #[arg(long)]
-    pub markdown: bool,
-    /// Also write the JSON document to FILE (input for `herd diff`).
-    #[arg(long, value_name = "FILE")]
-    pub save: Option<PathBuf>,
-}
-
-impl ComparisonOutput {
-    /// `herd diff`'s wording of the flags whose meaning there is "for every
-    /// pair" (for `#[command(mut_args(...))]`; other arguments unchanged).
-    pub fn diff_help(arg: clap::Arg) -> clap::Arg {
-        let help = match arg.get_id().as_str() {
-            "json" => r#"Print JSON (`{"kind":"herd-diff","pairs":[comparison, ...]}`)"#,
-            "csv" => "Print CSV (one line per pair, metric and side)",
-            "markdown" => "Print Markdown tables",
-            "save" => "Also write the JSON document to FILE",
-            _ => return arg,
-        };
-        arg.help(help)
-    }
-
-    /// Checks the values clap cannot: `--alpha` in (0, 1).
-    pub fn check(&self) -> Result<()> {
-        check_alpha(self.alpha)
-    }
-
-    /// Creates (empties) the `--save` file now, so that a path that cannot
-    /// be written fails before the runs rather than after them.
-    pub fn check_save(&self) -> Result<()> {
-        match &self.save {
-            Some(path) => write_file(path, "").context("--save"),
-            None => Ok(()),
-        }
-    }
-
-    /// [`Comparison::build`] with these flags' `--alpha` and `--metrics`.
-    pub fn build(
-        &self,
-        scenario: &str,
-        common_args: Vec<String>,
-        varied: Vec<String>,
-        sets: Vec<RunSet>,
-    ) -> Comparison {
-        Comparison::build(
-            scenario,
-            common_args,
-            varied,
-            sets,
-            self.alpha,
-            &self.metrics,
-        )
-    }
-
-    /// Saves `document` (the whole JSON document) to `--save`, then prints
-    /// [`ComparisonOutput::render`] (a closed stdout is not an error).
-    pub fn emit(&self, document: &str, comparisons: &[Comparison]) -> Result<()> {
-        if let Some(path) = &self.save {
-            write_file(path, document)?;
-        }
-        print_out(&self.render(document, comparisons)?)
-    }
-
-    /// What [`ComparisonOutput::emit`] prints: with `--json` the whole
-    /// `document`, else every comparison as CSV (one header for all),
-    /// Markdown or a table (separated by a blank line).
-    pub fn render(&self, document: &str, comparisons: &[Comparison]) -> Result<String> {
-        if self.json {
-            return Ok(format!("{document}\n"));
-        }
-        let mut out = String::new();
-        for (i, c) in comparisons.iter().enumerate() {
-            if self.csv {
-                let csv = c.to_csv().context("CSV")?;
-                if i == 0 {
-                    out.push_str(&csv);
-                } else {
-                    // One header for the whole output.
-                    for line in csv.lines().skip(1) {
-                        out.push_str(line);
-                        out.push('\n');
-                    }
-                }
-                continue;
-            }
-            if i > 0 {
-                out.push('\n');
-            }
-            out.push_str(&if self.markdown {
-                c.to_markdown()
-            } else {
-                c.to_table()
-            });
-        }
-        Ok(out)
-    }
-}
-
-/// Checks a significance level: in (0, 1), exit 2 naming `--alpha` if not.
-pub fn check_alpha(alpha: f64) -> Result<()> {
-    if !(alpha > 0.0 && alpha < 1.0) {
-        return Err(usage("--alpha", format!("{alpha} is not in (0, 1)")));
-    }
-    Ok(())
-}
 
 /// One configuration's figures for one metric.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -474,118 +348,11 @@ fn metric_selected(name: &str, patterns: &[String]) -> bool {
         })
 }
 
-fn better_name(b: Better) -> &'static str {
-    match b {
-        Better::Lower => "lower",
-        Better::Higher => "higher",
-        Better::Neither => "neither",
-    }
-}
-
-fn verdict_name(v: Verdict) -> &'static str {
-    match v {
-        Verdict::Better => "better",
-        Verdict::Worse => "worse",
-        Verdict::Changed => "changed",
-        Verdict::Same => "same",
-    }
-}
-
-/// Formats a value with about four significant digits, without exponent
-/// for the magnitudes herd produces.
-pub fn fmt_value(v: f64) -> String {
-    if v == 0.0 || !v.is_finite() {
-        return format!("{v}");
-    }
-    let mag = v.abs().log10().floor() as i32;
-    if mag >= 4 {
-        format!("{v:.0}")
-    } else if mag >= -6 {
-        let decimals = (3 - mag).clamp(0, 9) as usize;
-        format!("{v:.decimals$}")
-    } else {
-        format!("{v:.3e}")
-    }
-}
-
-/// `mean ±%stddev` (only the mean for a single run; `n/a` without runs).
-pub fn summary_text(summary: Option<&Summary>) -> String {
-    match summary {
-        None => "n/a".to_string(),
-        Some(s) if s.n < 2 => fmt_value(s.mean),
-        Some(s) => format!("{} ±{:.1}%", fmt_value(s.mean), s.pct_stddev()),
-    }
-}
-
-/// `%change` with its significance mark (`+12.3% **R`), and with `verdict`
-/// the word better/worse/changed; empty without a change.
-pub fn change_text(change: Option<&Change>, verdict: bool) -> String {
-    let Some(c) = change else {
-        return String::new();
-    };
-    let mut s = match c.pct {
-        Some(p) => format!("{p:+.1}%"),
-        None => "n/a".to_string(),
-    };
-    let mark = c.mark();
-    if !mark.is_empty() {
-        s.push(' ');
-        s.push_str(&mark);
-    }
-    if verdict {
-        match c.verdict {
-            Verdict::Same => {}
-            v => {
-                s.push(' ');
-                s.push_str(verdict_name(v));
-            }
-        }
-    }
-    s
-}
-
-fn md_escape(s: &str) -> String {
-    s.replace('|', "\\|")
-}
-
-/// Pads a grid of cells into aligned columns two spaces apart: the first
-/// `left` left-aligned (names), the rest right-aligned (numbers).
-pub fn render_grid(grid: &[Vec<String>], left: usize) -> String {
-    let cols = grid.iter().map(Vec::len).max().unwrap_or(0);
-    let width = |c: usize| {
-        grid.iter()
-            .filter_map(|r| r.get(c))
-            .map(|s| s.chars().count())
-            .max()
-            .unwrap_or(0)
-    };
-    let widths: Vec<usize> = (0..cols).map(width).collect();
-    let mut out = String::new();
-    for row in grid {
-        let mut line = String::new();
-        for (c, w) in widths.iter().enumerate() {
-            let cell = row.get(c).map(String::as_str).unwrap_or("");
-            if c > 0 {
-                line.push_str("  ");
-            }
-            if c < left {
-                let _ = write!(line, "{cell:<w$}");
-            } else {
-                let _ = write!(line, "{cell:>w$}");
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
-}
-
 #[cfg(test)]
-mod tests {
-    use clap::{Args as _, FromArgMatches as _};
-
+pub(crate) mod tests {
     use super::*;
     use crate::result::{Metric, RunResult};
+    use crate::stats::Verdict;
 
     fn run(wall: f64, futex: f64) -> RunResult {
         let mut r = RunResult::new(
@@ -607,7 +374,7 @@ mod tests {
         }
     }
 
-    fn sample() -> Comparison {
+    pub(crate) fn sample() -> Comparison {
         let a = set(
             "cleanup=locked",
             vec![run(1.0, 4.0), run(1.1, 4.2), run(0.9, 3.9), run(1.0, 4.1)],
@@ -699,120 +466,5 @@ mod tests {
         let p = |c: &Comparison| c.rows[1].cells[1].change.unwrap().welch.unwrap().p;
         assert!((p(&back) - p(&c)).abs() < 1e-15);
         assert_eq!(back.sets.len(), 2);
-    }
-
-    #[test]
-    fn value_format() {
-        assert_eq!(fmt_value(1234567.8), "1234568");
-        assert_eq!(fmt_value(12.3456), "12.35");
-        assert_eq!(fmt_value(0.00123456), "0.001235");
-        assert_eq!(fmt_value(0.0), "0");
-        assert_eq!(fmt_value(-3.0), "-3.000");
-    }
-
-    /// The flags as a command line would give them.
-    fn output(flags: &[&str]) -> ComparisonOutput {
-        let cmd = ComparisonOutput::augment_args(clap::Command::new("t"));
-        let m = cmd
-            .try_get_matches_from(std::iter::once("t").chain(flags.iter().copied()))
-            .unwrap();
-        ComparisonOutput::from_arg_matches(&m).unwrap()
-    }
-
-    #[test]
-    fn output_flags_parse_and_conflict() {
-        let o = output(&["--alpha", "0.01", "--metrics", "a,b*", "--csv"]);
-        assert_eq!(o.alpha, 0.01);
-        assert_eq!(o.metrics, ["a", "b*"]);
-        assert!(o.csv && !o.json && !o.markdown && o.save.is_none());
-        assert_eq!(output(&[]).alpha, DEFAULT_ALPHA);
-        let cmd = || ComparisonOutput::augment_args(clap::Command::new("t"));
-        for pair in [
-            ["--json", "--csv"],
-            ["--json", "--markdown"],
-            ["--csv", "--markdown"],
-        ] {
-            let e = cmd()
-                .try_get_matches_from(["t", pair[0], pair[1]])
-                .unwrap_err();
-            assert_eq!(
-                e.kind(),
-                clap::error::ErrorKind::ArgumentConflict,
-                "{pair:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn alpha_outside_0_1_is_a_usage_error() {
-        for bad in [0.0, 1.0, -0.1, f64::NAN] {
-            let e = output(&[]).check().and(check_alpha(bad)).unwrap_err();
-            assert_eq!(crate::error::exit_code_for(&e), 2, "{bad}");
-            assert!(e.to_string().contains("--alpha"), "{e}");
-        }
-        assert!(output(&["--alpha", "0.2"]).check().is_ok());
-        assert!(output(&["--alpha", "1.5"]).check().is_err());
-    }
-
-    #[test]
-    fn diff_rewords_only_its_four_flags() {
-        let cmd = ComparisonOutput::augment_args(clap::Command::new("t"))
-            .mut_args(ComparisonOutput::diff_help);
-        let help = |id: &str| {
-            cmd.get_arguments()
-                .find(|a| a.get_id() == id)
-                .and_then(|a| a.get_help())
-                .map(|h| h.to_string())
-                .unwrap()
-        };
-        assert_eq!(
-            help("csv"),
-            "Print CSV (one line per pair, metric and side)"
-        );
-        assert_eq!(help("markdown"), "Print Markdown tables");
-        assert_eq!(help("save"), "Also write the JSON document to FILE");
-        assert!(help("json").contains(r#""kind":"herd-diff""#));
-        assert_eq!(help("alpha"), "Significance level of Welch's t-test");
-    }
-
-    #[test]
-    fn renders_one_or_several_comparisons() {
-        let (one, two) = (sample(), sample());
-        let both = [one.clone(), two];
-        let doc = "{\"doc\": 1}";
-        // --json prints the whole document, whatever the comparisons.
-        assert_eq!(
-            output(&["--json"]).render(doc, &both).unwrap(),
-            format!("{doc}\n")
-        );
-        // The default and --markdown: one block per comparison, a blank line between.
-        let table = output(&[]).render(doc, &both).unwrap();
-        assert_eq!(table, format!("{}\n{}", one.to_table(), one.to_table()));
-        assert_eq!(output(&[]).render(doc, &both[..1]).unwrap(), one.to_table());
-        let md = output(&["--markdown"]).render(doc, &both).unwrap();
-        assert_eq!(md, format!("{}\n{}", one.to_markdown(), one.to_markdown()));
-        // --csv: one header for all.
-        let csv = output(&["--csv"]).render(doc, &both).unwrap();
-        let single = one.to_csv().unwrap();
-        assert_eq!(csv.lines().filter(|l| l.starts_with("metric,")).count(), 1);
-        assert_eq!(csv.lines().count(), 2 * single.lines().count() - 1);
-        assert!(csv.starts_with(&single), "{csv}");
-    }
-
-    #[test]
-    fn emit_saves_the_document() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("doc.json");
-        let o = output(&["--json", "--save", path.to_str().unwrap()]);
-        o.check_save().unwrap();
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "");
-        o.emit("{}", &[]).unwrap();
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "{}");
-        let bad = output(&["--save", "/nonexistent-dir/doc.json"]);
-        let e = bad.check_save().unwrap_err();
-        assert!(
-            format!("{e:#}").starts_with("--save: cannot write"),
-            "{e:#}"
-        );
     }
 }

@@ -1,11 +1,16 @@
 //! Renderers. One file per format family:
 //! * `run`: one [`crate::result::RunResult`] or a [`crate::result::RunSet`]
 //!   as a table, JSON or CSV (storm and every scenario);
-//! * `comparison`: compare/diff tables (table, JSON, CSV, Markdown);
+//! * `comparison`: the compare/diff document and its renderings (table,
+//!   JSON, CSV, Markdown); `comparison_output`: the flags choosing them;
+//! * `format`: the one rule for printing a metric's value, and the text
+//!   shapes (grids, `mean ±%stddev`, `%change`) built on it;
 //! * `svg`: sweep charts (plotters);
 //! * `progress`: progress bars for long runs (indicatif), terminal only.
 
 pub mod comparison;
+pub mod comparison_output;
+pub mod format;
 pub mod progress;
 pub mod run;
 pub mod svg;

@@ -21,7 +21,8 @@ use std::fmt::Write as _;
 use anyhow::Result;
 
 use crate::error::EXIT_INTERRUPTED;
-use crate::result::{Better, RunResult, RunSet};
+use crate::export::format::{better_name, fmt_value};
+use crate::result::{RunResult, RunSet};
 use crate::runner;
 use crate::stats::Summary;
 
@@ -53,20 +54,6 @@ pub fn print_out(text: &str) -> Result<()> {
     }
 }
 
-/// Formats a value with a sensible number of digits for its size.
-pub fn fmt_value(v: f64) -> String {
-    let a = v.abs();
-    if v == v.trunc() && a < 1e15 {
-        format!("{v:.0}")
-    } else if a >= 100.0 {
-        format!("{v:.1}")
-    } else if a >= 1.0 {
-        format!("{v:.3}")
-    } else {
-        format!("{v:.4}")
-    }
-}
-
 /// The metrics of one run as an aligned table: `metric  value  unit`.
 pub fn metrics_table(r: &RunResult) -> String {
     let w = r
@@ -86,14 +73,6 @@ pub fn metrics_table(r: &RunResult) -> String {
     out
 }
 
-fn better_str(b: Better) -> &'static str {
-    match b {
-        Better::Lower => "lower",
-        Better::Higher => "higher",
-        Better::Neither => "neither",
-    }
-}
-
 /// One run as CSV: `name,unit,value,better`.
 pub fn run_csv(r: &RunResult) -> Result<String> {
     let mut w = csv::Writer::from_writer(Vec::new());
@@ -103,7 +82,7 @@ pub fn run_csv(r: &RunResult) -> Result<String> {
             m.name.as_str(),
             m.unit.as_str(),
             &m.value.to_string(),
-            better_str(m.better),
+            better_name(m.better),
         ])?;
     }
     Ok(String::from_utf8(w.into_inner()?)?)
@@ -218,13 +197,11 @@ pub fn child_args(scenario: &str) -> Vec<String> {
     strip_output_args(scenario, &argv)
 }
 
-/// [`child_args`] on a given argv (without the program name).
+/// [`child_args`] on a given argv (without the program name). The
+/// subcommand is the first word when given; plain `herd FLAGS` (the storm
+/// without its name) starts with the flags.
 pub fn strip_output_args(scenario: &str, argv: &[String]) -> Vec<String> {
-    let start = argv
-        .iter()
-        .position(|a| a == scenario)
-        .map(|p| p + 1)
-        .unwrap_or(argv.len());
+    let start = usize::from(argv.first().is_some_and(|a| a == scenario));
     let mut out = Vec::new();
     let mut it = argv[start..].iter();
     while let Some(a) = it.next() {
@@ -329,6 +306,11 @@ mod tests {
             s(&["--waves", "3", "--lag", "1"])
         );
         assert!(strip_output_args("storm", &[]).is_empty());
+        // Plain `herd --waves 3 -r 5`: the storm's flags without its name.
+        assert_eq!(
+            strip_output_args("storm", &s(&["--waves", "3", "-r", "5", "--cpus", "0"])),
+            s(&["--waves", "3", "--cpus", "0"])
+        );
     }
 
     #[test]

@@ -121,7 +121,7 @@ macro_rules! draw_chart {
 
 /// An axis tick label: about four significant digits, no trailing zeros.
 fn tick(v: f64) -> String {
-    let s = crate::export::comparison::fmt_value(v);
+    let s = crate::export::format::fmt_value(v);
     if s.contains('.') && !s.contains('e') {
         s.trim_end_matches('0').trim_end_matches('.').to_string()
     } else {

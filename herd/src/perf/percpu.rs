@@ -20,6 +20,7 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 
 use super::{CounterReading, Method, Report, Scope};
+use crate::export::format::fmt_value;
 
 /// One CPU's value of one counter.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -174,15 +175,6 @@ impl Spread {
 /// How many busiest CPUs the compact table names per counter.
 pub const TOP_CPUS: usize = 3;
 
-/// A count for a table cell: integers as integers, clocks with 2 decimals.
-fn num(v: f64) -> String {
-    if v == v.trunc() && v.abs() < 1e15 {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.2}")
-    }
-}
-
 /// What the per-CPU values cover, for the section heading.
 fn scope_words(r: &Report) -> String {
     match (r.scope, r.method) {
@@ -278,14 +270,14 @@ pub fn summary_table(counters: &[&CounterReading]) -> String {
             let top: Vec<String> = s
                 .top
                 .iter()
-                .map(|(cpu, v)| format!("cpu{cpu}:{}", num(*v)))
+                .map(|(cpu, v)| format!("cpu{cpu}:{}", fmt_value(*v)))
                 .collect();
             Some([
                 c.metric.clone(),
-                num(s.total),
-                num(s.min),
-                num(s.median),
-                num(s.max),
+                fmt_value(s.total),
+                fmt_value(s.min),
+                fmt_value(s.median),
+                fmt_value(s.max),
                 s.imbalance.map_or("-".into(), |i| format!("{i:.2}")),
                 format!("{}/{}", s.nonzero, s.cpus),
                 top.join(" "),
@@ -336,11 +328,11 @@ pub fn full_table(counters: &[&CounterReading]) -> String {
         c.per_cpu
             .iter()
             .find(|v| v.cpu == cpu)
-            .map_or("-".to_string(), |v| num(v.value))
+            .map_or("-".to_string(), |v| fmt_value(v.value))
     };
     let totals: Vec<String> = counters
         .iter()
-        .map(|c| num(c.per_cpu.iter().map(|v| v.value).sum()))
+        .map(|c| fmt_value(c.per_cpu.iter().map(|v| v.value).sum()))
         .collect();
     let cpu_w = cpus
         .iter()
@@ -507,9 +499,9 @@ mod tests {
         // counter total min median max imbalance CPUs>0 busiest...
         assert_eq!(
             &cells[..7],
-            ["sys_futex", "1852.50", "1", "1", "900", "50.53", "104/104"]
+            ["sys_futex", "1852", "1", "1", "900", "50.53", "104/104"]
         );
-        assert_eq!(&cells[7..], ["cpu3:900", "cpu17:850.50", "cpu0:1"]);
+        assert_eq!(&cells[7..], ["cpu3:900", "cpu17:850.5", "cpu0:1"]);
         assert!(t.contains("zero on every CPU: sys_futex_waitv"), "{t}");
         assert!(t.lines().count() < 8, "compact: {t}");
         assert!(!t.contains("cpu103"), "no per-CPU dump without -A: {t}");

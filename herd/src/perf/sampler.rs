@@ -26,11 +26,11 @@ use anyhow::{anyhow, Result};
 use perf_event::events::Tracepoint;
 use perf_event::{Builder, Counter, Sampler};
 
-use super::contention::{
+use super::kallsyms::Symbols;
+use super::lock_sample::{
     pick_caller, Layout, LockEvent, SAMPLE_CALLCHAIN, SAMPLE_CPU, SAMPLE_RAW, SAMPLE_TID,
     SAMPLE_TIME,
 };
-use super::kallsyms::Symbols;
 use super::sys::{self, EventKind, Kernel, Target, Unavailable};
 
 /// Ring buffer data size per CPU, bytes (plus one header page).
@@ -161,7 +161,7 @@ fn drain(
                     PERF_RECORD_SAMPLE => {
                         let body = rec.to_contiguous();
                         let ev =
-                            super::contention::parse_sample(&body, sample_type, layout, |chain| {
+                            super::lock_sample::parse_sample(&body, sample_type, layout, |chain| {
                                 pick_caller(chain, syms)
                             });
                         if let Some(ev) = ev {

@@ -410,47 +410,6 @@ pub fn set_output(fd: RawFd, target: RawFd) -> io::Result<()> {
     ioctl(fd, IOC_SET_OUTPUT, target as libc::c_ulong)
 }
 
-/// Parses a kernel CPU list such as `0-3,8,10-11`.
-pub fn parse_cpu_list(text: &str) -> Option<Vec<usize>> {
-    let mut cpus = Vec::new();
-    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b): (usize, usize) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
-                if b < a {
-                    return None;
-                }
-                cpus.extend(a..=b);
-            }
-            None => cpus.push(part.trim().parse().ok()?),
-        }
-    }
-    Some(cpus)
-}
-
-/// The online CPUs (any count), falling back to `0..available_parallelism`.
-pub fn online_cpus() -> Vec<usize> {
-    std::fs::read_to_string("/sys/devices/system/cpu/online")
-        .ok()
-        .and_then(|t| parse_cpu_list(&t))
-        .filter(|c| !c.is_empty())
-        .unwrap_or_else(|| {
-            (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect()
-        })
-}
-
-/// The thread ids of this process now (`/proc/self/task`).
-pub fn own_threads() -> Vec<i32> {
-    let mut tids: Vec<i32> = std::fs::read_dir("/proc/self/task")
-        .map(|dir| {
-            dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default();
-    tids.sort_unstable();
-    tids
-}
-
 /// The calling thread's id.
 pub fn gettid() -> i32 {
     nix::unistd::gettid().as_raw()
@@ -459,16 +418,6 @@ pub fn gettid() -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cpu_lists_parse_ranges_beyond_64() {
-        assert_eq!(parse_cpu_list("0-3,8\n"), Some(vec![0, 1, 2, 3, 8]));
-        let big = parse_cpu_list("0-127,256-383").unwrap();
-        assert_eq!(big.len(), 256);
-        assert_eq!(big[128], 256);
-        assert_eq!(parse_cpu_list("3-1"), None);
-        assert_eq!(parse_cpu_list("x"), None);
-    }
 
     #[test]
     fn permission_errors_name_paranoid_and_the_fix() {

@@ -19,25 +19,35 @@
 //! sys and futex calls per job, thread creations and exits, how the exits
 //! bunch up (`max_exits_per_ms`: the most exits within any 1 ms), and the
 //! queueing latency of jobs.
+//!
+//! # A run, phase by phase ([`measure`])
+//! [`AgentRun::set_up`] starts the job log, the runner ([`runner::Runner`])
+//! and the submitter threads; then the perf session and getrusage frame
+//! [`AgentRun::waves`], the loop of bursts and gaps; [`AgentRun::finish`]
+//! shuts the runner down and gathers its churn; [`report::build`] turns
+//! the figures into the run result.
 
 mod mutex_pool;
+mod report;
+mod runner;
 
 pub use mutex_pool::{MutexPool, MutexPoolStats};
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Barrier, Mutex};
-use std::thread::{self, Thread};
+use std::sync::{Arc, Mutex};
+use std::thread;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::Serialize;
 
 use crate::error::{usage, EXIT_INTERRUPTED};
 use crate::export::run::{emit, repeat, OutputArgs};
 use crate::perf::{self, PerfArgs};
-use crate::result::{Metric, RunResult};
-use crate::runner;
-use crate::stats::Summary;
+use crate::result::RunResult;
+use crate::runner as child;
+use crate::usage::Usage;
+use runner::{Churn, JobLog, Runner, Submitters};
 
 /// How jobs are run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
@@ -249,8 +259,8 @@ impl Args {
 /// Runs `herd agent`.
 pub fn run(args: &Args) -> Result<u8> {
     let cfg = args.validate()?;
-    runner::install_interrupt_handler();
-    if args.out.runs > 1 && !runner::is_child() {
+    child::install_interrupt_handler();
+    if args.out.runs > 1 && !child::is_child() {
         return repeat("agent", &args.out);
     }
     let result = measure(args, &cfg)?;
@@ -262,516 +272,120 @@ pub fn run(args: &Args) -> Result<u8> {
     })
 }
 
-/// Exit and spawn bookkeeping gathered by one run.
-#[derive(Debug, Default)]
-struct Churn {
-    spawned: u64,
-    spawn_failures: u64,
-    last_spawn_error: Option<String>,
-    /// Exit (or retirement decision) times, ns since the run's start.
-    exits_ns: Vec<u64>,
-    ran_on_caller: u64,
-}
-
-/// Per-job timing, shared by the jobs of a run: preallocated, one slot per
-/// job, so recording takes no lock in any mode.
-struct JobLog {
-    /// ns since start at which each job began (0 = not run).
-    started_ns: Vec<AtomicU64>,
-    /// ns since start at which each job finished.
-    ended_ns: Vec<AtomicU64>,
-    /// Jobs finished in the current wave, and who waits for the last one.
-    done: AtomicUsize,
-    waiter: Mutex<Option<Thread>>,
-    t0: Instant,
-}
-
-impl JobLog {
-    fn ns(&self) -> u64 {
-        self.t0.elapsed().as_nanos() as u64
-    }
-}
-
-/// The job body: record, spin `job_us`, record, count.
-fn job(log: &JobLog, idx: usize, job_us: u64, wave_jobs: usize) {
-    log.started_ns[idx].store(log.ns().max(1), Ordering::Relaxed);
-    if job_us > 0 {
-        let t = Instant::now();
-        let d = Duration::from_micros(job_us);
-        while t.elapsed() < d {
-            std::hint::spin_loop();
-        }
-    }
-    log.ended_ns[idx].store(log.ns().max(1), Ordering::Relaxed);
-    // AcqRel: the last job's increment publishes every job's stores to the
-    // waiter, which reads `done` with Acquire.
-    if log.done.fetch_add(1, Ordering::AcqRel) + 1 == wave_jobs {
-        if let Some(t) = log
-            .waiter
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-        {
-            t.unpark();
-        }
-    }
-}
-
-/// Something that runs jobs.
-enum Runner {
-    Thread(Mutex<Vec<thread::JoinHandle<()>>>, Mutex<Churn>),
-    MutexPool(MutexPool),
-    ExitqPool(exitq::pool::Pool, Arc<Mutex<Vec<Instant>>>),
-}
-
-impl Runner {
-    fn submit(&self, f: Box<dyn FnOnce() + Send + 'static>) {
-        match self {
-            Runner::Thread(handles, churn) => match spawn_or_return(f) {
-                Ok(h) => handles.lock().unwrap_or_else(|e| e.into_inner()).push(h),
-                Err((f, e)) => {
-                    // A failed creation is counted and explained, and the
-                    // job runs here instead of being lost.
-                    let mut c = churn.lock().unwrap_or_else(|e| e.into_inner());
-                    c.spawn_failures += 1;
-                    c.last_spawn_error = Some(explain(&e));
-                    c.ran_on_caller += 1;
-                    drop(c);
-                    f();
-                }
-            },
-            Runner::MutexPool(p) => p.execute(f),
-            Runner::ExitqPool(p, _) => {
-                if let Err(rejected) = p.execute(f) {
-                    (rejected.0)();
-                }
-            }
-        }
-    }
-}
-
-fn explain(e: &std::io::Error) -> String {
-    match e.raw_os_error() {
-        Some(libc::EAGAIN) => format!(
-            "{e} (EAGAIN: RLIMIT_NPROC, kernel.threads-max, pid_max or a cgroup pids.max limit)"
-        ),
-        Some(libc::ENOMEM) => {
-            format!("{e} (ENOMEM: stack memory or vm.max_map_count exhausted)")
-        }
-        _ => e.to_string(),
-    }
-}
-
-/// One measurement in this process.
+/// One measurement in this process: set up, the waves inside the counters
+/// and getrusage, the runner's shutdown, the report.
 fn measure(args: &Args, cfg: &Config) -> Result<RunResult> {
     let ncpu = thread::available_parallelism().map_or(1, |n| n.get());
     let cpus: Vec<usize> = (0..ncpu).collect();
-    let total = cfg.waves * cfg.jobs;
-    let log = Arc::new(JobLog {
-        started_ns: (0..total).map(|_| AtomicU64::new(0)).collect(),
-        ended_ns: (0..total).map(|_| AtomicU64::new(0)).collect(),
-        done: AtomicUsize::new(0),
-        waiter: Mutex::new(Some(thread::current())),
-        t0: Instant::now(),
-    });
-    let submitted_ns: Arc<Vec<AtomicU64>> =
-        Arc::new((0..total).map(|_| AtomicU64::new(0)).collect());
-
-    let runner = Arc::new(match cfg.mode {
-        Mode::Thread => Runner::Thread(Mutex::new(Vec::new()), Mutex::new(Churn::default())),
-        Mode::MutexPool => Runner::MutexPool(MutexPool::new(
-            cfg.max_workers,
-            Duration::from_millis(cfg.keep_alive_ms),
-        )),
-        Mode::ExitqPool => {
-            let exits = Arc::new(Mutex::new(Vec::new()));
-            let e2 = exits.clone();
-            let mut builder = exitq::pool::Pool::builder();
-            if let Some(p) = cfg.exit_poll_ms {
-                let domain = exitq::Domain::builder()
-                    .thread_name("agent-reclaim")
-                    .exit_poll(Some(Duration::from_millis(p)))
-                    .try_build()
-                    .context("cannot build the exitq domain")?;
-                builder = builder.domain(domain);
-            }
-            let pool = builder
-                .min_workers(cfg.min_workers)
-                .max_workers(cfg.max_workers)
-                .keep_alive(Duration::from_millis(cfg.keep_alive_ms))
-                .keep_alive_jitter(Duration::from_millis(cfg.jitter_ms))
-                .retire_batch(cfg.retire_batch)
-                .spin(Duration::from_micros(cfg.spin_us))
-                .thread_name("agent")
-                .on_retire(move |r| {
-                    if r.reason == exitq::pool::RetireReason::Idle {
-                        e2.lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .push(r.decided_at);
-                    }
-                })
-                .build()
-                .context("cannot start the exitq pool's minimum workers")?;
-            Runner::ExitqPool(pool, exits)
-        }
-    });
-
-    // Submitter threads live for the whole run (not part of the churn).
-    let start_wave = Arc::new(Barrier::new(cfg.submitters));
-    let end_wave = Arc::new(Barrier::new(cfg.submitters));
-    let wave_no = Arc::new(AtomicUsize::new(0));
-    let helpers: Vec<_> = (1..cfg.submitters)
-        .map(|s| {
-            let (runner, log, sub, start, end, wave_no) = (
-                runner.clone(),
-                log.clone(),
-                submitted_ns.clone(),
-                start_wave.clone(),
-                end_wave.clone(),
-                wave_no.clone(),
-            );
-            let cfg = cfg.clone();
-            thread::Builder::new()
-                .name(format!("submitter-{s}"))
-                .spawn(move || loop {
-                    start.wait();
-                    let w = wave_no.load(Ordering::SeqCst);
-                    if w == usize::MAX {
-                        return;
-                    }
-                    submit_share(&runner, &log, &sub, &cfg, w, s);
-                    end.wait();
-                })
-                .context("cannot create a submitter thread")
-        })
-        .collect::<Result<_>>()?;
-
+    let run = AgentRun::set_up(cfg)?;
     let mut session = perf::Session::open(&args.perf, &cpus)?;
-    let ru0 = rusage();
+    let ru0 = Usage::process();
     let t0 = Instant::now();
-    let mut busy = Duration::ZERO;
-    let mut wave_starts_ns = Vec::with_capacity(cfg.waves);
-    let mut waves_done = 0;
     session.enable()?;
-    for w in 0..cfg.waves {
-        if runner::interrupted() {
-            break;
-        }
-        log.done.store(0, Ordering::SeqCst);
-        wave_no.store(w, Ordering::SeqCst);
-        let tb = Instant::now();
-        wave_starts_ns.push(log.ns());
-        start_wave.wait();
-        submit_share(&runner, &log, &submitted_ns, cfg, w, 0);
-        end_wave.wait();
-        // Acquire pairs with the jobs' AcqRel increments.
-        while log.done.load(Ordering::Acquire) < cfg.jobs {
-            thread::park_timeout(Duration::from_millis(5));
-        }
-        if let Runner::Thread(handles, _) = &*runner {
-            let hs = std::mem::take(&mut *handles.lock().unwrap_or_else(|e| e.into_inner()));
-            for h in hs {
-                let _ = h.join();
-            }
-        }
-        busy += tb.elapsed();
-        waves_done += 1;
-        thread::sleep(Duration::from_millis(cfg.gap_ms));
-    }
+    let mut waves = run.waves();
     session.disable()?;
-    let wall = t0.elapsed();
-    let ru1 = rusage();
-    let interrupted = waves_done < cfg.waves;
-
-    wave_no.store(usize::MAX, Ordering::SeqCst);
-    start_wave.wait();
-    for h in helpers {
-        let _ = h.join();
-    }
-    let runner = Arc::try_unwrap(runner)
-        .map_err(|_| anyhow::anyhow!("a submitter still holds the runner"))?;
-    let churn = finish(runner, &log)?;
-    let report = session.finish()?;
-
-    let jobs = (waves_done * cfg.jobs) as u64;
-    let mut r = RunResult::new(
-        "agent",
-        args.to_args(),
-        serde_json::to_value(cfg)?,
-        serde_json::json!({ "cpus": ncpu }),
-    );
-    r.interrupted = interrupted;
-    let user = ru1.0 - ru0.0;
-    let sys = ru1.1 - ru0.1;
-    let per_job = |v: f64| if jobs > 0 { v / jobs as f64 } else { 0.0 };
-    r.push(Metric::lower("wall_s", "s", wall.as_secs_f64()));
-    r.push(Metric::lower("busy_s", "s", busy.as_secs_f64()));
-    r.push(Metric::higher(
-        "jobs_per_s",
-        "/s",
-        jobs as f64 / busy.as_secs_f64().max(1e-9),
-    ));
-    r.push(Metric::lower("user_s", "s", user));
-    r.push(Metric::lower("sys_s", "s", sys));
-    r.push(Metric::lower("sys_us_per_job", "us", per_job(sys) * 1e6));
-    r.push(Metric::lower(
-        "cpu_us_per_job",
-        "us",
-        per_job(user + sys) * 1e6,
-    ));
-
-    // Queueing latency (submit to start) over all jobs that ran.
-    let mut lat = hdrhistogram::Histogram::<u64>::new(3)?;
-    let mut missing = 0u64;
-    for i in 0..(waves_done * cfg.jobs) {
-        let s = log.started_ns[i].load(Ordering::Relaxed);
-        let q = submitted_ns[i].load(Ordering::Relaxed);
-        if s == 0 {
-            missing += 1;
-        } else {
-            lat.record(s.saturating_sub(q) / 1000)?;
-        }
-    }
-    if missing > 0 {
-        anyhow::bail!(
-            "{missing} jobs never ran (a bug in the {} runner)",
-            cfg.mode.name()
-        );
-    }
-    if !lat.is_empty() {
-        r.push(Metric::lower(
-            "latency_p50_us",
-            "us",
-            lat.value_at_quantile(0.5) as f64,
-        ));
-        r.push(Metric::lower(
-            "latency_p99_us",
-            "us",
-            lat.value_at_quantile(0.99) as f64,
-        ));
-    }
-
-    r.push(Metric::info(
-        "threads_spawned",
-        "threads",
-        churn.spawned as f64,
-    ));
-    r.push(Metric::info(
-        "thread_exits",
-        "threads",
-        churn.exits_ns.len() as f64,
-    ));
-    r.push(Metric::lower(
-        "spawns_per_wave",
-        "threads",
-        churn.spawned as f64 / waves_done.max(1) as f64,
-    ));
-    let (burst, spread) = exit_shape(&churn.exits_ns, &wave_starts_ns, Duration::from_millis(1));
-    r.push(Metric::lower("max_exits_per_ms", "exits", burst as f64));
-    if let Some(s) = spread {
-        r.push(Metric::info("exit_spread_p50_ms", "ms", s));
-    }
-    if churn.spawn_failures > 0 {
-        r.push(Metric::lower(
-            "spawn_failures",
-            "threads",
-            churn.spawn_failures as f64,
-        ));
-        r.warnings.push(format!(
-            "{} thread creations failed ({} jobs ran on the submitter instead); last: {}",
-            churn.spawn_failures,
-            churn.ran_on_caller,
-            churn.last_spawn_error.as_deref().unwrap_or("?")
-        ));
-    }
-
-    let perf_metrics = report.metrics(0);
-    for m in &perf_metrics {
-        r.push(m.clone());
-    }
-    for (total_name, name) in [
-        ("futex_calls", "futex_per_job"),
-        ("lock_contentions", "contentions_per_job"),
-    ] {
-        if let Some(m) = perf_metrics.iter().find(|m| m.name == total_name) {
-            r.push(Metric::lower(name, "calls", per_job(m.value)));
-        }
-    }
-    r.perf = report.to_json();
-    r.warnings.extend(report.notes());
-    if let Some(t) = report.contention_table() {
-        r.details = serde_json::json!({ "contention_table": t });
-    }
-    for w in &r.warnings {
-        if !args.out.json && !args.out.csv && !runner::is_child() {
-            eprintln!("warning: {w}");
-        }
-    }
-    Ok(r)
-}
-
-/// Submitter `s` of `cfg.submitters` queues its share of wave `w`.
-fn submit_share(
-    runner: &Arc<Runner>,
-    log: &Arc<JobLog>,
-    submitted: &Arc<Vec<AtomicU64>>,
-    cfg: &Config,
-    w: usize,
-    s: usize,
-) {
-    let (job_us, wave_jobs) = (cfg.job_us, cfg.jobs);
-    for j in (s..cfg.jobs).step_by(cfg.submitters) {
-        let idx = w * cfg.jobs + j;
-        submitted[idx].store(log.ns(), Ordering::Relaxed);
-        let log = log.clone();
-        let f: Box<dyn FnOnce() + Send> = Box::new(move || job(&log, idx, job_us, wave_jobs));
-        runner.submit(f);
-    }
-}
-
-/// Spawns a thread for `f`, or hands `f` back with the error.
-#[allow(clippy::type_complexity)]
-fn spawn_or_return(
-    f: Box<dyn FnOnce() + Send>,
-) -> std::result::Result<thread::JoinHandle<()>, (Box<dyn FnOnce() + Send>, std::io::Error)> {
-    // The closure is parked in a slot the thread takes it from, so a failed
-    // spawn (which drops the thread's closure) does not lose the job.
-    let slot = Arc::new(Mutex::new(Some(f)));
-    let s2 = slot.clone();
-    match thread::Builder::new().spawn(move || {
-        let f = s2.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(f) = f {
-            f();
-        }
-    }) {
-        Ok(h) => Ok(h),
-        Err(e) => {
-            let f = slot
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .take()
-                .expect("a thread that was never created did not take its job");
-            Err((f, e))
-        }
-    }
-}
-
-/// Shuts the runner down and gathers its churn figures.
-fn finish(runner: Runner, log: &JobLog) -> Result<Churn> {
-    let base = log.t0;
-    let ns = |t: Instant| t.saturating_duration_since(base).as_nanos() as u64;
-    Ok(match runner {
-        Runner::Thread(handles, churn) => {
-            for h in handles.into_inner().unwrap_or_else(|e| e.into_inner()) {
-                let _ = h.join();
-            }
-            let mut c = churn.into_inner().unwrap_or_else(|e| e.into_inner());
-            // Each job's thread exited right after the job ended. (Jobs run
-            // on the submitter after a failed creation, reported as
-            // spawn_failures, are included: their end is as close as we get.)
-            c.exits_ns = log
-                .ended_ns
-                .iter()
-                .map(|e| e.load(Ordering::Relaxed))
-                .filter(|&e| e != 0)
-                .collect();
-            c.spawned = (c.exits_ns.len() as u64).saturating_sub(c.ran_on_caller);
-            c
-        }
-        Runner::MutexPool(p) => {
-            let s = p.shutdown()?;
-            Churn {
-                spawned: s.spawned,
-                spawn_failures: s.spawn_failures,
-                last_spawn_error: s.last_spawn_error,
-                exits_ns: s.retirements.into_iter().map(ns).collect(),
-                ran_on_caller: s.ran_on_caller,
-            }
-        }
-        Runner::ExitqPool(p, exits) => {
-            let report = p.shutdown();
-            let exits = exits.lock().unwrap_or_else(|e| e.into_inner());
-            Churn {
-                spawned: report.stats.spawned,
-                spawn_failures: report.stats.spawn_failures,
-                last_spawn_error: p.last_spawn_error(),
-                exits_ns: exits.iter().map(|&t| ns(t)).collect(),
-                ran_on_caller: report.stats.ran_on_caller,
-            }
-        }
+    waves.wall = t0.elapsed();
+    let ru1 = Usage::process();
+    let (log, submitted, churn) = run.finish()?;
+    let perf = session.finish()?;
+    report::build(&report::Measured {
+        args,
+        cfg,
+        ncpu,
+        waves: &waves,
+        churn: &churn,
+        log: &log,
+        submitted: &submitted,
+        ru0,
+        ru1,
+        perf: &perf,
     })
 }
 
-/// The most exits within any `window`, and the median over waves of how
-/// long each wave's exits took from first to last (ms). Wave `i` owns the
-/// exits from its start to the next wave's start (its burst and its gap);
-/// waves with fewer than two exits are left out.
-fn exit_shape(exits_ns: &[u64], wave_starts_ns: &[u64], window: Duration) -> (usize, Option<f64>) {
-    let mut v = exits_ns.to_vec();
-    v.sort_unstable();
-    let w = window.as_nanos() as u64;
-    let mut best = 0;
-    let mut lo = 0;
-    for hi in 0..v.len() {
-        while v[hi] - v[lo] >= w {
-            lo += 1;
-        }
-        best = best.max(hi - lo + 1);
+/// An agent run in progress: the job log, the runner and the submitters.
+struct AgentRun<'a> {
+    cfg: &'a Config,
+    log: Arc<JobLog>,
+    /// When each job was submitted, ns since the log's start.
+    submitted: Arc<Vec<AtomicU64>>,
+    runner: Arc<Runner>,
+    submitters: Submitters,
+}
+
+/// What the wave loop measured.
+struct Waves {
+    /// Waves that ran (fewer than asked after Ctrl-C).
+    done: usize,
+    /// Time in bursts (submit to the wave's last job), gaps excluded.
+    busy: Duration,
+    /// The measured phase: every burst and its gap.
+    wall: Duration,
+    /// When each wave started, ns since the log's start.
+    starts_ns: Vec<u64>,
+}
+
+impl<'a> AgentRun<'a> {
+    /// The job log (one preallocated slot per job), the runner, the
+    /// submitter threads.
+    fn set_up(cfg: &'a Config) -> Result<AgentRun<'a>> {
+        let total = cfg.waves * cfg.jobs;
+        let log = Arc::new(JobLog {
+            started_ns: (0..total).map(|_| AtomicU64::new(0)).collect(),
+            ended_ns: (0..total).map(|_| AtomicU64::new(0)).collect(),
+            done: AtomicUsize::new(0),
+            waiter: Mutex::new(Some(thread::current())),
+            t0: Instant::now(),
+        });
+        let submitted: Arc<Vec<AtomicU64>> =
+            Arc::new((0..total).map(|_| AtomicU64::new(0)).collect());
+        let runner = Arc::new(Runner::start(cfg)?);
+        let submitters = Submitters::start(cfg, &runner, &log, &submitted)?;
+        Ok(AgentRun {
+            cfg,
+            log,
+            submitted,
+            runner,
+            submitters,
+        })
     }
-    let mut spreads = Vec::new();
-    for (i, &start) in wave_starts_ns.iter().enumerate() {
-        let end = wave_starts_ns.get(i + 1).copied().unwrap_or(u64::MAX);
-        let mine: Vec<u64> = v
-            .iter()
-            .copied()
-            .filter(|&t| t >= start && t < end)
-            .collect();
-        if let (Some(first), Some(last)) = (mine.first(), mine.last()) {
-            if mine.len() >= 2 {
-                spreads.push((last - first) as f64 / 1e6);
+
+    /// The wave loop: submit a burst, wait for its last job, join its
+    /// threads (thread per job), sleep the gap. Ctrl-C stops between waves.
+    fn waves(&self) -> Waves {
+        let cfg = self.cfg;
+        let mut waves = Waves {
+            done: 0,
+            busy: Duration::ZERO,
+            wall: Duration::ZERO,
+            starts_ns: Vec::with_capacity(cfg.waves),
+        };
+        for w in 0..cfg.waves {
+            if child::interrupted() {
+                break;
             }
+            self.log.done.store(0, Ordering::SeqCst);
+            let tb = Instant::now();
+            waves.starts_ns.push(self.log.ns());
+            self.submitters
+                .submit_wave(w, cfg, &self.runner, &self.log, &self.submitted);
+            // Acquire pairs with the jobs' AcqRel increments.
+            while self.log.done.load(Ordering::Acquire) < cfg.jobs {
+                thread::park_timeout(Duration::from_millis(5));
+            }
+            self.runner.join_wave();
+            waves.busy += tb.elapsed();
+            waves.done += 1;
+            thread::sleep(Duration::from_millis(cfg.gap_ms));
         }
+        waves
     }
-    (best, Summary::of(&spreads).map(|s| s.median))
-}
 
-/// (user, sys) CPU seconds of this process.
-fn rusage() -> (f64, f64) {
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    // SAFETY: `ru` is a plain C struct that getrusage fills in completely;
-    // RUSAGE_SELF is always valid, so the call cannot fail.
-    let ru = unsafe {
-        let mut ru: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
-        ru
-    };
-    (tv(ru.ru_utime), tv(ru.ru_stime))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn exit_shape_counts_the_densest_millisecond_and_wave_spread() {
-        let ms = 1_000_000;
-        // Wave 0 (from 0): 5 exits within 0.5 ms; wave 1 (from 40 ms): 3
-        // exits over 6 ms; wave 2 (from 100 ms): one exit (no spread).
-        let v = [
-            0,
-            100_000,
-            200_000,
-            300_000,
-            400_000,
-            50 * ms,
-            53 * ms,
-            56 * ms,
-            120 * ms,
-        ];
-        let (burst, spread) = exit_shape(&v, &[0, 40 * ms, 100 * ms], Duration::from_millis(1));
-        assert_eq!(burst, 5);
-        // Spreads 0.4 ms and 6 ms: median 3.2.
-        assert!((spread.unwrap() - 3.2).abs() < 1e-9);
-        assert_eq!(exit_shape(&[], &[0], Duration::from_millis(1)), (0, None));
+    /// Stops the submitters, shuts the runner down and gathers its churn.
+    fn finish(self) -> Result<(Arc<JobLog>, Arc<Vec<AtomicU64>>, Churn)> {
+        self.submitters.stop();
+        let runner = Arc::try_unwrap(self.runner)
+            .map_err(|_| anyhow::anyhow!("a submitter still holds the runner"))?;
+        let churn = runner::finish(runner, &self.log)?;
+        Ok((self.log, self.submitted, churn))
     }
 }

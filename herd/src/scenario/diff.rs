@@ -21,7 +21,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::error::usage;
-use crate::export::comparison::{self, Comparison, ComparisonOutput};
+use crate::export::comparison::{self, Comparison};
+use crate::export::comparison_output::ComparisonOutput;
 use crate::result::{RunResult, RunSet, SCHEMA_VERSION};
 
 /// Flags of `herd diff`.

@@ -32,11 +32,11 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use super::gpkit::{
-    self, fmt_ns, format_duration, new_histogram, num, record, spawn_error, CpuTime, Latency,
-    OutputArgs,
+    self, fmt_ns, format_duration, new_histogram, record, spawn_error, CpuTime, Latency, OutputArgs,
 };
 use super::load::{self, Load, LoadThreads};
 use crate::error::usage;
+use crate::export::format::fmt_value;
 use crate::perf::{self, PerfArgs};
 use crate::result::{Metric, RunResult};
 use crate::runner;
@@ -129,8 +129,8 @@ impl Args {
                 format!("must be between 1 and {MAX_UPDATERS}"),
             ));
         }
-        if self.duration < Duration::from_millis(1) || self.duration > Duration::from_secs(3600) {
-            return Err(usage("--duration", "must be between 1ms and 1 hour"));
+        if self.duration < Duration::from_millis(1) || self.duration > gpkit::MAX_RUN {
+            return Err(usage("--duration", "must be between 1ms and 24h"));
         }
         if self.section > Duration::from_millis(100) {
             return Err(usage("--section", "must be at most 100ms"));
@@ -328,7 +328,10 @@ fn run_cell(
             return 0;
         }
         let mut n = 0u64;
-        while !stop.load(Ordering::Relaxed) {
+        // At least one section, however late the scheduler runs us (the
+        // stop is checked after it): a busy reader that never read would
+        // make the cell say nothing.
+        loop {
             let g = d2.read();
             if !section.is_zero() {
                 let t = Instant::now();
@@ -339,6 +342,9 @@ fn run_cell(
             black_box(&g);
             drop(g);
             n += 1;
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
         }
         n
     })?;
@@ -424,7 +430,7 @@ fn render(r: &RunResult) -> String {
     let mut s = format!(
         "\ngrace periods: {} updater(s) calling synchronize() back to back, {}s per cell{}\n",
         r.config["updaters"],
-        num(r.config["duration_s"].as_f64().unwrap_or(0.0)),
+        fmt_value(r.config["duration_s"].as_f64().unwrap_or(0.0)),
         if r.interrupted { " (interrupted)" } else { "" }
     );
     s += &format!(
@@ -453,9 +459,9 @@ fn render(r: &RunResult) -> String {
             c["load"].as_str().unwrap_or("?"),
             c["readers"],
             c["delay"].as_str().unwrap_or("?"),
-            num(gps),
+            fmt_value(gps),
             if gps > 0.0 {
-                num(f("updates") / gps)
+                fmt_value(f("updates") / gps)
             } else {
                 "-".into()
             },

@@ -35,11 +35,11 @@ use crossbeam_utils::CachePadded;
 use serde::Serialize;
 
 use super::gpkit::{
-    self, fmt_ns, fmt_rate, format_duration, new_histogram, num, record, CpuTime, Latency,
-    OutputArgs,
+    self, fmt_ns, fmt_rate, format_duration, new_histogram, record, CpuTime, Latency, OutputArgs,
 };
 use super::load::{self, Load, LoadThreads};
 use crate::error::usage;
+use crate::export::format::fmt_value;
 use crate::perf::{self, PerfArgs};
 use crate::result::{Metric, RunResult};
 use crate::runner;
@@ -125,8 +125,8 @@ impl Args {
         if self.duration < Duration::from_millis(1) {
             return Err(usage("--duration", "must be at least 1ms"));
         }
-        if self.duration > Duration::from_secs(3600) {
-            return Err(usage("--duration", "must be at most 1 hour"));
+        if self.duration > gpkit::MAX_RUN {
+            return Err(usage("--duration", "must be at most 24h"));
         }
         if !(1..=1000).contains(&self.read_rounds) {
             return Err(usage("--read-rounds", "must be between 1 and 1000"));
@@ -393,12 +393,17 @@ fn run_once(args: &Args) -> Result<RunResult> {
         let (slot, data) = (&*slot, &*data);
         let mut n = 0u64;
         let mut acc = 0u64;
-        while !stop.load(Ordering::Relaxed) {
+        // At least one round of sections, however late the scheduler runs
+        // us: the stop is checked after it.
+        loop {
             for _ in 0..256 {
                 acc = acc.wrapping_add(read_section::<false>(slot, data, n | 1));
             }
             n += 256;
             c2[i].store(n, Ordering::Relaxed);
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
         }
         black_box(acc);
         n
@@ -570,8 +575,8 @@ fn render(r: &RunResult) -> String {
             "  writer CPU per call: {} ({} in the kernel); process CPU user {}s sys {}s\n",
             fmt_ns(c),
             fmt_ns(sys),
-            num(m("process_user_s").unwrap_or(0.0)),
-            num(m("process_sys_s").unwrap_or(0.0)),
+            fmt_value(m("process_user_s").unwrap_or(0.0)),
+            fmt_value(m("process_sys_s").unwrap_or(0.0)),
         );
     }
     s += &format!(
@@ -583,7 +588,7 @@ fn render(r: &RunResult) -> String {
     if let Some(b) = m("break_even_sections_per_call") {
         s += &format!(
             "  break-even: one membarrier per {} read sections\n",
-            num(b)
+            fmt_value(b)
         );
     }
     if let (Some(b), Some(du), Some(sl)) = (

@@ -5,6 +5,7 @@
 pub mod agent;
 pub mod compare;
 pub mod diff;
+pub mod env;
 pub mod gp;
 pub mod gpkit;
 pub mod load;

@@ -21,25 +21,23 @@
 //! `mean ±%stddev` with %change and significance against the first
 //! configuration.
 
-use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
+mod doc;
+
+pub use doc::{SweepDoc, SweepMetric, SweepPoint};
+
 use crate::error::{usage, EXIT_INTERRUPTED};
-use crate::export::comparison::{
-    change_text, complete_summary, metric_order, render_grid, summary_text,
-};
 use crate::export::progress::Progress;
 use crate::export::run::print_out;
-use crate::export::{svg, write_file};
-use crate::result::{Better, RunSet, SCHEMA_VERSION};
 use crate::scenario::compare::{
     check_common, check_run_options, flag_name, run_interleaved, Config, Plan, ScenarioFlags,
     VaryArgs,
 };
-use crate::stats::{Change, Summary, DEFAULT_ALPHA};
+use crate::stats::DEFAULT_ALPHA;
 
 /// Spacing of generated values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
@@ -241,289 +239,6 @@ pub fn parse_values(over: &str, steps: usize, scale: Scale) -> Result<Values> {
     Ok(Values { flag, text, x, log })
 }
 
-/// One measured point: a configuration at one value.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct SweepPoint {
-    /// Index into [`SweepDoc::series`].
-    pub series: usize,
-    /// The value as passed to the scenario.
-    pub value: String,
-    /// The same as a number.
-    pub x: f64,
-    /// Its runs.
-    pub set: RunSet,
-}
-
-/// One metric over the sweep: `summaries[series][value index]`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct SweepMetric {
-    /// Metric name.
-    pub name: String,
-    /// Unit.
-    pub unit: String,
-    /// Which direction is an improvement.
-    pub better: Better,
-    /// Per series, per value (`None`: not measured there).
-    pub summaries: Vec<Vec<Option<Summary>>>,
-    /// Per series, per value: against series 0 at the same value.
-    pub changes: Vec<Vec<Option<Change>>>,
-}
-
-/// The sweep document (`data.json`).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct SweepDoc {
-    /// [`SCHEMA_VERSION`].
-    pub schema: u32,
-    /// Always `herd-sweep`.
-    pub kind: String,
-    /// The scenario.
-    pub scenario: String,
-    /// Shared scenario flags.
-    pub common_args: Vec<String>,
-    /// The swept flag.
-    pub flag: String,
-    /// Its values (as passed).
-    pub values: Vec<String>,
-    /// Its values (as numbers).
-    pub x: Vec<f64>,
-    /// Log x axis.
-    pub log_x: bool,
-    /// Configuration labels (chart lines).
-    pub series: Vec<String>,
-    /// Significance level.
-    pub alpha: f64,
-    /// Per metric figures.
-    pub metrics: Vec<SweepMetric>,
-    /// Every run.
-    pub points: Vec<SweepPoint>,
-    /// Things the reader must know.
-    pub notes: Vec<String>,
-}
-
-impl SweepDoc {
-    /// Computes the per-metric summaries of `points`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn build(
-        scenario: &str,
-        common_args: Vec<String>,
-        values: &Values,
-        series: Vec<String>,
-        points: Vec<SweepPoint>,
-        alpha: f64,
-        filter: &[String],
-    ) -> SweepDoc {
-        let order = metric_order(points.iter().flat_map(|p| &p.set.runs), filter);
-        let summary = |s: usize, v: usize, name: &str| -> Option<Summary> {
-            let p = points
-                .iter()
-                .find(|p| p.series == s && p.value == values.text[v])?;
-            complete_summary(&p.set, name)
-        };
-        let metrics = order
-            .into_iter()
-            .map(|(name, unit, better)| {
-                let summaries: Vec<Vec<Option<Summary>>> = (0..series.len())
-                    .map(|s| {
-                        (0..values.text.len())
-                            .map(|v| summary(s, v, &name))
-                            .collect()
-                    })
-                    .collect();
-                let changes = summaries
-                    .iter()
-                    .enumerate()
-                    .map(|(s, row)| {
-                        row.iter()
-                            .enumerate()
-                            .map(|(v, b)| match (s, &summaries[0][v], b) {
-                                (0, _, _) => None,
-                                (_, Some(a), Some(b)) => Some(Change::between(a, b, better, alpha)),
-                                _ => None,
-                            })
-                            .collect()
-                    })
-                    .collect();
-                SweepMetric {
-                    name,
-                    unit,
-                    better,
-                    summaries,
-                    changes,
-                }
-            })
-            .collect();
-        SweepDoc {
-            schema: SCHEMA_VERSION,
-            kind: "herd-sweep".into(),
-            scenario: scenario.into(),
-            common_args,
-            flag: values.flag.clone(),
-            values: values.text.clone(),
-            x: values.x.clone(),
-            log_x: values.log,
-            series,
-            alpha,
-            metrics,
-            points,
-            notes: Vec::new(),
-        }
-    }
-
-    /// One chart per metric.
-    pub fn charts(&self) -> Vec<(String, svg::Chart)> {
-        self.metrics
-            .iter()
-            .map(|m| {
-                let series = self
-                    .series
-                    .iter()
-                    .zip(&m.summaries)
-                    .map(|(label, row)| svg::Series {
-                        label: label.clone(),
-                        points: row
-                            .iter()
-                            .zip(&self.x)
-                            .filter_map(|(s, &x)| {
-                                s.as_ref().map(|s| svg::Point {
-                                    x,
-                                    mean: s.mean,
-                                    min: s.min,
-                                    max: s.max,
-                                })
-                            })
-                            .collect(),
-                    })
-                    .filter(|s| !s.points.is_empty())
-                    .collect();
-                let chart = svg::Chart {
-                    title: format!(
-                        "herd {} {}: {}",
-                        self.scenario,
-                        self.common_args.join(" "),
-                        m.name
-                    ),
-                    x_label: self.flag.clone(),
-                    y_label: format!("{} ({})", m.name, m.unit),
-                    log_x: self.log_x,
-                    series,
-                };
-                (m.name.clone(), chart)
-            })
-            .collect()
-    }
-
-    /// Long-format CSV.
-    pub fn to_csv(&self) -> Result<String> {
-        let mut w = csv::Writer::from_writer(Vec::new());
-        w.write_record([
-            "metric",
-            "unit",
-            "config",
-            "flag",
-            "value",
-            "n",
-            "mean",
-            "stddev",
-            "median",
-            "min",
-            "max",
-            "pct_change",
-            "p_value",
-            "significant",
-        ])?;
-        for m in &self.metrics {
-            for (s, label) in self.series.iter().enumerate() {
-                for (v, value) in self.values.iter().enumerate() {
-                    let Some(sm) = &m.summaries[s][v] else {
-                        continue;
-                    };
-                    let ch = m.changes[s][v];
-                    let opt = |x: Option<f64>| x.map(|x| x.to_string()).unwrap_or_default();
-                    w.write_record([
-                        m.name.clone(),
-                        m.unit.clone(),
-                        label.clone(),
-                        self.flag.clone(),
-                        value.clone(),
-                        sm.n.to_string(),
-                        sm.mean.to_string(),
-                        sm.stddev.to_string(),
-                        sm.median.to_string(),
-                        sm.min.to_string(),
-                        sm.max.to_string(),
-                        opt(ch.and_then(|c| c.pct)),
-                        opt(ch.and_then(|c| c.welch).map(|w| w.p)),
-                        ch.map(|c| c.significant.to_string()).unwrap_or_default(),
-                    ])?;
-                }
-            }
-        }
-        Ok(String::from_utf8(w.into_inner()?)?)
-    }
-
-    /// Per metric: one row per value, per configuration `mean ±%stddev`
-    /// and (after the first) `%change` with its mark.
-    pub fn to_table(&self) -> String {
-        let mut out = String::new();
-        for m in &self.metrics {
-            let _ = writeln!(out, "\n{} ({})", m.name, m.unit);
-            let mut grid = vec![{
-                let mut h = vec![self.flag.clone()];
-                for (s, l) in self.series.iter().enumerate() {
-                    h.push(l.clone());
-                    if s > 0 {
-                        h.push("%change".into());
-                    }
-                }
-                h
-            }];
-            for (v, value) in self.values.iter().enumerate() {
-                let mut line = vec![value.clone()];
-                for s in 0..self.series.len() {
-                    line.push(summary_text(m.summaries[s][v].as_ref()));
-                    if s > 0 {
-                        line.push(change_text(m.changes[s][v].as_ref(), false));
-                    }
-                }
-                grid.push(line);
-            }
-            out.push_str(&render_grid(&grid, 1));
-        }
-        for note in &self.notes {
-            let _ = writeln!(out, "note: {note}");
-        }
-        out
-    }
-
-    /// Writes data.json, data.csv and one SVG per metric into `dir`;
-    /// returns the SVG paths.
-    pub fn write_dir(&self, dir: &Path) -> Result<Vec<PathBuf>> {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        write_file(&dir.join("data.json"), &serde_json::to_string_pretty(self)?)?;
-        write_file(&dir.join("data.csv"), &self.to_csv()?)?;
-        let mut written = Vec::new();
-        for (name, chart) in self.charts() {
-            if chart.series.is_empty() {
-                continue;
-            }
-            let file: String = name
-                .chars()
-                .map(|c| {
-                    if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                        c
-                    } else {
-                        '_'
-                    }
-                })
-                .collect();
-            let path = dir.join(format!("{file}.svg"));
-            svg::write(&chart, &path)?;
-            written.push(path);
-        }
-        Ok(written)
-    }
-}
-
 /// Runs `herd sweep`.
 pub fn run(args: &Args) -> Result<u8> {
     check_run_options(&args.scenario, args.runs, args.alpha)?;
@@ -614,7 +329,6 @@ pub fn run(args: &Args) -> Result<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::result::{Metric, RunResult};
 
     #[test]
     fn ranges_lists_and_steps() {
@@ -655,78 +369,5 @@ mod tests {
         }
         assert!(parse_values("x=0..10", 5, Scale::Log).is_err());
         assert!(parse_values("x=1..10", 1, Scale::Auto).is_err());
-    }
-
-    #[test]
-    fn document_charts_and_csv() {
-        let values = parse_values("per-wave=10,100", 5, Scale::Lin).unwrap();
-        let mut points = Vec::new();
-        for s in 0..2 {
-            for (v, x) in values.text.iter().zip(&values.x) {
-                let runs = (0..3)
-                    .map(|k| {
-                        let mut r = RunResult::new(
-                            "storm",
-                            vec![],
-                            serde_json::json!({}),
-                            serde_json::json!({}),
-                        );
-                        let base = if s == 0 { 2.0 } else { 0.5 };
-                        r.push(Metric::lower(
-                            "futex_per_exit",
-                            "calls",
-                            base * x + k as f64 * 0.01,
-                        ));
-                        r
-                    })
-                    .collect();
-                points.push(SweepPoint {
-                    series: s,
-                    value: v.clone(),
-                    x: *x,
-                    set: RunSet {
-                        schema: SCHEMA_VERSION,
-                        label: String::new(),
-                        runs,
-                    },
-                });
-            }
-        }
-        let doc = SweepDoc::build(
-            "storm",
-            vec![],
-            &values,
-            vec!["cleanup=locked".into(), "cleanup=exitq".into()],
-            points,
-            0.05,
-            &[],
-        );
-        let m = &doc.metrics[0];
-        assert!((m.summaries[1][1].as_ref().unwrap().mean - 50.01).abs() < 1e-9);
-        let c = m.changes[1][1].unwrap();
-        assert!(
-            c.significant && (c.pct.unwrap() + 75.0).abs() < 0.1,
-            "{c:?}"
-        );
-        let table = doc.to_table();
-        assert!(table.contains("futex_per_exit (calls)"), "{table}");
-        assert!(
-            table
-                .lines()
-                .any(|l| l.starts_with("100 ") && l.contains("-75.0% ***R")),
-            "{table}"
-        );
-        let csv = doc.to_csv().unwrap();
-        assert_eq!(csv.lines().count(), 1 + 4);
-        let dir = tempfile::tempdir().unwrap();
-        let svgs = doc.write_dir(dir.path()).unwrap();
-        assert_eq!(svgs.len(), 1);
-        let svg = std::fs::read_to_string(&svgs[0]).unwrap();
-        assert!(svg.contains("cleanup=exitq"));
-        let back: SweepDoc =
-            serde_json::from_str(&std::fs::read_to_string(dir.path().join("data.json")).unwrap())
-                .unwrap();
-        assert_eq!(back.values, ["10", "100"]);
-        assert_eq!(back.points.len(), 4);
     }
 }

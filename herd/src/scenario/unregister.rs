@@ -39,9 +39,10 @@ use crossbeam_queue::SegQueue;
 use crossbeam_utils::CachePadded;
 use serde::Serialize;
 
-use super::gpkit::{self, fmt_ns, fmt_rate, format_duration, num, CpuTime, Latency, OutputArgs};
+use super::gpkit::{self, fmt_ns, fmt_rate, format_duration, CpuTime, Latency, OutputArgs};
 use super::load::{self, LoadThreads};
 use crate::error::usage;
+use crate::export::format::fmt_value;
 use crate::perf::{self, PerfArgs};
 use crate::result::{Metric, RunResult};
 use crate::runner;
@@ -132,8 +133,8 @@ impl Args {
                 ),
             ));
         }
-        if self.duration < Duration::from_millis(1) || self.duration > Duration::from_secs(3600) {
-            return Err(usage("--duration", "must be between 1ms and 1 hour"));
+        if self.duration < Duration::from_millis(1) || self.duration > gpkit::MAX_RUN {
+            return Err(usage("--duration", "must be between 1ms and 24h"));
         }
         if let Some(b) = self.batch_size {
             if !(1..=1 << 20).contains(&b) {
@@ -412,13 +413,18 @@ fn run_once(args: &Args) -> Result<RunResult> {
     let readers = LoadThreads::start("reader", nreaders, move |_, stop| {
         let mut seen = Vec::with_capacity(r2.slots.len());
         let (mut sections, mut bad, mut acc) = (0u64, 0u64, 0u64);
-        while !stop.load(Ordering::Relaxed) {
+        // At least one section, however late the scheduler runs us: a
+        // reader that never read would make the run say nothing.
+        loop {
             let g = d2.read();
             let (v, sum) = walk(&r2, &mut seen);
             drop(g);
             bad += v;
             acc = acc.wrapping_add(sum);
             sections += 1;
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
         }
         black_box(acc);
         // Relaxed: read after the thread is joined.
@@ -442,7 +448,10 @@ fn run_once(args: &Args) -> Result<RunResult> {
         let mut ops = 0u64;
         let mut next = 0usize;
         let mut hist = gpkit::new_histogram();
-        while !stop.load(Ordering::Relaxed) {
+        // At least one operation per updater, however late the scheduler
+        // runs it after the start (a loaded machine can spend a short
+        // --duration on thread start-up): the stop is checked after it.
+        loop {
             let timed = ops % every == 0;
             let t = if timed { Some(Instant::now()) } else { None };
             let i = mine[next];
@@ -474,6 +483,9 @@ fn run_once(args: &Args) -> Result<RunResult> {
                 gpkit::record(&mut hist, t.elapsed());
             }
             ops += 1;
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
         }
         // Publish this thread's partial batch before it stops.
         d3.flush();
@@ -638,8 +650,8 @@ fn render(r: &RunResult) -> String {
         let v = &d[k];
         format!(
             "user {}s sys {}s",
-            num(v["user_s"].as_f64().unwrap_or(0.0)),
-            num(v["sys_s"].as_f64().unwrap_or(0.0))
+            fmt_value(v["user_s"].as_f64().unwrap_or(0.0)),
+            fmt_value(v["sys_s"].as_f64().unwrap_or(0.0))
         )
     };
     let mut s = format!(
@@ -653,7 +665,7 @@ fn render(r: &RunResult) -> String {
     );
     s += &format!(
         "  ops {}  {}  {} per op per updater\n",
-        num(m("ops")),
+        fmt_value(m("ops")),
         fmt_rate(m("ops_per_s")),
         fmt_ns(m("ns_per_op"))
     );
@@ -672,10 +684,10 @@ fn render(r: &RunResult) -> String {
     );
     s += &format!(
         "  grace periods {} ({}, {} expedited), {} frees per grace period\n",
-        num(m("grace_periods")),
+        fmt_value(m("grace_periods")),
         fmt_rate(m("grace_periods_per_s")),
-        num(m("expedited")),
-        num(r.metric("frees_per_gp").unwrap_or(0.0))
+        fmt_value(m("expedited")),
+        fmt_value(r.metric("frees_per_gp").unwrap_or(0.0))
     );
     s += &format!(
         "  update-side CPU {} per op ({} in the kernel)\n",
@@ -692,7 +704,7 @@ fn render(r: &RunResult) -> String {
     s += &format!(
         "  readers {} sections; use-after-free violations: {}\n",
         fmt_rate(m("reader_sections_per_s")),
-        num(m("violations"))
+        fmt_value(m("violations"))
     );
     s
 }

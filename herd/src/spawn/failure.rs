@@ -11,7 +11,6 @@
 //! off the common path.
 
 use std::collections::BTreeMap;
-use std::fs;
 
 use serde::{Deserialize, Serialize};
 
@@ -158,42 +157,23 @@ pub fn errno_name(e: i32) -> &'static str {
 
 /// Tasks of the real uid (what RLIMIT_NPROC counts), from `/proc`.
 pub fn user_tasks() -> Option<u64> {
-    // SAFETY: getuid has no preconditions.
-    let uid = unsafe { libc::getuid() }.to_string();
-    let mut n = 0;
-    for e in fs::read_dir("/proc").ok()?.flatten() {
-        let name = e.file_name();
-        if !name.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
-            continue;
-        }
-        let Ok(st) = fs::read_to_string(e.path().join("status")) else {
-            continue;
-        };
-        let real = st
-            .lines()
-            .find_map(|l| l.strip_prefix("Uid:"))
-            .and_then(|l| l.split_whitespace().next());
-        if real == Some(uid.as_str()) {
-            n += st
-                .lines()
-                .find_map(|l| l.strip_prefix("Threads:"))
-                .and_then(|t| t.trim().parse::<u64>().ok())
-                .unwrap_or(1);
-        }
-    }
+    let uid = nix::unistd::getuid().as_raw();
+    let n = procfs::process::all_processes()
+        .ok()?
+        .filter_map(|p| p.ok()?.status().ok())
+        .filter(|st| st.ruid == uid)
+        .map(|st| st.threads.max(1))
+        .sum();
     Some(n)
 }
 
 fn vm_size_bytes() -> Option<u64> {
-    let st = fs::read_to_string("/proc/self/status").ok()?;
-    let kb: u64 = st
-        .lines()
-        .find_map(|l| l.strip_prefix("VmSize:"))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()?;
-    Some(kb * 1024)
+    let kib = procfs::process::Process::myself()
+        .ok()?
+        .status()
+        .ok()?
+        .vmsize?;
+    Some(kib * 1024)
 }
 
 /// Names the limit behind a creation failure, with the evidence.

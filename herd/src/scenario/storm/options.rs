@@ -160,7 +160,9 @@ pub const MIN_STACK: u64 = 16 * 1024;
 /// Largest stack accepted: 1 TiB.
 pub const MAX_STACK: u64 = 1 << 40;
 
-/// Parses `64K`, `8M`, `1G`, `4096` (binary units) into bytes.
+/// Parses `64K`, `8M`, `1G`, `4096` (binary units) into bytes. Not bytesize:
+/// it reads `64K` as 64,000 bytes (SI), where stack sizes, as in `ulimit -s`
+/// and glibc, are binary.
 pub fn parse_size(s: &str) -> Option<u64> {
     let s = s.trim();
     let (num, mult) = match s.char_indices().last()? {

@@ -1,0 +1,408 @@
+//! What a [`super::Session`] measured: every counter's reading (or why
+//! there is none), the flat metrics a run result gets, the notes for the
+//! user (unavailable counters with their fix, multiplexing, lost samples),
+//! and the tables.
+
+use serde::{Deserialize, Serialize};
+
+use super::contention::ContentionReport;
+use super::events::{self, EventSpec};
+use super::method::Method;
+use super::percpu;
+use super::sys::Unavailable;
+use super::Scope;
+use crate::result::Metric;
+
+pub(super) fn note_for(what: &str, u: &Unavailable) -> String {
+    if u.fix.is_empty() {
+        format!("perf: {what} unavailable: {}", u.reason)
+    } else {
+        format!("perf: {what} unavailable: {}; fix: {}", u.reason, u.fix)
+    }
+}
+
+/// One counter's reading, or why there is none.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CounterReading {
+    /// Metric name (e.g. `sys_futex`).
+    pub metric: String,
+    /// The perf event (e.g. `syscalls:sys_enter_futex`).
+    pub event: String,
+    /// Unit of `value`.
+    pub unit: String,
+    /// Raw count summed over all descriptors; `None` when unavailable.
+    pub raw: Option<u64>,
+    /// The metric value: raw scaled for multiplexing, in `unit`.
+    pub value: Option<f64>,
+    /// Sum of time_enabled over the descriptors, ns.
+    pub time_enabled_ns: u64,
+    /// Sum of time_running over the descriptors, ns (< enabled: multiplexed).
+    pub time_running_ns: u64,
+    /// Descriptors summed (threads in process scope, CPUs in system scope).
+    pub fds: usize,
+    /// True when the machine may legitimately lack the event.
+    pub optional: bool,
+    /// Why the counter could not be opened, and the fix.
+    pub unavailable: Option<Unavailable>,
+    /// Every CPU's value, when the counter is one descriptor per CPU
+    /// (system scope, and process scope through a cgroup); empty for
+    /// per-thread inherited counters. The values sum to `value`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per_cpu: Vec<percpu::CpuValue>,
+}
+
+impl CounterReading {
+    /// The reading of an open counter from its descriptors' samples (one
+    /// per CPU of `cpus`, or per thread when `cpus` is empty), with perf
+    /// stat's scaling per descriptor: a counter that ran part of the time
+    /// is extrapolated to its enabled time; the total is the sum, so the
+    /// per-CPU values add up to it.
+    pub(super) fn counted(spec: &EventSpec, samples: &[percpu::Sample], cpus: &[usize]) -> Self {
+        let a = percpu::aggregate(samples, cpus, spec.scale);
+        CounterReading {
+            metric: spec.metric.into(),
+            event: spec.event.into(),
+            unit: spec.unit.into(),
+            raw: Some(a.raw),
+            value: Some(a.value),
+            time_enabled_ns: a.enabled_ns,
+            time_running_ns: a.running_ns,
+            fds: samples.len(),
+            optional: spec.optional,
+            unavailable: None,
+            per_cpu: a.per_cpu,
+        }
+    }
+
+    /// A counter that could not be opened, and why.
+    pub(super) fn unavailable(spec: &EventSpec, u: &Unavailable) -> Self {
+        CounterReading {
+            metric: spec.metric.into(),
+            event: spec.event.into(),
+            unit: spec.unit.into(),
+            raw: None,
+            value: None,
+            time_enabled_ns: 0,
+            time_running_ns: 0,
+            fds: 0,
+            optional: spec.optional,
+            unavailable: Some(u.clone()),
+            per_cpu: Vec::new(),
+        }
+    }
+
+    /// Fraction of the enabled time the counter was actually counting.
+    pub fn running_fraction(&self) -> Option<f64> {
+        (self.time_enabled_ns > 0)
+            .then(|| self.time_running_ns as f64 / self.time_enabled_ns as f64)
+    }
+}
+
+/// What a [`super::Session`] measured.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// False with `--no-perf` (nothing was opened).
+    pub enabled: bool,
+    /// Counter scope.
+    pub scope: Scope,
+    /// CPUs watched (system scope only).
+    pub cpus: Vec<usize>,
+    /// Threads the inherited counters were attached to at open (0 otherwise).
+    pub threads_at_open: usize,
+    /// How the counters were attached.
+    #[serde(default)]
+    pub method: Method,
+    /// Why process scope fell back to inherited counters, if it did.
+    #[serde(default)]
+    pub method_fallback: Option<Unavailable>,
+    /// Seconds the counters were enabled.
+    pub counted_s: f64,
+    /// Every counter of the event set, available or not, in display order.
+    pub counters: Vec<CounterReading>,
+    /// True when `--contention` was given.
+    pub contention_requested: bool,
+    /// The contention profile (`--contention`).
+    pub contention: Option<ContentionReport>,
+    /// Why the contention profile could not be taken.
+    pub contention_unavailable: Option<Unavailable>,
+    /// `--no-aggregate`: the table shows every CPU, not the summary.
+    #[serde(default)]
+    pub no_aggregate: bool,
+}
+
+impl Report {
+    /// The whole report as JSON for `RunResult::perf`.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// Reads a report back from `RunResult::perf` (`None` for null or foreign JSON).
+    pub fn from_json(v: &serde_json::Value) -> Option<Report> {
+        serde_json::from_value(v.clone()).ok()
+    }
+
+    /// The reading of counter `metric`, if it was opened.
+    pub fn value(&self, metric: &str) -> Option<f64> {
+        self.counters
+            .iter()
+            .find(|c| c.metric == metric)
+            .and_then(|c| c.value)
+    }
+
+    /// Flat metrics (totals, and per thread exit when `exits > 0`).
+    /// Unavailable counters are left out, never written as 0.
+    pub fn metrics(&self, exits: u64) -> Vec<Metric> {
+        let mut out = Vec::new();
+        let per_exit = |v: f64| v / exits as f64;
+        let futex: Vec<f64> = self
+            .counters
+            .iter()
+            .filter(|c| c.event.contains("futex"))
+            .filter_map(|c| c.value)
+            .collect();
+        if !futex.is_empty() {
+            let total: f64 = futex.iter().sum();
+            out.push(Metric::lower("futex_calls", "calls", total));
+            if exits > 0 {
+                out.push(Metric::lower("futex_per_exit", "calls", per_exit(total)));
+            }
+        }
+        let catalog = events::catalog(self.scope);
+        for c in &self.counters {
+            let Some(v) = c.value else { continue };
+            let m = match c.metric.as_str() {
+                "task_exits" | "tasks_created" => Metric::info(&c.metric, &c.unit, v),
+                _ => Metric::lower(&c.metric, &c.unit, v),
+            };
+            out.push(m);
+            let spec = catalog.iter().find(|e| e.metric == c.metric);
+            if let (Some(name), true) = (spec.and_then(|e| e.per_exit), exits > 0) {
+                // Clocks per exit are in us (the total is in ms).
+                let (unit, v) = if c.unit == "ms" {
+                    ("us", per_exit(v) * 1e3)
+                } else {
+                    (c.unit.as_str(), per_exit(v))
+                };
+                out.push(Metric::lower(name, unit, v));
+            }
+        }
+        if let (Some(i), Some(c)) = (self.value("instructions"), self.value("cycles")) {
+            if c > 0.0 {
+                out.push(Metric::higher("ipc", "insn/cycle", i / c));
+            }
+        }
+        if let Some(r) = &self.contention {
+            out.push(Metric::lower("lock_waits", "waits", r.pairs as f64));
+            out.push(Metric::lower(
+                "lock_wait_total_ms",
+                "ms",
+                r.total_wait_ns as f64 / 1e6,
+            ));
+            out.push(Metric::lower(
+                "lock_wait_max_us",
+                "us",
+                r.max_wait_ns as f64 / 1e3,
+            ));
+            if exits > 0 {
+                out.push(Metric::lower(
+                    "lock_wait_us_per_exit",
+                    "us",
+                    r.total_wait_ns as f64 / 1e3 / exits as f64,
+                ));
+            }
+            out.push(Metric::info(
+                "contention_lost_samples",
+                "samples",
+                (r.lost + r.dropped) as f64,
+            ));
+        }
+        out
+    }
+
+    /// One line per counter that could not be opened (reason and fix), per
+    /// multiplexed counter, and for lost contention samples.
+    pub fn notes(&self) -> Vec<String> {
+        let mut notes = Vec::new();
+        if !self.enabled {
+            return notes;
+        }
+        // Counters that failed for the same reason share one line.
+        let mut failed: Vec<(&Unavailable, Vec<&str>)> = Vec::new();
+        for c in &self.counters {
+            if let Some(u) = &c.unavailable {
+                match failed.iter_mut().find(|(r, _)| *r == u) {
+                    Some((_, events)) => events.push(&c.event),
+                    None => failed.push((u, vec![&c.event])),
+                }
+            }
+        }
+        for (u, events) in failed {
+            notes.push(note_for(&events.join(", "), u));
+        }
+        for c in &self.counters {
+            if c.unavailable.is_some() {
+                continue;
+            } else if let Some(f) = c.running_fraction() {
+                if f < 0.999 {
+                    notes.push(format!(
+                        "perf: {} was multiplexed: counted {:.1}% of the time, value scaled up",
+                        c.event,
+                        f * 100.0
+                    ));
+                }
+            }
+        }
+        if let (Method::Inherit, Some(u)) = (self.method, &self.method_fallback) {
+            notes.push(note_for(
+                "process scope via a cgroup (inherited per-thread counters used instead; \
+                 they cost every thread creation and exit)",
+                u,
+            ));
+        }
+        if let Some(u) = &self.contention_unavailable {
+            notes.push(note_for("--contention profile", u));
+        }
+        if let Some(r) = &self.contention {
+            if r.lost + r.dropped > 0 {
+                notes.push(format!(
+                    "perf: contention profile lost {} samples (kernel ring buffers full) and dropped {} (herd's cap); waits are undercounted",
+                    r.lost, r.dropped
+                ));
+            }
+        }
+        notes
+    }
+
+    /// The per-CPU section of the table output: a summary per counter over
+    /// the CPUs (min/median/max, imbalance, busiest CPUs), or every CPU with
+    /// `--no-aggregate`. `None` when there is nothing per CPU to show.
+    pub fn per_cpu_table(&self) -> Option<String> {
+        percpu::section(self)
+    }
+
+    /// The `--contention` profile rendered like `perf lock contention`.
+    pub fn contention_table(&self) -> Option<String> {
+        self.contention.as_ref().map(ContentionReport::render)
+    }
+
+    /// Every counter as a table (`metric  value  unit  event  running`),
+    /// unavailable ones with their reason. For scenarios without their own table.
+    pub fn counter_table(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        for c in &self.counters {
+            match (&c.value, &c.unavailable) {
+                (Some(v), _) => {
+                    let run = c
+                        .running_fraction()
+                        .filter(|f| *f < 0.999)
+                        .map(|f| format!("  ({:.1}% running)", f * 100.0))
+                        .unwrap_or_default();
+                    let _ = writeln!(out, "{:>16.2} {:<12} {}{run}", v, c.unit, c.event);
+                }
+                (None, Some(u)) => {
+                    let _ = writeln!(
+                        out,
+                        "{:>16} {:<12} {}  ({})",
+                        "<unavailable>", "", c.event, u.reason
+                    );
+                }
+                (None, None) => {}
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reading(metric: &str, event: &str, unit: &str, v: Option<f64>) -> CounterReading {
+        CounterReading {
+            metric: metric.into(),
+            event: event.into(),
+            unit: unit.into(),
+            raw: v.map(|v| v as u64),
+            value: v,
+            time_enabled_ns: 100,
+            time_running_ns: 100,
+            fds: 1,
+            optional: false,
+            unavailable: v.is_none().then(|| Unavailable::absent("nope")),
+            per_cpu: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn metrics_sum_futex_and_divide_per_exit_and_skip_unavailable() {
+        let r = Report {
+            enabled: true,
+            counters: vec![
+                reading(
+                    "sys_futex",
+                    "syscalls:sys_enter_futex",
+                    "calls",
+                    Some(300.0),
+                ),
+                reading(
+                    "sys_futex_wake",
+                    "syscalls:sys_enter_futex_wake",
+                    "calls",
+                    Some(100.0),
+                ),
+                reading(
+                    "task_exits",
+                    "sched:sched_process_exit",
+                    "tasks",
+                    Some(100.0),
+                ),
+                reading("task_clock_ms", "task-clock", "ms", Some(50.0)),
+                reading("cycles", "cycles", "cycles", None),
+            ],
+            ..Default::default()
+        };
+        let m = r.metrics(100);
+        let get = |n: &str| m.iter().find(|x| x.name == n).map(|x| x.value);
+        assert_eq!(get("futex_calls"), Some(400.0));
+        assert_eq!(get("futex_per_exit"), Some(4.0));
+        assert_eq!(get("task_clock_us_per_exit"), Some(500.0));
+        assert_eq!(get("cycles"), None, "unavailable is left out, not 0");
+        assert_eq!(get("cycles_per_exit"), None);
+        assert!(r.metrics(0).iter().all(|x| !x.name.ends_with("_per_exit")));
+        let notes = r.notes();
+        assert_eq!(notes.len(), 1);
+        assert!(notes[0].contains("cycles unavailable: nope"), "{notes:?}");
+    }
+
+    #[test]
+    fn json_round_trips() {
+        let r = Report {
+            enabled: true,
+            counters: vec![reading(
+                "sys_futex",
+                "syscalls:sys_enter_futex",
+                "calls",
+                Some(3.0),
+            )],
+            ..Default::default()
+        };
+        assert_eq!(Report::from_json(&r.to_json()), Some(r));
+    }
+
+    #[test]
+    fn multiplexed_counters_are_noted() {
+        let mut c = reading("cycles", "cycles", "cycles", Some(10.0));
+        c.time_running_ns = 50;
+        let r = Report {
+            enabled: true,
+            counters: vec![c],
+            ..Default::default()
+        };
+        assert!(
+            r.notes()[0].contains("multiplexed: counted 50.0%"),
+            "{:?}",
+            r.notes()
+        );
+    }
+}

@@ -1,0 +1,304 @@
+//! A [`Session`]: the counters of one measured phase, from open to the
+//! [`Report`].
+//!
+//! Opening goes in phases, each a function below: the contention drain
+//! thread first (it must not inherit the counters), then the event catalog
+//! through the counting method ([`super::method::attach`]), then the
+//! contention sampler on the same target, then the `--require-perf` check.
+//! Nothing here stops a run for a counter that cannot be opened unless
+//! `--require-perf` asked for it.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+
+use super::contention;
+use super::events;
+use super::kallsyms::Symbols;
+use super::lock_sample::Layout;
+use super::method::{self, Attached, Method, Open};
+use super::percpu;
+use super::report::{note_for, CounterReading, Report};
+use super::sampler::{self, ContentionSampler, Drain};
+use super::sys::{CgroupScope, Kernel, RealKernel, Unavailable};
+use super::{PerfArgs, Scope};
+
+/// Counters opened for one measured phase.
+#[derive(Debug)]
+pub struct Session {
+    args: PerfArgs,
+    cpus: Vec<usize>,
+    targets: usize,
+    open: Vec<Open>,
+    unavailable: Vec<(events::EventSpec, Unavailable)>,
+    sampler: Option<ContentionSampler>,
+    contention_unavailable: Option<Unavailable>,
+    syms: Arc<Symbols>,
+    enabled_at: Option<Instant>,
+    enabled_s: f64,
+    method: Method,
+    method_fallback: Option<Unavailable>,
+    /// Declared last: dropped after the counters, it moves the process back.
+    cgroup: Option<CgroupScope>,
+}
+
+/// The contention profile's parts made before any counter is opened.
+struct ContentionSetup {
+    drain: Drain,
+    layout: Layout,
+}
+
+impl Session {
+    /// Opens every counter `args` asks for on `cpus` (system scope) or this
+    /// process. Counters that cannot be opened are recorded as unavailable;
+    /// with `--require-perf` that is an error instead.
+    pub fn open(args: &PerfArgs, cpus: &[usize]) -> Result<Session> {
+        Session::open_with(args, cpus, &RealKernel)
+    }
+
+    /// [`Session::open`] against any [`Kernel`] (tests fake failures here).
+    pub fn open_with(args: &PerfArgs, cpus: &[usize], kernel: &dyn Kernel) -> Result<Session> {
+        let mut s = Session::closed(args, cpus);
+        if args.no_perf {
+            return Ok(s);
+        }
+        raise_fd_limit();
+        let contention = s.prepare_contention(kernel)?;
+        let skip_tid = contention.as_ref().map(|c| c.drain.tid());
+        let attached = method::attach(kernel, args.perf_scope, &s.cpus, skip_tid);
+        if let Some(c) = contention {
+            s.open_sampler(kernel, c, &attached);
+        }
+        s.keep(attached);
+        s.check_required()?;
+        Ok(s)
+    }
+
+    /// A session with nothing open (yet).
+    fn closed(args: &PerfArgs, cpus: &[usize]) -> Session {
+        Session {
+            args: args.clone(),
+            cpus: if cpus.is_empty() {
+                crate::host::online_cpus()
+            } else {
+                cpus.to_vec()
+            },
+            targets: 0,
+            open: Vec::new(),
+            unavailable: Vec::new(),
+            sampler: None,
+            contention_unavailable: None,
+            syms: Arc::new(Symbols::default()),
+            enabled_at: None,
+            enabled_s: 0.0,
+            method: Method::None,
+            method_fallback: None,
+            cgroup: None,
+        }
+    }
+
+    /// `--contention`: symbols, the tracepoints' layout and the drain
+    /// thread, which must exist before any counter is opened so that it
+    /// does not inherit them (see sampler.rs).
+    fn prepare_contention(&mut self, kernel: &dyn Kernel) -> Result<Option<ContentionSetup>> {
+        if !self.args.contention {
+            return Ok(None);
+        }
+        self.syms = Arc::new(Symbols::load());
+        match contention_layout(kernel) {
+            Ok(layout) => Ok(Some(ContentionSetup {
+                drain: Drain::spawn(self.syms.clone())?,
+                layout,
+            })),
+            Err(u) => {
+                self.contention_unavailable = Some(u);
+                Ok(None)
+            }
+        }
+    }
+
+    /// Opens the contention sampler on what the counters watch.
+    fn open_sampler(&mut self, kernel: &dyn Kernel, c: ContentionSetup, attached: &Attached) {
+        // Process scope: our threads may run on any online CPU.
+        let online = crate::host::online_cpus();
+        let sample_cpus = if attached.method == Method::PerCpu {
+            &self.cpus
+        } else {
+            &online
+        };
+        let callchain = !self.syms.is_empty();
+        match ContentionSampler::open(
+            kernel,
+            c.drain,
+            c.layout,
+            sample_cpus,
+            attached.target(),
+            callchain,
+        ) {
+            Ok(sampler) => self.sampler = Some(sampler),
+            Err(u) => self.contention_unavailable = Some(u),
+        }
+    }
+
+    /// Takes over what [`method::attach`] opened.
+    fn keep(&mut self, a: Attached) {
+        self.method = a.method;
+        self.method_fallback = a.fallback;
+        self.targets = a.pids.len();
+        self.open = a.open;
+        self.unavailable = a.unavailable;
+        self.cgroup = a.cgroup;
+    }
+
+    /// `--require-perf`: any counter that could have been opened but was
+    /// not is an error (events the machine does not have never are).
+    fn check_required(&self) -> Result<()> {
+        if !self.args.require_perf {
+            return Ok(());
+        }
+        let mut fatal: Vec<String> = self
+            .unavailable
+            .iter()
+            .filter(|(spec, u)| !(u.absent && spec.optional))
+            .map(|(spec, u)| note_for(spec.event, u))
+            .collect();
+        if let Some(u) = &self.contention_unavailable {
+            fatal.push(note_for("contention profile", u));
+        }
+        if !fatal.is_empty() {
+            bail!(
+                "--require-perf: {} counter(s) unavailable:\n  {}",
+                fatal.len(),
+                fatal.join("\n  ")
+            );
+        }
+        Ok(())
+    }
+
+    /// Starts (or resumes) counting. `enable`/`disable` may alternate any
+    /// number of times: counts accumulate over the enabled periods only
+    /// (counters are created disabled, at zero).
+    pub fn enable(&mut self) -> Result<()> {
+        if self.enabled_at.is_some() {
+            return Ok(());
+        }
+        for o in &mut self.open {
+            for c in &mut o.counters {
+                c.enable()
+                    .with_context(|| format!("perf: cannot enable {}", o.spec.event))?;
+            }
+        }
+        if let Some(sm) = &self.sampler {
+            sm.enable()
+                .context("perf: cannot enable contention sampling")?;
+        }
+        self.enabled_at = Some(Instant::now());
+        Ok(())
+    }
+
+    /// Stops (pauses) counting; a second call is a no-op.
+    pub fn disable(&mut self) -> Result<()> {
+        if self.enabled_at.is_none() {
+            return Ok(());
+        }
+        if let Some(sm) = &self.sampler {
+            sm.disable()
+                .context("perf: cannot disable contention sampling")?;
+        }
+        for o in &mut self.open {
+            for c in &mut o.counters {
+                c.disable()
+                    .with_context(|| format!("perf: cannot disable {}", o.spec.event))?;
+            }
+        }
+        if let Some(t) = self.enabled_at.take() {
+            self.enabled_s += t.elapsed().as_secs_f64();
+        }
+        Ok(())
+    }
+
+    /// True when at least one counter is open.
+    pub fn is_counting(&self) -> bool {
+        !self.open.is_empty() || self.sampler.is_some()
+    }
+
+    /// Reads every counter and the contention samples.
+    pub fn finish(mut self) -> Result<Report> {
+        if self.enabled_at.is_some() {
+            self.disable()?;
+        }
+        let mut counters = Vec::new();
+        for o in &mut self.open {
+            let mut samples = Vec::with_capacity(o.counters.len());
+            for c in &mut o.counters {
+                let d = c
+                    .read_full()
+                    .with_context(|| format!("perf: cannot read {}", o.spec.event))?;
+                samples.push(percpu::Sample {
+                    count: d.count(),
+                    enabled_ns: d.time_enabled().map_or(0, |t| t.as_nanos() as u64),
+                    running_ns: d.time_running().map_or(0, |t| t.as_nanos() as u64),
+                });
+            }
+            counters.push(CounterReading::counted(&o.spec, &samples, &o.cpus));
+        }
+        for (spec, u) in &self.unavailable {
+            counters.push(CounterReading::unavailable(spec, u));
+        }
+        // Display order is the catalog's.
+        let order = events::catalog(self.args.perf_scope);
+        counters.sort_by_key(|c| order.iter().position(|e| e.metric == c.metric));
+
+        let contention = self.sampler.take().map(|sm| {
+            let rings = sm.rings;
+            let mut collected = sm.finish();
+            let mut r = contention::analyse(&mut collected.events, &self.syms);
+            r.lost = collected.lost;
+            r.dropped = collected.dropped;
+            r.ring_buffers = rings;
+            r.ring_kib = sampler::RING_BYTES >> 10;
+            r
+        });
+        Ok(Report {
+            enabled: !self.args.no_perf,
+            scope: self.args.perf_scope,
+            cpus: if self.args.perf_scope == Scope::System {
+                self.cpus.clone()
+            } else {
+                Vec::new()
+            },
+            threads_at_open: self.targets,
+            method: self.method,
+            method_fallback: self.method_fallback.clone(),
+            counted_s: self.enabled_s,
+            counters,
+            contention_requested: self.args.contention,
+            contention,
+            contention_unavailable: self.contention_unavailable.clone(),
+            no_aggregate: self.args.no_aggregate,
+        })
+    }
+}
+
+/// Reads both contention tracepoints' ids and formats.
+fn contention_layout(kernel: &dyn Kernel) -> Result<Layout, Unavailable> {
+    let (bs, bn) = events::CONTENTION_BEGIN;
+    let (es, en) = events::CONTENTION_END;
+    let begin_id = kernel.tracepoint_id(bs, bn)?;
+    let end_id = kernel.tracepoint_id(es, en)?;
+    let begin_fmt = kernel.tracepoint_file(bs, bn, "format")?;
+    let end_fmt = kernel.tracepoint_file(es, en, "format")?;
+    Layout::new(begin_id, &begin_fmt, end_id, &end_fmt).map_err(|m| Unavailable::fixable(m, ""))
+}
+
+/// Raises the soft RLIMIT_NOFILE to the hard limit: system scope opens one
+/// descriptor per event per CPU (14 x 128 CPUs is past the usual 1024).
+fn raise_fd_limit() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
+        if soft < hard {
+            let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
+        }
+    }
+}

@@ -1,0 +1,245 @@
+//! `herd agent`'s run result: time and CPU per job, queueing latency, the
+//! churn (threads spawned, exits, how the exits bunch up), perf counters
+//! per job.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use anyhow::Result;
+
+use super::runner::{Churn, JobLog};
+use super::{Args, Config, Waves};
+use crate::perf;
+use crate::result::{Metric, RunResult};
+use crate::runner as child;
+use crate::stats::Summary;
+use crate::usage::Usage;
+
+/// What one agent run measured.
+pub(super) struct Measured<'a> {
+    pub(super) args: &'a Args,
+    pub(super) cfg: &'a Config,
+    pub(super) ncpu: usize,
+    pub(super) waves: &'a Waves,
+    pub(super) churn: &'a Churn,
+    pub(super) log: &'a JobLog,
+    pub(super) submitted: &'a [AtomicU64],
+    pub(super) ru0: Usage,
+    pub(super) ru1: Usage,
+    pub(super) perf: &'a perf::Report,
+}
+
+impl Measured<'_> {
+    /// Jobs run.
+    fn jobs(&self) -> u64 {
+        (self.waves.done * self.cfg.jobs) as u64
+    }
+
+    /// `v` per job (0 when no job ran).
+    fn per_job(&self, v: f64) -> f64 {
+        match self.jobs() {
+            0 => 0.0,
+            n => v / n as f64,
+        }
+    }
+}
+
+/// The run result of a measured agent run.
+pub(super) fn build(m: &Measured<'_>) -> Result<RunResult> {
+    let mut r = RunResult::new(
+        "agent",
+        m.args.to_args(),
+        serde_json::to_value(m.cfg)?,
+        serde_json::json!({ "cpus": m.ncpu }),
+    );
+    r.interrupted = m.waves.done < m.cfg.waves;
+    push_time_and_cpu(&mut r, m);
+    push_latency(&mut r, m)?;
+    push_churn(&mut r, m);
+    push_perf(&mut r, m);
+    for w in &r.warnings {
+        if !m.args.out.json && !m.args.out.csv && !child::is_child() {
+            eprintln!("warning: {w}");
+        }
+    }
+    Ok(r)
+}
+
+/// Wall and busy time, jobs per second, user/sys CPU and per job.
+fn push_time_and_cpu(r: &mut RunResult, m: &Measured<'_>) {
+    let user = m.ru1.user_s - m.ru0.user_s;
+    let sys = m.ru1.sys_s - m.ru0.sys_s;
+    let busy = m.waves.busy.as_secs_f64();
+    r.push(Metric::lower("wall_s", "s", m.waves.wall.as_secs_f64()));
+    r.push(Metric::lower("busy_s", "s", busy));
+    r.push(Metric::higher(
+        "jobs_per_s",
+        "/s",
+        m.jobs() as f64 / busy.max(1e-9),
+    ));
+    r.push(Metric::lower("user_s", "s", user));
+    r.push(Metric::lower("sys_s", "s", sys));
+    r.push(Metric::lower("sys_us_per_job", "us", m.per_job(sys) * 1e6));
+    r.push(Metric::lower(
+        "cpu_us_per_job",
+        "us",
+        m.per_job(user + sys) * 1e6,
+    ));
+}
+
+/// Queueing latency (submit to start) over all jobs that ran; a job that
+/// never ran is a bug in the runner and fails the run.
+fn push_latency(r: &mut RunResult, m: &Measured<'_>) -> Result<()> {
+    let mut lat = hdrhistogram::Histogram::<u64>::new(3)?;
+    let mut missing = 0u64;
+    for i in 0..(m.waves.done * m.cfg.jobs) {
+        let s = m.log.started_ns[i].load(Ordering::Relaxed);
+        let q = m.submitted[i].load(Ordering::Relaxed);
+        if s == 0 {
+            missing += 1;
+        } else {
+            lat.record(s.saturating_sub(q) / 1000)?;
+        }
+    }
+    if missing > 0 {
+        anyhow::bail!(
+            "{missing} jobs never ran (a bug in the {} runner)",
+            m.cfg.mode.name()
+        );
+    }
+    if !lat.is_empty() {
+        r.push(Metric::lower(
+            "latency_p50_us",
+            "us",
+            lat.value_at_quantile(0.5) as f64,
+        ));
+        r.push(Metric::lower(
+            "latency_p99_us",
+            "us",
+            lat.value_at_quantile(0.99) as f64,
+        ));
+    }
+    Ok(())
+}
+
+/// Threads spawned and exited, the exit herd's shape, failed creations.
+fn push_churn(r: &mut RunResult, m: &Measured<'_>) {
+    let churn = m.churn;
+    for (name, v) in [
+        ("threads_spawned", churn.spawned),
+        ("thread_exits", churn.exits_ns.len() as u64),
+    ] {
+        r.push(Metric::info(name, "threads", v as f64));
+    }
+    r.push(Metric::lower(
+        "spawns_per_wave",
+        "threads",
+        churn.spawned as f64 / m.waves.done.max(1) as f64,
+    ));
+    let (burst, spread) = exit_shape(
+        &churn.exits_ns,
+        &m.waves.starts_ns,
+        Duration::from_millis(1),
+    );
+    r.push(Metric::lower("max_exits_per_ms", "exits", burst as f64));
+    if let Some(s) = spread {
+        r.push(Metric::info("exit_spread_p50_ms", "ms", s));
+    }
+    if churn.spawn_failures > 0 {
+        r.push(Metric::lower(
+            "spawn_failures",
+            "threads",
+            churn.spawn_failures as f64,
+        ));
+        r.warnings.push(format!(
+            "{} thread creations failed ({} jobs ran on the submitter instead); last: {}",
+            churn.spawn_failures,
+            churn.ran_on_caller,
+            churn.last_spawn_error.as_deref().unwrap_or("?")
+        ));
+    }
+}
+
+/// The perf counters, futex calls and contentions per job, their notes
+/// and the contention table.
+fn push_perf(r: &mut RunResult, m: &Measured<'_>) {
+    let report = m.perf;
+    let perf_metrics = report.metrics(0);
+    for x in &perf_metrics {
+        r.push(x.clone());
+    }
+    for (total_name, name) in [
+        ("futex_calls", "futex_per_job"),
+        ("lock_contentions", "contentions_per_job"),
+    ] {
+        if let Some(x) = perf_metrics.iter().find(|x| x.name == total_name) {
+            r.push(Metric::lower(name, "calls", m.per_job(x.value)));
+        }
+    }
+    r.perf = report.to_json();
+    r.warnings.extend(report.notes());
+    if let Some(t) = report.contention_table() {
+        r.details = serde_json::json!({ "contention_table": t });
+    }
+}
+
+/// The most exits within any `window`, and the median over waves of how
+/// long each wave's exits took from first to last (ms). Wave `i` owns the
+/// exits from its start to the next wave's start (its burst and its gap);
+/// waves with fewer than two exits are left out.
+fn exit_shape(exits_ns: &[u64], wave_starts_ns: &[u64], window: Duration) -> (usize, Option<f64>) {
+    let mut v = exits_ns.to_vec();
+    v.sort_unstable();
+    let w = window.as_nanos() as u64;
+    let mut best = 0;
+    let mut lo = 0;
+    for hi in 0..v.len() {
+        while v[hi] - v[lo] >= w {
+            lo += 1;
+        }
+        best = best.max(hi - lo + 1);
+    }
+    let mut spreads = Vec::new();
+    for (i, &start) in wave_starts_ns.iter().enumerate() {
+        let end = wave_starts_ns.get(i + 1).copied().unwrap_or(u64::MAX);
+        let mine: Vec<u64> = v
+            .iter()
+            .copied()
+            .filter(|&t| t >= start && t < end)
+            .collect();
+        if let (Some(first), Some(last)) = (mine.first(), mine.last()) {
+            if mine.len() >= 2 {
+                spreads.push((last - first) as f64 / 1e6);
+            }
+        }
+    }
+    (best, Summary::of(&spreads).map(|s| s.median))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_shape_counts_the_densest_millisecond_and_wave_spread() {
+        let ms = 1_000_000;
+        // Wave 0 (from 0): 5 exits within 0.5 ms; wave 1 (from 40 ms): 3
+        // exits over 6 ms; wave 2 (from 100 ms): one exit (no spread).
+        let v = [
+            0,
+            100_000,
+            200_000,
+            300_000,
+            400_000,
+            50 * ms,
+            53 * ms,
+            56 * ms,
+            120 * ms,
+        ];
+        let (burst, spread) = exit_shape(&v, &[0, 40 * ms, 100 * ms], Duration::from_millis(1));
+        assert_eq!(burst, 5);
+        // Spreads 0.4 ms and 6 ms: median 3.2.
+        assert!((spread.unwrap() - 3.2).abs() < 1e-9);
+        assert_eq!(exit_shape(&[], &[0], Duration::from_millis(1)), (0, None));
+    }
+}

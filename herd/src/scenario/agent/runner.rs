@@ -1,0 +1,338 @@
+//! What runs `herd agent`'s jobs: a thread per job, the mutex pool or
+//! exitq::pool ([`Runner`]), the job body and its timing log, the
+//! submitters' share of a wave, and the churn each runner reports when it
+//! is shut down (threads spawned, exits, failed creations).
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier, Mutex};
+use std::thread::{self, Thread};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+use super::{Config, Mode, MutexPool};
+
+/// Exit and spawn bookkeeping gathered by one run.
+#[derive(Debug, Default)]
+pub(super) struct Churn {
+    pub(super) spawned: u64,
+    pub(super) spawn_failures: u64,
+    pub(super) last_spawn_error: Option<String>,
+    /// Exit (or retirement decision) times, ns since the run's start.
+    pub(super) exits_ns: Vec<u64>,
+    pub(super) ran_on_caller: u64,
+}
+
+/// Per-job timing, shared by the jobs of a run: preallocated, one slot per
+/// job, so recording takes no lock in any mode.
+pub(super) struct JobLog {
+    /// ns since start at which each job began (0 = not run).
+    pub(super) started_ns: Vec<AtomicU64>,
+    /// ns since start at which each job finished.
+    pub(super) ended_ns: Vec<AtomicU64>,
+    /// Jobs finished in the current wave, and who waits for the last one.
+    pub(super) done: AtomicUsize,
+    pub(super) waiter: Mutex<Option<Thread>>,
+    pub(super) t0: Instant,
+}
+
+impl JobLog {
+    pub(super) fn ns(&self) -> u64 {
+        self.t0.elapsed().as_nanos() as u64
+    }
+}
+
+/// The job body: record, spin `job_us`, record, count.
+pub(super) fn job(log: &JobLog, idx: usize, job_us: u64, wave_jobs: usize) {
+    log.started_ns[idx].store(log.ns().max(1), Ordering::Relaxed);
+    if job_us > 0 {
+        let t = Instant::now();
+        let d = Duration::from_micros(job_us);
+        while t.elapsed() < d {
+            std::hint::spin_loop();
+        }
+    }
+    log.ended_ns[idx].store(log.ns().max(1), Ordering::Relaxed);
+    // AcqRel: the last job's increment publishes every job's stores to the
+    // waiter, which reads `done` with Acquire.
+    if log.done.fetch_add(1, Ordering::AcqRel) + 1 == wave_jobs {
+        if let Some(t) = log
+            .waiter
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            t.unpark();
+        }
+    }
+}
+
+/// Something that runs jobs.
+pub(super) enum Runner {
+    Thread(Mutex<Vec<thread::JoinHandle<()>>>, Mutex<Churn>),
+    MutexPool(MutexPool),
+    ExitqPool(exitq::pool::Pool, Arc<Mutex<Vec<Instant>>>),
+}
+
+impl Runner {
+    pub(super) fn submit(&self, f: Box<dyn FnOnce() + Send + 'static>) {
+        match self {
+            Runner::Thread(handles, churn) => match spawn_or_return(f) {
+                Ok(h) => handles.lock().unwrap_or_else(|e| e.into_inner()).push(h),
+                Err((f, e)) => {
+                    // A failed creation is counted and explained, and the
+                    // job runs here instead of being lost.
+                    let mut c = churn.lock().unwrap_or_else(|e| e.into_inner());
+                    c.spawn_failures += 1;
+                    c.last_spawn_error = Some(explain(&e));
+                    c.ran_on_caller += 1;
+                    drop(c);
+                    f();
+                }
+            },
+            Runner::MutexPool(p) => p.execute(f),
+            Runner::ExitqPool(p, _) => {
+                if let Err(rejected) = p.execute(f) {
+                    (rejected.0)();
+                }
+            }
+        }
+    }
+}
+
+fn explain(e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(libc::EAGAIN) => format!(
+            "{e} (EAGAIN: RLIMIT_NPROC, kernel.threads-max, pid_max or a cgroup pids.max limit)"
+        ),
+        Some(libc::ENOMEM) => {
+            format!("{e} (ENOMEM: stack memory or vm.max_map_count exhausted)")
+        }
+        _ => e.to_string(),
+    }
+}
+
+impl Runner {
+    /// The runner of `cfg.mode`, started (the pools' minimum workers too).
+    pub(super) fn start(cfg: &Config) -> Result<Runner> {
+        Ok(match cfg.mode {
+            Mode::Thread => Runner::Thread(Mutex::new(Vec::new()), Mutex::new(Churn::default())),
+            Mode::MutexPool => Runner::MutexPool(MutexPool::new(
+                cfg.max_workers,
+                Duration::from_millis(cfg.keep_alive_ms),
+            )),
+            Mode::ExitqPool => {
+                let exits = Arc::new(Mutex::new(Vec::new()));
+                let e2 = exits.clone();
+                let mut builder = exitq::pool::Pool::builder();
+                if let Some(p) = cfg.exit_poll_ms {
+                    let domain = exitq::Domain::builder()
+                        .thread_name("agent-reclaim")
+                        .exit_poll(Some(Duration::from_millis(p)))
+                        .try_build()
+                        .context("cannot build the exitq domain")?;
+                    builder = builder.domain(domain);
+                }
+                let pool = builder
+                    .min_workers(cfg.min_workers)
+                    .max_workers(cfg.max_workers)
+                    .keep_alive(Duration::from_millis(cfg.keep_alive_ms))
+                    .keep_alive_jitter(Duration::from_millis(cfg.jitter_ms))
+                    .retire_batch(cfg.retire_batch)
+                    .spin(Duration::from_micros(cfg.spin_us))
+                    .thread_name("agent")
+                    .on_retire(move |r| {
+                        if r.reason == exitq::pool::RetireReason::Idle {
+                            e2.lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .push(r.decided_at);
+                        }
+                    })
+                    .build()
+                    .context("cannot start the exitq pool's minimum workers")?;
+                Runner::ExitqPool(pool, exits)
+            }
+        })
+    }
+
+    /// Joins the threads of a finished wave (thread per job only).
+    pub(super) fn join_wave(&self) {
+        if let Runner::Thread(handles, _) = self {
+            let hs = std::mem::take(&mut *handles.lock().unwrap_or_else(|e| e.into_inner()));
+            for h in hs {
+                let _ = h.join();
+            }
+        }
+    }
+}
+
+/// Submitter `s` of `cfg.submitters` queues its share of wave `w`.
+pub(super) fn submit_share(
+    runner: &Arc<Runner>,
+    log: &Arc<JobLog>,
+    submitted: &Arc<Vec<AtomicU64>>,
+    cfg: &Config,
+    w: usize,
+    s: usize,
+) {
+    let (job_us, wave_jobs) = (cfg.job_us, cfg.jobs);
+    for j in (s..cfg.jobs).step_by(cfg.submitters) {
+        let idx = w * cfg.jobs + j;
+        submitted[idx].store(log.ns(), Ordering::Relaxed);
+        let log = log.clone();
+        let f: Box<dyn FnOnce() + Send> = Box::new(move || job(&log, idx, job_us, wave_jobs));
+        runner.submit(f);
+    }
+}
+
+/// Spawns a thread for `f`, or hands `f` back with the error.
+#[allow(clippy::type_complexity)]
+fn spawn_or_return(
+    f: Box<dyn FnOnce() + Send>,
+) -> std::result::Result<thread::JoinHandle<()>, (Box<dyn FnOnce() + Send>, std::io::Error)> {
+    // The closure is parked in a slot the thread takes it from, so a failed
+    // spawn (which drops the thread's closure) does not lose the job.
+    let slot = Arc::new(Mutex::new(Some(f)));
+    let s2 = slot.clone();
+    match thread::Builder::new().spawn(move || {
+        let f = s2.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(f) = f {
+            f();
+        }
+    }) {
+        Ok(h) => Ok(h),
+        Err(e) => {
+            let f = slot
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take()
+                .expect("a thread that was never created did not take its job");
+            Err((f, e))
+        }
+    }
+}
+
+/// Shuts the runner down and gathers its churn figures.
+pub(super) fn finish(runner: Runner, log: &JobLog) -> Result<Churn> {
+    let base = log.t0;
+    let ns = |t: Instant| t.saturating_duration_since(base).as_nanos() as u64;
+    Ok(match runner {
+        Runner::Thread(handles, churn) => {
+            for h in handles.into_inner().unwrap_or_else(|e| e.into_inner()) {
+                let _ = h.join();
+            }
+            let mut c = churn.into_inner().unwrap_or_else(|e| e.into_inner());
+            // Each job's thread exited right after the job ended. (Jobs run
+            // on the submitter after a failed creation, reported as
+            // spawn_failures, are included: their end is as close as we get.)
+            c.exits_ns = log
+                .ended_ns
+                .iter()
+                .map(|e| e.load(Ordering::Relaxed))
+                .filter(|&e| e != 0)
+                .collect();
+            c.spawned = (c.exits_ns.len() as u64).saturating_sub(c.ran_on_caller);
+            c
+        }
+        Runner::MutexPool(p) => {
+            let s = p.shutdown()?;
+            Churn {
+                spawned: s.spawned,
+                spawn_failures: s.spawn_failures,
+                last_spawn_error: s.last_spawn_error,
+                exits_ns: s.retirements.into_iter().map(ns).collect(),
+                ran_on_caller: s.ran_on_caller,
+            }
+        }
+        Runner::ExitqPool(p, exits) => {
+            let report = p.shutdown();
+            let exits = exits.lock().unwrap_or_else(|e| e.into_inner());
+            Churn {
+                spawned: report.stats.spawned,
+                spawn_failures: report.stats.spawn_failures,
+                last_spawn_error: p.last_spawn_error(),
+                exits_ns: exits.iter().map(|&t| ns(t)).collect(),
+                ran_on_caller: report.stats.ran_on_caller,
+            }
+        }
+    })
+}
+
+/// The submitter threads (all but the first, which is the measuring
+/// thread itself): they live for the whole run, so they are not part of
+/// the churn, and queue their share of each wave between two barriers.
+pub(super) struct Submitters {
+    start: Arc<Barrier>,
+    end: Arc<Barrier>,
+    wave_no: Arc<AtomicUsize>,
+    helpers: Vec<thread::JoinHandle<()>>,
+}
+
+impl Submitters {
+    /// Starts `cfg.submitters - 1` helper threads.
+    pub(super) fn start(
+        cfg: &Config,
+        runner: &Arc<Runner>,
+        log: &Arc<JobLog>,
+        submitted: &Arc<Vec<AtomicU64>>,
+    ) -> Result<Submitters> {
+        let start = Arc::new(Barrier::new(cfg.submitters));
+        let end = Arc::new(Barrier::new(cfg.submitters));
+        let wave_no = Arc::new(AtomicUsize::new(0));
+        let helpers = (1..cfg.submitters)
+            .map(|s| {
+                let (runner, log, sub, start, end, wave_no) = (
+                    runner.clone(),
+                    log.clone(),
+                    submitted.clone(),
+                    start.clone(),
+                    end.clone(),
+                    wave_no.clone(),
+                );
+                let cfg = cfg.clone();
+                thread::Builder::new()
+                    .name(format!("submitter-{s}"))
+                    .spawn(move || loop {
+                        start.wait();
+                        let w = wave_no.load(Ordering::SeqCst);
+                        if w == usize::MAX {
+                            return;
+                        }
+                        submit_share(&runner, &log, &sub, &cfg, w, s);
+                        end.wait();
+                    })
+                    .context("cannot create a submitter thread")
+            })
+            .collect::<Result<_>>()?;
+        Ok(Submitters {
+            start,
+            end,
+            wave_no,
+            helpers,
+        })
+    }
+
+    /// Every submitter (this thread as number 0) queues its share of wave `w`.
+    pub(super) fn submit_wave(
+        &self,
+        w: usize,
+        cfg: &Config,
+        runner: &Arc<Runner>,
+        log: &Arc<JobLog>,
+        submitted: &Arc<Vec<AtomicU64>>,
+    ) {
+        self.wave_no.store(w, Ordering::SeqCst);
+        self.start.wait();
+        submit_share(runner, log, submitted, cfg, w, 0);
+        self.end.wait();
+    }
+
+    /// Stops and joins the helpers.
+    pub(super) fn stop(self) {
+        self.wave_no.store(usize::MAX, Ordering::SeqCst);
+        self.start.wait();
+        for h in self.helpers {
+            let _ = h.join();
+        }
+    }
+}

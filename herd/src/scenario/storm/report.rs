@@ -1,0 +1,347 @@
+//! The storm's run result: the figures of a finished [`super::StormRun`]
+//! as metrics, warnings and details, and the storm's own sections below
+//! the metrics table (contention profile, placement, pre-flight,
+//! warnings).
+
+use std::fmt::Write as _;
+
+use anyhow::Result;
+use serde_json::json;
+
+use super::collect::{hist_json, placement, push_hist};
+use super::Measured;
+use crate::export::format::fmt_value;
+use crate::host::format_cpu_list;
+use crate::perf;
+use crate::result::{Metric, RunResult};
+use crate::runner;
+use crate::spawn::Reap;
+
+/// The run result of a measured storm.
+pub(super) fn build(m: &Measured<'_>, perf: &perf::Report) -> Result<RunResult> {
+    let cfg = m.cfg;
+    let mut r = RunResult::new(
+        "storm",
+        m.argv.clone(),
+        serde_json::to_value(cfg)?,
+        m.facts.to_json(),
+    );
+    r.interrupted = m.interrupted;
+    push_time_and_rusage(&mut r, m);
+    push_threads(&mut r, m);
+    push_hist(&mut r, "create", &m.collector.create);
+    push_hist(&mut r, "start", &m.collector.start);
+    push_hist(&mut r, "exit", &m.collector.exit);
+    if !m.collector.exit_hook.is_empty() {
+        push_hist(&mut r, "exit_hook", &m.collector.exit_hook);
+    }
+    r.push(Metric::lower(
+        "peak_rss_kib",
+        "KiB",
+        m.ru1.max_rss_kib as f64,
+    ));
+    r.push(Metric::lower(
+        "minor_faults",
+        "faults",
+        m.ru1.minor_faults.saturating_sub(m.ru0.minor_faults) as f64,
+    ));
+    if let Some(s) = m.spawner.recycled_stacks() {
+        for x in s.metrics() {
+            r.push(x);
+        }
+        r.warnings.extend(s.warnings());
+    }
+    let place = placement(cfg, &m.collector);
+    r.push(Metric::info(
+        "cpus_used",
+        "cpus",
+        place["cpus_used"].as_u64().unwrap_or(0) as f64,
+    ));
+    for x in perf.metrics(m.exits) {
+        r.push(x);
+    }
+    if let Some(c) = &m.cleanup {
+        for x in c.metrics(m.exits) {
+            r.push(x);
+        }
+        r.warnings.extend(c.problems());
+    }
+    r.perf = perf.to_json();
+    for x in crate::spawn::recycled::mmap_lock_metrics(&r.perf) {
+        r.push(x);
+    }
+    for line in perf.notes() {
+        eprintln!("{line}");
+    }
+    push_warnings(&mut r, m);
+    r.details = json!({
+        "waves_run": m.waves_run,
+        "threads_requested": cfg.total_threads(),
+        "ended_by_request": m.collector.ended_by_request,
+        "ended_on_own": m.collector.ended_on_own,
+        "never_exited": m.never_exited,
+        "detached": m.counts.detached,
+        "leaked": m.counts.leaked,
+        "failures": m.failures.groups(),
+        "histograms": {
+            "create": hist_json(&m.collector.create),
+            "start": hist_json(&m.collector.start),
+            "exit": hist_json(&m.collector.exit),
+            "exit_hook": hist_json(&m.collector.exit_hook),
+        },
+        "placement": place,
+        "preflight": m.pre,
+        "cleanup": m.cleanup,
+        "stacks": m.spawner.recycled_stacks().map(|s| s.to_json()),
+    });
+    if runner::is_child() {
+        // Children print JSON only; the parent shows stderr as is.
+        for w in &r.warnings {
+            eprintln!("herd: {w}");
+        }
+    }
+    Ok(r)
+}
+
+/// Wall time of the measured phase and its parts; getrusage deltas.
+fn push_time_and_rusage(r: &mut RunResult, m: &Measured<'_>) {
+    let s = |ns: u64| ns as f64 / 1e9;
+    r.push(Metric::lower("wall_s", "s", s(m.t1 - m.t0)));
+    r.push(Metric::lower("waves_s", "s", s(m.t_waves - m.t0)));
+    r.push(Metric::lower("drain_s", "s", s(m.t1 - m.t_waves)));
+    r.push(Metric::lower("user_s", "s", m.ru1.user_s - m.ru0.user_s));
+    r.push(Metric::lower("sys_s", "s", m.ru1.sys_s - m.ru0.sys_s));
+    let (u0, u1) = (&m.ru0, &m.ru1);
+    for (name, after, before) in [
+        (
+            "ctx_voluntary",
+            u1.voluntary_switches,
+            u0.voluntary_switches,
+        ),
+        (
+            "ctx_involuntary",
+            u1.involuntary_switches,
+            u0.involuntary_switches,
+        ),
+    ] {
+        let delta = after.saturating_sub(before) as f64;
+        r.push(Metric::lower(name, "switches", delta));
+    }
+}
+
+/// Threads created, failed, cancelled, exited, reaped; the create rate.
+fn push_threads(r: &mut RunResult, m: &Measured<'_>) {
+    let c = &m.counts;
+    let reaped = match m.cfg.reap {
+        Reap::Join => m.reaped,
+        Reap::Detach => c.detached,
+        Reap::Leak => 0,
+    };
+    let failed = m.failures.total() as f64;
+    r.push(Metric::info("threads_created", "threads", c.created as f64));
+    r.push(Metric::lower("threads_failed", "threads", failed));
+    for (name, v) in [
+        ("threads_cancelled", c.cancel_requests),
+        ("threads_exited", m.exits),
+        ("threads_reaped", reaped),
+    ] {
+        r.push(Metric::info(name, "threads", v as f64));
+    }
+    let waves_s = (m.t_waves - m.t0) as f64 / 1e9;
+    if waves_s > 0.0 {
+        r.push(Metric::higher(
+            "create_rate",
+            "threads/s",
+            c.created as f64 / waves_s,
+        ));
+    }
+}
+
+/// Creation failures with the limit named, pre-flight warnings, threads
+/// that never exited, failed cancels and joins.
+fn push_warnings(r: &mut RunResult, m: &Measured<'_>) {
+    for g in &m.failures.groups() {
+        r.warnings.push(format!(
+            "{} thread creations failed with {} ({}): {}; first in wave {} after {} threads created",
+            g.count, g.errno_name, g.limit_name, g.evidence, g.first_wave, g.created_before
+        ));
+    }
+    r.warnings.extend(m.pre.warnings.iter().cloned());
+    if m.never_exited > 0 {
+        r.warnings.push(format!(
+            "{} threads did not reach their exit destructor within the drain timeout",
+            m.never_exited
+        ));
+    }
+    if m.counts.cancel_errors > 0 {
+        r.warnings.push(format!(
+            "{} pthread_cancel calls failed",
+            m.counts.cancel_errors
+        ));
+    }
+    if m.reap_failed > 0 {
+        r.warnings.push(format!("{} joins failed", m.reap_failed));
+    }
+}
+
+/// The storm's own sections below the metrics table: the `--contention`
+/// profile, placement, failures, warnings.
+pub fn extra_sections(r: &RunResult) -> String {
+    let mut out = String::new();
+    if let Some(t) = perf::Report::from_json(&r.perf).and_then(|p| p.contention_table()) {
+        let _ = writeln!(out, "\n{t}");
+    }
+    let p = &r.details["placement"];
+    if let Some(starts) = p["per_cpu_start"].as_array() {
+        let requested: Vec<usize> = p["cpus_requested"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_u64())
+                    .map(|v| v as usize)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "\nplacement: {} CPUs used of {} requested ({}), imbalance {} (max/mean threads per CPU at start)",
+            p["cpus_used"],
+            requested.len(),
+            format_cpu_list(&requested),
+            fmt_value(p["imbalance"].as_f64().unwrap_or(0.0))
+        );
+        let (os, oe) = (
+            p["outside_requested_start"].as_u64().unwrap_or(0),
+            p["outside_requested_exit"].as_u64().unwrap_or(0),
+        );
+        if os + oe > 0 {
+            let _ = writeln!(
+                out,
+                "  threads seen outside the requested CPUs: {os} at start, {oe} at exit"
+            );
+        }
+        for (label, list) in [
+            ("start", starts),
+            ("exit", p["per_cpu_exit"].as_array().unwrap_or(starts)),
+        ] {
+            let items: Vec<String> = list
+                .iter()
+                .filter_map(|e| Some(format!("cpu{}:{}", e.get(0)?, e.get(1)?)))
+                .collect();
+            let _ = write!(out, "  threads per CPU at {label}:");
+            for (i, it) in items.iter().enumerate() {
+                if i % 8 == 0 {
+                    let _ = write!(out, "\n    ");
+                } else {
+                    out.push_str("  ");
+                }
+                out.push_str(it);
+            }
+            out.push('\n');
+        }
+    }
+    let pre = &r.details["preflight"];
+    if pre.is_object() {
+        let _ = writeln!(
+            out,
+            "\npre-flight: stack {} per thread, peak live threads {}{}, peak mappings {}{}",
+            crate::host::human_bytes(pre["stack_bytes"].as_u64().unwrap_or(0)),
+            if pre["peak_is_lower_bound"] == true {
+                ">= "
+            } else {
+                "~"
+            },
+            pre["peak_live_threads"],
+            pre["peak_mappings"],
+            match pre["leak_thread_capacity"].as_u64() {
+                Some(c) => format!(", room for ~{c} leaked threads"),
+                None => String::new(),
+            }
+        );
+    }
+    if !r.warnings.is_empty() {
+        let _ = writeln!(out, "\nwarnings:");
+        for w in &r.warnings {
+            let _ = writeln!(out, "  - {w}");
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::storm::collect::{placement, Collector};
+    use crate::scenario::storm::{Config, Pin, Preset};
+    use crate::spawn::{Cancel, Reap};
+
+    fn cfg_with_cpus(cpus: Vec<usize>) -> Config {
+        Config {
+            preset: Preset::Default,
+            waves: 1,
+            per_wave: 1,
+            lag: 0,
+            slots: 1,
+            spin: 0,
+            sleep_ms: 0,
+            spawn: crate::spawn::Backend::Pthread,
+            stack_size: None,
+            stacks: Default::default(),
+            stack_release: Default::default(),
+            cancel: Cancel::Pthread,
+            reap: Reap::Join,
+            cpus,
+            pin: Pin::RoundRobin,
+            force: false,
+            cleanup: Default::default(),
+        }
+    }
+
+    /// Placement on a simulated 384-CPU machine: ids above 128 and 256,
+    /// no fixed-size tables anywhere.
+    #[test]
+    fn placement_beyond_128_cpus() {
+        let requested: Vec<usize> = (0..128).chain(256..384).collect();
+        let cfg = cfg_with_cpus(requested.clone());
+        let mut c = Collector::new();
+        for &cpu in &requested {
+            let n = if cpu == 300 { 4 } else { 2 };
+            c.per_cpu_start.insert(cpu as i32, n);
+            c.per_cpu_exit.insert(cpu as i32, n);
+        }
+        let p = placement(&cfg, &c);
+        assert_eq!(p["cpus_used"], 256);
+        assert_eq!(p["cpus_requested"].as_array().unwrap().len(), 256);
+        assert_eq!(p["per_cpu_start"][200], serde_json::json!([328, 2]));
+        let total = 2.0 * 255.0 + 4.0;
+        assert!((p["imbalance"].as_f64().unwrap() - 4.0 / (total / 256.0)).abs() < 1e-9);
+        let r = {
+            let mut r = RunResult::new("storm", vec![], Default::default(), Default::default());
+            r.details = json!({ "placement": p });
+            r
+        };
+        let text = extra_sections(&r);
+        assert!(
+            text.contains("256 CPUs used of 256 requested (0-127,256-383)"),
+            "{text}"
+        );
+        assert!(text.contains("cpu383:2"), "{text}");
+    }
+
+    #[test]
+    fn placement_counts_unused_requested_cpus_in_the_imbalance() {
+        // 10 threads all on CPU 1 of 0-4: imbalance 5 (max 10 / mean 2).
+        let cfg = cfg_with_cpus(vec![0, 1, 2, 3, 4]);
+        let mut c = Collector::new();
+        c.per_cpu_start.insert(1, 10);
+        c.per_cpu_exit.insert(1, 10);
+        let p = placement(&cfg, &c);
+        assert_eq!(p["cpus_used"], 1);
+        assert_eq!(p["imbalance"], 5.0);
+        assert_eq!(p["outside_requested_start"], 0);
+        // A thread that exited on CPU 7, outside 0-4, is reported.
+        c.per_cpu_exit.insert(7, 1);
+        let p = placement(&cfg, &c);
+        assert_eq!(p["outside_requested_exit"], 1);
+    }
+}
