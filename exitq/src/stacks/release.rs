@@ -1,0 +1,88 @@
+//! Releasing the pages of recycled stacks, in batches.
+//!
+//! # Releasing memory
+//!
+//! Pooled stacks keep their pages by default ([`Release::Keep`](crate::stacks::Release::Keep)): reuse
+//! costs no page fault, and nothing touches `mmap_lock`. With
+//! [`Release::DontNeed`](crate::stacks::Release::DontNeed) or [`Release::Free`](crate::stacks::Release::Free) the reclaimer releases each
+//! recycled stack's pages (all but the first and last page, which hold the
+//! canary and the header) in batches, with one `process_madvise(2)` call for
+//! up to 1024 stacks (one `mmap_lock` acquisition for the whole vector on
+//! Linux 6.x; `MADV_DONTNEED` through `process_madvise` needs Linux 6.13+),
+//! falling back to one `madvise(2)` per stack where the kernel refuses.
+//! [`StackPool::trim`](crate::stacks::StackPool::trim) does the same on demand for every idle stack.
+
+use std::ptr::NonNull;
+use std::sync::atomic::Ordering;
+
+use super::shared::{Header, Shared};
+use super::sys::page_size;
+
+/// Most `iovec`s one `process_madvise(2)` call accepts (`UIO_MAXIOV`).
+pub(super) const IOV_MAX: usize = 1024;
+
+impl Shared {
+    pub(super) fn pidfd(&self) -> Option<libc::c_int> {
+        *self.pidfd.get_or_init(|| {
+            // SAFETY: pidfd_open(getpid(), 0) has no memory arguments.
+            let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) };
+            (fd >= 0).then_some(fd as libc::c_int)
+        })
+    }
+
+    /// The pages of a stack that may be released: all but its first page
+    /// (canary) and last page (header).
+    pub(super) fn releasable(&self, hdr: NonNull<Header>) -> Option<libc::iovec> {
+        let page = page_size();
+        let low = self.stack_low(hdr).wrapping_add(page);
+        let len = self.stack_size.checked_sub(2 * page)?;
+        (len > 0).then_some(libc::iovec {
+            iov_base: low.cast(),
+            iov_len: len,
+        })
+    }
+
+    /// Releases the pages of `stacks` (owned by the caller, unused):
+    /// `process_madvise` with up to IOV_MAX ranges per call, or one
+    /// `madvise` per stack if the kernel refuses.
+    pub(super) fn release_pages(&self, stacks: &[NonNull<Header>], advice: libc::c_int) {
+        let iovs: Vec<libc::iovec> = stacks.iter().filter_map(|&h| self.releasable(h)).collect();
+        for chunk in iovs.chunks(IOV_MAX) {
+            let mut done = 0;
+            if let Some(fd) = self.pidfd() {
+                // SAFETY: `chunk` is a valid iovec array of `len` entries,
+                // each naming pages of a stack we own and nobody uses.
+                let n = unsafe {
+                    libc::syscall(
+                        libc::SYS_process_madvise,
+                        fd,
+                        chunk.as_ptr(),
+                        chunk.len(),
+                        advice,
+                        0u32,
+                    )
+                };
+                if n >= 0 {
+                    self.c.process_madvise_calls.fetch_add(1, Ordering::Relaxed);
+                    // Ranges fully advised before a possible partial stop.
+                    let mut left = n as usize;
+                    for v in chunk {
+                        if left < v.iov_len {
+                            break;
+                        }
+                        left -= v.iov_len;
+                        done += 1;
+                    }
+                }
+            }
+            for v in &chunk[done..] {
+                // SAFETY: as above, one range of an owned, unused stack.
+                unsafe { libc::madvise(v.iov_base, v.iov_len, advice) };
+                self.c.madvise_calls.fetch_add(1, Ordering::Relaxed);
+            }
+            self.c
+                .released_ranges
+                .fetch_add(chunk.len() as u64, Ordering::Relaxed);
+        }
+    }
+}
