@@ -339,6 +339,13 @@ impl StackPool {
         let deadline = Instant::now() + timeout;
         loop {
             sh.wake_reclaimer();
+            // Acquire (`lent`): pairs with the Release decrements in
+            // `give_back` and the reclaimer's quarantine path: a stack stops
+            // counting as lent only once it is in the free queue, unmapped
+            // or quarantined, so `unmap_idle` below finds every idle one.
+            // Acquire (`reclaimer_pending`): pairs with the reclaimer's
+            // Release store after its joins: every thread it still had to
+            // join has been joined before we unmap anything.
             if sh.c.lent.load(Ordering::Acquire) == 0
                 && sh.reclaimer_pending.load(Ordering::Acquire) == 0
             {

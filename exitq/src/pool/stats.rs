@@ -25,7 +25,8 @@ pub struct PoolStats {
     pub panicked: u64,
     /// Worker threads created.
     pub spawned: u64,
-    /// Thread creations that failed (see [`Pool::last_spawn_error`](super::Pool::last_spawn_error)).
+    /// Thread creations that failed (see
+    /// [`Pool::last_spawn_error`](super::Pool::last_spawn_error)).
     pub spawn_failures: u64,
     /// Workers that retired after their keep-alive.
     pub retired_idle: u64,

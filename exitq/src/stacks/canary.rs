@@ -2,8 +2,9 @@
 //!
 //! # Canaries
 //!
-//! With [`Builder::canary`](crate::stacks::Builder::canary) (the default), the four lowest words of each
-//! stack hold a state word and three pattern words:
+//! With [`Builder::canary`](crate::stacks::Builder::canary) (the default),
+//! the four lowest words of each stack hold a state word and three pattern
+//! words:
 //! * hand-out: the spawner swaps the state from `FREE(gen)` to
 //!   `IN_USE(gen+1)`; anything else (or a damaged pattern) means someone
 //!   wrote the far end of a stack that should be idle;
@@ -12,8 +13,24 @@
 //!   while the stack was lent (a thread that nearly overflowed, or one that
 //!   still runs on it).
 //!
-//! A stack failing either check is counted in [`Stats::canary_violations`](crate::stacks::Stats::canary_violations)
-//! and quarantined: never handed out again, unmapped only when the pool is
+//! State table of the state word (`canary[0]`; `g` is the stack's hand-out
+//! generation, `Header::gen`):
+//!
+//! | from          | to              | by                                            |
+//! |---------------|-----------------|-----------------------------------------------|
+//! | (mapped)      | `FREE(0)`       | `canary_init`, with the pattern words         |
+//! | `FREE(g)`     | `IN_USE(g + 1)` | the spawner's swap at hand-out; `gen` becomes `g + 1` |
+//! | `IN_USE(g)`   | `FREE(g)`       | the recycler's CAS, after the join            |
+//! | anything else | `QUARANTINED`   | a failed check (`quarantine`): never lent again |
+//!
+//! Every access is Relaxed: the words are owned by whoever owns the stack
+//! (ownership passes with the orderings described in `shared.rs`), and a
+//! thread that writes them by mistake is what the check detects, not a
+//! party to any protocol.
+//!
+//! A stack failing either check is counted in
+//! [`Stats::canary_violations`](crate::stacks::Stats::canary_violations) and
+//! quarantined: never handed out again, unmapped only when the pool is
 //! drained. The test suite uses this to show that an unsound recycling rule
 //! (returning the stack from the exit destructor) is caught, and that the
 //! join rule is never.

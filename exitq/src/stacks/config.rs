@@ -26,7 +26,7 @@ impl Release {
     }
 }
 
-/// Configures a [`StackPool`].
+/// Configures a [`StackPool`](super::StackPool).
 #[derive(Clone, Debug)]
 pub struct Builder {
     pub(super) stack_size: usize,

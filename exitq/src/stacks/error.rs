@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-/// Why [`StackPool::spawn`] failed.
+/// Why [`StackPool::spawn`](super::StackPool::spawn) failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SpawnError {
     /// `mmap` of a new stack failed (`errno`): address space, overcommit or

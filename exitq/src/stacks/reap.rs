@@ -31,17 +31,18 @@
 //! > thread's stack any more.** This is the stack's "grace period".
 //!
 //! The pool therefore recycles a stack *only* after a successful join of the
-//! thread that used it, done either by the owner ([`Reap::Owner`](crate::stacks::Reap::Owner),
-//! [`PooledThread::join`](crate::stacks::PooledThread::join)) or by the pool's reclaimer ([`Reap::Reclaimer`](crate::stacks::Reap::Reclaimer),
-//! `pthread_tryjoin_np`, never blocking on one slow thread). Nothing else
-//! (not the exit destructor, not a timer) ever makes a stack reusable.
+//! thread that used it, done either by the owner ([`Reap::Owner`],
+//! [`PooledThread::join`](crate::stacks::PooledThread::join)) or by the
+//! pool's reclaimer ([`Reap::Reclaimer`], `pthread_tryjoin_np`, never
+//! blocking on one slow thread). Nothing else (not the exit destructor, not a
+//! timer) ever makes a stack reusable.
 //!
 //! Consequences for a caller's "reap" policy:
-//! * *join* (the owner joins): sound, [`Reap::Owner`](crate::stacks::Reap::Owner).
+//! * *join* (the owner joins): sound, [`Reap::Owner`].
 //! * *detach* (nobody waits): a detached thread with a user stack gives no
 //!   public notice of its end (glibc frees its descriptor from the thread
 //!   itself, then keeps running on the stack). So a pooled thread is never
-//!   `pthread_detach`ed; [`Reap::Reclaimer`](crate::stacks::Reap::Reclaimer) gives the same "fire and
+//!   `pthread_detach`ed; [`Reap::Reclaimer`] gives the same "fire and
 //!   forget" behaviour: the exit path pushes the stack onto the pool's
 //!   retired list and the reclaimer joins it.
 //! * *leak* (never joined, never detached): unsound to recycle, ever: the
@@ -69,7 +70,8 @@ use super::shared::{Header, Shared, FLAG_JOINED};
 /// Who joins a pooled thread, which is what makes its stack reusable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Reap {
-    /// The owner joins the thread with [`PooledThread::join`]; the stack is
+    /// The owner joins the thread with
+    /// [`PooledThread::join`](super::PooledThread::join); the stack is
     /// recycled as soon as `pthread_join` returns. No exit hook.
     Owner,
     /// Nobody outside the pool joins ("detached" behaviour): the exit path
@@ -136,6 +138,9 @@ pub(super) fn run(sh: Arc<Shared>) {
                     // stack out of circulation rather than guess.
                     eprintln!("exitq::stacks: pthread_tryjoin_np failed ({rc}); stack kept aside");
                     sh.quarantine(hdr);
+                    // Release: pairs with the Acquire loads of `lent` in
+                    // `drain` and the shutdown test below, as in
+                    // `give_back`: quarantined before it stops counting.
                     sh.c.lent.fetch_sub(1, Ordering::Release);
                     false
                 }
@@ -154,8 +159,9 @@ pub(super) fn run(sh: Arc<Shared>) {
                 sh.give_back(hdr);
             }
         }
-        // Release: pairs with drain()'s Acquire load (lent + pending == 0
-        // means everything is back in the queue or unmapped).
+        // Release: pairs with the Acquire load in `StackPool::drain` (lent
+        // and pending both 0 mean every stack is back in the queue or
+        // unmapped and every thread joined).
         sh.reclaimer_pending
             .store(pending.len() + join_later.len(), Ordering::Release);
         if had_work {
@@ -164,7 +170,14 @@ pub(super) fn run(sh: Arc<Shared>) {
         } else {
             idle_rounds = (idle_rounds + 1).min(6);
         }
-        // Acquire: pairs with the last StackPool drop's Release store.
+        // Acquire (`shutdown`): pairs with the last `StackPool` drop's
+        // Release store. Acquire (`lent`): pairs with the Release decrement
+        // in `give_back` (owners give back on their own threads): their
+        // stacks are in the free queue before we unmap it. Acquire
+        // (`retired`): pairs with the Release CAS in `push_retired`;
+        // stronger than needed: every stack on the list still counts as
+        // lent, and a non-null head only sends us round again, to the
+        // Acquire swap in `take_retired`.
         if sh.shutdown.load(Ordering::Acquire)
             && sh.c.lent.load(Ordering::Acquire) == 0
             && pending.is_empty()

@@ -92,8 +92,9 @@ impl Shared {
         let mut head = self.retired.load(Ordering::Relaxed);
         loop {
             h.next.store(head, Ordering::Relaxed);
-            // Release: publishes the header's fields (thread, next) to the
-            // reclaimer's Acquire swap in `take_retired`.
+            // Release: pairs with the reclaimer's Acquire swap in
+            // `take_retired`: it sees the header's fields (`next`, `thread`,
+            // `flags`) as the pusher left them.
             match self.retired.compare_exchange_weak(
                 head,
                 hdr.as_ptr(),

@@ -2,15 +2,18 @@
 //!
 //! # Releasing memory
 //!
-//! Pooled stacks keep their pages by default ([`Release::Keep`](crate::stacks::Release::Keep)): reuse
-//! costs no page fault, and nothing touches `mmap_lock`. With
-//! [`Release::DontNeed`](crate::stacks::Release::DontNeed) or [`Release::Free`](crate::stacks::Release::Free) the reclaimer releases each
-//! recycled stack's pages (all but the first and last page, which hold the
-//! canary and the header) in batches, with one `process_madvise(2)` call for
-//! up to 1024 stacks (one `mmap_lock` acquisition for the whole vector on
+//! Pooled stacks keep their pages by default
+//! ([`Release::Keep`](crate::stacks::Release::Keep)): reuse costs no page
+//! fault, and nothing touches `mmap_lock`. With
+//! [`Release::DontNeed`](crate::stacks::Release::DontNeed) or
+//! [`Release::Free`](crate::stacks::Release::Free) the reclaimer releases
+//! each recycled stack's pages (all but the first and last page, which hold
+//! the canary and the header) in batches, with one `process_madvise(2)` call
+//! for up to 1024 stacks (one `mmap_lock` acquisition for the whole vector on
 //! Linux 6.x; `MADV_DONTNEED` through `process_madvise` needs Linux 6.13+),
 //! falling back to one `madvise(2)` per stack where the kernel refuses.
-//! [`StackPool::trim`](crate::stacks::StackPool::trim) does the same on demand for every idle stack.
+//! [`StackPool::trim`](crate::stacks::StackPool::trim) does the same on
+//! demand for every idle stack.
 
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering;

@@ -43,10 +43,25 @@ pub(super) const HEADER_RESERVE: usize = 128;
 pub(super) struct Header {
     /// Retired-list link (and the reclaimer's private pending list).
     pub(super) next: AtomicPtr<Header>,
-    /// [`Reap::Reclaimer`](crate::stacks::Reap::Reclaimer): 2 at spawn (the thread's exit and its handle);
-    /// whoever drops it to 0 pushes the stack onto the retired list.
+    /// References to a lent stack; whoever drops the last one pushes the
+    /// stack onto the retired list. Set at each spawn (`spawn_on`):
+    ///
+    /// | reap        | at spawn | decremented by (AcqRel)                          |
+    /// |-------------|----------|--------------------------------------------------|
+    /// | `Owner`     | 1        | nobody: `PooledThread::join` recycles, or its drop pushes |
+    /// | `Reclaimer` | 2        | the thread's `exit_hook` (or its trampoline, if the key cannot be set), and the handle's drop |
     pub(super) refs: AtomicU32,
-    /// `FLAG_*` bits, see there.
+    /// Named bits `FLAG_RECLAIMER`, `FLAG_JOINED`. State table (one loan):
+    ///
+    /// | value            | meaning                                           | written by |
+    /// |------------------|---------------------------------------------------|------------|
+    /// | `0`              | an `Owner` thread, not joined                     | the spawner (`spawn_on`), Relaxed |
+    /// | `FLAG_RECLAIMER` | a `Reclaimer` thread: the trampoline arms the exit hook, the reclaimer joins it | the spawner, Relaxed |
+    /// | `FLAG_JOINED`    | an `Owner` thread its owner joined: on the retired list only so the reclaimer batches the page release | `PooledThread::join`, Relaxed, then a Release push |
+    ///
+    /// Read by the trampoline (`pthread_create` orders the spawner's store
+    /// before it) and by the reclaimer (after the Acquire swap of the
+    /// retired list).
     pub(super) flags: AtomicU32,
     /// The thread on this stack, written by the thread itself in the
     /// trampoline (so it is set before any push).
@@ -62,9 +77,11 @@ pub(super) struct Header {
     pub(super) arg: UnsafeCell<*mut c_void>,
 }
 
-/// The owner already joined the thread: recycle without `tryjoin`.
+/// `Header::flags`: the owner already joined the thread: recycle without
+/// `tryjoin`.
 pub(super) const FLAG_JOINED: u32 = 1;
-/// [`Reap::Reclaimer`](crate::stacks::Reap::Reclaimer) thread: the trampoline arms the exit hook.
+/// `Header::flags`: a [`Reap::Reclaimer`](crate::stacks::Reap::Reclaimer)
+/// thread: the trampoline arms the exit hook.
 pub(super) const FLAG_RECLAIMER: u32 = 2;
 
 impl Header {

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
 
-/// Counters of a [`StackPool`] (a snapshot; each field is read separately).
+/// Counters of a [`StackPool`](super::StackPool) (a snapshot; each field is read separately).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
     /// Stacks mapped now (pooled + lent + quarantined + in the reclaimer).

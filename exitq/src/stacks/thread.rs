@@ -4,7 +4,7 @@
 //!
 //! # The exit path
 //!
-//! In [`Reap::Reclaimer`](crate::stacks::Reap::Reclaimer) mode a pthread key destructor (run by glibc on
+//! In [`Reap::Reclaimer`] mode a pthread key destructor (run by glibc on
 //! return, `pthread_exit` and cancellation alike) does one `fetch_sub` on the
 //! stack's reference count (the thread's and its handle's) and, if it was
 //! the last, one CAS push of the stack's `Header` onto the pool's retired
@@ -16,8 +16,8 @@
 //! threads to join, so it does O(exits) work instead of polling every live
 //! thread; soundness rests on the join alone.
 //!
-//! In [`Reap::Owner`](crate::stacks::Reap::Owner) mode there is no exit hook at all: the owner's
-//! [`PooledThread::join`](crate::stacks::PooledThread::join) is the proof, and the stack goes straight back to
+//! In [`Reap::Owner`] mode there is no exit hook at all: the owner's
+//! [`PooledThread::join`] is the proof, and the stack goes straight back to
 //! the free queue (one lock-free push) on the joiner's thread.
 
 use std::ffi::c_void;
@@ -164,6 +164,8 @@ pub(super) unsafe extern "C-unwind" fn trampoline(arg: *mut c_void) -> *mut c_vo
         // (ENOMEM for a second-level TSD block), drop the thread's reference
         // now: the handle's drop then pushes the stack and the reclaimer's
         // tryjoin still waits for the real end, so this is only slower.
+        // AcqRel on that decrement: pairs with the handle drop's AcqRel
+        // decrement, as in `exit_hook`.
         // SAFETY: valid key; the value is a non-null pointer.
         if unsafe { libc::pthread_setspecific(h.shared().key, hdr.cast()) } != 0
             && h.refs.fetch_sub(1, Ordering::AcqRel) == 1
