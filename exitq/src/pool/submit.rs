@@ -42,9 +42,9 @@ use super::job::Job;
 use super::stats::PoolStats;
 
 /// `submit_state`: the pool is shut down (never cleared).
-pub(super) const SHUTDOWN: usize = 1;
+const SHUTDOWN: usize = 1;
 /// `submit_state`: one submitter inside `enter`..`leave`.
-pub(super) const SUBMITTER: usize = 2;
+const SUBMITTER: usize = 2;
 
 /// What [`Pool::shutdown`](super::Pool::shutdown) observed.
 #[derive(Debug, Clone, Copy)]

@@ -99,7 +99,7 @@ impl Inner {
     }
 
     /// Wakes an idle worker, else starts one if below max.
-    pub(super) fn wake_or_grow(self: &Arc<Self>) {
+    fn wake_or_grow(self: &Arc<Self>) {
         if !self.wake_one() {
             self.grow_for_queued_job();
         }

@@ -6,6 +6,17 @@ use std::time::Duration;
 use super::sys::page_size;
 
 /// What happens to the pages of a stack that goes back into the pool.
+///
+/// Pooled stacks keep their pages by default ([`Release::Keep`]): reuse costs
+/// no page fault, and nothing touches `mmap_lock`. With [`Release::DontNeed`]
+/// or [`Release::Free`] the reclaimer releases each recycled stack's pages
+/// (all but the first and last page, which hold the canary and the header) in
+/// batches, with one `process_madvise(2)` call for up to 1024 stacks (one
+/// `mmap_lock` acquisition for the whole vector on Linux 6.x; `MADV_DONTNEED`
+/// through `process_madvise` needs Linux 6.13+), falling back to one
+/// `madvise(2)` per stack where the kernel refuses.
+/// [`StackPool::trim`](super::StackPool::trim) does the same on demand for
+/// every idle stack.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Release {
     /// Keep the pages: no system call, no page fault on reuse (default).
@@ -92,7 +103,11 @@ impl Builder {
         self
     }
 
-    /// Check canary words at hand-out and recycle (default on).
+    /// Check canary words at hand-out and recycle (default on). A stack
+    /// failing either check is counted in
+    /// [`Stats::canary_violations`](super::Stats::canary_violations) and
+    /// quarantined: never handed out again, unmapped only when the pool is
+    /// drained.
     pub fn canary(mut self, on: bool) -> Self {
         self.canary = on;
         self

@@ -76,7 +76,7 @@ impl Shared {
             .cast::<Header>();
         // SAFETY: `hdr` is 64-byte aligned (mapping is page aligned,
         // HEADER_RESERVE a multiple of 64), inside the read-write part, and
-        // HEADER_RESERVE >= size_of::<Header>() (checked below).
+        // HEADER_RESERVE >= size_of::<Header>() (asserted in shared.rs).
         unsafe {
             hdr.write(Header {
                 next: AtomicPtr::new(ptr::null_mut()),

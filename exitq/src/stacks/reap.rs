@@ -37,18 +37,8 @@
 //! blocking on one slow thread). Nothing else (not the exit destructor, not a
 //! timer) ever makes a stack reusable.
 //!
-//! Consequences for a caller's "reap" policy:
-//! * *join* (the owner joins): sound, [`Reap::Owner`].
-//! * *detach* (nobody waits): a detached thread with a user stack gives no
-//!   public notice of its end (glibc frees its descriptor from the thread
-//!   itself, then keeps running on the stack). So a pooled thread is never
-//!   `pthread_detach`ed; [`Reap::Reclaimer`] gives the same "fire and
-//!   forget" behaviour: the exit path pushes the stack onto the pool's
-//!   retired list and the reclaimer joins it.
-//! * *leak* (never joined, never detached): unsound to recycle, ever: the
-//!   descriptor stays linked in glibc's `__stack_user` list (walked by
-//!   `fork`, `setxid`), so the stack can be neither reused nor unmapped.
-//!   Callers must refuse it (herd does, with exit code 2).
+//! What this means for a caller's "reap" policy (join, detach, leak) is
+//! on [`Reap`].
 //!
 //! # Reclaimer thread (why not an exitq `Domain`)
 //!
@@ -68,6 +58,22 @@ use std::sync::Arc;
 use super::shared::{Header, Shared, FLAG_JOINED};
 
 /// Who joins a pooled thread, which is what makes its stack reusable.
+///
+/// A stack is recycled only after its thread was joined (the proof is in
+/// the docs of `stacks/reap.rs`). What that means for a caller's "reap"
+/// policy:
+///
+/// * *join* (the owner joins): sound, [`Reap::Owner`].
+/// * *detach* (nobody waits): a detached thread with a user stack gives no
+///   public notice of its end (glibc frees its descriptor from the thread
+///   itself, then keeps running on the stack). So a pooled thread is never
+///   `pthread_detach`ed; [`Reap::Reclaimer`] gives the same "fire and
+///   forget" behaviour: the exit path pushes the stack onto the pool's
+///   retired list and the reclaimer joins it.
+/// * *leak* (never joined, never detached): unsound to recycle, ever: the
+///   descriptor stays linked in glibc's `__stack_user` list (walked by
+///   `fork`, `setxid`), so the stack can be neither reused nor unmapped.
+///   Callers must refuse it (herd does, with exit code 2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Reap {
     /// The owner joins the thread with

@@ -1,19 +1,8 @@
 //! Releasing the pages of recycled stacks, in batches.
 //!
-//! # Releasing memory
-//!
-//! Pooled stacks keep their pages by default
-//! ([`Release::Keep`](crate::stacks::Release::Keep)): reuse costs no page
-//! fault, and nothing touches `mmap_lock`. With
-//! [`Release::DontNeed`](crate::stacks::Release::DontNeed) or
-//! [`Release::Free`](crate::stacks::Release::Free) the reclaimer releases
-//! each recycled stack's pages (all but the first and last page, which hold
-//! the canary and the header) in batches, with one `process_madvise(2)` call
-//! for up to 1024 stacks (one `mmap_lock` acquisition for the whole vector on
-//! Linux 6.x; `MADV_DONTNEED` through `process_madvise` needs Linux 6.13+),
-//! falling back to one `madvise(2)` per stack where the kernel refuses.
-//! [`StackPool::trim`](crate::stacks::StackPool::trim) does the same on
-//! demand for every idle stack.
+//! One `process_madvise(2)` call for up to `IOV_MAX` (1024) stacks, one
+//! `madvise(2)` per stack where the kernel refuses; what each policy does
+//! and costs is on [`Release`](crate::stacks::Release).
 
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
@@ -22,7 +11,7 @@ use super::shared::{Header, Shared};
 use super::sys::page_size;
 
 /// Most `iovec`s one `process_madvise(2)` call accepts (`UIO_MAXIOV`).
-pub(super) const IOV_MAX: usize = 1024;
+const IOV_MAX: usize = 1024;
 
 impl Shared {
     pub(super) fn pidfd(&self) -> Option<libc::c_int> {
@@ -35,7 +24,7 @@ impl Shared {
 
     /// The pages of a stack that may be released: all but its first page
     /// (canary) and last page (header).
-    pub(super) fn releasable(&self, hdr: NonNull<Header>) -> Option<libc::iovec> {
+    fn releasable(&self, hdr: NonNull<Header>) -> Option<libc::iovec> {
         let page = page_size();
         let low = self.stack_low(hdr).wrapping_add(page);
         let len = self.stack_size.checked_sub(2 * page)?;

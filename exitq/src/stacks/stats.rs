@@ -36,7 +36,7 @@ pub struct Stats {
     pub tryjoin_busy: u64,
     /// Reclaimer rounds that found work.
     pub reclaim_rounds: u64,
-    /// Canary checks that failed (see the module docs).
+    /// Canary checks that failed (see [`Builder::canary`](super::Builder::canary)).
     pub canary_violations: u64,
     /// Stacks set aside after a failed canary check.
     pub quarantined: u64,

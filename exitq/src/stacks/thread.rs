@@ -41,11 +41,11 @@ use super::sys::{pthread_create_unwind, StartRoutine};
 /// thread's exit and the drop), then drop it.
 #[must_use = "an Owner thread must be joined, or its stack returns only when the reclaimer joins it"]
 pub struct PooledThread {
-    pub(super) thread: libc::pthread_t,
-    pub(super) hdr: NonNull<Header>,
-    pub(super) reap: Reap,
-    pub(super) shared: Arc<Shared>,
-    pub(super) done: bool,
+    thread: libc::pthread_t,
+    hdr: NonNull<Header>,
+    reap: Reap,
+    shared: Arc<Shared>,
+    done: bool,
 }
 
 // SAFETY: the handle only carries a pthread_t and the header pointer,
@@ -86,7 +86,7 @@ impl PooledThread {
     /// Joins an [`Reap::Owner`] thread and recycles its stack: after
     /// `pthread_join` returns the kernel has cleared the thread's tid and
     /// glibc has released its descriptor, so nothing uses the stack any
-    /// more (module docs). Returns the thread's result
+    /// more (`stacks/reap.rs`). Returns the thread's result
     /// (`PTHREAD_CANCELED` if it was cancelled), or the errno of
     /// `pthread_join`. For a [`Reap::Reclaimer`] thread it returns `EINVAL`
     /// and leaves the join to the reclaimer.
@@ -148,7 +148,7 @@ impl Drop for PooledThread {
 /// A forced unwind (cancellation, `pthread_exit`) passes through this frame:
 /// it holds no value with a destructor and no `catch_unwind` around the
 /// call, so it is a "plain old frame" as RFC 2945 requires.
-pub(super) unsafe extern "C-unwind" fn trampoline(arg: *mut c_void) -> *mut c_void {
+unsafe extern "C-unwind" fn trampoline(arg: *mut c_void) -> *mut c_void {
     let hdr = arg.cast::<Header>();
     // SAFETY: `arg` is the header passed by `spawn`, valid while the thread
     // runs (the stack is recycled only after it is joined).
