@@ -133,35 +133,13 @@ use sys::{page_size, round_up};
 impl Builder {
     /// Builds the pool: creates its pthread key and starts its reclaimer.
     pub fn build(self) -> std::io::Result<StackPool> {
-        use std::io::{Error, ErrorKind};
-        let page = page_size();
-        let stack_size = match self.stack_size {
-            0 => default_stack_size(),
-            n => n,
-        };
-        let stack_size = round_up(stack_size, page)
-            .ok_or_else(|| Error::new(ErrorKind::InvalidInput, "stack size overflows"))?;
-        if stack_size < libc::PTHREAD_STACK_MIN + HEADER_RESERVE + page {
-            return Err(Error::new(
-                ErrorKind::InvalidInput,
-                format!(
-                    "stack size {stack_size} is below the minimum {} (PTHREAD_STACK_MIN + a page)",
-                    libc::PTHREAD_STACK_MIN + HEADER_RESERVE + page
-                ),
-            ));
-        }
-        let guard = round_up(self.guard_size, page)
-            .ok_or_else(|| Error::new(ErrorKind::InvalidInput, "guard size overflows"))?;
-        let mapping = stack_size
-            .checked_add(guard)
-            .ok_or_else(|| Error::new(ErrorKind::InvalidInput, "stack + guard overflows"))?;
-        if mapping > isize::MAX as usize / 2 {
-            return Err(Error::new(
-                ErrorKind::InvalidInput,
-                format!("stack mapping of {mapping} bytes is absurd"),
-            ));
-        }
-        let cap = self.max_pooled.min(self.max_pooled_bytes / mapping);
+        use std::io::Error;
+        let Geometry {
+            stack_size,
+            guard,
+            mapping,
+            cap,
+        } = self.geometry()?;
         let mut key: libc::pthread_key_t = 0;
         // SAFETY: `key` is a valid out-pointer; `exit_hook` is an
         // `extern "C"` function that never unwinds.
@@ -203,6 +181,60 @@ impl Builder {
             .spawn(move || reap::run(for_thread))?;
         let _ = shared.reclaimer.set(handle.thread().clone());
         Ok(StackPool { shared })
+    }
+}
+
+/// The checked sizes of one stack mapping, and how many may be pooled.
+struct Geometry {
+    /// Usable bytes (pthread stack + header), page multiple.
+    stack_size: usize,
+    /// Guard bytes, page multiple.
+    guard: usize,
+    /// `guard + stack_size`.
+    mapping: usize,
+    /// Most idle stacks kept.
+    cap: usize,
+}
+
+impl Builder {
+    /// The mapping's sizes: page-rounded, at least the minimum a pthread
+    /// needs, and without overflow.
+    fn geometry(&self) -> std::io::Result<Geometry> {
+        use std::io::{Error, ErrorKind};
+        let page = page_size();
+        let stack_size = match self.stack_size {
+            0 => default_stack_size(),
+            n => n,
+        };
+        let stack_size = round_up(stack_size, page)
+            .ok_or_else(|| Error::new(ErrorKind::InvalidInput, "stack size overflows"))?;
+        if stack_size < libc::PTHREAD_STACK_MIN + HEADER_RESERVE + page {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                format!(
+                    "stack size {stack_size} is below the minimum {} (PTHREAD_STACK_MIN + a page)",
+                    libc::PTHREAD_STACK_MIN + HEADER_RESERVE + page
+                ),
+            ));
+        }
+        let guard = round_up(self.guard_size, page)
+            .ok_or_else(|| Error::new(ErrorKind::InvalidInput, "guard size overflows"))?;
+        let mapping = stack_size
+            .checked_add(guard)
+            .ok_or_else(|| Error::new(ErrorKind::InvalidInput, "stack + guard overflows"))?;
+        if mapping > isize::MAX as usize / 2 {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                format!("stack mapping of {mapping} bytes is absurd"),
+            ));
+        }
+        let cap = self.max_pooled.min(self.max_pooled_bytes / mapping);
+        Ok(Geometry {
+            stack_size,
+            guard,
+            mapping,
+            cap,
+        })
     }
 }
 

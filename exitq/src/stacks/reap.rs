@@ -92,28 +92,85 @@ pub enum Reap {
 /// blocking, releases pages in batches, recycles; at shutdown, waits for
 /// every lent stack and unmaps everything.
 pub(super) fn run(sh: Arc<Shared>) {
-    // Threads pushed but still in their exit tail (intrusive via `next`;
-    // the reclaimer owns these headers).
-    let mut pending: Vec<NonNull<Header>> = Vec::new();
-    // Unsound test mode: stacks recycled early, threads still to be joined.
-    let mut join_later: Vec<libc::pthread_t> = Vec::new();
-    let mut ready: Vec<NonNull<Header>> = Vec::new();
+    let mut r = Reclaimer::default();
     let mut idle_rounds = 0u32;
     loop {
+        r.take_retired(&sh);
+        let had_work = r.busy();
+        r.join_pending(&sh);
+        r.give_back_ready(&sh);
+        // Release: pairs with the Acquire load in `StackPool::drain` (lent
+        // and pending both 0 mean every stack is back in the queue or
+        // unmapped and every thread joined).
+        sh.reclaimer_pending.store(r.waiting(), Ordering::Release);
+        if had_work {
+            sh.c.reclaim_rounds.fetch_add(1, Ordering::Relaxed);
+            idle_rounds = 0;
+        } else {
+            idle_rounds = (idle_rounds + 1).min(6);
+        }
+        if r.done(&sh) {
+            sh.unmap_idle();
+            sh.unmap_quarantine();
+            return;
+        }
+        let sleep = if r.busy() {
+            sh.interval
+        } else {
+            sh.interval * (1 << idle_rounds)
+        };
+        std::thread::park_timeout(sleep);
+    }
+}
+
+/// The reclaimer's private lists.
+#[derive(Default)]
+struct Reclaimer {
+    /// Threads pushed but still in their exit tail (the reclaimer owns
+    /// these headers).
+    pending: Vec<NonNull<Header>>,
+    /// Unsound test mode: stacks recycled early, threads still to be joined.
+    join_later: Vec<libc::pthread_t>,
+    /// Stacks whose thread is joined, to give back this round.
+    ready: Vec<NonNull<Header>>,
+}
+
+impl Reclaimer {
+    /// Threads still to join.
+    fn busy(&self) -> bool {
+        !self.pending.is_empty() || !self.join_later.is_empty()
+    }
+
+    /// How many threads are still to join (published for `drain`).
+    fn waiting(&self) -> usize {
+        self.pending.len() + self.join_later.len()
+    }
+
+    /// Takes the whole retired list into `pending`.
+    fn take_retired(&mut self, sh: &Shared) {
         let mut p = sh.take_retired();
         let mut took = 0u64;
         while let Some(hdr) = NonNull::new(p) {
             // SAFETY: taken from the retired list: the reclaimer owns it.
             p = unsafe { hdr.as_ref() }.next.load(Ordering::Relaxed);
             took += 1;
-            pending.push(hdr);
+            self.pending.push(hdr);
         }
         if took > 0 {
             sh.c.exit_pushes.fetch_add(took, Ordering::Relaxed);
         }
-        let had_work = !pending.is_empty() || !join_later.is_empty();
+    }
+
+    /// Joins what can be joined without blocking; moves those stacks to
+    /// `ready`. A thread still in its exit tail stays pending.
+    fn join_pending(&mut self, sh: &Shared) {
+        let Reclaimer {
+            pending,
+            join_later,
+            ready,
+        } = self;
         pending.retain(|&hdr| {
-            // SAFETY: owned by the reclaimer (see above).
+            // SAFETY: owned by the reclaimer (`take_retired`).
             let h = unsafe { hdr.as_ref() };
             if h.flags.load(Ordering::Relaxed) & FLAG_JOINED != 0 {
                 ready.push(hdr);
@@ -145,8 +202,8 @@ pub(super) fn run(sh: Arc<Shared>) {
                     eprintln!("exitq::stacks: pthread_tryjoin_np failed ({rc}); stack kept aside");
                     sh.quarantine(hdr);
                     // Release: pairs with the Acquire loads of `lent` in
-                    // `drain` and the shutdown test below, as in
-                    // `give_back`: quarantined before it stops counting.
+                    // `drain` and in `done`, as in `give_back`: quarantined
+                    // before it stops counting.
                     sh.c.lent.fetch_sub(1, Ordering::Release);
                     false
                 }
@@ -157,25 +214,23 @@ pub(super) fn run(sh: Arc<Shared>) {
             let rc = unsafe { libc::pthread_tryjoin_np(t, ptr::null_mut()) };
             rc == libc::EBUSY
         });
-        if !ready.is_empty() {
-            if let Some(advice) = sh.release.advice() {
-                sh.release_pages(&ready, advice);
-            }
-            for hdr in ready.drain(..) {
-                sh.give_back(hdr);
-            }
+    }
+
+    /// Releases the ready stacks' pages (one batch) and gives them back.
+    fn give_back_ready(&mut self, sh: &Shared) {
+        if self.ready.is_empty() {
+            return;
         }
-        // Release: pairs with the Acquire load in `StackPool::drain` (lent
-        // and pending both 0 mean every stack is back in the queue or
-        // unmapped and every thread joined).
-        sh.reclaimer_pending
-            .store(pending.len() + join_later.len(), Ordering::Release);
-        if had_work {
-            sh.c.reclaim_rounds.fetch_add(1, Ordering::Relaxed);
-            idle_rounds = 0;
-        } else {
-            idle_rounds = (idle_rounds + 1).min(6);
+        if let Some(advice) = sh.release.advice() {
+            sh.release_pages(&self.ready, advice);
         }
+        for hdr in self.ready.drain(..) {
+            sh.give_back(hdr);
+        }
+    }
+
+    /// The pool is gone and every stack is back: time to unmap and leave.
+    fn done(&self, sh: &Shared) -> bool {
         // Acquire (`shutdown`): pairs with the last `StackPool` drop's
         // Release store. Acquire (`lent`): pairs with the Release decrement
         // in `give_back` (owners give back on their own threads): their
@@ -184,21 +239,9 @@ pub(super) fn run(sh: Arc<Shared>) {
         // stronger than needed: every stack on the list still counts as
         // lent, and a non-null head only sends us round again, to the
         // Acquire swap in `take_retired`.
-        if sh.shutdown.load(Ordering::Acquire)
+        sh.shutdown.load(Ordering::Acquire)
             && sh.c.lent.load(Ordering::Acquire) == 0
-            && pending.is_empty()
-            && join_later.is_empty()
+            && !self.busy()
             && sh.retired.load(Ordering::Acquire).is_null()
-        {
-            sh.unmap_idle();
-            sh.unmap_quarantine();
-            return;
-        }
-        let sleep = if pending.is_empty() && join_later.is_empty() {
-            sh.interval * (1 << idle_rounds)
-        } else {
-            sh.interval
-        };
-        std::thread::park_timeout(sleep);
     }
 }
