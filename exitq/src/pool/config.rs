@@ -260,9 +260,11 @@ fn shared_domain() -> io::Result<crate::Domain> {
             .thread_name("exitq-pool-reclaim")
             .try_build()?;
         let fresh = Box::into_raw(Box::new(d.clone()));
-        // AcqRel: the Release half publishes the box to the Acquire load
-        // above (of a later call); Acquire on failure pairs with the
-        // winner's Release CAS, as that load does, before we use its box.
+        // AcqRel: the Release half pairs with the Acquire load above (of a
+        // later call): it publishes the box. The Acquire halves (success and
+        // failure) are stronger than needed: on success we use our own
+        // domain, on failure the loop re-reads the winner's box with that
+        // Acquire load.
         match SHARED.compare_exchange(cur, fresh, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => return Ok(d),
             Err(_) => {
