@@ -422,6 +422,11 @@ fn finish(inner: &Inner, r: &Record, mut after: After, allowed: bool) {
         // asked).
         inner.wake_reclaimer(true);
     }
+    if allowed && after.sealed_left && !after.ready_left && !inline {
+        // Our oldest batch waits: help its grace period along (without
+        // waiting) in case the reclaimer is not getting the CPU.
+        inner.gp.poll(&inner.registry, &inner.stats);
+    }
     if inline && allowed && after.sealed_left && !after.ready_left {
         // No reclaimer: run the grace period ourselves (each sealed batch
         // costs its thread one), then what is ready, and the domain's queue.
