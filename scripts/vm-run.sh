@@ -125,7 +125,7 @@ usage_error() {
 # ---------------------------------------------------------------- options
 # --tcg auto: one thread per vCPU from this many vCPUs on (measured on this
 # 2-CPU host, docs/guest-512.md).
-tcg_multi_from=129
+tcg_multi_from=64
 tcg_auto_doc="single below $tcg_multi_from vCPUs, multi from $tcg_multi_from on"
 max_cpus=4096
 cpus=${HERD_VM_CPUS:-128}
