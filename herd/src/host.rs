@@ -377,14 +377,25 @@ pub fn online_cpus() -> Vec<usize> {
     (0..n).collect()
 }
 
-/// The CPUs in this thread's affinity mask (from `/proc/self/status`,
-/// which has no size limit, unlike a fixed `cpu_set_t`).
+/// The CPUs this thread can run on: its affinity mask (from
+/// `/proc/self/status`, which has no size limit, unlike a fixed
+/// `cpu_set_t`) less the CPUs that are not online. The mask also holds
+/// possible CPUs that are offline (hot-plug slots, a VM's `maxcpus`, as in
+/// the guest of `vm-run.sh --x2apic-ids`: 16 online of 258), where
+/// `sched_setaffinity` fails with EINVAL; `sched_getaffinity` leaves them
+/// out the same way.
 pub fn allowed_cpus() -> Option<Vec<usize>> {
     let status = fs::read_to_string("/proc/thread-self/status").ok()?;
     let line = status
         .lines()
         .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?;
-    parse_cpu_list(line.trim()).ok()
+    let mask = parse_cpu_list(line.trim()).ok()?;
+    let online = online_cpus(); // ascending, as sysfs lists them
+    Some(
+        mask.into_iter()
+            .filter(|c| online.binary_search(c).is_ok())
+            .collect(),
+    )
 }
 
 fn numa_nodes() -> Vec<NumaNode> {
