@@ -57,6 +57,10 @@ Options:
                      above). q35 comes with an Intel IOMMU doing interrupt
                      remapping (intremap=on, eim=on) and x2APIC in the CPU
                      model, which Linux needs for APIC ids above 255
+  --x2apic-ids       give the second half of the vCPUs APIC ids from 256 on
+                     (a second socket, and NUMA node with --numa 2), so a
+                     small guest takes the x2APIC path of one above 255
+                     vCPUs; implies --machine q35; even --cpus up to 258
   --tcg T            auto, single or multi: one host thread for all vCPUs, or
                      one per vCPU (default auto: $tcg_auto_doc)
   --qemu PATH        qemu-system-x86_64 to use (default: \$HERD_VM_QEMU, else
@@ -132,6 +136,7 @@ cpus=${HERD_VM_CPUS:-128}
 mem=${HERD_VM_MEM:-}
 numa=1
 machine=auto
+x2apic_ids=0
 tcg=auto
 timeout_s=${HERD_VM_TIMEOUT:-}
 kernel=${HERD_VM_KERNEL:-}
@@ -160,6 +165,7 @@ while [ "$#" -gt 0 ]; do
         --numa=*) numa=${1#*=}; shift ;;
         --machine) need_arg "$@"; machine=$2; shift 2 ;;
         --machine=*) machine=${1#*=}; shift ;;
+        --x2apic-ids) x2apic_ids=1; shift ;;
         --tcg) need_arg "$@"; tcg=$2; shift 2 ;;
         --tcg=*) tcg=${1#*=}; shift ;;
         --qemu) need_arg "$@"; qemu_bin=$2; shift 2 ;;
@@ -196,6 +202,13 @@ is_uint "$cpus" && [ "$cpus" -ge 1 ] && [ "$cpus" -le "$max_cpus" ] ||
     usage_error "--cpus must be an integer in 1-$max_cpus (got '$cpus'; $max_cpus is qemu's q35 limit)"
 is_uint "$numa" && [ "$numa" -ge 1 ] && [ "$numa" -le "$cpus" ] ||
     usage_error "--numa must be an integer in 1-$cpus, at most one node per vCPU (got '$numa')"
+if [ "$x2apic_ids" = 1 ]; then
+    [ "$machine" != pc ] || usage_error "--x2apic-ids needs x2APIC, which --machine pc has not"
+    machine=q35
+    [ "$((cpus % 2))" = 0 ] && [ "$cpus" -le 258 ] ||
+        usage_error "--x2apic-ids wants an even --cpus of at most 258 (got $cpus): half the vCPUs in each of two sockets"
+    [ "$numa" -le 2 ] || usage_error "--x2apic-ids takes --numa 1 or 2 (got $numa): a node per socket"
+fi
 case $machine in
     auto) if [ "$cpus" -gt 255 ]; then machine=q35; else machine=pc; fi ;;
     pc) [ "$cpus" -le 255 ] ||
@@ -247,7 +260,7 @@ fi
 
 # Host memory: the guest's RAM plus qemu's own (the translated-code buffer,
 # per-vCPU state). Refused up front, not by the OOM killer minutes later.
-qemu_overhead_mb=$((256 + 2 * cpus))
+qemu_overhead_mb=$((256 + 4 * cpus))
 avail_mb=$(awk '/^MemAvailable:/ {printf "%d", $2 / 1024; exit}' /proc/meminfo 2>/dev/null)
 if [ -n "$avail_mb" ] && [ $((mem_mb + qemu_overhead_mb)) -gt "$avail_mb" ]; then
     say "error: a $cpus-vCPU guest with ${mem_mb}M needs about $((mem_mb + qemu_overhead_mb))M of host memory (qemu's own ${qemu_overhead_mb}M included); the host has ${avail_mb}M available (MemAvailable)"
@@ -659,7 +672,24 @@ if [ "$numa" -gt 1 ] && [ "$((cpus % numa))" = 0 ]; then
     fi
 fi
 numa_args=()
-if [ "$numa" -gt 1 ]; then
+cpu_devices=()
+if [ "$x2apic_ids" = 1 ]; then
+    # 129 cores per socket need 8 bits of core id: socket 1's ids start at
+    # 256. Socket 0's half are the boot vCPUs; socket 1's are added as CPU
+    # devices before the guest starts (present at boot, not hot-plugged).
+    half=$((cpus / 2))
+    smp=$half,maxcpus=258,sockets=2,cores=129,threads=1
+    for ((c = 0; c < half; c++)); do
+        cpu_devices+=(-device "qemu64-x86_64-cpu,socket-id=1,core-id=$c,thread-id=0")
+    done
+    if [ "$numa" = 2 ]; then
+        node_mb=$((mem_mb / 2))
+        for n in 0 1; do
+            numa_args+=(-object "memory-backend-ram,id=m$n,size=${node_mb}M"
+                -numa "node,nodeid=$n,memdev=m$n" -numa "cpu,node-id=$n,socket-id=$n")
+        done
+    fi
+elif [ "$numa" -gt 1 ]; then
     node_mb=$((mem_mb / numa))
     for ((n = 0; n < numa; n++)); do
         first=$((n * cpus / numa))
@@ -680,7 +710,8 @@ result=$work/result.tar
 : >"$result"
 # shellcheck disable=SC2054 # the commas are qemu's option syntax
 qemu=("${qemu_cmd[@]}" -nodefaults -no-user-config "${machine_args[@]}"
-    -accel "tcg,thread=$tcg" -smp "$smp" -m "${mem_mb}M" ${numa_args[@]+"${numa_args[@]}"}
+    -accel "tcg,thread=$tcg" -smp "$smp" ${cpu_devices[@]+"${cpu_devices[@]}"}
+    -m "${mem_mb}M" ${numa_args[@]+"${numa_args[@]}"}
     -kernel "$kernel" -initrd "$work/initrd.gz" -append "$append"
     -display none -monitor none
     -serial "file:$console"
@@ -702,7 +733,7 @@ qemu_pid=$!
 # between the init's markers.
 if [ "$quiet" = 0 ]; then
     if [ "$verbose" = 1 ]; then
-        tail -n +1 -F --pid="$qemu_pid" "$console" 2>/dev/null >&2 &
+        tail -n +1 -F --pid="$qemu_pid" "$console" >&2 2>/dev/null &
     else
         tail -n +1 -F --pid="$qemu_pid" "$console" 2>/dev/null |
             awk '/herd-vm: ---- output ends/ {on = 0} on {print; fflush()} /herd-vm: ---- output begins/ {on = 1}' >&2 &

@@ -34,6 +34,7 @@ fn help_lists_every_option() {
         "--out-dir",
         "--env",
         "--qemu-arg",
+        "--x2apic-ids",
         "--prepare",
         "--dry-run",
         "x2APIC",
@@ -59,6 +60,13 @@ fn bad_options_are_usage_errors_naming_the_option() {
         (&["--machine", "pc", "--cpus", "256"], "--machine pc"),
         (&["--machine", "virt"], "--machine"),
         (&["--tcg", "fast"], "--tcg"),
+        (&["--x2apic-ids", "--cpus", "7"], "--x2apic-ids"),
+        (&["--x2apic-ids", "--cpus", "260"], "--x2apic-ids"),
+        (
+            &["--x2apic-ids", "--cpus", "8", "--numa", "4"],
+            "--x2apic-ids",
+        ),
+        (&["--x2apic-ids", "--machine", "pc"], "--x2apic-ids"),
         (&["--qemu", "/nonexistent/qemu-system-x86_64"], "--qemu"),
         (&["--qemu", "no-such-qemu-on-path"], "--qemu"),
         (&["--frobnicate"], "--frobnicate"),
@@ -82,7 +90,10 @@ fn a_guest_bigger_than_the_host_memory_is_refused_with_exit_3() {
     assert_eq!(code(&out), 3, "a resource refusal");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("MemAvailable"), "{err}");
-    assert!(err.contains("102400000M"), "the guest's size is named: {err}");
+    assert!(
+        err.contains("102400000M"),
+        "the guest's size is named: {err}"
+    );
 }
 
 // ------------------------------------------------------------ --dry-run
@@ -188,8 +199,14 @@ fn a_small_guest_is_a_pc_machine_on_one_tcg_thread() {
         return;
     };
     assert_eq!(one(&cmd, "-machine"), "pc");
-    assert!(values(&cmd, "-device").is_empty(), "no IOMMU on pc: {cmd:?}");
-    assert!(values(&cmd, "-cpu").is_empty(), "the default CPU model on pc");
+    assert!(
+        values(&cmd, "-device").is_empty(),
+        "no IOMMU on pc: {cmd:?}"
+    );
+    assert!(
+        values(&cmd, "-cpu").is_empty(),
+        "the default CPU model on pc"
+    );
     assert_eq!(one(&cmd, "-accel"), "tcg,thread=single");
     assert_eq!(one(&cmd, "-smp"), "16,sockets=2,cores=8,threads=1");
     assert_eq!(one(&cmd, "-m"), "1024M");
@@ -273,7 +290,10 @@ fn sockets_per_node_only_where_the_apic_ids_fit() {
     let q = fake_qemu("10.0.2", true);
     for (args, smp) in [
         // pc: ids 0-254. 2 x 100 cores: socket 1 starts at id 128.
-        (&["--cpus", "200", "--numa", "2"][..], "200,sockets=2,cores=100,threads=1"),
+        (
+            &["--cpus", "200", "--numa", "2"][..],
+            "200,sockets=2,cores=100,threads=1",
+        ),
         // 3 x 85 cores: socket 2 would start at id 256.
         (&["--cpus", "255", "--numa", "3"], "255"),
         // q35 has x2APIC: any split.
@@ -328,4 +348,32 @@ fn above_255_a_qemu_without_x2apic_is_refused_naming_what_it_said() {
     for want in ["7.2.0", "x2APIC", "8.1", "eim=on requires accel=kvm"] {
         assert!(err.contains(want), "no '{want}' in: {err}");
     }
+}
+
+#[test]
+fn x2apic_ids_put_half_the_vcpus_in_a_socket_from_id_256() {
+    let q = fake_qemu("10.0.2", true);
+    let Some(cmd) = dry_run(&q, &["--cpus", "16", "--numa", "2", "--x2apic-ids"]) else {
+        return;
+    };
+    assert_eq!(one(&cmd, "-machine"), "q35");
+    assert_eq!(one(&cmd, "-cpu"), "qemu64,x2apic=on");
+    // 129 cores per socket: 8 bits of core id, socket 1 from APIC id 256.
+    assert_eq!(
+        one(&cmd, "-smp"),
+        "8,maxcpus=258,sockets=2,cores=129,threads=1"
+    );
+    let mut devices = vec!["intel-iommu,intremap=on,eim=on".to_string()];
+    devices
+        .extend((0..8).map(|c| format!("qemu64-x86_64-cpu,socket-id=1,core-id={c},thread-id=0")));
+    assert_eq!(values(&cmd, "-device"), devices);
+    assert_eq!(
+        values(&cmd, "-numa"),
+        [
+            "node,nodeid=0,memdev=m0",
+            "cpu,node-id=0,socket-id=0",
+            "node,nodeid=1,memdev=m1",
+            "cpu,node-id=1,socket-id=1"
+        ]
+    );
 }
