@@ -62,7 +62,8 @@ Options:
                      small guest takes the x2APIC path of one above 255
                      vCPUs; implies --machine q35; even --cpus up to 258
   --tcg T            auto, single or multi: one host thread for all vCPUs, or
-                     one per vCPU (default auto: $tcg_auto_doc)
+                     one per vCPU (default auto:
+                     $tcg_auto_doc)
   --qemu PATH        qemu-system-x86_64 to use (default: \$HERD_VM_QEMU, else
                      the system's, else for q35 when the system's qemu cannot
                      emulate x2APIC (Debian 12's 7.2), a newer one fetched
