@@ -53,6 +53,7 @@
 //! `run_seq` made odd in the same section, so a `barrier` that finds them
 //! gone knows a run is in progress and waits for it. Callbacks run after
 //! the section ends, so a callback may defer, flush or be stolen from.
+use std::mem::MaybeUninit;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::batch::{drop_payload, Deferred, Taken, Work};
@@ -69,7 +70,7 @@ use crate::sync::Ordering;
 use crate::thread;
 
 /// Ready callbacks run per tick.
-const DRAIN: usize = 4;
+const DRAIN: usize = 8;
 /// Defers between ticks while ready callbacks remain: as many as a tick
 /// runs, so frees and allocations alternate and the allocator's
 /// per-thread cache serves both.
@@ -108,10 +109,18 @@ struct After {
 
 /// Up to `DRAIN` callbacks taken out of batches (on the stack: no
 /// allocation on the way).
-#[derive(Default)]
 struct Items {
-    taken: [Option<Taken>; DRAIN],
+    taken: [MaybeUninit<Taken>; DRAIN],
     len: usize,
+}
+
+impl Default for Items {
+    fn default() -> Items {
+        Items {
+            taken: [const { MaybeUninit::uninit() }; DRAIN],
+            len: 0,
+        }
+    }
 }
 
 impl Items {
@@ -120,7 +129,7 @@ impl Items {
     }
 
     fn push(&mut self, t: Taken) {
-        self.taken[self.len] = Some(t);
+        self.taken[self.len].write(t);
         self.len += 1;
     }
 }
@@ -139,18 +148,14 @@ pub(crate) fn defer(inner: &Inner, r: &Record, d: Deferred) {
         return defer_contended(inner, r, d);
     }
     // SAFETY: we are the owner, `busy` is set and no steal was requested
-    // after it (handshake). The borrow ends before `owner_end` below: no
-    // reference into `local` outlives the section.
+    // after it (handshake). The borrow is not used after the calls below,
+    // which end the section.
     let local = unsafe { &mut *r.local.get() };
     let words = d.words();
-    let after = match local.open.try_push(d, words) {
-        Ok(()) if local.open.left() != 0 => None,
-        Ok(()) => Some(slow_visit(inner, r, local)),
-        Err(d) => defer_slow(inner, r, local, d),
-    };
-    handshake::owner_end(&r.busy);
-    if let Some((after, allowed)) = after {
-        finish(inner, r, after, allowed);
+    match local.open.try_push(d, words) {
+        Ok(()) if local.open.left() != 0 => handshake::owner_end(&r.busy),
+        Ok(()) => slow_visit(inner, r),
+        Err(d) => defer_slow(inner, r, d),
     }
 }
 
@@ -163,58 +168,70 @@ fn defer_contended(inner: &Inner, r: &Record, d: Deferred) {
 }
 
 /// `left` reached zero: the batch is full (seal it) or a tick is due (take
-/// a few ready callbacks). Inside the owner section; the caller ends it
-/// and then `finish`es.
+/// a few ready callbacks). Called inside the owner section; ends it, then
+/// `finish`es.
 #[inline(never)]
-fn slow_visit(inner: &Inner, r: &Record, local: &mut Local) -> (After, bool) {
+fn slow_visit(inner: &Inner, r: &Record) {
     let mut after = After::default();
     let allowed = may_run(inner);
-    if local.open.is_full() {
-        if let Some(node) = local.open.take() {
-            seal(inner, r, local, node, &mut after);
+    {
+        // SAFETY: still inside the owner section `defer` began; this
+        // borrow ends before `owner_end`.
+        let local = unsafe { &mut *r.local.get() };
+        if local.open.is_full() {
+            if let Some(node) = local.open.take() {
+                seal(inner, r, local, node, &mut after);
+            }
+        } else {
+            local.open.untick();
         }
-    } else {
-        local.open.untick();
+        take_some(inner, r, local, allowed, &mut after);
+        schedule_tick(local, &after);
     }
-    take_some(inner, r, local, allowed, &mut after);
-    schedule_tick(local, &after);
-    (after, allowed)
+    handshake::owner_end(&r.busy);
+    finish(inner, r, &mut after, allowed);
 }
 
-/// A new run, a new batch, or a full batch to seal first. Inside the owner
-/// section, as `slow_visit`; `None`: nothing to finish.
+/// A new run, a new batch, or a full batch to seal first. Called inside
+/// the owner section, as `slow_visit`.
 #[cold]
-fn defer_slow(inner: &Inner, r: &Record, local: &mut Local, d: Deferred) -> Option<(After, bool)> {
-    local.open.untick();
-    let d = match local.open.push_new_run(d) {
-        Ok(()) => {
-            if local.open.left() != 0 {
-                schedule_tick(local, &ready_state(inner, local));
-                return None;
-            }
-            return Some(slow_visit(inner, r, local));
-        }
-        Err(d) => d,
-    };
-    // No batch, or no room for a new run: seal what is there, open a
-    // fresh batch.
+fn defer_slow(inner: &Inner, r: &Record, d: Deferred) {
     let mut after = After::default();
     let allowed = may_run(inner);
-    if let Some(node) = local.open.take() {
-        seal(inner, r, local, node, &mut after);
-    }
-    open_batch(inner, r, local);
-    let pushed = local.open.push_new_run(d);
-    debug_assert!(pushed.is_ok(), "an empty batch takes any closure");
-    if local.open.left() == 0 {
-        // batch_size 1: sealed at once.
+    {
+        // SAFETY: as in `slow_visit`.
+        let local = unsafe { &mut *r.local.get() };
+        local.open.untick();
+        let d = match local.open.push_new_run(d) {
+            Ok(()) => {
+                if local.open.left() != 0 {
+                    schedule_tick(local, &ready_state(inner, local));
+                    handshake::owner_end(&r.busy);
+                    return;
+                }
+                return slow_visit(inner, r);
+            }
+            Err(d) => d,
+        };
+        // No batch, or no room for a new run: seal what is there, open a
+        // fresh batch.
         if let Some(node) = local.open.take() {
             seal(inner, r, local, node, &mut after);
         }
+        open_batch(inner, r, local);
+        let pushed = local.open.push_new_run(d);
+        debug_assert!(pushed.is_ok(), "an empty batch takes any closure");
+        if local.open.left() == 0 {
+            // batch_size 1: sealed at once.
+            if let Some(node) = local.open.take() {
+                seal(inner, r, local, node, &mut after);
+            }
+        }
+        take_some(inner, r, local, allowed, &mut after);
+        schedule_tick(local, &after);
     }
-    take_some(inner, r, local, allowed, &mut after);
-    schedule_tick(local, &after);
-    Some((after, allowed))
+    handshake::owner_end(&r.busy);
+    finish(inner, r, &mut after, allowed);
 }
 
 /// Whether sealed batches wait, and whether some are ready (for
@@ -384,12 +401,12 @@ fn note_left(inner: &Inner, local: &Local, after: &mut After) {
 /// After the owner section: run what was taken, ask for a grace period,
 /// help with the backlog, or leave the ready work to the end of the
 /// caller's read section.
-fn finish(inner: &Inner, r: &Record, mut after: After, allowed: bool) {
+fn finish(inner: &Inner, r: &Record, after: &mut After, allowed: bool) {
     if inner.forked() {
         // The child of a fork(): nothing of the parent's may run here (what
         // was taken is leaked), and the section has ended, so panicking
         // leaves no `busy` set.
-        std::mem::forget(after);
+        std::mem::forget(std::mem::take(after));
         inner.check_fork();
         unreachable!("check_fork panics in a child");
     }
@@ -458,7 +475,9 @@ fn run_items(inner: &Inner, items: &mut Items) {
     let n = items.len;
     let mut panicked = 0;
     for slot in &mut items.taken[..n] {
-        let t = slot.take().expect("taken callbacks are in order");
+        // SAFETY: the first `len` slots were written by `push` and are
+        // read once here (`len` is reset below).
+        let t = unsafe { slot.assume_init_read() };
         if let Err(payload) = catch_unwind(AssertUnwindSafe(move || t.run())) {
             panicked += 1;
             drop_payload(payload);
@@ -558,7 +577,7 @@ pub(crate) fn flush(inner: &Inner, r: &Record) {
         }
         handshake::wait_for_stealer(&r.steal);
     }
-    finish(inner, r, after, allowed);
+    finish(inner, r, &mut after, allowed);
     if inner.config.reclaimer == Reclaimer::Inline && allowed && !inner.queue.is_empty() {
         reclaim::reclaim_pass(inner);
     }
@@ -586,7 +605,7 @@ pub(crate) fn section_ended(inner: &Inner, record: &Record) {
         handshake::wait_for_stealer(&r.steal);
     }
     let again = after.ready_left;
-    finish(inner, r, after, allowed);
+    finish(inner, r, &mut after, allowed);
     if again && allowed {
         record.flags.set(record.flags.get() | RUN_PENDING);
     }
