@@ -97,9 +97,14 @@ pub(crate) struct Record {
     pub(crate) steal: AtomicBool,
     /// The thread's batches (steal handshake).
     pub(crate) local: UnsafeCell<Local>,
-    /// Odd while the owner runs batches it took from `local` (written by
-    /// the owner inside the handshake when it takes them, advanced again
-    /// when they have run): `barrier` waits for a run it saw in progress.
+    /// The owner's runs (owner writes; stealers read under the handshake):
+    ///
+    /// | value | meaning |
+    /// |---|---|
+    /// | even  | no run in progress |
+    /// | odd   | the owner took ready batches out of `local` (inside its section: `handshake::run_begin`) and runs them; advanced to even when they have run (`run_end`, Release) |
+    ///
+    /// A `barrier` that sees an odd value waits until it changes.
     pub(crate) run_seq: AtomicU64,
     /// Hints for the reclaimer's idle steal (Relaxed): the poll epoch when
     /// the open batch was opened, and when the oldest sealed batch was
