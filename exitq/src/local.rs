@@ -26,8 +26,8 @@
 //! Never inside a read guard of the domain (of any kind: `Domain::read`, a
 //! `Reader`, a temporary guard), and never inside one of the domain's
 //! callbacks: there the ready batches wait, and the guard's outermost exit
-//! runs them (`RUN_PENDING`). Running ready callbacks never waits for a grace period, so no
-//! path waits for the caller's own section.
+//! runs them (`RUN_PENDING`). Running ready callbacks never waits for a
+//! grace period, so no path waits for the caller's own section.
 //!
 //! What the thread does not run, the reclaimer does: batches of threads
 //! that exited (pushed at exit), that went idle or left ready batches
@@ -41,8 +41,8 @@
 //! handshake ([`handshake`](crate::handshake)), and every move of work
 //! happens inside one: sealing into the queue, pushing onto the domain's
 //! list, and taking ready batches to run, with `run_seq` made odd in the
-//! same section, so a `barrier` that finds them
-//! gone knows a run is in progress and waits for it. Callbacks run after
+//! same section, so a `barrier` that finds them gone knows a run is in
+//! progress and waits for it. Callbacks run after
 //! the section ends, so a callback may defer, flush or be stolen from.
 
 use crate::batch::{Deferred, Work};
