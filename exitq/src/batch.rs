@@ -120,9 +120,6 @@ pub(crate) struct Batch {
     /// chosen yet; a reclaim pass then waits for one that starts after it
     /// took the batch).
     pub(crate) wait_gp: u64,
-    /// The poll epoch when the batch was sealed (how long its thread has
-    /// kept it: see the reclaimer's idle steal).
-    pub(crate) sealed_epoch: u64,
     /// `sealed_len` is counted in the domain's `pending` (sealed, not yet
     /// run).
     pub(crate) in_pending: bool,
@@ -151,7 +148,6 @@ impl Batch {
             len: 0,
             sealed_len: 0,
             wait_gp: 0,
-            sealed_epoch: 0,
             in_pending: false,
             in_held: false,
         }
@@ -325,7 +321,6 @@ impl OpenBatch {
         };
         debug_assert!(b.used == 0 && b.len == 0);
         b.wait_gp = 0;
-        b.sealed_epoch = 0;
         b.in_pending = false;
         b.in_held = held;
         let range = b.buf.as_mut_ptr_range();

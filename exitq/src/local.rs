@@ -212,8 +212,6 @@ fn seal(
     };
     let g = inner.gp.snapshot();
     b.wait_gp = g;
-    // Relaxed: an aging clock.
-    b.sealed_epoch = inner.poll_epoch.load(Ordering::Relaxed);
     b.in_pending = true;
     // Relaxed: a counter; the batch itself moves through the handshake or
     // the list.
@@ -230,10 +228,9 @@ fn seal(
         after.offloaded = true;
         return;
     }
-    if local.sealed.is_empty() {
-        // Relaxed: a hint for the reclaimer's idle steal.
-        r.sealed_epoch.store(b.sealed_epoch, Ordering::Relaxed);
-    }
+    // Relaxed: a hint for the reclaimer's idle steal (an aging clock).
+    r.active_epoch
+        .store(inner.poll_epoch.load(Ordering::Relaxed), Ordering::Relaxed);
     after.need_gp = after.need_gp.max(g);
     local.sealed.push_back(node);
 }
@@ -252,7 +249,7 @@ fn take_ready(inner: &Inner, r: &Record, local: &mut Local, after: &mut After) {
     if !after.batches.is_empty() {
         begin_run(r);
     }
-    update_sealed_hint(r, local);
+    update_sealed_hint(inner, r, local);
     note_left(inner, local, after);
 }
 
@@ -266,13 +263,15 @@ fn end_run(r: &Record) {
     handshake::run_end(&r.run_seq);
 }
 
-fn update_sealed_hint(r: &Record, local: &Local) {
-    let epoch = match local.sealed.front() {
-        Some(Work::Batch(b)) => b.sealed_epoch,
-        _ => 0,
+fn update_sealed_hint(inner: &Inner, r: &Record, local: &Local) {
+    let epoch = if local.sealed.is_empty() {
+        0
+    } else {
+        // Relaxed: an aging clock.
+        inner.poll_epoch.load(Ordering::Relaxed)
     };
     // Relaxed: a hint for the reclaimer's idle steal.
-    r.sealed_epoch.store(epoch, Ordering::Relaxed);
+    r.active_epoch.store(epoch, Ordering::Relaxed);
 }
 
 fn note_left(inner: &Inner, local: &Local, after: &mut After) {
