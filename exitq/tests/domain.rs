@@ -150,6 +150,48 @@ fn an_idle_owners_sealed_batches_are_run_for_it() {
 }
 
 #[test]
+fn callbacks_deferred_inside_a_reader_section_run_after_it() {
+    // A Reader's guard exit is one store: it runs nothing itself. What was
+    // deferred inside it (and could not run there) must still run, with
+    // the thread alive, idle and deferring nothing more.
+    let d = Domain::builder()
+        .batch_size(1)
+        .flush_latency(Duration::from_millis(2))
+        .build();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let (queued_tx, queued_rx) = std::sync::mpsc::channel::<()>();
+    let owner = {
+        let (d, ran) = (d.clone(), ran.clone());
+        thread::spawn(move || {
+            let mut reader = d.reader();
+            {
+                let _g = reader.read();
+                for _ in 0..10 {
+                    let ran = ran.clone();
+                    d.defer(move || {
+                        ran.fetch_add(1, Ordering::Relaxed);
+                    });
+                }
+            }
+            queued_tx.send(()).unwrap();
+            done_rx.recv().unwrap();
+            drop(reader);
+        })
+    };
+    queued_rx.recv().unwrap();
+    for _ in 0..5000 {
+        if ran.load(Ordering::Relaxed) == 10 {
+            break;
+        }
+        thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(ran.load(Ordering::Relaxed), 10, "{:?}", d.stats());
+    done_tx.send(()).unwrap();
+    owner.join().unwrap();
+}
+
+#[test]
 fn dropping_the_domain_runs_everything_pending() {
     for (name, d) in domains() {
         let ran = Arc::new(AtomicUsize::new(0));
