@@ -176,7 +176,7 @@ impl HostFacts {
         let paranoid =
             read_trim("/proc/sys/kernel/perf_event_paranoid").and_then(|v| v.parse().ok());
         let perf_error = perf_trial().err();
-        let tracefs = tracefs_mount();
+        let tracefs = crate::perf::tracefs::find().map(|p| p.display().to_string());
         let tracepoints_usable = tracefs.as_ref().is_some_and(|t| {
             read_u64(Path::new(t).join("events/sched/sched_process_exit/id")).is_some()
         });
@@ -305,9 +305,14 @@ impl HostFacts {
             "perf counters",
             if self.perf_usable {
                 "usable".into()
+            } else if self.root {
+                format!(
+                    "not usable even as root: {} (kernel lockdown, seccomp, a container or an LSM policy forbids perf_event_open)",
+                    self.perf_error.as_deref().unwrap_or("unknown error")
+                )
             } else {
                 format!(
-                    "not usable: {} (run as root or set kernel.perf_event_paranoid <= 1)",
+                    "not usable: {} (run as root, or: sudo sysctl kernel.perf_event_paranoid=1)",
                     self.perf_error.as_deref().unwrap_or("unknown error")
                 )
             },
@@ -315,8 +320,18 @@ impl HostFacts {
         rows.push((
             "tracefs",
             match &self.tracefs {
-                None => "not mounted (mount -t tracefs nodev /sys/kernel/tracing)".into(),
+                None if self.root => format!(
+                    "not mounted (herd mounts it when it first counts, as perf does: {})",
+                    crate::perf::tracefs::MOUNT_TRACEFS
+                ),
+                None => format!(
+                    "not mounted (as root: {})",
+                    crate::perf::tracefs::MOUNT_TRACEFS
+                ),
                 Some(t) if self.tracepoints_usable => format!("{t} (tracepoints usable)"),
+                Some(t) if self.root => {
+                    format!("{t} (tracepoint ids not readable even as root: lockdown or an LSM?)")
+                }
                 Some(t) => format!("{t} (tracepoint ids not readable: run as root)"),
             },
         ));
@@ -401,15 +416,6 @@ fn perf_trial() -> std::result::Result<(), String> {
         .build()
         .map(drop)
         .map_err(|e| e.to_string())
-}
-
-fn tracefs_mount() -> Option<String> {
-    for p in ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"] {
-        if Path::new(p).join("events").is_dir() {
-            return Some(p.to_string());
-        }
-    }
-    None
 }
 
 /// Memory mappings of this process now (lines of `/proc/self/maps`).

@@ -232,3 +232,37 @@ fn absent_hardware_and_old_kernel_tracepoints_are_not_fatal_with_require_perf() 
         .contains("does not exist in this kernel"));
     assert!(r.value("sys_futex").is_some());
 }
+
+#[test]
+fn root_refused_is_not_told_to_run_as_root_and_emfile_is_named() {
+    for (errno, root, want) in [
+        (libc::EPERM, true, "even as root"),
+        (libc::EACCES, false, "perf_event_paranoid is 2"),
+        (libc::EMFILE, true, "EMFILE"),
+        (libc::EMFILE, false, "EMFILE"),
+    ] {
+        let fake = Fake {
+            tracefs: RealKernel.tracefs(),
+            errno: Some(errno),
+            hw_errno: None,
+            paranoid: Some(2),
+            root,
+        };
+        let r = Session::open_with(&PerfArgs::default(), &[], &fake)
+            .unwrap()
+            .finish()
+            .unwrap();
+        let notes = r.notes().join("\n");
+        assert!(notes.contains(want), "errno {errno} root {root}: {notes}");
+        if root {
+            assert!(!notes.contains("run as root"), "{notes}");
+        }
+        if errno == libc::EMFILE {
+            assert!(
+                !notes.contains("paranoid"),
+                "EMFILE is not a paranoid problem: {notes}"
+            );
+            assert!(notes.contains("ulimit"), "{notes}");
+        }
+    }
+}

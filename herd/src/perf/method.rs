@@ -23,8 +23,10 @@ use perf_event::events::Tracepoint;
 use perf_event::{Builder, Counter};
 use serde::{Deserialize, Serialize};
 
+use super::budget::FdBudget;
+use super::cgroup::CgroupScope;
 use super::events::{self, EventSpec, Source};
-use super::sys::{self, CgroupScope, Kernel, Target, Unavailable};
+use super::sys::{self, Kernel, OpenContext, Target, Unavailable};
 use super::Scope;
 
 /// How the counters are attached.
@@ -84,9 +86,10 @@ pub(super) fn attach(
     scope: Scope,
     cpus: &[usize],
     skip_tid: Option<i32>,
+    budget: &FdBudget,
 ) -> Attached {
     if scope == Scope::System {
-        let (open, unavailable) = open_all(kernel, scope, Target::AnyTask, cpus);
+        let (open, unavailable) = open_all(kernel, scope, Target::AnyTask, cpus, budget);
         return Attached {
             method: Method::PerCpu,
             fallback: None,
@@ -97,9 +100,9 @@ pub(super) fn attach(
         };
     }
     let online = crate::host::online_cpus();
-    match attach_cgroup(kernel, scope, &online) {
+    match attach_cgroup(kernel, scope, &online, budget) {
         Ok(a) => a,
-        Err(fallback) => attach_inherited(kernel, scope, &online, skip_tid, fallback),
+        Err(fallback) => attach_inherited(kernel, scope, &online, skip_tid, fallback, budget),
     }
 }
 
@@ -113,9 +116,10 @@ fn attach_cgroup(
     kernel: &dyn Kernel,
     scope: Scope,
     online: &[usize],
+    budget: &FdBudget,
 ) -> Result<Attached, Unavailable> {
     let cg = kernel.process_cgroup()?;
-    let (open, unavailable) = open_all(kernel, scope, Target::Cgroup(&cg.file), online);
+    let (open, unavailable) = open_all(kernel, scope, Target::Cgroup(&cg.file), online, budget);
     if let Some(u) = cgroup_failure(&cg.mount, &cg.dir, &unavailable) {
         // The counters close before the cgroup moves the process back.
         drop(open);
@@ -141,6 +145,7 @@ fn attach_inherited(
     online: &[usize],
     skip_tid: Option<i32>,
     fallback: Unavailable,
+    budget: &FdBudget,
 ) -> Attached {
     let mut pids = crate::host::own_threads();
     pids.retain(|&tid| Some(tid) != skip_tid);
@@ -149,7 +154,8 @@ fn attach_inherited(
     }
     // Before the counters: the probe's own thread must not count.
     let exits_counted = inherited_exits_counted(kernel);
-    let (mut open, mut unavailable) = open_all(kernel, scope, Target::Threads(&pids), online);
+    let (mut open, mut unavailable) =
+        open_all(kernel, scope, Target::Threads(&pids), online, budget);
     if exits_counted == Some(false) {
         if let Some(i) = open.iter().position(|o| o.spec.metric == EXITS_METRIC) {
             let o = open.remove(i);
@@ -172,10 +178,11 @@ fn open_all(
     scope: Scope,
     target: Target<'_>,
     cpus: &[usize],
+    budget: &FdBudget,
 ) -> (Vec<Open>, Vec<(EventSpec, Unavailable)>) {
     let (mut open, mut unavailable) = (Vec::new(), Vec::new());
     for spec in events::catalog(scope) {
-        match open_event(kernel, &spec, target, cpus) {
+        match open_event(kernel, &spec, target, cpus, budget) {
             Ok(counters) => {
                 let cpus = match target {
                     Target::Threads(_) => Vec::new(),
@@ -200,6 +207,7 @@ fn open_event(
     spec: &EventSpec,
     target: Target<'_>,
     cpus: &[usize],
+    budget: &FdBudget,
 ) -> Result<Vec<Counter>, Unavailable> {
     let mut builder = match spec.source {
         Source::Tracepoint(sys_name, name) => {
@@ -210,9 +218,8 @@ fn open_event(
     };
     builder.include_kernel().exclude_user(false);
     let per_cpu = !matches!(target, Target::Threads(_));
-    let explain = |e: &std::io::Error| {
-        sys::explain_open_error(e, spec.kind(), per_cpu, kernel.paranoid(), kernel.is_root())
-    };
+    let ctx = OpenContext::of(kernel, per_cpu, Some(budget));
+    let explain = |e: &std::io::Error| sys::explain_open_error(e, spec.kind(), &ctx);
     let mut counters = Vec::new();
     match target {
         Target::Threads(pids) => {
@@ -275,12 +282,14 @@ fn cgroup_failure(
             ),
         ));
     }
+    // The counter's own explanation already fits the user and the errno
+    // (paranoid for EACCES, the descriptor budget for EMFILE, ...).
     Some(Unavailable::fixable(
         format!(
             "per-CPU cgroup counters could not be opened ({}: {})",
             spec.event, u.reason
         ),
-        "run as root, or: sudo sysctl kernel.perf_event_paranoid=0",
+        u.fix.clone(),
     ))
 }
 
@@ -384,15 +393,35 @@ mod tests {
                 .contains("echo +pids > /sys/fs/cgroup/cgroup.subtree_control"),
             "{u:?}"
         );
-        // Permission: the paranoid fix.
-        let denied = vec![(spec("sys_futex"), Unavailable::fixable("EACCES", "root"))];
+        // Permission: the counter's own (paranoid) fix.
+        let ctx = |root| OpenContext {
+            system: true,
+            paranoid: Some(2),
+            root,
+            budget: None,
+        };
+        let explain = |errno, root| {
+            sys::explain_open_error(
+                &std::io::Error::from_raw_os_error(errno),
+                sys::EventKind::Tracepoint,
+                &ctx(root),
+            )
+        };
+        let denied = vec![(spec("sys_futex"), explain(libc::EACCES, false))];
         let u = cgroup_failure(mount, dir, &denied).unwrap();
         assert!(
-            u.reason
-                .contains("could not be opened (syscalls:sys_enter_futex: EACCES)"),
+            u.reason.contains(
+                "could not be opened (syscalls:sys_enter_futex: permission denied (EACCES)"
+            ),
             "{u:?}"
         );
-        assert!(u.fix.contains("perf_event_paranoid"), "{u:?}");
+        assert!(u.fix.contains("perf_event_paranoid=0"), "{u:?}");
+        // EMFILE: named as such, never as a paranoid problem (today's bug).
+        let emfile = vec![(spec("sys_futex"), explain(libc::EMFILE, true))];
+        let u = cgroup_failure(mount, dir, &emfile).unwrap();
+        assert!(u.reason.contains("EMFILE"), "{u:?}");
+        assert!(!u.fix.contains("paranoid"), "{u:?}");
+        assert!(u.fix.contains("ulimit"), "{u:?}");
         assert!(!inherited_exits_missed().fix.is_empty());
     }
 }

@@ -74,6 +74,8 @@
 //! [`kallsyms`] the
 //! contention profile.
 
+pub mod budget;
+pub mod cgroup;
 pub mod contention;
 pub mod events;
 pub mod kallsyms;
@@ -84,6 +86,8 @@ pub mod report;
 pub mod sampler;
 pub mod session;
 pub mod sys;
+pub mod tracefs;
+pub mod unavailable;
 
 use serde::{Deserialize, Serialize};
 

@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::budget::FdBudget;
 use super::contention::ContentionReport;
 use super::events::{self, EventSpec};
 use super::method::Method;
@@ -128,6 +129,9 @@ pub struct Report {
     /// `--no-aggregate`: the table shows every CPU, not the summary.
     #[serde(default)]
     pub no_aggregate: bool,
+    /// The descriptors the counters took and the limit (see `budget.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fd_budget: Option<FdBudget>,
 }
 
 impl Report {
@@ -251,6 +255,9 @@ impl Report {
                     ));
                 }
             }
+        }
+        if let Some(line) = self.fd_budget.as_ref().and_then(FdBudget::shortfall) {
+            notes.push(line);
         }
         if let (Method::Inherit, Some(u)) = (self.method, &self.method_fallback) {
             notes.push(note_for(

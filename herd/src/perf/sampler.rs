@@ -31,7 +31,7 @@ use super::lock_sample::{
     pick_caller, Layout, LockEvent, SAMPLE_CALLCHAIN, SAMPLE_CPU, SAMPLE_RAW, SAMPLE_TID,
     SAMPLE_TIME,
 };
-use super::sys::{self, EventKind, Kernel, Target, Unavailable};
+use super::sys::{self, EventKind, Kernel, OpenContext, Target, Unavailable};
 
 /// Ring buffer data size per CPU, bytes (plus one header page).
 pub const RING_BYTES: usize = 1 << 20;
@@ -237,15 +237,8 @@ impl ContentionSampler {
         let mut samplers = Vec::with_capacity(cpus.len());
         let mut redirected = Vec::new();
         let mut fds = Vec::new();
-        let explain = |e: &std::io::Error| {
-            sys::explain_open_error(
-                e,
-                EventKind::RawSample,
-                system,
-                kernel.paranoid(),
-                kernel.is_root(),
-            )
-        };
+        let ctx = OpenContext::of(kernel, system, None);
+        let explain = |e: &std::io::Error| sys::explain_open_error(e, EventKind::RawSample, &ctx);
         for &cpu in cpus {
             let mut leader: Option<Sampler> = None;
             for &pid in pids {

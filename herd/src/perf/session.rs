@@ -13,6 +13,8 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 
+use super::budget::FdBudget;
+use super::cgroup::CgroupScope;
 use super::contention;
 use super::events;
 use super::kallsyms::Symbols;
@@ -21,7 +23,7 @@ use super::method::{self, Attached, Method, Open};
 use super::percpu;
 use super::report::{note_for, CounterReading, Report};
 use super::sampler::{self, ContentionSampler, Drain};
-use super::sys::{CgroupScope, Kernel, RealKernel, Unavailable};
+use super::sys::{Kernel, RealKernel, Unavailable};
 use super::{PerfArgs, Scope};
 
 /// Counters opened for one measured phase.
@@ -39,6 +41,7 @@ pub struct Session {
     enabled_s: f64,
     method: Method,
     method_fallback: Option<Unavailable>,
+    budget: FdBudget,
     /// Declared last: dropped after the counters, it moves the process back.
     cgroup: Option<CgroupScope>,
 }
@@ -63,10 +66,10 @@ impl Session {
         if args.no_perf {
             return Ok(s);
         }
-        raise_fd_limit();
+        s.budget = s.fd_budget().ensure();
         let contention = s.prepare_contention(kernel)?;
         let skip_tid = contention.as_ref().map(|c| c.drain.tid());
-        let attached = method::attach(kernel, args.perf_scope, &s.cpus, skip_tid);
+        let attached = method::attach(kernel, args.perf_scope, &s.cpus, skip_tid, &s.budget);
         if let Some(c) = contention {
             s.open_sampler(kernel, c, &attached);
         }
@@ -94,8 +97,32 @@ impl Session {
             enabled_s: 0.0,
             method: Method::None,
             method_fallback: None,
+            budget: FdBudget::default(),
             cgroup: None,
         }
+    }
+
+    /// The descriptors this session will open (before opening any): every
+    /// event on every CPU it counts on (or on every thread, for inherited
+    /// counters), and with `--contention` two sampling events per CPU.
+    fn fd_budget(&self) -> FdBudget {
+        let online = crate::host::online_cpus().len() as u64;
+        let cpus = match self.args.perf_scope {
+            Scope::System => self.cpus.len() as u64,
+            Scope::Process => online,
+        };
+        let threads = crate::host::own_threads().len() as u64;
+        let per_event = match self.args.perf_scope {
+            Scope::System => cpus,
+            Scope::Process => cpus.max(threads),
+        };
+        let sampling = if self.args.contention { 2 * cpus } else { 0 };
+        FdBudget::plan(
+            events::catalog(self.args.perf_scope).len() as u64,
+            per_event,
+            sampling,
+            super::budget::open_now(),
+        )
     }
 
     /// `--contention`: symbols, the tracepoints' layout and the drain
@@ -277,6 +304,7 @@ impl Session {
             contention,
             contention_unavailable: self.contention_unavailable.clone(),
             no_aggregate: self.args.no_aggregate,
+            fd_budget: Some(self.budget.clone()),
         })
     }
 }
@@ -290,15 +318,4 @@ fn contention_layout(kernel: &dyn Kernel) -> Result<Layout, Unavailable> {
     let begin_fmt = kernel.tracepoint_file(bs, bn, "format")?;
     let end_fmt = kernel.tracepoint_file(es, en, "format")?;
     Layout::new(begin_id, &begin_fmt, end_id, &end_fmt).map_err(|m| Unavailable::fixable(m, ""))
-}
-
-/// Raises the soft RLIMIT_NOFILE to the hard limit: system scope opens one
-/// descriptor per event per CPU (14 x 128 CPUs is past the usual 1024).
-fn raise_fd_limit() {
-    use nix::sys::resource::{getrlimit, setrlimit, Resource};
-    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
-        if soft < hard {
-            let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
-        }
-    }
 }
