@@ -15,7 +15,7 @@
 
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Once;
+use std::sync::{Mutex, Once};
 
 use anyhow::{bail, Context, Result};
 
@@ -28,6 +28,19 @@ pub const CHILD_ENV: &str = "HERD_CHILD";
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 static INSTALL: Once = Once::new();
+/// Extra environment of every child run (e.g. `HERD_PERF_KEPT` while a
+/// parent keeps the tracepoints registered).
+static CHILD_ENV_EXTRA: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
+
+/// Sets (`Some`) or removes (`None`) one variable of the child runs'
+/// environment.
+pub fn set_child_env(key: &str, value: Option<&str>) {
+    let mut env = CHILD_ENV_EXTRA.lock().unwrap_or_else(|p| p.into_inner());
+    env.retain(|(k, _)| k != key);
+    if let Some(v) = value {
+        env.push((key.to_string(), v.to_string()));
+    }
+}
 
 /// Installs the Ctrl-C handler once per process. Safe to call repeatedly.
 pub fn install_interrupt_handler() {
@@ -60,6 +73,13 @@ pub fn run_child(scenario: &str, args: &[String]) -> Result<RunResult> {
     let exe = std::env::current_exe().context("cannot find herd's own executable")?;
     let mut cmd = Command::new(&exe);
     cmd.arg(scenario).args(args).arg("--json");
+    for (k, v) in CHILD_ENV_EXTRA
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+    {
+        cmd.env(k, v);
+    }
     cmd.env(CHILD_ENV, "1")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -254,6 +254,8 @@ pub fn repeat(scenario: &str, out: &OutputArgs) -> Result<u8> {
         runs: Vec::new(),
     };
     let progress = crate::export::progress::Progress::new(u64::from(out.runs), "runs");
+    // Tracepoints stay registered across the children (perf/keeper.rs).
+    let _keepers = crate::perf::keeper::Keepers::for_children(&[args.as_slice()]);
     for _ in 0..out.runs {
         if runner::interrupted() {
             break;

@@ -76,9 +76,11 @@
 
 pub mod budget;
 pub mod cgroup;
+pub mod closer;
 pub mod contention;
 pub mod events;
 pub mod kallsyms;
+pub mod keeper;
 pub mod lock_sample;
 pub mod method;
 pub mod percpu;

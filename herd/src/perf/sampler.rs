@@ -16,7 +16,7 @@
 //! buffers (woken at a quarter full, or every 10 ms), decodes each sample
 //! into a compact [`LockEvent`] and counts `PERF_RECORD_LOST`.
 
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -308,8 +308,17 @@ impl ContentionSampler {
         self.fds.iter().try_for_each(|&fd| sys::disable_fd(fd))
     }
 
-    /// Stops the drain thread and returns the samples.
-    pub fn finish(self) -> Collected {
-        self.drain.finish()
+    /// Stops the drain thread and returns the samples, and the
+    /// descriptors still open (the redirected events, for the closer).
+    pub fn finish(self) -> (Collected, Vec<OwnedFd>) {
+        let collected = self.drain.finish();
+        let fds = self
+            ._redirected
+            .into_iter()
+            // SAFETY: `into_raw_fd` gives up the Counter's ownership, so
+            // the OwnedFd is the descriptor's only owner.
+            .map(|c| unsafe { OwnedFd::from_raw_fd(c.into_raw_fd()) })
+            .collect();
+        (collected, fds)
     }
 }

@@ -8,6 +8,7 @@
 //! Nothing here stops a run for a counter that cannot be opened unless
 //! `--require-perf` asked for it.
 
+use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -15,6 +16,7 @@ use anyhow::{bail, Context, Result};
 
 use super::budget::FdBudget;
 use super::cgroup::CgroupScope;
+use super::closer;
 use super::contention;
 use super::events;
 use super::kallsyms::Symbols;
@@ -66,6 +68,9 @@ impl Session {
         if args.no_perf {
             return Ok(s);
         }
+        // Before any counter: no closer of an earlier run closes while we
+        // open (see closer.rs).
+        closer::hold_session_lock();
         s.budget = s.fd_budget().ensure();
         let contention = s.prepare_contention(kernel)?;
         let skip_tid = contention.as_ref().map(|c| c.drain.tid());
@@ -277,9 +282,11 @@ impl Session {
         let order = events::catalog(self.args.perf_scope);
         counters.sort_by_key(|c| order.iter().position(|e| e.metric == c.metric));
 
+        let mut fds = Vec::new();
         let contention = self.sampler.take().map(|sm| {
             let rings = sm.rings;
-            let mut collected = sm.finish();
+            let (mut collected, redirected) = sm.finish();
+            fds.extend(redirected);
             let mut r = contention::analyse(&mut collected.events, &self.syms);
             r.lost = collected.lost;
             r.dropped = collected.dropped;
@@ -287,6 +294,7 @@ impl Session {
             r.ring_kib = sampler::RING_BYTES >> 10;
             r
         });
+        self.close(fds);
         Ok(Report {
             enabled: !self.args.no_perf,
             scope: self.args.perf_scope,
@@ -306,6 +314,37 @@ impl Session {
             no_aggregate: self.args.no_aggregate,
             fd_budget: Some(self.budget.clone()),
         })
+    }
+}
+
+impl Session {
+    /// Closes every counter (and `more` descriptors), through a closer
+    /// process where [`closer::plan`] says so, which then also removes
+    /// the cgroup (see closer.rs: the last close of a tracepoint waits
+    /// for a grace period).
+    fn close(&mut self, mut more: Vec<OwnedFd>) {
+        for o in self.open.drain(..) {
+            for c in o.counters {
+                // SAFETY: `into_raw_fd` gives up the Counter's ownership,
+                // so the OwnedFd is the descriptor's only owner.
+                more.push(unsafe { OwnedFd::from_raw_fd(c.into_raw_fd()) });
+            }
+        }
+        let cgroup = self.cgroup.take();
+        if closer::plan() != closer::Plan::Deferred {
+            drop(more);
+            drop(cgroup);
+            return;
+        }
+        let leftover = cgroup.as_ref().map(|cg| closer::CgroupLeftover {
+            dir: cg.dir.clone(),
+            back: cg.original.clone(),
+        });
+        if closer::hand_off(more, leftover.as_ref()) {
+            if let Some(cg) = cgroup {
+                cg.leave_to_closer();
+            }
+        }
     }
 }
 

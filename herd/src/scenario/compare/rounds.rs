@@ -22,6 +22,9 @@ pub fn run_interleaved(
     progress: &Progress,
 ) -> Result<(Vec<RunSet>, bool)> {
     runner::install_interrupt_handler();
+    // Tracepoints stay registered across the children (perf/keeper.rs).
+    let children: Vec<&[String]> = configs.iter().map(|c| c.args.as_slice()).collect();
+    let _keepers = crate::perf::keeper::Keepers::for_children(&children);
     run_rounds(configs, runs, warmup, progress, |args| {
         runner::run_child(scenario, args)
     })
