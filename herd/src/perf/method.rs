@@ -152,10 +152,13 @@ fn attach_inherited(
     if pids.is_empty() {
         pids.push(sys::gettid());
     }
-    // Before the counters: the probe's own thread must not count.
-    let exits_counted = inherited_exits_counted(kernel);
+    // Before the counters: the probe's own thread must not count. Its
+    // counter is closed only once the catalog's are open: closing the last
+    // counter of a tracepoint costs a grace period (closer.rs).
+    let (exits_counted, probe) = inherited_exits_counted(kernel);
     let (mut open, mut unavailable) =
         open_all(kernel, scope, Target::Threads(&pids), online, budget);
+    drop(probe);
     if exits_counted == Some(false) {
         if let Some(i) = open.iter().position(|o| o.spec.metric == EXITS_METRIC) {
             let o = open.remove(i);
@@ -307,7 +310,14 @@ fn cgroup_failure(
 /// when the thread has no counters any more and every inherited
 /// `task_exits` reads 0. Per-CPU counters (a cgroup, or system scope) are
 /// not the thread's own and still count it.
-fn inherited_exits_counted(kernel: &dyn Kernel) -> Option<bool> {
+fn inherited_exits_counted(kernel: &dyn Kernel) -> (Option<bool>, Option<Counter>) {
+    let mut counter = None;
+    let counted = probe_exit(kernel, &mut counter);
+    (counted, counter)
+}
+
+/// The probe of [`inherited_exits_counted`]; leaves its counter in `keep`.
+fn probe_exit(kernel: &dyn Kernel, keep: &mut Option<Counter>) -> Option<bool> {
     let id = kernel.tracepoint_id("sched", "sched_process_exit").ok()?;
     let mut b = Builder::new(Tracepoint::with_id(id));
     b.include_kernel()
@@ -316,7 +326,7 @@ fn inherited_exits_counted(kernel: &dyn Kernel) -> Option<bool> {
         .any_cpu()
         .observe_pid(sys::gettid())
         .enabled(true);
-    let mut counter = kernel.open(&b).ok()?;
+    let counter = keep.insert(kernel.open(&b).ok()?);
     let (tx, rx) = std::sync::mpsc::channel();
     let probe = std::thread::Builder::new()
         .name("herd-exit-probe".into())
