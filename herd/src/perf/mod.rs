@@ -83,6 +83,7 @@ pub mod kallsyms;
 pub mod keeper;
 pub mod lock_sample;
 pub mod method;
+pub mod mm_lock;
 pub mod percpu;
 pub mod report;
 pub mod sampler;

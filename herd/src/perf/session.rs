@@ -290,6 +290,7 @@ impl Session {
             let mut r = contention::analyse(&mut collected.events, &self.syms);
             r.lost = collected.lost;
             r.dropped = collected.dropped;
+            r.buffer_growths = collected.growths;
             r.ring_buffers = rings;
             r.ring_kib = sampler::RING_BYTES >> 10;
             r
