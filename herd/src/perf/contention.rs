@@ -633,7 +633,7 @@ mod tests {
         );
         let (madvise, do_exit) = (0xffffffff81100010, 0xffffffff81100820);
         let (mm, other) = (0xffff888000004000, 0xffff888000005000);
-        let mut w = |tid, t, addr, caller, flags| {
+        let w = |tid, t, addr, caller, flags| {
             let mut b = ev(tid, t, addr, Kind::Begin(flags));
             b.caller = caller;
             [b, ev(tid, t + 10, addr, Kind::End)]
