@@ -191,7 +191,7 @@ fn scope_words(r: &Report) -> String {
 fn counters_with_cpus(r: &Report) -> (Vec<&CounterReading>, Vec<&CounterReading>) {
     r.counters
         .iter()
-        .filter(|c| c.unavailable.is_none() && !c.per_cpu.is_empty())
+        .filter(|c| c.value.is_some() && !c.per_cpu.is_empty())
         .partition(|c| c.per_cpu.iter().any(|v| v.value != 0.0))
 }
 
@@ -328,7 +328,11 @@ pub fn full_table(counters: &[&CounterReading]) -> String {
         c.per_cpu
             .iter()
             .find(|v| v.cpu == cpu)
-            .map_or("-".to_string(), |v| fmt_value(v.value))
+            .map_or("-".to_string(), |v| match v.running {
+                // Enabled on this CPU but never running: unknown, as perf -A.
+                Some(r) if r == 0.0 => "<not counted>".to_string(),
+                _ => fmt_value(v.value),
+            })
     };
     let totals: Vec<String> = counters
         .iter()
@@ -456,6 +460,7 @@ mod tests {
             unit: "calls".into(),
             raw: Some(values.iter().sum::<f64>() as u64),
             value: Some(values.iter().sum()),
+            not_counted: false,
             time_enabled_ns: 1,
             time_running_ns: 1,
             fds: values.len(),

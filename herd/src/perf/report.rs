@@ -33,8 +33,13 @@ pub struct CounterReading {
     pub unit: String,
     /// Raw count summed over all descriptors; `None` when unavailable.
     pub raw: Option<u64>,
-    /// The metric value: raw scaled for multiplexing, in `unit`.
+    /// The metric value: raw scaled for multiplexing, in `unit`; `None`
+    /// when unavailable or not counted.
     pub value: Option<f64>,
+    /// Opened but never running while enabled (time_running 0): the value
+    /// is unknown, not 0 (`perf stat` prints `<not counted>`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub not_counted: bool,
     /// Sum of time_enabled over the descriptors, ns.
     pub time_enabled_ns: u64,
     /// Sum of time_running over the descriptors, ns (< enabled: multiplexed).
@@ -60,12 +65,15 @@ impl CounterReading {
     /// per-CPU values add up to it.
     pub(super) fn counted(spec: &EventSpec, samples: &[percpu::Sample], cpus: &[usize]) -> Self {
         let a = percpu::aggregate(samples, cpus, spec.scale);
+        // perf stat's rule: no running time at all, no value.
+        let not_counted = a.running_ns == 0;
         CounterReading {
             metric: spec.metric.into(),
             event: spec.event.into(),
             unit: spec.unit.into(),
             raw: Some(a.raw),
-            value: Some(a.value),
+            value: (!not_counted).then_some(a.value),
+            not_counted,
             time_enabled_ns: a.enabled_ns,
             time_running_ns: a.running_ns,
             fds: samples.len(),
@@ -83,6 +91,7 @@ impl CounterReading {
             unit: spec.unit.into(),
             raw: None,
             value: None,
+            not_counted: false,
             time_enabled_ns: 0,
             time_running_ns: 0,
             fds: 0,
@@ -243,8 +252,21 @@ impl Report {
         for (u, events) in failed {
             notes.push(note_for(&events.join(", "), u));
         }
+        let not_counted: Vec<&str> = self
+            .counters
+            .iter()
+            .filter(|c| c.not_counted)
+            .map(|c| c.event.as_str())
+            .collect();
+        if !not_counted.is_empty() {
+            notes.push(format!(
+                "perf: {} <not counted>: opened but never running while enabled \
+                 (time_running 0, as perf stat marks it); left out, the value is unknown, not 0",
+                not_counted.join(", ")
+            ));
+        }
         for c in &self.counters {
-            if c.unavailable.is_some() {
+            if c.unavailable.is_some() || c.not_counted {
                 continue;
             } else if let Some(f) = c.running_fraction() {
                 if f < 0.999 {
@@ -299,6 +321,9 @@ impl Report {
         let mut out = String::new();
         for c in &self.counters {
             match (&c.value, &c.unavailable) {
+                (None, None) if c.not_counted => {
+                    let _ = writeln!(out, "{:>16} {:<12} {}", "<not counted>", "", c.event);
+                }
                 (Some(v), _) => {
                     let run = c
                         .running_fraction()
@@ -332,6 +357,7 @@ mod tests {
             unit: unit.into(),
             raw: v.map(|v| v as u64),
             value: v,
+            not_counted: false,
             time_enabled_ns: 100,
             time_running_ns: 100,
             fds: 1,
@@ -395,6 +421,35 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(Report::from_json(&r.to_json()), Some(r));
+    }
+
+    #[test]
+    fn a_counter_that_never_ran_is_not_counted_not_zero() {
+        let spec = events::catalog(Scope::System)[0];
+        let never = [percpu::Sample {
+            count: 0,
+            enabled_ns: 5_000_000,
+            running_ns: 0,
+        }; 2];
+        let c = CounterReading::counted(&spec, &never, &[0, 1]);
+        assert!(c.not_counted);
+        assert_eq!(c.value, None, "perf stat prints <not counted>, not 0");
+        let r = Report {
+            enabled: true,
+            counters: vec![c],
+            ..Default::default()
+        };
+        assert!(r.metrics(10).iter().all(|m| m.name != spec.metric));
+        assert!(r.notes()[0].contains("<not counted>"), "{:?}", r.notes());
+        assert!(r.counter_table().contains("<not counted>"));
+        // One CPU ran: counted.
+        let mut some = never;
+        some[1].running_ns = 5_000_000;
+        some[1].count = 3;
+        assert_eq!(
+            CounterReading::counted(&spec, &some, &[0, 1]).value,
+            Some(3.0)
+        );
     }
 
     #[test]
