@@ -32,6 +32,8 @@ pub(super) fn build(m: &Measured<'_>, perf: &perf::Report) -> Result<RunResult> 
     push_hist(&mut r, "create", &m.collector.create);
     push_hist(&mut r, "start", &m.collector.start);
     push_hist(&mut r, "exit", &m.collector.exit);
+    push_hist(&mut r, "exit_spinning", &m.collector.exit_spinning);
+    push_hist(&mut r, "exit_own", &m.collector.exit_own);
     if !m.collector.exit_hook.is_empty() {
         push_hist(&mut r, "exit_hook", &m.collector.exit_hook);
     }
@@ -78,6 +80,7 @@ pub(super) fn build(m: &Measured<'_>, perf: &perf::Report) -> Result<RunResult> 
         "waves_run": m.waves_run,
         "threads_requested": cfg.total_threads(),
         "ended_by_request": m.collector.ended_by_request,
+        "ended_while_spinning": m.collector.ended_spinning,
         "ended_on_own": m.collector.ended_on_own,
         "never_exited": m.never_exited,
         "detached": m.counts.detached,
@@ -87,6 +90,8 @@ pub(super) fn build(m: &Measured<'_>, perf: &perf::Report) -> Result<RunResult> 
             "create": hist_json(&m.collector.create),
             "start": hist_json(&m.collector.start),
             "exit": hist_json(&m.collector.exit),
+            "exit_spinning": hist_json(&m.collector.exit_spinning),
+            "exit_own": hist_json(&m.collector.exit_own),
             "exit_hook": hist_json(&m.collector.exit_hook),
         },
         "placement": place,
