@@ -330,7 +330,7 @@ pub fn full_table(counters: &[&CounterReading]) -> String {
             .find(|v| v.cpu == cpu)
             .map_or("-".to_string(), |v| match v.running {
                 // Enabled on this CPU but never running: unknown, as perf -A.
-                Some(r) if r == 0.0 => "<not counted>".to_string(),
+                Some(0.0) => "<not counted>".to_string(),
                 _ => fmt_value(v.value),
             })
     };
