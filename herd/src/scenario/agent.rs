@@ -275,8 +275,10 @@ pub fn run(args: &Args) -> Result<u8> {
 /// One measurement in this process: set up, the waves inside the counters
 /// and getrusage, the runner's shutdown, the report.
 fn measure(args: &Args, cfg: &Config) -> Result<RunResult> {
-    let ncpu = thread::available_parallelism().map_or(1, |n| n.get());
-    let cpus: Vec<usize> = (0..ncpu).collect();
+    // The CPUs this process may run on (not 0..count: `taskset -c 4-7`
+    // gives 4 CPUs that are not 0-3), for system-scope counters.
+    let cpus = crate::host::allowed_cpus().unwrap_or_else(crate::host::online_cpus);
+    let ncpu = cpus.len();
     let run = AgentRun::set_up(cfg)?;
     let mut session = perf::Session::open(&args.perf, &cpus)?;
     let ru0 = Usage::process();
