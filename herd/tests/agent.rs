@@ -154,7 +154,11 @@ fn system_scope_counts_on_the_usable_cpus() {
         eprintln!("SKIPPED: needs 2 online CPUs to pin to one that is not CPU 0");
         return;
     };
-    if std::process::Command::new("taskset").arg("-V").output().is_err() {
+    if std::process::Command::new("taskset")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
         eprintln!("SKIPPED: taskset (util-linux) is not installed");
         return;
     }
@@ -164,11 +168,26 @@ fn system_scope_counts_on_the_usable_cpus() {
         .arg(last.to_string())
         .arg(exe)
         .args([
-            "agent", "--mode", "thread", "--waves", "1", "--jobs", "4", "--gap-ms", "1",
-            "--perf-scope", "system", "--json",
+            "agent",
+            "--mode",
+            "thread",
+            "--waves",
+            "1",
+            "--jobs",
+            "4",
+            "--gap-ms",
+            "1",
+            "--perf-scope",
+            "system",
+            "--json",
         ])
         .output()
         .unwrap();
     let r: serde_json::Value = success_json(&out);
-    assert_eq!(r["perf"]["cpus"], serde_json::json!([last]), "{}", r["perf"]["cpus"]);
+    assert_eq!(
+        r["perf"]["cpus"],
+        serde_json::json!([last]),
+        "{}",
+        r["perf"]["cpus"]
+    );
 }

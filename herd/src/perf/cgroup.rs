@@ -25,7 +25,14 @@
 //!
 //! The cgroup is created under the process's current one
 //! (`<cgroup>/herd-perf-<pid>`), so every limit of the ancestors still
-//! applies and it has no controller of its own. Dropping the
+//! applies and it has no controller of its own. When herd's own helper
+//! threads are running (`helpers.rs`: the progress bar's, the contention
+//! drain), the counted cgroup is a threaded child, `herd-perf-<pid>/counted`
+//! (cgroup v2 threaded mode): every thread of the process but the helpers
+//! moves there, and threads created later inherit their creator's place,
+//! so the workload is counted and the helpers, and indicatif's ticker
+//! which a helper starts, are not. cgroup v1 has no threaded mode: there
+//! the helpers are counted and a note says so. Dropping the
 //! [`CgroupScope`] moves the process back and removes the directory;
 //! [`CgroupScope::leave_to_closer`] leaves both to the process that closes
 //! the counters after herd exits (see `closer.rs`), which saves herd a
@@ -196,10 +203,18 @@ pub fn locate_real() -> Result<Hierarchy, Unavailable> {
 /// This process in a cgroup of its own, for the life of the value.
 #[derive(Debug)]
 pub struct CgroupScope {
-    /// The cgroup directory.
+    /// The cgroup directory (`herd-perf-<pid>`).
     pub dir: PathBuf,
-    /// The directory opened, for `perf_event_open`.
+    /// The counted cgroup: `dir`, or its threaded child `counted` that
+    /// holds every thread but the helpers.
+    pub counted: PathBuf,
+    /// The counted directory opened, for `perf_event_open`.
     pub file: std::fs::File,
+    /// Helper threads kept out of the counted cgroup.
+    pub helpers_excluded: usize,
+    /// Why helper threads are counted after all (v1, or threaded mode
+    /// refused), when there are any.
+    pub helpers_counted: Option<String>,
     /// Where the hierarchy is mounted.
     pub mount: PathBuf,
     /// v1 or v2.
@@ -230,8 +245,9 @@ fn failure(dir: &Path, what: &str, e: &io::Error, root: bool) -> Unavailable {
 
 impl CgroupScope {
     /// Creates the cgroup under this process's one in `h` and moves this
-    /// process into it.
-    pub fn enter(h: &Hierarchy, root: bool) -> Result<CgroupScope, Unavailable> {
+    /// process into it; with `helpers` (thread ids), every other thread
+    /// moves on into a threaded child that the counters watch.
+    pub fn enter(h: &Hierarchy, root: bool, helpers: &[i32]) -> Result<CgroupScope, Unavailable> {
         remove_stale(&h.own);
         let pid = std::process::id();
         let dir = h.own.join(format!("herd-perf-{pid}"));
@@ -244,16 +260,31 @@ impl CgroupScope {
             let _ = std::fs::remove_dir(&dir);
             return Err(failure(&dir, "cannot move this process in", &e, root));
         }
-        let file = match std::fs::File::open(&dir) {
+        let (counted, helpers_counted) = match (helpers.is_empty(), h.version) {
+            (true, _) => (dir.clone(), None),
+            (false, Version::V1) => (
+                dir.clone(),
+                Some("cgroup v1 has no threaded mode to keep them apart".to_string()),
+            ),
+            (false, Version::V2) => match split_helpers(&dir, helpers) {
+                Ok(counted) => (counted, None),
+                Err(why) => (dir.clone(), Some(why)),
+            },
+        };
+        let file = match std::fs::File::open(&counted) {
             Ok(f) => f,
             Err(e) => {
                 let _ = std::fs::write(h.own.join("cgroup.procs"), pid.to_string());
+                let _ = std::fs::remove_dir(dir.join("counted"));
                 let _ = std::fs::remove_dir(&dir);
                 return Err(failure(&dir, "cannot open", &e, root));
             }
         };
         Ok(CgroupScope {
+            helpers_excluded: if counted == dir { 0 } else { helpers.len() },
+            helpers_counted,
             dir,
+            counted,
             file,
             mount: h.mount.clone(),
             version: h.version,
@@ -262,11 +293,20 @@ impl CgroupScope {
         })
     }
 
-    /// Leaves moving back and removing the directory to someone else (the
-    /// closer process, which does it after this process has exited).
-    pub fn leave_to_closer(mut self) -> (PathBuf, PathBuf) {
+    /// The directories to remove, innermost first.
+    pub fn dirs(&self) -> Vec<PathBuf> {
+        if self.counted == self.dir {
+            vec![self.dir.clone()]
+        } else {
+            vec![self.counted.clone(), self.dir.clone()]
+        }
+    }
+
+    /// Leaves moving back and removing the directories to someone else
+    /// (the closer process, which does it after this process has exited).
+    pub fn leave_to_closer(mut self) -> (Vec<PathBuf>, PathBuf) {
         self.owned = false;
-        (self.dir.clone(), self.original.clone())
+        (self.dirs(), self.original.clone())
     }
 }
 
@@ -281,13 +321,56 @@ impl Drop for CgroupScope {
         );
         // Exiting threads may linger a moment; rmdir fails (EBUSY) until
         // the cgroup is empty.
-        for _ in 0..100 {
-            if std::fs::remove_dir(&self.dir).is_ok() {
-                break;
+        for d in self.dirs() {
+            for _ in 0..100 {
+                if std::fs::remove_dir(&d).is_ok() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
             }
-            std::thread::sleep(std::time::Duration::from_millis(5));
         }
     }
+}
+
+/// Makes `dir/counted` a threaded cgroup and moves every thread of this
+/// process but `helpers` into it; on failure every thread is back in `dir`
+/// and the reason is returned.
+fn split_helpers(dir: &Path, helpers: &[i32]) -> Result<PathBuf, String> {
+    let counted = dir.join("counted");
+    let undo = |why: String| {
+        for tid in crate::host::own_threads() {
+            let _ = std::fs::write(dir.join("cgroup.threads"), tid.to_string());
+        }
+        let _ = std::fs::remove_dir(&counted);
+        why
+    };
+    std::fs::create_dir(&counted)
+        .or_else(|e| {
+            if e.kind() == io::ErrorKind::AlreadyExists {
+                Ok(())
+            } else {
+                Err(e)
+            }
+        })
+        .map_err(|e| format!("cannot create {}: {}", counted.display(), io_error(&e)))?;
+    std::fs::write(counted.join("cgroup.type"), "threaded")
+        .map_err(|e| undo(format!("threaded mode refused: {}", io_error(&e))))?;
+    for tid in crate::host::own_threads() {
+        if helpers.contains(&tid) {
+            continue;
+        }
+        if let Err(e) = std::fs::write(counted.join("cgroup.threads"), tid.to_string()) {
+            // A thread that exited meanwhile is no reason to give up.
+            if e.raw_os_error() != Some(libc::ESRCH) {
+                return Err(undo(format!(
+                    "cannot move thread {tid} into {}: {}",
+                    counted.display(),
+                    io_error(&e)
+                )));
+            }
+        }
+    }
+    Ok(counted)
 }
 
 /// Removes `herd-perf-<pid>` cgroups left by herd processes that died.

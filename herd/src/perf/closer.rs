@@ -52,7 +52,8 @@ use std::time::{Duration, Instant};
 pub const FDS_ENV: &str = "HERD_PERF_CLOSER_FDS";
 /// Environment of a closer: herd's pid (to wait for its exit).
 pub const PARENT_ENV: &str = "HERD_PERF_CLOSER_PARENT";
-/// Environment of a closer: the cgroup directory to remove.
+/// Environment of a closer: the cgroup directories to remove, innermost
+/// first, one per line.
 pub const CGROUP_ENV: &str = "HERD_PERF_CLOSER_CGROUP";
 /// Environment of a closer: the cgroup to move itself to first.
 pub const BACK_ENV: &str = "HERD_PERF_CLOSER_BACK";
@@ -104,8 +105,8 @@ pub fn plan() -> Plan {
 /// directory and the cgroup to move out to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CgroupLeftover {
-    /// `herd-perf-<pid>`.
-    pub dir: PathBuf,
+    /// `herd-perf-<pid>` (after its `counted` child, if any).
+    pub dirs: Vec<PathBuf>,
     /// Where the closer moves itself before removing `dir`.
     pub back: PathBuf,
 }
@@ -152,7 +153,8 @@ fn spawn(fds: &[OwnedFd], cgroup: Option<&CgroupLeftover>) -> std::io::Result<()
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     if let Some(c) = cgroup {
-        cmd.env(CGROUP_ENV, &c.dir).env(BACK_ENV, &c.back);
+        let dirs: Vec<String> = c.dirs.iter().map(|d| d.display().to_string()).collect();
+        cmd.env(CGROUP_ENV, dirs.join("\n")).env(BACK_ENV, &c.back);
     }
     // The child is not waited for: it outlives us, then init reaps it.
     cmd.spawn().map(drop)
@@ -165,7 +167,9 @@ pub fn serve() -> Option<u8> {
     let fds = std::env::var(FDS_ENV).ok()?;
     let keep: Vec<i32> = fds.split(',').filter_map(|f| f.parse().ok()).collect();
     close_others(&keep);
-    let cgroup = std::env::var_os(CGROUP_ENV).map(PathBuf::from);
+    let cgroup: Vec<PathBuf> = std::env::var(CGROUP_ENV)
+        .map(|v| v.lines().map(PathBuf::from).collect())
+        .unwrap_or_default();
     let back = std::env::var_os(BACK_ENV).map(PathBuf::from);
     let parent: Option<u32> = std::env::var(PARENT_ENV).ok().and_then(|p| p.parse().ok());
     if let Some(back) = &back {
@@ -189,8 +193,8 @@ pub fn serve() -> Option<u8> {
             std::thread::sleep(Duration::from_millis(2));
         }
     }
-    if let (Some(dir), Some(parent)) = (cgroup, parent) {
-        remove_when_gone(&dir, parent);
+    if let Some(parent) = parent {
+        remove_when_gone(&cgroup, parent);
     }
     Some(0)
 }
@@ -265,13 +269,23 @@ fn close_others(keep: &[i32]) {
     }
 }
 
-/// Removes `dir` once herd (`parent`) has exited and left it empty.
-fn remove_when_gone(dir: &Path, parent: u32) {
+/// Removes `dirs` (in order) once herd (`parent`) has exited and left
+/// them empty.
+fn remove_when_gone(dirs: &[PathBuf], parent: u32) {
+    if dirs.is_empty() {
+        return;
+    }
     let deadline = Instant::now() + Duration::from_secs(30);
     // Reparented once herd has exited.
     while nix::unistd::getppid().as_raw() as u32 == parent && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(2));
     }
+    for dir in dirs {
+        remove_dir(dir, deadline);
+    }
+}
+
+fn remove_dir(dir: &Path, deadline: Instant) {
     while Instant::now() < deadline {
         match std::fs::remove_dir(dir) {
             Ok(()) => return,

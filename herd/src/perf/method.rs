@@ -61,6 +61,10 @@ pub(super) struct Attached {
     pub(super) fallback: Option<Unavailable>,
     /// The threads the inherited counters were opened on (empty otherwise).
     pub(super) pids: Vec<i32>,
+    /// herd's helper threads left out of the counting.
+    pub(super) helpers_excluded: usize,
+    /// Why helper threads are counted after all, when they are.
+    pub(super) helpers_counted: Option<String>,
     pub(super) open: Vec<Open>,
     pub(super) unavailable: Vec<(EventSpec, Unavailable)>,
     /// Declared last: dropped after the counters, it moves the process back.
@@ -80,12 +84,11 @@ impl Attached {
 
 /// Opens the event catalog for `scope`: on `cpus` in system scope; in
 /// process scope through a cgroup of our own, else on every thread of ours
-/// but `skip_tid` (the contention drain thread) with inherited counters.
+/// but herd's helper threads (`helpers.rs`) with inherited counters.
 pub(super) fn attach(
     kernel: &dyn Kernel,
     scope: Scope,
     cpus: &[usize],
-    skip_tid: Option<i32>,
     budget: &FdBudget,
 ) -> Attached {
     if scope == Scope::System {
@@ -94,6 +97,8 @@ pub(super) fn attach(
             method: Method::PerCpu,
             fallback: None,
             pids: Vec::new(),
+            helpers_excluded: 0,
+            helpers_counted: None,
             open,
             unavailable,
             cgroup: None,
@@ -102,7 +107,7 @@ pub(super) fn attach(
     let online = crate::host::online_cpus();
     match attach_cgroup(kernel, scope, &online, budget) {
         Ok(a) => a,
-        Err(fallback) => attach_inherited(kernel, scope, &online, skip_tid, fallback, budget),
+        Err(fallback) => attach_inherited(kernel, scope, &online, fallback, budget),
     }
 }
 
@@ -130,25 +135,27 @@ fn attach_cgroup(
         method: Method::Cgroup,
         fallback: None,
         pids: Vec::new(),
+        helpers_excluded: cg.helpers_excluded,
+        helpers_counted: cg.helpers_counted.clone(),
         open,
         unavailable,
         cgroup: Some(cg),
     })
 }
 
-/// Process scope on every thread of ours (but `skip_tid`), inherited by
+/// Process scope on every thread of ours but the helpers, inherited by
 /// the threads they create; `task_exits` is reported unavailable where the
 /// kernel does not count inherited exits.
 fn attach_inherited(
     kernel: &dyn Kernel,
     scope: Scope,
     online: &[usize],
-    skip_tid: Option<i32>,
     fallback: Unavailable,
     budget: &FdBudget,
 ) -> Attached {
+    let helpers = super::helpers::tids();
     let mut pids = crate::host::own_threads();
-    pids.retain(|&tid| Some(tid) != skip_tid);
+    pids.retain(|tid| !helpers.contains(tid));
     if pids.is_empty() {
         pids.push(sys::gettid());
     }
@@ -169,6 +176,8 @@ fn attach_inherited(
         method: Method::Inherit,
         fallback: Some(fallback),
         pids,
+        helpers_excluded: helpers.len(),
+        helpers_counted: None,
         open,
         unavailable,
         cgroup: None,

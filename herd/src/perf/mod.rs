@@ -79,6 +79,7 @@ pub mod cgroup;
 pub mod closer;
 pub mod contention;
 pub mod events;
+pub mod helpers;
 pub mod kallsyms;
 pub mod keeper;
 pub mod lock_sample;

@@ -141,6 +141,13 @@ pub struct Report {
     /// The descriptors the counters took and the limit (see `budget.rs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fd_budget: Option<FdBudget>,
+    /// herd's helper threads (progress bar, contention drain) left out of
+    /// process-scope counting (`helpers.rs`).
+    #[serde(default)]
+    pub helpers_excluded: usize,
+    /// Why helper threads were counted after all, when they were.
+    #[serde(default)]
+    pub helpers_counted: Option<String>,
 }
 
 impl Report {
@@ -277,6 +284,11 @@ impl Report {
                     ));
                 }
             }
+        }
+        if let Some(why) = &self.helpers_counted {
+            notes.push(format!(
+                "perf: herd's helper threads (progress bar, contention drain) are counted: {why}"
+            ));
         }
         if let Some(line) = self.fd_budget.as_ref().and_then(FdBudget::shortfall) {
             notes.push(line);

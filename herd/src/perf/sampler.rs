@@ -133,13 +133,17 @@ impl Drain {
         let handle = std::thread::Builder::new()
             .name("herd-perf-drain".into())
             .spawn(move || {
+                // Before anyone learns our tid: not counted (helpers.rs).
+                super::helpers::register_current();
                 let _ = tid_tx.send(sys::gettid());
-                match rx.recv() {
+                let c = match rx.recv() {
                     Ok(Start::Go(samplers, sample_type, layout)) => {
                         drain(samplers, sample_type, &layout, &syms, &stop2)
                     }
                     _ => Collected::default(),
-                }
+                };
+                super::helpers::leave();
+                c
             })
             .map_err(|e| anyhow!("cannot start the contention drain thread: {e}"))?;
         let tid = tid_rx

@@ -44,6 +44,8 @@ pub struct Session {
     method: Method,
     method_fallback: Option<Unavailable>,
     budget: FdBudget,
+    helpers_excluded: usize,
+    helpers_counted: Option<String>,
     /// Declared last: dropped after the counters, it moves the process back.
     cgroup: Option<CgroupScope>,
 }
@@ -73,8 +75,7 @@ impl Session {
         closer::hold_session_lock();
         s.budget = s.fd_budget().ensure();
         let contention = s.prepare_contention(kernel)?;
-        let skip_tid = contention.as_ref().map(|c| c.drain.tid());
-        let attached = method::attach(kernel, args.perf_scope, &s.cpus, skip_tid, &s.budget);
+        let attached = method::attach(kernel, args.perf_scope, &s.cpus, &s.budget);
         if let Some(c) = contention {
             s.open_sampler(kernel, c, &attached);
         }
@@ -103,6 +104,8 @@ impl Session {
             method: Method::None,
             method_fallback: None,
             budget: FdBudget::default(),
+            helpers_excluded: 0,
+            helpers_counted: None,
             cgroup: None,
         }
     }
@@ -178,6 +181,8 @@ impl Session {
         self.method = a.method;
         self.method_fallback = a.fallback;
         self.targets = a.pids.len();
+        self.helpers_excluded = a.helpers_excluded;
+        self.helpers_counted = a.helpers_counted;
         self.open = a.open;
         self.unavailable = a.unavailable;
         self.cgroup = a.cgroup;
@@ -314,6 +319,8 @@ impl Session {
             contention_unavailable: self.contention_unavailable.clone(),
             no_aggregate: self.args.no_aggregate,
             fd_budget: Some(self.budget.clone()),
+            helpers_excluded: self.helpers_excluded,
+            helpers_counted: self.helpers_counted.clone(),
         })
     }
 }
@@ -338,7 +345,7 @@ impl Session {
             return;
         }
         let leftover = cgroup.as_ref().map(|cg| closer::CgroupLeftover {
-            dir: cg.dir.clone(),
+            dirs: cg.dirs(),
             back: cg.original.clone(),
         });
         if closer::hand_off(more, leftover.as_ref()) {

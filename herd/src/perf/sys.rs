@@ -126,7 +126,11 @@ impl Kernel for RealKernel {
     }
 
     fn process_cgroup(&self) -> Result<CgroupScope, Unavailable> {
-        CgroupScope::enter(&cgroup::locate_real()?, self.is_root())
+        CgroupScope::enter(
+            &cgroup::locate_real()?,
+            self.is_root(),
+            &super::helpers::tids(),
+        )
     }
 }
 

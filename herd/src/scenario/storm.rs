@@ -255,6 +255,9 @@ impl<'a> StormRun<'a> {
             facts: facts.clone(),
             stack_bytes: pre.stack_bytes,
         };
+        // Its drawing thread must exist before the counters open, to be
+        // left out of them (export/progress.rs).
+        let progress = Progress::new(cfg.waves, "waves");
         // Opened before anything is started, so a --require-perf failure
         // leaves nothing behind.
         let session = perf::Session::open(perf_args, &cfg.cpus)?;
@@ -290,7 +293,7 @@ impl<'a> StormRun<'a> {
             next_pin: 0,
             waves_run: 0,
             interrupted: false,
-            progress: Progress::new(cfg.waves, "waves"),
+            progress,
             ru0: Usage::default(),
             t0: 0,
             t_waves: 0,
