@@ -99,6 +99,11 @@ pub struct RunResult {
     /// True when Ctrl-C stopped the run early: figures cover what ran.
     #[serde(default)]
     pub interrupted: bool,
+    /// The run's own checks that failed (cleanup violations, missing or
+    /// repeated cleanups, lost contention samples, ...): the figures are
+    /// all here, but not to be trusted; the process exits 4.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks_failed: Vec<String>,
 }
 
 impl RunResult {
@@ -121,6 +126,7 @@ impl RunResult {
             perf: serde_json::Value::Null,
             warnings: Vec::new(),
             interrupted: false,
+            checks_failed: Vec::new(),
         }
     }
 

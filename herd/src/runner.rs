@@ -19,7 +19,9 @@ use std::sync::{Mutex, Once};
 
 use anyhow::{bail, Context, Result};
 
-use crate::error::{UsageError, EXIT_INTERRUPTED, EXIT_USAGE};
+use crate::error::{
+    ResourceError, UsageError, EXIT_CHECKS, EXIT_INTERRUPTED, EXIT_RESOURCE, EXIT_USAGE,
+};
 use crate::result::RunResult;
 
 /// Set in the environment of child runs so they know they are children
@@ -67,8 +69,10 @@ pub fn is_child() -> bool {
 
 /// Runs `herd <scenario> <args...> --json` in a child process and returns
 /// the result it printed. stderr is passed through (pre-flight warnings
-/// stay visible). A child that exits 2 becomes a [`UsageError`]; one that
-/// was interrupted returns its partial result with `interrupted` set.
+/// stay visible). A child that exits 2 becomes a [`UsageError`], 3 a
+/// [`ResourceError`]; one that was interrupted returns its partial result
+/// with `interrupted` set, one whose own checks failed (4) its whole
+/// result with `checks_failed`.
 pub fn run_child(scenario: &str, args: &[String]) -> Result<RunResult> {
     let exe = std::env::current_exe().context("cannot find herd's own executable")?;
     let mut cmd = Command::new(&exe);
@@ -98,9 +102,22 @@ pub fn run_child(scenario: &str, args: &[String]) -> Result<RunResult> {
         )
         .into());
     }
+    if code == Some(EXIT_RESOURCE as i32) {
+        return Err(ResourceError {
+            flag: String::new(),
+            message: format!(
+                "herd {scenario} {} was refused: the host cannot give it what it needs (see the \
+                 message above)",
+                args.join(" ")
+            ),
+        }
+        .into());
+    }
     let parsed: Result<RunResult, _> = serde_json::from_slice(&out.stdout);
     match (code, parsed) {
+        // A run whose own checks failed is still a whole result (exit 4).
         (Some(0), Ok(r)) => Ok(r),
+        (Some(c), Ok(r)) if c == EXIT_CHECKS as i32 => Ok(r),
         (Some(c), Ok(mut r)) if c == EXIT_INTERRUPTED as i32 => {
             r.interrupted = true;
             set_interrupted();

@@ -126,6 +126,11 @@ fn require_perf_makes_unavailable_counters_fatal() {
     assert!(msg.contains("--require-perf"), "{msg}");
     assert!(msg.contains(MOUNT_TRACEFS), "{msg}");
     assert!(msg.contains("perf_event_paranoid is 3"), "{msg}");
+    assert_eq!(
+        herd::error::exit_code_for(&err),
+        herd::error::EXIT_RESOURCE,
+        "a resource refusal before the run: exit 3"
+    );
 }
 
 #[test]
@@ -214,7 +219,12 @@ fn absent_hardware_and_old_kernel_tracepoints_are_not_fatal_with_require_perf() 
         require_perf: true,
         ..Default::default()
     };
-    let s = Session::open_with(&args, &[], &fake).expect("absent optional events are not fatal");
+    let mut s =
+        Session::open_with(&args, &[], &fake).expect("absent optional events are not fatal");
+    // Counted for a moment (a counter never enabled is <not counted>).
+    s.enable().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(2));
+    s.disable().unwrap();
     let r = s.finish().unwrap();
     let reason = |ev: &str| {
         r.counters

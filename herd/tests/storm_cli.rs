@@ -510,7 +510,7 @@ fn rlimit_nproc_is_predicted_and_named() {
     ];
     let out = as_nobody_with_nproc(20, &args);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(out.status.code(), Some(3), "a resource refusal: {err}");
     assert!(
         err.contains("RLIMIT_NPROC") && err.contains("--force"),
         "{err}"
@@ -575,7 +575,7 @@ fn rlimit_as_is_predicted_and_named() {
     };
     let out = run(&[]);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(out.status.code(), Some(3), "a resource refusal: {err}");
     assert!(err.contains("RLIMIT_AS"), "{err}");
     let out = run(&["--force", "--json"]);
     let err = String::from_utf8_lossy(&out.stderr);

@@ -286,7 +286,19 @@ pub fn repeat(scenario: &str, out: &OutputArgs) -> Result<u8> {
         t
     };
     print_out(&text)?;
-    Ok(if interrupted { EXIT_INTERRUPTED } else { 0 })
+    let failed: Vec<&str> = set
+        .runs
+        .iter()
+        .flat_map(|r| r.checks_failed.iter().map(String::as_str))
+        .collect();
+    for c in &failed {
+        eprintln!("herd: check failed: {c}");
+    }
+    Ok(if interrupted {
+        EXIT_INTERRUPTED
+    } else {
+        crate::error::runs_code(&set.runs)
+    })
 }
 
 #[cfg(test)]

@@ -148,6 +148,9 @@ pub struct Report {
     /// Why helper threads were counted after all, when they were.
     #[serde(default)]
     pub helpers_counted: Option<String>,
+    /// `--allow-lost-samples`: lost contention samples do not fail the run.
+    #[serde(default)]
+    pub allow_lost_samples: bool,
 }
 
 impl Report {
@@ -312,6 +315,23 @@ impl Report {
             }
         }
         notes
+    }
+
+    /// The run's own checks on the counters that failed: a contention
+    /// profile that lost samples, unless `--allow-lost-samples` (the waits are
+    /// undercounted, and the pairs around a loss were left out).
+    pub fn checks(&self) -> Vec<String> {
+        let mut failed = Vec::new();
+        if let Some(r) = &self.contention {
+            if r.lost + r.dropped > 0 && !self.allow_lost_samples {
+                failed.push(format!(
+                    "perf: the contention profile lost {} samples and dropped {} (waits are \
+                     undercounted); --allow-lost-samples accepts that",
+                    r.lost, r.dropped
+                ));
+            }
+        }
+        failed
     }
 
     /// The per-CPU section of the table output: a summary per counter over

@@ -12,7 +12,7 @@ use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 
 use super::budget::FdBudget;
 use super::cgroup::CgroupScope;
@@ -204,11 +204,15 @@ impl Session {
             fatal.push(note_for("contention profile", u));
         }
         if !fatal.is_empty() {
-            bail!(
-                "--require-perf: {} counter(s) unavailable:\n  {}",
-                fatal.len(),
-                fatal.join("\n  ")
-            );
+            // A resource refusal before the run (exit 3).
+            return Err(crate::error::resource(
+                "--require-perf",
+                format!(
+                    "{} counter(s) unavailable:\n  {}",
+                    fatal.len(),
+                    fatal.join("\n  ")
+                ),
+            ));
         }
         Ok(())
     }
@@ -321,6 +325,7 @@ impl Session {
             fd_budget: Some(self.budget.clone()),
             helpers_excluded: self.helpers_excluded,
             helpers_counted: self.helpers_counted.clone(),
+            allow_lost_samples: self.args.allow_lost_samples,
         })
     }
 }

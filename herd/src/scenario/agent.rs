@@ -41,7 +41,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use serde::Serialize;
 
-use crate::error::{usage, EXIT_INTERRUPTED};
+use crate::error::usage;
 use crate::export::run::{emit, repeat, OutputArgs};
 use crate::perf::{self, PerfArgs};
 use crate::result::RunResult;
@@ -252,6 +252,9 @@ impl Args {
         if p.contention {
             v.push("--contention".into());
         }
+        if p.allow_lost_samples {
+            v.push("--allow-lost-samples".into());
+        }
         v
     }
 }
@@ -263,13 +266,15 @@ pub fn run(args: &Args) -> Result<u8> {
     if args.out.runs > 1 && !child::is_child() {
         return repeat("agent", &args.out);
     }
-    let result = measure(args, &cfg)?;
+    let mut result = measure(args, &cfg)?;
+    if let Some(p) = perf::Report::from_json(&result.perf) {
+        result.checks_failed.extend(p.checks());
+    }
     emit(&result, &args.out, |_| String::new())?;
-    Ok(if result.interrupted {
-        EXIT_INTERRUPTED
-    } else {
-        0
-    })
+    for c in &result.checks_failed {
+        eprintln!("herd: check failed: {c}");
+    }
+    Ok(crate::error::run_code(&result))
 }
 
 /// One measurement in this process: set up, the waves inside the counters

@@ -31,7 +31,7 @@ pub mod rounds;
 
 pub use rounds::{run_interleaved, run_rounds};
 
-use crate::error::{usage, EXIT_INTERRUPTED};
+use crate::error::{checks_code, usage, EXIT_INTERRUPTED};
 use crate::export::comparison_output::{check_alpha, ComparisonOutput};
 use crate::export::progress::Progress;
 
@@ -408,13 +408,15 @@ pub fn run(args: &Args) -> Result<u8> {
         &progress,
     )?;
     progress.finish();
+    // 4 when a child run failed its own checks (its figures are kept).
+    let checks = checks_code(&sets);
     let mut c = out.build(&args.scenario, plan.common, plan.varied, sets);
     if interrupted {
         c.notes
             .push("interrupted by Ctrl-C: figures cover the runs that completed".into());
     }
     out.emit(&c.to_json()?, std::slice::from_ref(&c))?;
-    Ok(if interrupted { EXIT_INTERRUPTED } else { 0 })
+    Ok(if interrupted { EXIT_INTERRUPTED } else { checks })
 }
 
 #[cfg(test)]

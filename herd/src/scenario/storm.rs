@@ -59,7 +59,7 @@ pub use options::{Args, Config, Pin, Preset};
 pub use report::extra_sections;
 
 use crate::cleanup::{self, Cleanup};
-use crate::error::{usage, EXIT_INTERRUPTED};
+use crate::error::{resource, run_code};
 use crate::export::progress::Progress;
 use crate::export::run::{child_args, emit, print_out, repeat};
 use crate::host::{allowed_cpus, CpuMask, HostFacts};
@@ -92,11 +92,10 @@ pub fn run(args: &Args) -> Result<u8> {
         print_out(&(cfg.describe() + "\n"))?;
     }
     emit(&result, &args.out, extra_sections)?;
-    Ok(if result.interrupted {
-        EXIT_INTERRUPTED
-    } else {
-        0
-    })
+    for c in &result.checks_failed {
+        eprintln!("herd: check failed: {c}");
+    }
+    Ok(run_code(&result))
 }
 
 fn refuse_or_warn(cfg: &Config, pre: &preflight::Preflight, print: bool) -> Result<()> {
@@ -116,7 +115,7 @@ fn refuse_or_warn(cfg: &Config, pre: &preflight::Preflight, print: bool) -> Resu
         }
         return Ok(());
     }
-    Err(usage(
+    Err(resource(
         "",
         format!(
             "pre-flight: this storm cannot run on this host:\n  - {}\n\

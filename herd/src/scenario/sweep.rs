@@ -30,7 +30,7 @@ mod doc;
 
 pub use doc::{SweepDoc, SweepMetric, SweepPoint};
 
-use crate::error::{usage, EXIT_INTERRUPTED};
+use crate::error::{checks_code, usage, EXIT_INTERRUPTED};
 use crate::export::progress::Progress;
 use crate::export::run::print_out;
 use crate::scenario::compare::{
@@ -288,6 +288,8 @@ pub fn run(args: &Args) -> Result<u8> {
     let progress = Progress::new((configs.len() * args.runs) as u64, "runs");
     let (sets, interrupted) = run_interleaved(&args.scenario, &configs, args.runs, 0, &progress)?;
     progress.finish();
+    // 4 when a child run failed its own checks (its figures are kept).
+    let checks = checks_code(&sets);
     let points = at
         .into_iter()
         .zip(sets)
@@ -323,7 +325,7 @@ pub fn run(args: &Args) -> Result<u8> {
         )
     };
     print_out(&text)?;
-    Ok(if interrupted { EXIT_INTERRUPTED } else { 0 })
+    Ok(if interrupted { EXIT_INTERRUPTED } else { checks })
 }
 
 #[cfg(test)]

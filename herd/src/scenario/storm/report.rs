@@ -66,8 +66,11 @@ pub(super) fn build(m: &Measured<'_>, perf: &perf::Report) -> Result<RunResult> 
         for x in c.metrics(m.exits) {
             r.push(x);
         }
-        r.warnings.extend(c.problems());
+        // The strategy's own checks (violations, missing or repeated
+        // cleanups): the run is written in full, and exits 4.
+        r.checks_failed.extend(c.problems());
     }
+    r.checks_failed.extend(perf.checks());
     r.perf = perf.to_json();
     for x in crate::spawn::recycled::mmap_lock_metrics(&r.perf) {
         r.push(x);
@@ -101,7 +104,7 @@ pub(super) fn build(m: &Measured<'_>, perf: &perf::Report) -> Result<RunResult> 
     });
     if runner::is_child() {
         // Children print JSON only; the parent shows stderr as is.
-        for w in &r.warnings {
+        for w in r.warnings.iter().chain(&r.checks_failed) {
             eprintln!("herd: {w}");
         }
     }
@@ -267,6 +270,12 @@ pub fn extra_sections(r: &RunResult) -> String {
     if !r.warnings.is_empty() {
         let _ = writeln!(out, "\nwarnings:");
         for w in &r.warnings {
+            let _ = writeln!(out, "  - {w}");
+        }
+    }
+    if !r.checks_failed.is_empty() {
+        let _ = writeln!(out, "\nchecks FAILED (exit 4; the figures above are not to be trusted):");
+        for w in &r.checks_failed {
             let _ = writeln!(out, "  - {w}");
         }
     }
