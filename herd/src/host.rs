@@ -16,6 +16,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 mod cpus;
+pub mod futex_hash;
 
 pub use cpus::{
     allowed_cpus, current_cpu, format_cpu_list, online_cpus, parse_cpu_list, parse_cpu_list_for,
@@ -129,6 +130,13 @@ pub struct HostFacts {
     pub root: bool,
     /// glibc version (`gnu_get_libc_version`).
     pub libc: String,
+    /// Whether tracefs offers kprobe events (`kprobe_events`), which herd
+    /// needs to count the in-kernel futex wakes of exits (`perf/kprobe.rs`).
+    #[serde(default)]
+    pub kprobe_events: bool,
+    /// The futex hash this process uses (per-process tables, 6.16+).
+    #[serde(default)]
+    pub futex_hash: Option<futex_hash::FutexHash>,
 }
 
 fn read_trim(path: impl AsRef<Path>) -> Option<String> {
@@ -177,6 +185,7 @@ impl HostFacts {
             read_trim("/proc/sys/kernel/perf_event_paranoid").and_then(|v| v.parse().ok());
         let perf_error = perf_trial().err();
         let tracefs = crate::perf::tracefs::find().map(|p| p.display().to_string());
+        let tracefs_ref = tracefs.clone();
         let tracepoints_usable = tracefs.as_ref().is_some_and(|t| {
             read_u64(Path::new(t).join("events/sched/sched_process_exit/id")).is_some()
         });
@@ -215,6 +224,10 @@ impl HostFacts {
             tracepoints_usable,
             root,
             libc: libc_version,
+            kprobe_events: tracefs_ref
+                .as_ref()
+                .is_some_and(|t| Path::new(t).join("kprobe_events").exists()),
+            futex_hash: Some(futex_hash::FutexHash::read()),
         }
     }
 
@@ -334,6 +347,23 @@ impl HostFacts {
                 }
                 Some(t) => format!("{t} (tracepoint ids not readable: run as root)"),
             },
+        ));
+        rows.push((
+            "exit futex wakes",
+            if self.kprobe_events {
+                "countable (kprobe event herd:do_futex minus futex(2) calls)".into()
+            } else {
+                "not countable here: no kprobe events (CONFIG_KPROBE_EVENTS); one per exiting \
+                 thread with a clear-tid address, i.e. every pthread"
+                    .to_string()
+            },
+        ));
+        rows.push((
+            "futex hash",
+            self.futex_hash
+                .as_ref()
+                .map(|h| h.describe())
+                .unwrap_or_else(unknown),
         ));
         rows.push(("root", if self.root { "yes" } else { "no" }.into()));
         let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);

@@ -628,3 +628,40 @@ fn closed_stdout_is_not_a_panic() {
     assert!(!err.contains("panicked"), "{err}");
     assert_eq!(out.status.code(), Some(0), "{err}");
 }
+
+/// `--futex-hash`: the storm runs on the table asked for, and the run says
+/// which (host facts and the `futex_hash_buckets` metric, read after the
+/// waves). A kernel without per-process hashes refuses it (exit 3).
+#[test]
+fn futex_hash_mode_is_set_and_reported() {
+    refused(&["--futex-hash", "48"], "--futex-hash");
+    refused(&["--futex-hash", "private"], "--futex-hash");
+    let base = ["--waves", "2", "--per-wave", "8"];
+    let with = |h: &'static str| {
+        let mut a = base.to_vec();
+        a.extend(["--futex-hash", h]);
+        a
+    };
+    let probe = herd()
+        .args(["storm"])
+        .args(with("64"))
+        .args(["--json", "--no-perf"])
+        .output()
+        .unwrap();
+    if probe.status.code() == Some(3) {
+        let err = String::from_utf8_lossy(&probe.stderr);
+        assert!(err.contains("per-process futex hash"), "{err}");
+        eprintln!("SKIP futex_hash_mode_is_set_and_reported: {err}");
+        return;
+    }
+    let r: Value = success_json(&probe);
+    assert_eq!(r["host"]["futex_hash"]["slots"], 64, "{}", r["host"]);
+    assert_eq!(metric(&r, "futex_hash_buckets"), 64.0);
+    let g = storm_json(&with("global"));
+    assert_eq!(g["host"]["futex_hash"]["slots"], 0, "{}", g["host"]);
+    assert_eq!(metric(&g, "futex_hash_buckets"), 0.0);
+    // The kernel's own choice: a private table (a power of two).
+    let d = storm_json(&base);
+    let n = metric(&d, "futex_hash_buckets") as u64;
+    assert!(n.is_power_of_two(), "{n}");
+}

@@ -37,10 +37,13 @@ pub fn tracepoints() -> Vec<(&'static str, &'static str)> {
     let mut v: Vec<(&'static str, &'static str)> = Vec::new();
     for scope in [Scope::Process, Scope::System] {
         for e in events::catalog(scope) {
-            if let events::Source::Tracepoint(s, n) = e.source {
-                if !v.contains(&(s, n)) {
-                    v.push((s, n));
-                }
+            let tp = match e.source {
+                events::Source::Tracepoint(s, n) => (s, n),
+                events::Source::KProbe(f) => (super::kprobe::GROUP, f),
+                _ => continue,
+            };
+            if !v.contains(&tp) {
+                v.push(tp);
             }
         }
     }

@@ -225,6 +225,7 @@ fn open_event(
         Source::Tracepoint(sys_name, name) => {
             Builder::new(Tracepoint::with_id(kernel.tracepoint_id(sys_name, name)?))
         }
+        Source::KProbe(func) => Builder::new(Tracepoint::with_id(kernel.kprobe_id(func)?)),
         Source::Software(e) => Builder::new(e),
         Source::Hardware(e) => Builder::new(e),
     };

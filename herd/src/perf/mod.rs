@@ -82,6 +82,7 @@ pub mod events;
 pub mod helpers;
 pub mod kallsyms;
 pub mod keeper;
+pub mod kprobe;
 pub mod lock_sample;
 pub mod method;
 pub mod mm_lock;

@@ -177,10 +177,12 @@ impl Report {
     pub fn metrics(&self, exits: u64) -> Vec<Metric> {
         let mut out = Vec::new();
         let per_exit = |v: f64| v / exits as f64;
+        let catalog = events::catalog(self.scope);
+        // The futex system calls (not the do_futex kprobe).
         let futex: Vec<f64> = self
             .counters
             .iter()
-            .filter(|c| c.event.contains("futex"))
+            .filter(|c| catalog.iter().any(|e| e.metric == c.metric && e.futex))
             .filter_map(|c| c.value)
             .collect();
         if !futex.is_empty() {
@@ -190,7 +192,6 @@ impl Report {
                 out.push(Metric::lower("futex_per_exit", "calls", per_exit(total)));
             }
         }
-        let catalog = events::catalog(self.scope);
         for c in &self.counters {
             let Some(v) = c.value else { continue };
             let m = match c.metric.as_str() {
@@ -207,6 +208,15 @@ impl Report {
                     (c.unit.as_str(), per_exit(v))
                 };
                 out.push(Metric::lower(name, unit, v));
+            }
+        }
+        // do_futex() calls not entered from futex(2): the clear-tid wakes
+        // of exiting threads (kprobe.rs).
+        if let (Some(k), Some(f)) = (self.value("kernel_futex_calls"), self.value("sys_futex")) {
+            let wakes = (k - f).max(0.0);
+            out.push(Metric::lower("exit_futex_wakes", "wakes", wakes));
+            if exits > 0 {
+                out.push(Metric::lower("exit_futex_wakes_per_exit", "wakes", per_exit(wakes)));
             }
         }
         if let (Some(i), Some(c)) = (self.value("instructions"), self.value("cycles")) {
@@ -438,6 +448,49 @@ mod tests {
         let notes = r.notes();
         assert_eq!(notes.len(), 1);
         assert!(notes[0].contains("cycles unavailable: nope"), "{notes:?}");
+    }
+
+    #[test]
+    fn exit_futex_wakes_are_do_futex_calls_not_from_the_syscall() {
+        let r = Report {
+            enabled: true,
+            counters: vec![
+                reading("sys_futex", "syscalls:sys_enter_futex", "calls", Some(300.0)),
+                reading("kernel_futex_calls", "herd:do_futex", "calls", Some(400.0)),
+            ],
+            ..Default::default()
+        };
+        let m = r.metrics(100);
+        let get = |n: &str| m.iter().find(|x| x.name == n).map(|x| x.value);
+        assert_eq!(get("exit_futex_wakes"), Some(100.0));
+        assert_eq!(get("exit_futex_wakes_per_exit"), Some(1.0));
+        assert_eq!(get("futex_calls"), Some(300.0), "the kprobe is not a syscall");
+        let without = Report {
+            enabled: true,
+            counters: vec![reading("sys_futex", "syscalls:sys_enter_futex", "calls", Some(3.0))],
+            ..Default::default()
+        };
+        assert!(without.metrics(1).iter().all(|x| x.name != "exit_futex_wakes"));
+    }
+
+    #[test]
+    fn lost_contention_samples_fail_the_checks_unless_allowed() {
+        let mut r = Report {
+            enabled: true,
+            contention: Some(super::super::contention::ContentionReport {
+                lost: 3,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let c = r.checks();
+        assert_eq!(c.len(), 1, "{c:?}");
+        assert!(c[0].contains("lost 3") && c[0].contains("--allow-lost-samples"));
+        r.allow_lost_samples = true;
+        assert!(r.checks().is_empty());
+        r.allow_lost_samples = false;
+        r.contention.as_mut().unwrap().lost = 0;
+        assert!(r.checks().is_empty(), "nothing lost");
     }
 
     #[test]

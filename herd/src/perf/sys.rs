@@ -84,6 +84,15 @@ pub trait Kernel: Send + Sync {
         })
     }
 
+    /// The id of the kprobe event `herd:<func>` (see `kprobe.rs`),
+    /// defined first as root when missing.
+    fn kprobe_id(&self, func: &str) -> Result<u64, Unavailable> {
+        let Some(root) = self.tracefs() else {
+            return Err(self.tracefs_missing());
+        };
+        super::kprobe::event_id(&root, func, self.is_root())
+    }
+
     /// The numeric id of tracepoint `sys:name`.
     fn tracepoint_id(&self, sys: &str, name: &str) -> Result<u64, Unavailable> {
         let text = self.tracepoint_file(sys, name, "id")?;

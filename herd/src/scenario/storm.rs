@@ -238,6 +238,9 @@ impl<'a> StormRun<'a> {
             Pin::None => Vec::new(),
             Pin::RoundRobin => cfg.cpus.iter().map(|&c| CpuMask::of(&[c])).collect(),
         };
+        // The futex hash the storm runs on (before its threads exist).
+        crate::host::futex_hash::apply(cfg.futex_hash)
+            .map_err(|why| crate::error::resource("--futex-hash", why))?;
         // Exit-cleanup machinery (registry, pool, monitor, exitq domain).
         let cleanup = Cleanup::start(&cfg.cleanup)?;
         let body = Body {

@@ -52,6 +52,21 @@ pub(super) fn build(m: &Measured<'_>, perf: &perf::Report) -> Result<RunResult> 
             r.push(x);
         }
         r.warnings.extend(s.warnings());
+        let canaries = s.stats().canary_violations;
+        if canaries > 0 {
+            r.checks_failed.push(format!(
+                "stacks: {canaries} pooled stacks failed their canary check"
+            ));
+        }
+    }
+    // The futex hash the waves ran on, read after them (a private table is
+    // made at a process's first thread and grows with its thread count).
+    let hash = crate::host::futex_hash::FutexHash::read();
+    if let Some(n) = hash.slots {
+        r.push(Metric::info("futex_hash_buckets", "buckets", n as f64));
+    }
+    if let Some(h) = r.host.as_object_mut() {
+        h.insert("futex_hash".into(), serde_json::to_value(&hash)?);
     }
     let place = placement(cfg, &m.collector);
     r.push(Metric::info(
@@ -307,6 +322,7 @@ mod tests {
             cpus,
             pin: Pin::RoundRobin,
             force: false,
+            futex_hash: Default::default(),
             cleanup: Default::default(),
         }
     }
