@@ -20,7 +20,7 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 
 use super::{CounterReading, Method, Report, Scope};
-use crate::export::format::fmt_value;
+use crate::format::fmt_value;
 
 /// One CPU's value of one counter.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
