@@ -12,7 +12,7 @@
 //!
 //! Code returns `anyhow::Result` and wraps usage and resource problems in
 //! their types; `main` finds them with `downcast_ref` anywhere in the
-//! chain. [`run_code`] turns a finished run into 0, 4 or 130.
+//! chain. `RunResult::exit_code` turns a finished run into 0, 4 or 130.
 
 use std::fmt;
 
@@ -90,43 +90,6 @@ pub fn resource(flag: impl Into<String>, message: impl Into<String>) -> anyhow::
     .into()
 }
 
-/// The exit code of a finished run: 130 interrupted, 4 when its own
-/// checks failed, else 0.
-pub fn run_code(r: &crate::result::RunResult) -> u8 {
-    if r.interrupted {
-        EXIT_INTERRUPTED
-    } else if !r.checks_failed.is_empty() {
-        EXIT_CHECKS
-    } else {
-        0
-    }
-}
-
-/// The exit code of several runs (repetitions, a comparison): the first
-/// of 130, 4 that any run has, else 0.
-pub fn runs_code<'a>(runs: impl IntoIterator<Item = &'a crate::result::RunResult>) -> u8 {
-    let codes: Vec<u8> = runs.into_iter().map(run_code).collect();
-    [EXIT_INTERRUPTED, EXIT_CHECKS]
-        .into_iter()
-        .find(|c| codes.contains(c))
-        .unwrap_or(0)
-}
-
-/// The exit code of configurations' runs (compare, sweep): 4 when any
-/// run failed its own checks (each is printed), else 0.
-pub fn checks_code(sets: &[crate::result::RunSet]) -> u8 {
-    let mut code = 0;
-    for s in sets {
-        for r in &s.runs {
-            for c in &r.checks_failed {
-                eprintln!("herd: check failed ({}): {c}", s.label);
-                code = EXIT_CHECKS;
-            }
-        }
-    }
-    code
-}
-
 /// Shorthand: `Err(usage("--lag", "must be smaller than --slots"))?`.
 pub fn usage(flag: impl Into<String>, message: impl Into<String>) -> anyhow::Error {
     UsageError::new(flag, message).into()
@@ -153,7 +116,6 @@ pub fn exit_code_for(err: &anyhow::Error) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::result::RunResult;
 
     #[test]
     fn codes_follow_the_table() {
@@ -162,14 +124,5 @@ mod tests {
         let wrapped = resource("", "x").context("while starting");
         assert_eq!(exit_code_for(&wrapped), 3, "found anywhere in the chain");
         assert_eq!(exit_code_for(&anyhow::anyhow!("boom")), 1);
-        let mut r = RunResult::new("storm", vec![], Default::default(), Default::default());
-        assert_eq!(run_code(&r), 0);
-        r.checks_failed.push("cleanup: 1 cleanups ran twice".into());
-        assert_eq!(run_code(&r), 4);
-        let ok = RunResult::new("storm", vec![], Default::default(), Default::default());
-        assert_eq!(runs_code([&ok, &r]), 4);
-        r.interrupted = true;
-        assert_eq!(runs_code([&ok, &r]), 130);
-        assert_eq!(runs_code([&ok]), 0);
     }
 }

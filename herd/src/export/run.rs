@@ -297,7 +297,7 @@ pub fn repeat(scenario: &str, out: &OutputArgs) -> Result<u8> {
     Ok(if interrupted {
         EXIT_INTERRUPTED
     } else {
-        crate::error::runs_code(&set.runs)
+        crate::result::runs_code(&set.runs)
     })
 }
 

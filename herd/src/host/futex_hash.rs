@@ -44,8 +44,9 @@ impl FutexHash {
     /// One line for `herd env` and the run's table.
     pub fn describe(&self) -> String {
         match self.slots {
-            None => "global table only (kernel before 6.16, or CONFIG_FUTEX_PRIVATE_HASH off)"
-                .into(),
+            None => {
+                "global table only (kernel before 6.16, or CONFIG_FUTEX_PRIVATE_HASH off)".into()
+            }
             Some(0) => "this process: the global table (per-process tables available, \
                         PR_FUTEX_HASH; a process gets its own at its first thread)"
                 .into(),

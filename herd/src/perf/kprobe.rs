@@ -51,7 +51,11 @@ pub fn event_id(tracefs: &Path, func: &str, root: bool) -> Result<u64, Unavailab
     if !root {
         return Err(Unavailable::fixable(
             format!("the kprobe event {GROUP}:{func} is not defined"),
-            format!("as root, once: echo '{}' >> {}", definition(func), defs.display()),
+            format!(
+                "as root, once: echo '{}' >> {}",
+                definition(func),
+                defs.display()
+            ),
         ));
     }
     let mut f = std::fs::OpenOptions::new()
@@ -97,7 +101,10 @@ mod tests {
         // Not root: the command to define it.
         let u = event_id(t.path(), "do_futex", false).unwrap_err();
         assert!(!u.absent, "{u:?}");
-        assert!(u.fix.contains("echo 'p:herd/do_futex do_futex' >>"), "{u:?}");
+        assert!(
+            u.fix.contains("echo 'p:herd/do_futex do_futex' >>"),
+            "{u:?}"
+        );
         // Root: appended (a real kernel then shows events/herd/do_futex).
         let u = event_id(t.path(), "do_futex", true).unwrap_err();
         assert!(u.reason.contains("did not appear"), "{u:?}");

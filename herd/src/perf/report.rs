@@ -216,7 +216,11 @@ impl Report {
             let wakes = (k - f).max(0.0);
             out.push(Metric::lower("exit_futex_wakes", "wakes", wakes));
             if exits > 0 {
-                out.push(Metric::lower("exit_futex_wakes_per_exit", "wakes", per_exit(wakes)));
+                out.push(Metric::lower(
+                    "exit_futex_wakes_per_exit",
+                    "wakes",
+                    per_exit(wakes),
+                ));
             }
         }
         if let (Some(i), Some(c)) = (self.value("instructions"), self.value("cycles")) {
@@ -455,7 +459,12 @@ mod tests {
         let r = Report {
             enabled: true,
             counters: vec![
-                reading("sys_futex", "syscalls:sys_enter_futex", "calls", Some(300.0)),
+                reading(
+                    "sys_futex",
+                    "syscalls:sys_enter_futex",
+                    "calls",
+                    Some(300.0),
+                ),
                 reading("kernel_futex_calls", "herd:do_futex", "calls", Some(400.0)),
             ],
             ..Default::default()
@@ -464,13 +473,25 @@ mod tests {
         let get = |n: &str| m.iter().find(|x| x.name == n).map(|x| x.value);
         assert_eq!(get("exit_futex_wakes"), Some(100.0));
         assert_eq!(get("exit_futex_wakes_per_exit"), Some(1.0));
-        assert_eq!(get("futex_calls"), Some(300.0), "the kprobe is not a syscall");
+        assert_eq!(
+            get("futex_calls"),
+            Some(300.0),
+            "the kprobe is not a syscall"
+        );
         let without = Report {
             enabled: true,
-            counters: vec![reading("sys_futex", "syscalls:sys_enter_futex", "calls", Some(3.0))],
+            counters: vec![reading(
+                "sys_futex",
+                "syscalls:sys_enter_futex",
+                "calls",
+                Some(3.0),
+            )],
             ..Default::default()
         };
-        assert!(without.metrics(1).iter().all(|x| x.name != "exit_futex_wakes"));
+        assert!(without
+            .metrics(1)
+            .iter()
+            .all(|x| x.name != "exit_futex_wakes"));
     }
 
     #[test]

@@ -274,7 +274,7 @@ pub fn run(args: &Args) -> Result<u8> {
     for c in &result.checks_failed {
         eprintln!("herd: check failed: {c}");
     }
-    Ok(crate::error::run_code(&result))
+    Ok(crate::result::run_code(&result))
 }
 
 /// One measurement in this process: set up, the waves inside the counters

@@ -31,9 +31,10 @@ pub mod rounds;
 
 pub use rounds::{run_interleaved, run_rounds};
 
-use crate::error::{checks_code, usage, EXIT_INTERRUPTED};
+use crate::error::{usage, EXIT_INTERRUPTED};
 use crate::export::comparison_output::{check_alpha, ComparisonOutput};
 use crate::export::progress::Progress;
+use crate::result::checks_code;
 
 /// Scenarios that produce a [`RunResult`] and can be compared.
 pub const SCENARIOS: &[&str] = &["storm", "unregister", "gp", "membarrier", "agent"];
@@ -416,7 +417,11 @@ pub fn run(args: &Args) -> Result<u8> {
             .push("interrupted by Ctrl-C: figures cover the runs that completed".into());
     }
     out.emit(&c.to_json()?, std::slice::from_ref(&c))?;
-    Ok(if interrupted { EXIT_INTERRUPTED } else { checks })
+    Ok(if interrupted {
+        EXIT_INTERRUPTED
+    } else {
+        checks
+    })
 }
 
 #[cfg(test)]

@@ -261,7 +261,7 @@ pub fn run_scenario(
     let code = if runner::interrupted() {
         crate::error::EXIT_INTERRUPTED
     } else {
-        crate::error::run_code(&r)
+        crate::result::run_code(&r)
     };
     Ok((code, Some(r)))
 }

@@ -59,11 +59,12 @@ pub use options::{Args, Config, Pin, Preset};
 pub use report::extra_sections;
 
 use crate::cleanup::{self, Cleanup};
-use crate::error::{resource, run_code};
+use crate::error::resource;
 use crate::export::progress::Progress;
 use crate::export::run::{child_args, emit, print_out, repeat};
 use crate::host::{allowed_cpus, CpuMask, HostFacts};
 use crate::perf;
+use crate::result::run_code;
 use crate::runner;
 use crate::spawn::failure::{DiagContext, Failures};
 use crate::spawn::recycled::{Recycled, Stacks};

@@ -30,9 +30,10 @@ mod doc;
 
 pub use doc::{SweepDoc, SweepMetric, SweepPoint};
 
-use crate::error::{checks_code, usage, EXIT_INTERRUPTED};
+use crate::error::{usage, EXIT_INTERRUPTED};
 use crate::export::progress::Progress;
 use crate::export::run::print_out;
+use crate::result::checks_code;
 use crate::scenario::compare::{
     check_common, check_run_options, flag_name, run_interleaved, Config, Plan, ScenarioFlags,
     VaryArgs,
@@ -325,7 +326,11 @@ pub fn run(args: &Args) -> Result<u8> {
         )
     };
     print_out(&text)?;
-    Ok(if interrupted { EXIT_INTERRUPTED } else { checks })
+    Ok(if interrupted {
+        EXIT_INTERRUPTED
+    } else {
+        checks
+    })
 }
 
 #[cfg(test)]

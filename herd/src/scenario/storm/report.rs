@@ -289,7 +289,10 @@ pub fn extra_sections(r: &RunResult) -> String {
         }
     }
     if !r.checks_failed.is_empty() {
-        let _ = writeln!(out, "\nchecks FAILED (exit 4; the figures above are not to be trusted):");
+        let _ = writeln!(
+            out,
+            "\nchecks FAILED (exit 4; the figures above are not to be trusted):"
+        );
         for w in &r.checks_failed {
             let _ = writeln!(out, "  - {w}");
         }
