@@ -269,6 +269,15 @@ fn counts_accumulate_over_enabled_periods_only() {
     s.disable().unwrap();
     let r = s.finish().unwrap();
     assert_eq!(hidden, 5);
+    // Tracepoint counts are exact, never scaled: a loaded machine gives a
+    // cgroup counter less running than enabled time on a CPU, and scaling
+    // that once turned these 11 exits into 24.17.
+    let exits = r
+        .counters
+        .iter()
+        .find(|c| c.metric == "task_exits")
+        .unwrap();
+    assert_eq!(exits.raw, Some(a + b), "{exits:?}");
     assert_eq!(r.value("task_exits"), Some((a + b) as f64));
     assert_eq!(r.value("tasks_created"), Some((a + b) as f64));
 }

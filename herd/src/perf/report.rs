@@ -33,7 +33,7 @@ pub struct CounterReading {
     pub unit: String,
     /// Raw count summed over all descriptors; `None` when unavailable.
     pub raw: Option<u64>,
-    /// The metric value: raw scaled for multiplexing, in `unit`; `None`
+    /// The metric value: raw (a hardware counter scaled for multiplexing), in `unit`; `None`
     /// when unavailable or not counted.
     pub value: Option<f64>,
     /// Opened but never running while enabled (time_running 0): the value
@@ -64,7 +64,8 @@ impl CounterReading {
     /// is extrapolated to its enabled time; the total is the sum, so the
     /// per-CPU values add up to it.
     pub(super) fn counted(spec: &EventSpec, samples: &[percpu::Sample], cpus: &[usize]) -> Self {
-        let a = percpu::aggregate(samples, cpus, spec.scale);
+        let multiplexes = spec.kind() == super::sys::EventKind::Hardware;
+        let a = percpu::aggregate(samples, cpus, spec.scale, multiplexes);
         // perf stat's rule: no running time at all, no value.
         let not_counted = a.running_ns == 0;
         CounterReading {
@@ -289,8 +290,15 @@ impl Report {
                 not_counted.join(", ")
             ));
         }
+        let catalog = events::catalog(self.scope);
+        let hardware = |c: &CounterReading| {
+            catalog
+                .iter()
+                .any(|e| e.metric == c.metric && e.kind() == super::sys::EventKind::Hardware)
+        };
         for c in &self.counters {
-            if c.unavailable.is_some() || c.not_counted {
+            // Only hardware counters multiplex (percpu::Sample::scaled).
+            if c.unavailable.is_some() || c.not_counted || !hardware(c) {
                 continue;
             } else if let Some(f) = c.running_fraction() {
                 if f < 0.999 {
