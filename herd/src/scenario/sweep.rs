@@ -287,7 +287,14 @@ pub fn run(args: &Args) -> Result<u8> {
         }
     }
     let progress = Progress::new((configs.len() * args.runs) as u64, "runs");
-    let (sets, interrupted) = run_interleaved(&args.scenario, &configs, args.runs, 0, &progress)?;
+    let (sets, interrupted) = run_interleaved(
+        &args.scenario,
+        &configs,
+        args.runs,
+        0,
+        &progress,
+        Default::default(),
+    )?;
     progress.finish();
     // 4 when a child run failed its own checks (its figures are kept).
     let checks = checks_code(&sets);
