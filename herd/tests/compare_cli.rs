@@ -219,7 +219,15 @@ fn compare_resumes_from_its_journal() {
     // Another plan: refused.
     herd()
         .current_dir(dir.path())
-        .args(["compare", "-r", "3", "--cleanup", "locked,exitq", "--resume", j])
+        .args([
+            "compare",
+            "-r",
+            "3",
+            "--cleanup",
+            "locked,exitq",
+            "--resume",
+            j,
+        ])
         .args(SMALL)
         .assert()
         .code(2)

@@ -44,6 +44,9 @@ pub struct FdBudget {
     /// Why the hard limit could not be raised, when it had to be.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hard_error: Option<String>,
+    /// `fs.nr_open`: the kernel's ceiling for either limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nr_open: Option<u64>,
 }
 
 impl FdBudget {
@@ -65,10 +68,20 @@ impl FdBudget {
         !matches!(self.soft, Some(s) if s < self.needed)
     }
 
-    /// Raises `RLIMIT_NOFILE` (soft, and hard where permitted) to
-    /// [`FdBudget::needed`], and records the limits.
-    pub fn ensure(mut self) -> FdBudget {
+    /// Raises `RLIMIT_NOFILE` (soft, and hard where permitted: root, or
+    /// CAP_SYS_RESOURCE, as perf does) to [`FdBudget::needed`], never
+    /// beyond `fs.nr_open` (the kernel refuses more), and records the limits.
+    pub fn ensure(self) -> FdBudget {
+        let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open")
+            .ok()
+            .and_then(|v| v.trim().parse().ok());
+        self.ensure_with(nr_open)
+    }
+
+    /// [`FdBudget::ensure`] with `fs.nr_open` given (tests).
+    pub fn ensure_with(mut self, nr_open: Option<u64>) -> FdBudget {
         use nix::sys::resource::{getrlimit, setrlimit, Resource};
+        self.nr_open = nr_open;
         let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
             return self;
         };
@@ -77,14 +90,21 @@ impl FdBudget {
         self.soft_before = soft;
         let need = self.needed;
         if hard.is_some_and(|h| h < need) {
-            // Raising the hard limit needs CAP_SYS_RESOURCE; the kernel also
-            // caps both at fs.nr_open.
-            match setrlimit(Resource::RLIMIT_NOFILE, need, need) {
+            // Raising the hard limit needs CAP_SYS_RESOURCE; the kernel caps
+            // both limits at fs.nr_open.
+            let to = nr_open.map_or(need, |n| n.min(need));
+            match setrlimit(Resource::RLIMIT_NOFILE, to, to) {
                 Ok(()) => {
-                    hard = Some(need);
-                    soft = Some(need);
+                    hard = Some(to);
+                    soft = Some(to);
                 }
-                Err(e) => self.hard_error = Some(format!("setrlimit(RLIMIT_NOFILE, {need}): {e}")),
+                Err(e) => self.hard_error = Some(format!("setrlimit(RLIMIT_NOFILE, {to}): {e}")),
+            }
+            if to < need {
+                self.hard_error = Some(format!(
+                    "fs.nr_open is {to}, the most any process may open (sysctl fs.nr_open={need} \
+                     raises it)"
+                ));
             }
         }
         if soft.is_some_and(|s| s < need) {
@@ -97,6 +117,49 @@ impl FdBudget {
         self.soft = soft;
         self.hard = hard;
         self
+    }
+
+    /// The refusal of a session whose budget the limit cannot cover (exit
+    /// 3): the number needed, the limits, and the fix for this user.
+    pub fn refusal(&self, root: bool) -> Option<String> {
+        if self.fits() {
+            return None;
+        }
+        let why = self
+            .hard_error
+            .as_ref()
+            .map(|e| format!("; raising it failed: {e}"))
+            .unwrap_or_default();
+        let fix = if self.nr_open.is_some_and(|n| n < self.needed) {
+            format!("sysctl fs.nr_open={} first, then run again", self.needed)
+        } else if root {
+            format!(
+                "`ulimit -Hn {}` before starting herd (this process may not raise its hard \
+                 limit: a container without CAP_SYS_RESOURCE?)",
+                self.needed
+            )
+        } else {
+            format!(
+                "`ulimit -n {}` (above the hard limit {}, root raises it: ulimit -Hn, \
+                 /etc/security/limits.conf or LimitNOFILE=)",
+                self.needed,
+                show(self.hard)
+            )
+        };
+        Some(format!(
+            "perf: the counters need {} file descriptors ({} events x {} + {} sampling + {} \
+             open + {} reserve) and RLIMIT_NOFILE allows {} (hard {}){why}; not starting a run \
+             that would lose counters. Fix: {fix}; or count fewer (--cpus, --perf-scope \
+             process) or none (--no-perf)",
+            self.needed,
+            self.events,
+            self.per_event,
+            self.sampling,
+            self.open_before,
+            RESERVE,
+            show(self.soft),
+            show(self.hard),
+        ))
     }
 
     /// One line for the notes when the limit is short of the budget.
@@ -202,6 +265,51 @@ mod tests {
             Some(before.0).filter(|&v| v != libc::RLIM_INFINITY)
         );
         assert!(b.soft.unwrap_or(u64::MAX) >= before.0.min(b.needed));
+    }
+
+    #[test]
+    fn a_budget_beyond_the_limit_is_refused_naming_the_number() {
+        let b = FdBudget {
+            soft: Some(1024),
+            hard: Some(4096),
+            ..FdBudget::plan(16, 512, 0, 8)
+        };
+        let r = b.refusal(false).unwrap();
+        assert!(r.contains("need 8264 file descriptors"), "{r}");
+        assert!(r.contains("16 events x 512"), "{r}");
+        assert!(r.contains("ulimit -n 8264"), "{r}");
+        assert!(b.refusal(true).unwrap().contains("ulimit -Hn 8264"));
+        let capped = FdBudget {
+            nr_open: Some(4096),
+            ..b.clone()
+        };
+        assert!(capped
+            .refusal(true)
+            .unwrap()
+            .contains("sysctl fs.nr_open=8264"));
+        let fits = FdBudget {
+            soft: Some(8264),
+            ..b
+        };
+        assert!(fits.refusal(false).is_none());
+    }
+
+    #[test]
+    fn ensure_never_asks_beyond_nr_open() {
+        // nr_open below the need and below the current hard limit: nothing
+        // is raised past it, and the budget says why.
+        let (_, hard) =
+            nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).unwrap();
+        if hard == libc::RLIM_INFINITY {
+            return;
+        }
+        let b = FdBudget::plan(1, hard + 100, 0, 0).ensure_with(Some(hard + 10));
+        assert!(!b.fits(), "{b:?}");
+        assert!(b.soft.unwrap() <= hard + 10, "{b:?}");
+        assert!(
+            b.hard_error.as_deref().unwrap_or("").contains("fs.nr_open") || b.hard == Some(hard),
+            "{b:?}"
+        );
     }
 
     #[test]

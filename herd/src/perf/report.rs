@@ -344,6 +344,34 @@ impl Report {
     /// undercounted, and the pairs around a loss were left out).
     pub fn checks(&self) -> Vec<String> {
         let mut failed = Vec::new();
+        // Counters lost to a descriptor shortage: the run is incomplete.
+        let short: Vec<&str> = self
+            .counters
+            .iter()
+            .filter(|c| {
+                c.unavailable
+                    .as_ref()
+                    .is_some_and(|u| u.is_descriptor_shortage())
+            })
+            .map(|c| c.event.as_str())
+            .collect();
+        if !short.is_empty() {
+            failed.push(format!(
+                "perf: counters incomplete: {} could not be opened (out of file descriptors)",
+                short.join(", ")
+            ));
+        }
+        if let Some(u) = self
+            .method_fallback
+            .as_ref()
+            .filter(|u| u.is_descriptor_shortage())
+        {
+            failed.push(format!(
+                "perf: counters incomplete: the cgroup counters ran out of file descriptors \
+                 ({})",
+                u.reason
+            ));
+        }
         if let Some(r) = &self.contention {
             if r.lost + r.dropped > 0 && !self.allow_lost_samples {
                 failed.push(format!(
@@ -500,6 +528,26 @@ mod tests {
             .metrics(1)
             .iter()
             .all(|x| x.name != "exit_futex_wakes"));
+    }
+
+    #[test]
+    fn counters_lost_to_a_descriptor_shortage_fail_the_checks() {
+        let mut lost = reading("page_faults", "page-faults", "faults", None);
+        lost.unavailable = Some(super::super::budget::emfile(None, true));
+        let mut policy = reading("sys_futex", "syscalls:sys_enter_futex", "calls", None);
+        policy.unavailable = Some(Unavailable::fixable("tracefs is not mounted", "mount it"));
+        let r = Report {
+            enabled: true,
+            counters: vec![lost, policy],
+            ..Default::default()
+        };
+        let c = r.checks();
+        assert_eq!(c.len(), 1, "{c:?}");
+        assert!(c[0].contains("counters incomplete: page-faults"), "{c:?}");
+        assert!(
+            !c[0].contains("sys_enter_futex"),
+            "a host fact is a note, not a failure"
+        );
     }
 
     #[test]

@@ -74,6 +74,10 @@ impl Session {
         // open (see closer.rs).
         closer::hold_session_lock();
         s.budget = s.fd_budget().ensure();
+        // A run that would lose counters to EMFILE is refused (exit 3).
+        if let Some(why) = s.budget.refusal(kernel.is_root()) {
+            return Err(crate::error::resource("", why));
+        }
         let contention = s.prepare_contention(kernel)?;
         let attached = method::attach(kernel, args.perf_scope, &s.cpus, &s.budget);
         if let Some(c) = contention {

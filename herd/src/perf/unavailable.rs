@@ -36,6 +36,14 @@ impl Unavailable {
     }
 }
 
+impl Unavailable {
+    /// True when the counter failed for want of file descriptors (EMFILE,
+    /// ENFILE): not a fact of the host but a run that lost a counter.
+    pub fn is_descriptor_shortage(&self) -> bool {
+        self.reason.contains("(EMFILE)") || self.reason.contains("fs.file-max reached")
+    }
+}
+
 /// An errno's symbolic name, e.g. `EACCES`.
 pub fn errno_name(errno: i32) -> String {
     if errno == 0 {
