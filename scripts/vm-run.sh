@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Run herd inside a qemu guest with many vCPUs (default 128).
+# Run herd inside a qemu guest with many vCPUs (default 128, up to 4096).
 #
-# The host may have 2 CPUs; a guest kernel can still have 128. Under
-# single-threaded TCG all vCPUs share one host thread, so guest timings say
-# nothing about real contention. What a guest run proves is that every
-# many-CPU code path (CPU lists, affinity masks, per-CPU counters, placement)
-# works on a real kernel with that many CPUs.
+# The host may have 2 CPUs; a guest kernel can still have 512. Under TCG the
+# vCPUs share the host's few CPUs, so guest timings say nothing about real
+# contention. What a guest run proves is that every many-CPU code path (CPU
+# lists, affinity masks, per-CPU counters, placement, NUMA nodes) works on a
+# real kernel with that many CPUs.
 #
 # How: the herd binary, its shared libraries (ldd) plus libgcc_s.so.1 (glibc
 # dlopens it at the first pthread_cancel; ldd does not list it for every
@@ -15,12 +15,23 @@
 # serial port that carries nothing else: a tar of /result holding herd's
 # stdout, a status file (exit code, byte count, sha256) and any files written
 # to $HERD_VM_OUT. The host checks size and checksum, prints the stdout byte
-# for byte, and exits with herd's exit code. herd's stderr goes to the guest
+# for byte, and exits with herd's exit status. herd's stderr goes to the guest
 # console (first serial port) and is relayed live.
 #
+# Above 255 vCPUs: xAPIC ids are 8 bits (255 is the broadcast id), so the
+# guest needs x2APIC, which Linux enables only with interrupt remapping. The
+# guest is then a q35 machine with an Intel IOMMU (intremap=on, eim=on) and
+# x2APIC in the CPU model. qemu's TCG emulates x2APIC from 8.1 on; Debian
+# 12's qemu (7.2) refuses, so a newer qemu is fetched from the release's
+# backports into the cache (a private sources list and apt state, `apt-get
+# download`, `dpkg-deb -x`): the system's package sources and installed
+# packages are never changed. docs/guest.md has the measurements behind
+# the defaults (TCG threading, memory) and a 512-vCPU run.
+#
 # Run with --help for options. Exit status: herd's own exit status; 2 usage
-# error; 124 the guest did not finish within --timeout; 125 the VM could not
-# be set up or produced no (or a corrupt) result; 130 interrupted.
+# error; 3 the host has too little memory for the guest; 124 the guest did
+# not finish within --timeout; 125 the VM could not be set up or produced no
+# (or a corrupt) result; 130 interrupted.
 set -euo pipefail
 
 prog=vm-run.sh
@@ -35,14 +46,31 @@ stdout (including --json) comes back intact on this script's stdout, herd's
 stderr is shown live, and the script exits with herd's exit status.
 
 Options:
-  --cpus N           guest vCPUs, 1-255 (default: \$HERD_VM_CPUS or 128)
-  --mem SIZE         guest memory in qemu syntax, e.g. 2G or 1536M
-                     (default: \$HERD_VM_MEM or 512M + 8M per vCPU, >= 1G)
-  --numa NODES       spread vCPUs and memory evenly over NODES NUMA nodes
-                     (default 1)
+  --cpus N           guest vCPUs, 1-4096 (default: \$HERD_VM_CPUS or 128);
+                     above 255 the guest is a q35 machine with x2APIC (see
+                     --machine) and needs qemu 8.1 or newer (see --qemu)
+  --numa K           split the vCPUs and the memory evenly into K NUMA nodes,
+                     one socket each when the vCPUs divide evenly (default 1)
+  --mem SIZE         guest memory in qemu syntax, e.g. 2G or 1536M (default:
+                     \$HERD_VM_MEM or 512M + 8M per vCPU, at least 1G)
+  --machine M        auto, pc or q35 (default auto: pc up to 255 vCPUs, q35
+                     above). q35 comes with an Intel IOMMU doing interrupt
+                     remapping (intremap=on, eim=on) and x2APIC in the CPU
+                     model, which Linux needs for APIC ids above 255
+  --x2apic-ids       give the second half of the vCPUs APIC ids from 256 on
+                     (a second socket, and NUMA node with --numa 2), so a
+                     small guest takes the x2APIC path of one above 255
+                     vCPUs; implies --machine q35; even --cpus up to 258
+  --tcg T            auto, single or multi: one host thread for all vCPUs, or
+                     one per vCPU (default auto:
+                     $tcg_auto_doc)
+  --qemu PATH        qemu-system-x86_64 to use (default: \$HERD_VM_QEMU, else
+                     the system's, else for q35 when the system's qemu cannot
+                     emulate x2APIC (Debian 12's 7.2), a newer one fetched
+                     once from the release's backports into \$HERD_VM_CACHE)
   --timeout SECS     give up after SECS seconds of wall time, print the guest
                      console's tail and exit 124 (default: \$HERD_VM_TIMEOUT
-                     or 900)
+                     or 900, plus 3 s per vCPU above 255)
   --kernel PATH      kernel image to boot (default: \$HERD_VM_KERNEL, else
                      Debian's cloud kernel, fetched once with apt-get download
                      into \$HERD_VM_CACHE, default ~/.cache/herd-vm)
@@ -61,27 +89,33 @@ Options:
   -q, --quiet        do not relay herd's stderr live (still shown on failure)
   --keep             keep the work directory (initramfs, console log); on
                      failure the console log is always kept
-  --prepare          only install the packages and fetch the kernel, print
-                     the kernel's path and exit (no boot)
+  --prepare          only install the packages, fetch the kernel (and for
+                     q35 the qemu), print the kernel's path and exit
+  --dry-run          do everything but boot: print the qemu command line,
+                     one argument per line, and exit 0
   -h, --help         this help
 
 Examples:
   scripts/$prog -- storm --waves 10 --per-wave 128 --pin round-robin
   scripts/$prog --cpus 16 -- env --json > env.json
-  HERD_VM_CPUS=128 bash scripts/test.d/50-vm.sh    # the guest tests at 128
+  scripts/$prog --cpus 512 --numa 4 -- storm --waves 2 --per-wave 512 --pin round-robin
+  HERD_VM_CPUS=264 bash scripts/test.d/50-vm.sh    # the guest tests at 264
 
-The kernel is booted with -accel tcg,thread=single: nested KVM is not
-available here and multi-threaded TCG with 128 vCPUs is far slower on a
-2-CPU host. Packages needed (installed automatically when run as root):
+Under TCG (nested KVM is not available here) every vCPU is emulated; on
+this 2-CPU host one thread for all vCPUs boots small guests faster and one
+thread per vCPU big ones (docs/guest.md has the figures). The guest
+kernel's watchdogs are off, as a busy host starves vCPUs for long.
+Packages needed (installed automatically when run as root):
 qemu-system-x86, busybox-static, cpio, and apt for the kernel.
 
-Environment: HERD_VM_CPUS, HERD_VM_MEM, HERD_VM_TIMEOUT, HERD_VM_KERNEL
-(defaults of the options above), HERD_VM_CACHE (kernel cache directory),
-HERD_VM_OMIT_LIBGCC=1 (tests only: leave libgcc_s.so.1 out to show why it
-is needed).
+Environment: HERD_VM_CPUS, HERD_VM_MEM, HERD_VM_TIMEOUT, HERD_VM_KERNEL,
+HERD_VM_QEMU (defaults of the options above), HERD_VM_CACHE (kernel and
+qemu cache directory), HERD_VM_OMIT_LIBGCC=1 (tests only: leave
+libgcc_s.so.1 out to show why it is needed).
 
-Exit status: herd's exit status; 2 usage error; 124 timeout; 125 VM setup
-failed or no valid result came back; 130 interrupted.
+Exit status: herd's exit status; 2 usage error; 3 too little host memory
+for the guest; 124 timeout; 125 VM setup failed or no valid result came
+back; 130 interrupted.
 EOF
 }
 
@@ -94,11 +128,20 @@ usage_error() {
 }
 
 # ---------------------------------------------------------------- options
+# --tcg auto: one thread per vCPU from this many vCPUs on (measured on this
+# 2-CPU host, docs/guest.md).
+tcg_multi_from=64
+tcg_auto_doc="single below $tcg_multi_from vCPUs, multi from $tcg_multi_from on"
+max_cpus=4096
 cpus=${HERD_VM_CPUS:-128}
 mem=${HERD_VM_MEM:-}
 numa=1
-timeout_s=${HERD_VM_TIMEOUT:-900}
+machine=auto
+x2apic_ids=0
+tcg=auto
+timeout_s=${HERD_VM_TIMEOUT:-}
 kernel=${HERD_VM_KERNEL:-}
+qemu_bin=${HERD_VM_QEMU:-}
 herd_bin=
 script=
 out_dir=
@@ -106,6 +149,7 @@ verbose=0
 quiet=0
 keep=0
 prepare=0
+dry_run=0
 envs=()
 qemu_extra=()
 home=${HOME:-$(getent passwd "$(id -u)" 2>/dev/null | cut -d: -f6)}
@@ -120,6 +164,13 @@ while [ "$#" -gt 0 ]; do
         --mem=*) mem=${1#*=}; shift ;;
         --numa) need_arg "$@"; numa=$2; shift 2 ;;
         --numa=*) numa=${1#*=}; shift ;;
+        --machine) need_arg "$@"; machine=$2; shift 2 ;;
+        --machine=*) machine=${1#*=}; shift ;;
+        --x2apic-ids) x2apic_ids=1; shift ;;
+        --tcg) need_arg "$@"; tcg=$2; shift 2 ;;
+        --tcg=*) tcg=${1#*=}; shift ;;
+        --qemu) need_arg "$@"; qemu_bin=$2; shift 2 ;;
+        --qemu=*) qemu_bin=${1#*=}; shift ;;
         --timeout) need_arg "$@"; timeout_s=$2; shift 2 ;;
         --timeout=*) timeout_s=${1#*=}; shift ;;
         --kernel) need_arg "$@"; kernel=$2; shift 2 ;;
@@ -138,6 +189,7 @@ while [ "$#" -gt 0 ]; do
         -q | --quiet) quiet=1; shift ;;
         --keep) keep=1; shift ;;
         --prepare) prepare=1; shift ;;
+        --dry-run) dry_run=1; shift ;;
         -h | --help) usage; exit 0 ;;
         --) shift; break ;;
         -*) usage_error "unknown option '$1' (herd's own flags go after --)" ;;
@@ -146,11 +198,34 @@ while [ "$#" -gt 0 ]; do
 done
 herd_args=("$@")
 
-is_uint() { [[ $1 =~ ^[0-9]+$ ]]; }
-is_uint "$cpus" && [ "$cpus" -ge 1 ] && [ "$cpus" -le 255 ] ||
-    usage_error "--cpus must be an integer in 1-255 (got '$cpus'; qemu's pc machine has xAPIC ids below 255)"
+is_uint() { [[ $1 =~ ^[0-9]+$ ]] && [ "${#1}" -le 9 ]; }
+is_uint "$cpus" && [ "$cpus" -ge 1 ] && [ "$cpus" -le "$max_cpus" ] ||
+    usage_error "--cpus must be an integer in 1-$max_cpus (got '$cpus'; $max_cpus is qemu's q35 limit)"
 is_uint "$numa" && [ "$numa" -ge 1 ] && [ "$numa" -le "$cpus" ] ||
-    usage_error "--numa must be an integer in 1-$cpus (got '$numa')"
+    usage_error "--numa must be an integer in 1-$cpus, at most one node per vCPU (got '$numa')"
+if [ "$x2apic_ids" = 1 ]; then
+    [ "$machine" != pc ] || usage_error "--x2apic-ids needs x2APIC, which --machine pc has not"
+    machine=q35
+    [ "$((cpus % 2))" = 0 ] && [ "$cpus" -le 258 ] ||
+        usage_error "--x2apic-ids wants an even --cpus of at most 258 (got $cpus): half the vCPUs in each of two sockets"
+    [ "$numa" -le 2 ] || usage_error "--x2apic-ids takes --numa 1 or 2 (got $numa): a node per socket"
+fi
+case $machine in
+    auto) if [ "$cpus" -gt 255 ]; then machine=q35; else machine=pc; fi ;;
+    pc) [ "$cpus" -le 255 ] ||
+        usage_error "--machine pc takes at most 255 vCPUs (got --cpus $cpus): xAPIC ids are 8 bits; use --machine q35 (x2APIC)" ;;
+    q35) ;;
+    *) usage_error "--machine must be auto, pc or q35 (got '$machine')" ;;
+esac
+case $tcg in
+    auto) if [ "$cpus" -ge "$tcg_multi_from" ]; then tcg=multi; else tcg=single; fi ;;
+    single | multi) ;;
+    *) usage_error "--tcg must be auto, single or multi (got '$tcg')" ;;
+esac
+if [ -z "$timeout_s" ]; then
+    timeout_s=900
+    [ "$cpus" -le 255 ] || timeout_s=$((900 + 3 * (cpus - 255)))
+fi
 is_uint "$timeout_s" && [ "$timeout_s" -ge 1 ] ||
     usage_error "--timeout must be a positive number of seconds (got '$timeout_s')"
 if [ -z "$mem" ]; then
@@ -166,6 +241,8 @@ else
         usage_error "--mem must be a size like 2G or 1536M, at least 128M (got '$mem')"
 fi
 [ "$((mem_mb % numa))" = 0 ] || mem_mb=$((mem_mb - mem_mb % numa))
+[ "$((mem_mb / numa))" -ge 64 ] ||
+    usage_error "--mem ${mem_mb}M gives each of the $numa NUMA nodes less than 64M"
 if [ -n "$script" ]; then
     [ -f "$script" ] && [ -r "$script" ] || usage_error "--script: cannot read '$script'"
     [ "${#herd_args[@]}" = 0 ] || usage_error "--script and herd arguments exclude each other (put the herd commands in the script)"
@@ -175,6 +252,21 @@ for kv in ${envs[@]+"${envs[@]}"}; do
 done
 [ -z "$kernel" ] || [ -r "$kernel" ] || usage_error "--kernel: cannot read '$kernel'"
 [ -z "$herd_bin" ] || [ -x "$herd_bin" ] || usage_error "--herd: '$herd_bin' is not an executable file"
+if [ -n "$qemu_bin" ]; then
+    case $qemu_bin in
+        */*) [ -x "$qemu_bin" ] || usage_error "--qemu: '$qemu_bin' is not an executable file" ;;
+        *) command -v "$qemu_bin" >/dev/null 2>&1 || usage_error "--qemu: '$qemu_bin' is not on PATH" ;;
+    esac
+fi
+
+# Host memory: the guest's RAM plus qemu's own (the translated-code buffer,
+# per-vCPU state). Refused up front, not by the OOM killer minutes later.
+qemu_overhead_mb=$((256 + 4 * cpus))
+avail_mb=$(awk '/^MemAvailable:/ {printf "%d", $2 / 1024; exit}' /proc/meminfo 2>/dev/null)
+if [ -n "$avail_mb" ] && [ $((mem_mb + qemu_overhead_mb)) -gt "$avail_mb" ]; then
+    say "error: a $cpus-vCPU guest with ${mem_mb}M needs about $((mem_mb + qemu_overhead_mb))M of host memory (qemu's own ${qemu_overhead_mb}M included); the host has ${avail_mb}M available (MemAvailable)"
+    exit 3
+fi
 
 # ---------------------------------------------------------------- host tools
 # command -> Debian package
@@ -209,7 +301,141 @@ ensure_tools() {
         die "missing ${missing[*]}: install the Debian package(s) ${pkgs[*]} (as root: apt-get install ${pkgs[*]}), or run this script as root"
     fi
 }
-ensure_tools qemu-system-x86_64 busybox cpio gzip ldd
+# The system's qemu also brings the shared libraries a fetched newer qemu
+# links (apt resolves against what is installed).
+tools=(busybox cpio gzip ldd)
+[ -n "$qemu_bin" ] || tools=(qemu-system-x86_64 "${tools[@]}")
+ensure_tools "${tools[@]}"
+
+# ---------------------------------------------------------------- qemu
+# qemu_cmd is the qemu binary and the arguments that make it find its own
+# data (firmware) and modules; qemu_env the environment it runs with.
+qemu_cmd=()
+qemu_env=()
+use_qemu() {
+    local bin=$1 dir=${2:-}
+    qemu_cmd=("$bin")
+    qemu_env=()
+    if [ -n "$dir" ]; then
+        qemu_cmd+=(-L "$dir/usr/share/qemu" -L "$dir/usr/share/seabios")
+        qemu_env=("QEMU_MODULE_DIR=$dir/usr/lib/x86_64-linux-gnu/qemu"
+            "LD_LIBRARY_PATH=$dir/usr/lib/x86_64-linux-gnu:$dir/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+    fi
+}
+qemu_version() {
+    env ${qemu_env[@]+"${qemu_env[@]}"} "${qemu_cmd[@]}" --version 2>/dev/null |
+        sed -n '1s/.*version \([0-9][0-9.]*\).*/\1/p'
+}
+# x86 CPU model and machine options of the q35 path; the probe checks the
+# qemu accepts exactly these (7.2: "eim=on requires accel=kvm").
+q35_cpu=qemu64,x2apic=on
+q35_iommu=intel-iommu,intremap=on,eim=on
+# Whether the qemu in qemu_cmd can run a q35 guest with x2APIC under TCG:
+# ask it to set such a machine up (256 possible vCPUs, 1 present, paused)
+# and quit over QMP. Takes a fraction of a second; qemu's error is kept in
+# probe_err.
+probe_err=
+qemu_can_x2apic() {
+    probe_err=$(printf '%s\n' '{"execute":"qmp_capabilities"}' '{"execute":"quit"}' |
+        timeout 120 env ${qemu_env[@]+"${qemu_env[@]}"} "${qemu_cmd[@]}" -nodefaults -no-user-config \
+            -display none -S -qmp stdio -machine q35 -accel tcg,thread=single -cpu "$q35_cpu" \
+            -device "$q35_iommu" -smp 1,maxcpus=256 -m 128M 2>&1 >/dev/null)
+}
+# Fetch qemu-system-x86 from the running Debian release's backports into
+# $cache/qemu-VERSION/, with a private sources list, apt state and package
+# cache: nothing of the system's apt configuration or installed packages
+# changes. The mirror is the one the system's sources use for the release.
+fetch_qemu() {
+    ensure_tools apt-get dpkg-deb
+    mkdir -p "$cache"
+    exec 8>"$cache/.qemu.lock"
+    flock 8
+    local found
+    found=$(find "$cache" -mindepth 4 -maxdepth 4 -path "$cache/qemu-*/usr/bin/qemu-system-x86_64" 2>/dev/null | sort -V | tail -n1)
+    if [ -n "$found" ]; then
+        exec 8>&-
+        printf '%s\n' "${found%/usr/bin/qemu-system-x86_64}"
+        return 0
+    fi
+    local codename site
+    codename=$(. /etc/os-release 2>/dev/null && printf '%s' "${VERSION_CODENAME:-}")
+    [ -n "$codename" ] || die "cannot tell the Debian release (no VERSION_CODENAME in /etc/os-release) to fetch a newer qemu from its backports; install qemu 8.1 or newer and pass --qemu PATH"
+    # shellcheck disable=SC2016 # $(SITE) is apt's format, not the shell's
+    site=$(apt-get indextargets --format '$(SITE) $(RELEASE)' 2>/dev/null | awk -v r="$codename" '$2 == r {print $1; exit}')
+    [ -n "$site" ] || die "the system's apt sources have no $codename archive (run 'apt-get update' as root?); install qemu 8.1 or newer and pass --qemu PATH"
+    local apt
+    apt=$(mktemp -d "$cache/apt.XXXXXX")
+    chmod 755 "$apt"
+    mkdir -p "$apt"/{lists/partial,cache/archives/partial,state,deb,empty.d}
+    : >"$apt/preferences"
+    local opt=
+    [ -r /usr/share/keyrings/debian-archive-keyring.gpg ] && opt="[signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] "
+    local suite
+    for suite in "$codename" "$codename-updates" "$codename-backports"; do
+        printf 'deb %s%s %s main\n' "$opt" "$site" "$suite"
+    done >"$apt/sources.list"
+    local o=(-o "Dir::Etc::SourceList=$apt/sources.list" -o "Dir::Etc::SourceParts=$apt/empty.d"
+        -o "Dir::Etc::Preferences=$apt/preferences" -o "Dir::Etc::PreferencesParts=$apt/empty.d"
+        -o "Dir::State=$apt/state" -o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt/cache"
+        -o Dir::State::status=/var/lib/dpkg/status -o Debug::NoLocking=1)
+    [ "$(id -u)" = 0 ] && o+=(-o APT::Sandbox::User=root)
+    say "fetching qemu from $codename-backports into $cache (once; private apt lists, the system's sources untouched)"
+    apt-get "${o[@]}" -qq update >&2 || { rm -rf "$apt"; die "apt-get update of the private $codename-backports lists failed"; }
+    # What the backports qemu needs beyond what is installed (the system's
+    # qemu brought the shared libraries): usually qemu-system-x86,
+    # -common, -data and seabios. Lines: 'URI' NAME_VERSION_ARCH.deb SIZE HASH.
+    local uris specs=() file name ver
+    uris=$(apt-get "${o[@]}" -qq install --print-uris --no-install-recommends -t "$codename-backports" qemu-system-x86 2>&1) ||
+        { rm -rf "$apt"; die "apt cannot resolve qemu-system-x86 from $codename-backports: $uris"; }
+    while read -r _ file _; do
+        [[ $file == *.deb ]] || continue
+        name=${file%%_*}
+        ver=${file#*_}
+        ver=${ver%_*}
+        specs+=("$name=${ver//%3a/:}")
+    done <<<"$uris"
+    [ "${#specs[@]}" -gt 0 ] || { rm -rf "$apt"; die "apt lists nothing to fetch for qemu-system-x86 from $codename-backports (is the installed qemu already the backports one?)"; }
+    (cd "$apt/deb" && apt-get "${o[@]}" -qq download "${specs[@]}" >&2) ||
+        { rm -rf "$apt"; die "apt-get download ${specs[*]} failed"; }
+    local deb
+    for deb in "$apt"/deb/*.deb; do
+        dpkg-deb -x "$deb" "$apt/x" || { rm -rf "$apt"; die "dpkg-deb -x $deb failed"; }
+    done
+    [ -x "$apt/x/usr/bin/qemu-system-x86_64" ] || { rm -rf "$apt"; die "the fetched packages hold no usr/bin/qemu-system-x86_64"; }
+    use_qemu "$apt/x/usr/bin/qemu-system-x86_64" "$apt/x"
+    local v
+    v=$(qemu_version)
+    [ -n "$v" ] || { rm -rf "$apt"; die "the fetched qemu does not run: $(env "${qemu_env[@]}" "${qemu_cmd[0]}" --version 2>&1 | head -n3)"; }
+    mv "$apt/x" "$cache/qemu-$v"
+    rm -rf "$apt"
+    exec 8>&-
+    say "qemu $v fetched into $cache/qemu-$v (${specs[*]})"
+    printf '%s\n' "$cache/qemu-$v"
+}
+if [ -n "$qemu_bin" ]; then
+    # A qemu unpacked into a folder (as fetch_qemu does) brings its data.
+    qemu_root=
+    case $qemu_bin in
+        ?*/usr/bin/qemu-system-x86_64) qemu_root=${qemu_bin%/usr/bin/qemu-system-x86_64}
+            [ -d "$qemu_root/usr/share/qemu" ] || qemu_root= ;;
+    esac
+    use_qemu "$qemu_bin" "$qemu_root"
+    if [ "$machine" = q35 ] && ! qemu_can_x2apic; then
+        die "--qemu $qemu_bin ($(qemu_version)) cannot run a q35 guest with x2APIC under TCG (needs qemu 8.1 or newer); it said: $probe_err"
+    fi
+else
+    use_qemu qemu-system-x86_64
+    if [ "$machine" = q35 ] && ! qemu_can_x2apic; then
+        sys_version=$(qemu_version)
+        sys_err=$probe_err
+        qemu_dir=$(fetch_qemu)
+        use_qemu "$qemu_dir/usr/bin/qemu-system-x86_64" "$qemu_dir"
+        qemu_can_x2apic ||
+            die "neither the system's qemu $sys_version ($sys_err) nor the fetched one in $qemu_dir ($probe_err) can run a q35 guest with x2APIC under TCG"
+        [ "$dry_run" = 1 ] || [ "$prepare" = 1 ] ||
+            say "the system's qemu $sys_version cannot emulate x2APIC; using qemu $(qemu_version) from $qemu_dir"
+    fi
+fi
 
 # ---------------------------------------------------------------- kernel
 # Debian's cloud kernel has what an initramfs-only boot needs built in: the
@@ -254,6 +480,7 @@ if [ -z "$kernel" ]; then
     kernel=$(fetch_kernel)
 fi
 if [ "$prepare" = 1 ]; then
+    [ "$machine" = pc ] || say "qemu for q35: ${qemu_cmd[0]} ($(qemu_version))"
     printf '%s\n' "$kernel"
     exit 0
 fi
@@ -398,7 +625,8 @@ export HERD_VM_OUT=/result/out HOME=/root TMPDIR=/tmp
 mkdir -p /root
 cd "$HERD_VM_OUT"
 read -r up _ </proc/uptime
-echo "herd-vm: guest up in ${up}s with $(grep -c ^processor /proc/cpuinfo) CPUs; running: $(cat /vm/cmd)"
+nodes=$(ls -d /sys/devices/system/node/node[0-9]* 2>/dev/null | wc -l)
+echo "herd-vm: guest up in ${up}s with $(grep -c ^processor /proc/cpuinfo) CPUs in $nodes NUMA node(s); running: $(cat /vm/cmd)"
 echo "herd-vm: ---- output begins"
 sh /vm/cmd </dev/null >/result/stdout
 rc=$?
@@ -420,8 +648,8 @@ chmod 755 "$root/init"
 
 # ---------------------------------------------------------------- boot
 # quiet: the console carries herd's stderr, kernel errors only. The watchdogs
-# are off because one host thread runs all vCPUs: a busy host easily starves
-# a vCPU for longer than the soft-lockup and RCU-stall thresholds.
+# are off because the host's few CPUs run all vCPUs: a busy host easily
+# starves a vCPU for longer than the soft-lockup and RCU-stall thresholds.
 # lpj: every vCPU otherwise calibrates its delay loop at bring-up, which
 # fails under TCG and falls back to a slow loop (24 s of a 128-vCPU boot;
 # 5 s with lpj). tsc=reliable skips the TSC sync check per CPU. The value
@@ -430,8 +658,39 @@ mhz=$(awk -F': *' '/^cpu MHz/ {printf "%d", $2; exit}' /proc/cpuinfo 2>/dev/null
 [ -n "$mhz" ] && [ "$mhz" -gt 0 ] || mhz=2500
 append="console=ttyS0 quiet loglevel=3 panic=-1 nowatchdog nosoftlockup rcupdate.rcu_cpu_stall_suppress=1 tsc=reliable lpj=$((mhz * 4000)) mitigations=off"
 [ "$verbose" = 1 ] && append=${append/ quiet loglevel=3/ loglevel=7}
+
+# Topology: one socket per NUMA node, as on a multi-socket server, when the
+# vCPUs divide evenly. qemu numbers APIC ids by socket, core and thread
+# with a power of two of ids per socket, so on pc (ids 0-254) the split is
+# used only while the highest id fits.
+smp=$cpus
+if [ "$numa" -gt 1 ] && [ "$((cpus % numa))" = 0 ]; then
+    cores=$((cpus / numa))
+    core_ids=1
+    while [ "$core_ids" -lt "$cores" ]; do core_ids=$((core_ids * 2)); done
+    if [ "$machine" = q35 ] || [ $(((numa - 1) * core_ids + cores - 1)) -le 254 ]; then
+        smp=$cpus,sockets=$numa,cores=$cores,threads=1
+    fi
+fi
 numa_args=()
-if [ "$numa" -gt 1 ]; then
+cpu_devices=()
+if [ "$x2apic_ids" = 1 ]; then
+    # 129 cores per socket need 8 bits of core id: socket 1's ids start at
+    # 256. Socket 0's half are the boot vCPUs; socket 1's are added as CPU
+    # devices before the guest starts (present at boot, not hot-plugged).
+    half=$((cpus / 2))
+    smp=$half,maxcpus=258,sockets=2,cores=129,threads=1
+    for ((c = 0; c < half; c++)); do
+        cpu_devices+=(-device "qemu64-x86_64-cpu,socket-id=1,core-id=$c,thread-id=0")
+    done
+    if [ "$numa" = 2 ]; then
+        node_mb=$((mem_mb / 2))
+        for n in 0 1; do
+            numa_args+=(-object "memory-backend-ram,id=m$n,size=${node_mb}M"
+                -numa "node,nodeid=$n,memdev=m$n" -numa "cpu,node-id=$n,socket-id=$n")
+        done
+    fi
+elif [ "$numa" -gt 1 ]; then
     node_mb=$((mem_mb / numa))
     for ((n = 0; n < numa; n++)); do
         first=$((n * cpus / numa))
@@ -440,30 +699,42 @@ if [ "$numa" -gt 1 ]; then
             -numa "node,nodeid=$n,cpus=$first-$last,memdev=m$n")
     done
 fi
+# Above 255 vCPUs (or with --machine q35): x2APIC, which Linux turns on
+# only with interrupt remapping, hence the IOMMU (eim: extended interrupt
+# mode, 32-bit destination ids).
+machine_args=(-machine pc)
+# shellcheck disable=SC2054 # the commas are qemu's option syntax
+[ "$machine" = q35 ] && machine_args=(-machine q35 -cpu "$q35_cpu" -device "$q35_iommu")
 console=$work/console.log
 result=$work/result.tar
 : >"$console"
 : >"$result"
 # shellcheck disable=SC2054 # the commas are qemu's option syntax
-qemu=(qemu-system-x86_64 -nodefaults -no-user-config -machine pc
-    -accel tcg,thread=single -smp "$cpus" -m "${mem_mb}M" ${numa_args[@]+"${numa_args[@]}"}
+qemu=("${qemu_cmd[@]}" -nodefaults -no-user-config "${machine_args[@]}"
+    -accel "tcg,thread=$tcg" -smp "$smp" ${cpu_devices[@]+"${cpu_devices[@]}"}
+    -m "${mem_mb}M" ${numa_args[@]+"${numa_args[@]}"}
     -kernel "$kernel" -initrd "$work/initrd.gz" -append "$append"
     -display none -monitor none
     -serial "file:$console"
     -chardev "file,id=result,path=$result" -serial chardev:result
     -no-reboot ${qemu_extra[@]+"${qemu_extra[@]}"})
+if [ "$dry_run" = 1 ]; then
+    for v in ${qemu_env[@]+"${qemu_env[@]}"}; do printf 'env %s\n' "$v"; done
+    printf '%s\n' "${qemu[@]}"
+    exit 0
+fi
 
 initrd_kb=$(($(stat -c %s "$work/initrd.gz") / 1024))
-say "booting $cpus vCPUs, ${mem_mb}M$([ "$numa" -gt 1 ] && echo ", $numa NUMA nodes"), kernel $(basename "$kernel"), initramfs ${initrd_kb}K; running: $what"
+say "booting $cpus vCPUs ($machine, TCG $tcg-threaded, qemu $(qemu_version)), ${mem_mb}M$([ "$numa" -gt 1 ] && echo ", $numa NUMA nodes"), kernel $(basename "$kernel"), initramfs ${initrd_kb}K; running: $what"
 start=$(date +%s)
-"${qemu[@]}" </dev/null >"$work/qemu.out" 2>&1 &
+env ${qemu_env[@]+"${qemu_env[@]}"} "${qemu[@]}" </dev/null >"$work/qemu.out" 2>&1 &
 qemu_pid=$!
 
 # Relay the console: all of it with --verbose, else only herd's output
 # between the init's markers.
 if [ "$quiet" = 0 ]; then
     if [ "$verbose" = 1 ]; then
-        tail -n +1 -F --pid="$qemu_pid" "$console" 2>/dev/null >&2 &
+        tail -n +1 -F --pid="$qemu_pid" "$console" >&2 2>/dev/null &
     else
         tail -n +1 -F --pid="$qemu_pid" "$console" 2>/dev/null |
             awk '/herd-vm: ---- output ends/ {on = 0} on {print; fflush()} /herd-vm: ---- output begins/ {on = 1}' >&2 &

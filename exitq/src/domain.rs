@@ -569,7 +569,7 @@ fn section_ended(r: &Record) -> Option<exit::Orphan> {
     // SAFETY: the record is in use by this thread (its section just
     // ended, the guard borrowed the domain).
     let inner = unsafe { r.domain() };
-    local::section_ended(inner, r);
+    local::section_ended(inner);
     None
 }
 

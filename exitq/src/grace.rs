@@ -163,15 +163,42 @@ pub(crate) struct Hot {
     pub(crate) fast_idle: u64,
 }
 
+/// The grace-period state shared by writers (readers never touch it).
+///
+/// | `started` vs `completed` | `published` | `leading` | meaning |
+/// |---|---|---|---|
+/// | equal | - | false | idle: the next caller starts grace period `started + 1` |
+/// | `started = completed + 1` | false | any | steps 1-2 of `started` in progress (its starter publishes it) |
+/// | `started = completed + 1` | true | true | a leader waits for the readers (steps 3-4) |
+/// | `started = completed + 1` | true | false | published and unled (started by [`GracePeriods::poll`]): a `synchronize` caller adopts it; any poll may complete it |
+///
+/// Whoever finds every reader past grace period `g` completes it
+/// (`completed = g`, under the lock, once): the leader at the end of its
+/// wait, or a poll that finds the readers done first (the leader then
+/// stops waiting).
 struct GpState {
     started: u64,
     completed: u64,
+    /// Steps 1-2 of grace period `started` are done: readers may be
+    /// checked against it.
+    published: bool,
+    /// A thread is waiting for the readers of grace period `started`.
+    leading: bool,
+    /// When grace period `started` was published, and when `completed`
+    /// completed (a poll starts one only if no grace period ran for a
+    /// while: the reclaimer is lagging).
+    started_at: Instant,
+    completed_at: Instant,
     /// An expedited caller is waiting: the leader skips its delay.
     expedite: bool,
     /// Threads blocked on `cv` (callers waiting for a grace period, a
     /// leader in its first-check delay): without any, completing a grace
     /// period skips the futex wake.
     waiters: usize,
+    /// Of those, a leader in its first-check delay: a poll that completes
+    /// the grace period leaves it to its timeout (waking it would cost the
+    /// poller a futex call and, often, the CPU).
+    leader_napping: bool,
 }
 
 /// The grace-period machinery of one domain.
@@ -206,8 +233,13 @@ impl GracePeriods {
             state: Mutex::new(GpState {
                 started: 0,
                 completed: 0,
+                published: false,
+                leading: false,
+                started_at: Instant::now(),
+                completed_at: Instant::now(),
                 expedite: false,
                 waiters: 0,
+                leader_napping: false,
             }),
             cv: Condvar::new(),
             started: CachePadded::new(AtomicU64::new(0)),
@@ -305,22 +337,23 @@ impl GracePeriods {
             if st.completed >= target {
                 return;
             }
+            let exp = expedited || std::mem::take(&mut st.expedite);
             if st.started == st.completed {
-                st.started += 1;
-                let g = st.started;
-                // Relaxed: read by `snapshot` after a full fence, ordered
-                // against our heavy barrier (module docs).
-                self.started.store(g, Ordering::Relaxed);
-                let exp = expedited || std::mem::take(&mut st.expedite);
+                let g = self.begin(&mut st);
+                st.leading = true;
                 drop(st);
-                self.run(g, exp, registry, stats);
+                self.publish(g);
+                self.lead(g, exp, registry, stats);
                 st = self.lock();
-                st.completed = g;
-                // Release: pairs with `is_done`'s Acquire.
-                self.completed.store(g, Ordering::Release);
-                if st.waiters > 0 {
-                    self.cv.notify_all();
-                }
+                continue;
+            }
+            if st.published && !st.leading {
+                // Started by a poll and left unled: adopt it.
+                st.leading = true;
+                let g = st.started;
+                drop(st);
+                self.lead(g, exp, registry, stats);
+                st = self.lock();
                 continue;
             }
             st.waiters += 1;
@@ -329,24 +362,65 @@ impl GracePeriods {
         }
     }
 
-    fn run(&self, g: u64, expedited: bool, registry: &Registry, stats: &Counters) {
+    /// Claims grace period `started + 1` (under the lock).
+    fn begin(&self, st: &mut GpState) -> u64 {
+        st.started += 1;
+        st.published = false;
+        // Relaxed: read by `snapshot` after a full fence, ordered against
+        // the heavy barrier of `publish` (module docs).
+        self.started.store(st.started, Ordering::Relaxed);
+        st.started
+    }
+
+    /// Steps 1-2 of grace period `g`, then marks it published.
+    fn publish(&self, g: u64) {
         start_grace_period(&self.hot.gp_ctr, g, self.hot.fences);
+        let mut st = self.lock();
+        st.published = true;
+        st.started_at = Instant::now();
+        if st.waiters > 0 {
+            self.cv.notify_all();
+        }
+    }
+
+    /// Completes grace period `g` if nobody did yet (under the lock).
+    fn complete(&self, st: &mut GpState, g: u64, stats: &Counters) {
+        if st.completed < g {
+            st.completed = g;
+            st.completed_at = Instant::now();
+            // Release: pairs with `is_done`'s Acquire.
+            self.completed.store(g, Ordering::Release);
+            Counters::add(&stats.grace_periods, 1);
+            if st.waiters > usize::from(st.leader_napping) {
+                self.cv.notify_all();
+            }
+        }
+    }
+
+    /// Steps 3-4 of the published grace period `g`, as its leader: wait for
+    /// the readers (stopping early if a poll completed it), complete it.
+    fn lead(&self, g: u64, expedited: bool, registry: &Registry, stats: &Counters) {
         // Step 3: let short readers finish, and callers join.
         let delay = self.first_check_delay;
         if !expedited && !delay.is_zero() {
             let mut st = self.lock();
             st.waiters += 1;
+            st.leader_napping = true;
             let (mut st, _) = self
                 .cv
-                .wait_timeout_while(st, delay, |s| !s.expedite)
+                .wait_timeout_while(st, delay, |s| !s.expedite && s.completed < g)
                 .unwrap_or_else(|e| e.into_inner());
+            st.leader_napping = false;
             st.waiters -= 1;
         }
         // Step 4: wait for the readers that started before step 2.
         let start = Instant::now();
-        for r in registry.iter() {
+        'records: for r in registry.iter() {
             let mut backoff = WaitBackoff::new(expedited);
             while holds_grace_period(&r.ctr, g) {
+                if self.is_done(g) {
+                    break 'records; // a poll completed it
+                }
                 let waited = start.elapsed();
                 if waited >= Duration::from_millis(2) && r.release_leaked() {
                     break;
@@ -358,7 +432,55 @@ impl GracePeriods {
                 backoff.wait();
             }
         }
-        Counters::add(&stats.grace_periods, 1);
+        let mut st = self.lock();
+        self.complete(&mut st, g, stats);
+        st.leading = false;
+    }
+
+    /// Helps grace periods along without waiting (a thread whose sealed
+    /// batches wait, outside any read section of the domain): if one is
+    /// published and has had its first-check delay, checks the readers
+    /// once and completes it if they are all past it; if none runs, someone
+    /// waits for one and none completed for a while (four first-check
+    /// delays, at least 200 µs: the reclaimer is not getting the CPU),
+    /// starts one (one heavy barrier) and checks once.
+    /// So grace periods progress whenever a thread that needs them runs,
+    /// as crossbeam-epoch's collect-on-pin advances its epoch. True if it
+    /// completed one.
+    pub(crate) fn poll(&self, registry: &Registry, stats: &Counters) -> bool {
+        // "Lagging": a few first-check delays without any completion.
+        let lagging = (self.first_check_delay * 4).max(Duration::from_micros(200));
+        let _no_cancel = NoCancel::new();
+        // Never wait for the lock: whoever holds it is making progress.
+        let mut st = match self.state.try_lock() {
+            Ok(st) => st,
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return false,
+        };
+        let g = if st.started > st.completed {
+            if !st.published || st.started_at.elapsed() < self.first_check_delay {
+                return false;
+            }
+            st.started
+        } else if self.requested.load(Ordering::Relaxed) > st.completed
+            && st.completed_at.elapsed() >= lagging
+        {
+            // Relaxed (`requested`): a hint; the lock orders the rest.
+            let g = self.begin(&mut st);
+            drop(st);
+            self.publish(g);
+            st = self.lock();
+            g
+        } else {
+            return false;
+        };
+        drop(st);
+        if registry.iter().any(|r| holds_grace_period(&r.ctr, g)) {
+            return false; // the leader, or a later poll, finishes it
+        }
+        let mut st = self.lock();
+        self.complete(&mut st, g, stats);
+        true
     }
 
     #[cold]

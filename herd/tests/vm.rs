@@ -1,43 +1,67 @@
 //! herd in a qemu guest with many vCPUs (scripts/vm-run.sh).
 //!
-//! The host has 2 CPUs; the guest kernel has `HERD_VM_CPUS` (default 16 in
-//! CI, 128 for the full check). The guest tests boot qemu, so they run only
-//! when `HERD_VM_TEST=1` (scripts/test.d/50-vm.sh sets it, and CI runs that
-//! file on every run); otherwise each prints `SKIPPED:` with the reason.
-//! The option-checking tests need no guest and always run.
+//! The host has 2 CPUs; the guest kernel has `HERD_VM_CPUS` (CI: the value
+//! scripts/test.d/50-vm.sh sets; 264 crosses the 255 of xAPIC, 512 in 4
+//! NUMA nodes is the big check). The guest tests boot qemu, so they run
+//! only when `HERD_VM_TEST=1` (50-vm.sh sets it, and CI runs that file on
+//! every run); otherwise each prints `SKIPPED:` with the reason. The
+//! script's own options and command lines are tested without a guest in
+//! `vm_script.rs`.
 //!
-//!     HERD_VM_TEST=1 cargo test --workspace --release --test vm -- --nocapture
-//!     HERD_VM_CPUS=128 bash scripts/test.d/50-vm.sh
+//!     HERD_VM_TEST=1 cargo test --release -p herd --test vm -- --nocapture
+//!     HERD_VM_CPUS=512 HERD_VM_NUMA=4 bash scripts/test.d/50-vm.sh
 //!
 //! One guest boot (shared by the tests through a `OnceLock`) runs a script
 //! of several herd commands; each test checks one of their results.
 
+mod vm_support;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::OnceLock;
 
 use serde_json::Value;
-
-/// The repository root (herd's manifest dir is `<root>/herd`).
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("herd/ has a parent")
-        .to_path_buf()
-}
-
-fn vm_run_sh() -> PathBuf {
-    repo().join("scripts/vm-run.sh")
-}
+use vm_support::{code, herd_bin, skipped, vm_run};
 
 /// vCPUs of the shared guest.
 fn guest_cpus() -> usize {
-    match std::env::var("HERD_VM_CPUS") {
+    env_count("HERD_VM_CPUS", 16)
+}
+
+/// NUMA nodes of the shared guest (at least 2: the per-node checks).
+fn guest_nodes() -> usize {
+    env_count("HERD_VM_NUMA", 2)
+}
+
+fn env_count(name: &str, default: usize) -> usize {
+    match std::env::var(name) {
         Ok(v) => v
             .parse()
-            .unwrap_or_else(|_| panic!("HERD_VM_CPUS={v:?} is not a number")),
-        Err(_) => 16,
+            .unwrap_or_else(|_| panic!("{name}={v:?} is not a number")),
+        Err(_) => default,
     }
+}
+
+/// Whether the shared guest gives half its vCPUs APIC ids from 256 on
+/// (`vm-run.sh --x2apic-ids`): the x2APIC path at a small size.
+fn guest_x2apic_ids() -> bool {
+    std::env::var("HERD_VM_X2APIC_IDS").as_deref() == Ok("1")
+}
+
+/// Whether the small guests' tests (not the shared guest's) run: 50-vm.sh
+/// sets HERD_VM_SMALL_GUESTS=0 for its second pass, where they already ran
+/// in the first.
+fn small_guests_enabled(test: &str) -> bool {
+    if !guests_enabled(test) {
+        return false;
+    }
+    if std::env::var("HERD_VM_SMALL_GUESTS").as_deref() == Ok("0") {
+        skipped(&format!(
+            "{test}: HERD_VM_SMALL_GUESTS=0 (scripts/test.d/50-vm.sh ran it in its first pass)"
+        ));
+        return false;
+    }
+    true
 }
 
 /// Whether guest tests run; prints the loud skip otherwise.
@@ -52,81 +76,11 @@ fn guests_enabled(test: &str) -> bool {
     false
 }
 
-/// Prints `SKIPPED: why` straight to the process's stderr: libtest
-/// captures `eprintln!` of passing tests, and a skip must be seen.
-fn skipped(why: &str) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr().lock(), "SKIPPED: {why}");
-}
-
-/// Runs scripts/vm-run.sh with `args`; stdout and stderr captured.
-fn vm_run(args: &[&str], envs: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new("bash");
-    cmd.arg(vm_run_sh()).args(args);
-    for (k, v) in envs {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().expect("run scripts/vm-run.sh");
-    // Show the guest's console relay and vm-run.sh's notes in the test log.
-    eprintln!(
-        "--- vm-run.sh {}\n{}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-fn code(out: &Output) -> i32 {
-    out.status.code().expect("vm-run.sh exited by a signal")
-}
-
-// ------------------------------------------------------------ no guest
-
-#[test]
-fn help_and_usage_errors_need_no_guest() {
-    let help = vm_run(&["--help"], &[]);
-    assert_eq!(code(&help), 0);
-    let text = String::from_utf8_lossy(&help.stdout);
-    for flag in [
-        "--cpus",
-        "--mem",
-        "--timeout",
-        "--kernel",
-        "--herd",
-        "--script",
-    ] {
-        assert!(text.contains(flag), "--help does not mention {flag}");
-    }
-    for bad in [
-        &["--cpus", "0"][..],
-        &["--cpus", "256"],
-        &["--cpus", "lots"],
-        &["--cpus"],
-        &["--mem", "12X"],
-        &["--timeout", "0"],
-        &["--numa", "3", "--cpus", "2"],
-        &["--frobnicate"],
-        &["--env", "1BAD=x"],
-        &["--script", "/nonexistent/script"],
-        &["--kernel", "/nonexistent/vmlinuz"],
-    ] {
-        let out = vm_run(bad, &[]);
-        assert_eq!(code(&out), 2, "vm-run.sh {bad:?} should be a usage error");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains("error:"), "no message for {bad:?}: {err}");
-    }
-}
-
 // ------------------------------------------------------------ small guests
-
-/// The herd binary cargo built for this test run (release under 50-vm.sh).
-fn herd_bin() -> &'static str {
-    env!("CARGO_BIN_EXE_herd")
-}
 
 #[test]
 fn guest_returns_stdout_byte_for_byte_and_the_exit_status() {
-    if !guests_enabled("guest_returns_stdout_byte_for_byte_and_the_exit_status") {
+    if !small_guests_enabled("guest_returns_stdout_byte_for_byte_and_the_exit_status") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -186,7 +140,7 @@ exit 7
 
 #[test]
 fn guest_that_does_not_finish_times_out_with_the_console_tail() {
-    if !guests_enabled("guest_that_does_not_finish_times_out_with_the_console_tail") {
+    if !small_guests_enabled("guest_that_does_not_finish_times_out_with_the_console_tail") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -212,6 +166,29 @@ fn guest_that_does_not_finish_times_out_with_the_console_tail() {
         err.contains("  | about to hang"),
         "console tail shown: {err}"
     );
+}
+
+#[test]
+fn verbose_relays_the_kernel_console() {
+    if !small_guests_enabled("verbose_relays_the_kernel_console") {
+        return;
+    }
+    let out = vm_run(
+        &[
+            "--cpus",
+            "1",
+            "--verbose",
+            "--herd",
+            herd_bin(),
+            "--",
+            "env",
+        ],
+        &[],
+    );
+    assert_eq!(code(&out), 0);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("Linux version"), "no kernel messages: {err}");
+    assert!(err.contains("herd-vm: guest up in"), "{err}");
 }
 
 /// A C program that cancels threads but does not link libgcc_s (ldd does
@@ -255,7 +232,7 @@ int main(void) {
 
 #[test]
 fn libgcc_s_is_packed_so_pthread_cancel_works_in_the_guest() {
-    if !guests_enabled("libgcc_s_is_packed_so_pthread_cancel_works_in_the_guest") {
+    if !small_guests_enabled("libgcc_s_is_packed_so_pthread_cancel_works_in_the_guest") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -289,10 +266,11 @@ fn libgcc_s_is_packed_so_pthread_cancel_works_in_the_guest() {
 
 // ------------------------------------------------------------ the big guest
 
-/// One boot at `guest_cpus()` vCPUs running several herd commands; their
-/// outputs land in `dir`.
+/// One boot at `guest_cpus()` vCPUs in `guest_nodes()` NUMA nodes running
+/// several herd commands; their outputs land in `out`.
 struct Guest {
     cpus: usize,
+    nodes: usize,
     code: i32,
     /// Holds the script and `out/`; removed at exit.
     _dir: tempfile::TempDir,
@@ -308,6 +286,16 @@ impl Guest {
     fn status(&self, name: &str) -> i32 {
         self.file(&format!("{name}.rc")).trim().parse().unwrap()
     }
+    /// The CPUs of NUMA node `n`, as vm-run.sh splits them.
+    fn node_cpus(&self, n: usize) -> Vec<u64> {
+        let (first, last) = node_range(self.cpus, self.nodes, n);
+        range(first, last)
+    }
+}
+
+/// First and last CPU of node `n` when `cpus` are split into `nodes`.
+fn node_range(cpus: usize, nodes: usize, n: usize) -> (usize, usize) {
+    (n * cpus / nodes, (n + 1) * cpus / nodes - 1)
 }
 
 static GUEST: OnceLock<Option<Guest>> = OnceLock::new();
@@ -316,32 +304,42 @@ fn guest() -> Option<&'static Guest> {
     GUEST
         .get_or_init(|| {
             let cpus = guest_cpus();
+            let nodes = guest_nodes();
+            assert!(
+                nodes >= 2 && cpus % nodes == 0,
+                "the guest tests want at least 2 NUMA nodes of equal size \
+                 (HERD_VM_CPUS={cpus}, HERD_VM_NUMA={nodes})"
+            );
             let dir = tempfile::tempdir().unwrap();
             let script = dir.path().join("guest.sh");
-            std::fs::write(&script, guest_script(cpus)).unwrap();
+            std::fs::write(&script, guest_script(cpus, nodes)).unwrap();
             let out_dir = dir.path().join("out");
-            // ~10 s to boot 16 vCPUs, ~45 s for 128 on an idle host; the
-            // host may be busy.
+            // docs/guest.md: the 16-vCPU guest runs this in ~25 s, 264
+            // vCPUs in ~9 min on this busy 2-CPU host; 512 did not boot
+            // within 28 min under load.
             let timeout = (300 + 12 * cpus).to_string();
-            let out = vm_run(
-                &[
-                    "--cpus",
-                    &cpus.to_string(),
-                    "--numa",
-                    "2",
-                    "--herd",
-                    herd_bin(),
-                    "--script",
-                    script.to_str().unwrap(),
-                    "--out-dir",
-                    out_dir.to_str().unwrap(),
-                    "--timeout",
-                    &timeout,
-                ],
-                &[],
-            );
+            let (cpus_s, nodes_s) = (cpus.to_string(), nodes.to_string());
+            let mut args = vec![
+                "--cpus",
+                &cpus_s,
+                "--numa",
+                &nodes_s,
+                "--herd",
+                herd_bin(),
+                "--script",
+                script.to_str().unwrap(),
+                "--out-dir",
+                out_dir.to_str().unwrap(),
+                "--timeout",
+                &timeout,
+            ];
+            if guest_x2apic_ids() {
+                args.push("--x2apic-ids");
+            }
+            let out = vm_run(&args, &[]);
             Some(Guest {
                 cpus,
+                nodes,
                 code: code(&out),
                 _dir: dir,
                 out: out_dir,
@@ -354,23 +352,28 @@ fn guest() -> Option<&'static Guest> {
 const QUICK_STORM: &str = "--waves 4 --spin 1000 --sleep-ms 10";
 
 /// The commands the shared guest runs; `NAME.out` holds each one's stdout,
-/// `NAME.rc` its exit status, `NAME.err` its stderr.
-fn guest_script(cpus: usize) -> String {
-    let half = cpus / 2;
-    let last = cpus - 1;
+/// `NAME.rc` its exit status, `NAME.err` its stderr. The console shows
+/// each one's exit status and guest seconds.
+fn guest_script(cpus: usize, nodes: usize) -> String {
+    let (first, last) = node_range(cpus, nodes, nodes - 1);
     let mut s = String::from(
-        "run() { name=$1; shift; \"$@\" >\"$name.out\" 2>\"$name.err\"; echo $? >\"$name.rc\"; \
-         echo \"== $name: exit $(cat $name.rc)\" >&2; }\n",
+        "run() { name=$1; shift; read -r t0 _ </proc/uptime; \
+         \"$@\" >\"$name.out\" 2>\"$name.err\"; echo $? >\"$name.rc\"; read -r t1 _ </proc/uptime; \
+         echo \"== $name: exit $(cat $name.rc) after $(awk -v a=$t0 -v b=$t1 'BEGIN {printf \"%.1f\", b - a}')s\" >&2; }\n",
     );
     s.push_str("run nproc nproc\n");
     s.push_str("run online cat /sys/devices/system/cpu/online\n");
+    s.push_str("run cpuinfo cat /proc/cpuinfo\n");
+    s.push_str("run dmesg dmesg\n");
     s.push_str("run env herd env --json\n");
     s.push_str(&format!(
         "run storm_rr herd storm {QUICK_STORM} --per-wave {cpus} --pin round-robin --json\n"
     ));
+    // Per node: a storm on the last node's CPUs only, with system-scope
+    // counters, which show where the threads ran and exited.
     s.push_str(&format!(
-        "run storm_half herd storm {QUICK_STORM} --per-wave {cpus} --pin round-robin \
-         --cpus {half}-{last} --json\n"
+        "run storm_node herd storm {QUICK_STORM} --per-wave {cpus} --pin round-robin \
+         --cpus {first}-{last} --perf-scope system --json\n"
     ));
     s.push_str(&format!(
         "run storm_table herd storm --waves 2 --spin 1000 --sleep-ms 10 --per-wave {cpus} \
@@ -378,6 +381,13 @@ fn guest_script(cpus: usize) -> String {
     ));
     s.push_str(&format!(
         "run perf_system herd storm {QUICK_STORM} --per-wave {cpus} --perf-scope system --json\n"
+    ));
+    // The same with the descriptor limit (soft and hard) below what one
+    // counter per event and CPU needs: herd, as root, must raise it.
+    s.push_str(&format!(
+        "run perf_lowfd sh -c 'ulimit -n {}; exec herd storm {QUICK_STORM} --per-wave {cpus} \
+         --perf-scope system --json'\n",
+        low_fd_limit(cpus)
     ));
     s.push_str(&format!(
         "run contention herd storm {QUICK_STORM} --per-wave {cpus} --contention --json\n"
@@ -397,6 +407,12 @@ fn guest_script(cpus: usize) -> String {
          --perf-scope system\n"
     ));
     s
+}
+
+/// A descriptor limit below the need of system scope (several events per
+/// CPU), as the 512-vCPU guest's default (hard 4096) is below 9 x 512.
+fn low_fd_limit(cpus: usize) -> usize {
+    4 * cpus
 }
 
 fn with_guest(test: &str, check: impl FnOnce(&Guest)) {
@@ -473,6 +489,73 @@ fn guest_kernel_has_all_the_cpus_online() {
     });
 }
 
+/// `(processor, apicid)` of every CPU in the guest's /proc/cpuinfo.
+fn apic_ids(cpuinfo: &str) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    let mut cpu = None;
+    for line in cpuinfo.lines() {
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
+        let value = value.trim().parse::<u64>();
+        match key.trim() {
+            "processor" => cpu = value.ok(),
+            "apicid" => out.push((cpu.expect("apicid before processor"), value.unwrap())),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Above 255 vCPUs (or with `--x2apic-ids`) the guest runs its APICs in
+/// x2APIC mode, through the IOMMU's interrupt remapping, and the CPUs with
+/// APIC ids above 254 are online and used by a round-robin storm.
+#[test]
+fn guest_cpus_with_apic_ids_above_254_are_online_and_used() {
+    with_guest(
+        "guest_cpus_with_apic_ids_above_254_are_online_and_used",
+        |g| {
+            let want_high = if guest_x2apic_ids() {
+                g.cpus / 2
+            } else if g.cpus > 255 {
+                g.cpus - 255
+            } else {
+                skipped(&format!(
+                    "x2APIC check: the guest has {} vCPUs with xAPIC ids; it runs \
+                     above 255 vCPUs or with HERD_VM_X2APIC_IDS=1 (CI's second guest)",
+                    g.cpus
+                ));
+                return;
+            };
+            let dmesg = g.file("dmesg.out");
+            let want = "Enabled IRQ remapping in x2apic mode";
+            assert!(dmesg.contains(want), "no '{want}' in the guest's dmesg");
+            let ids = apic_ids(&g.file("cpuinfo.out"));
+            let cpus: Vec<u64> = ids.iter().map(|&(c, _)| c).collect();
+            assert_eq!(cpus, range(0, g.cpus - 1), "one cpuinfo entry per CPU");
+            let mut apic: Vec<u64> = ids.iter().map(|&(_, a)| a).collect();
+            apic.sort_unstable();
+            apic.dedup();
+            assert_eq!(apic.len(), g.cpus, "APIC ids are distinct");
+            let high: Vec<u64> = ids
+                .iter()
+                .filter(|&&(_, a)| a > 254)
+                .map(|&(c, _)| c)
+                .collect();
+            assert!(
+                high.len() >= want_high,
+                "{} CPUs have APIC ids above 254, want {want_high}: {ids:?}",
+                high.len()
+            );
+            let run = g.json("storm_rr");
+            let (used, _) = per_cpu(&run["details"]["placement"]["per_cpu_exit"]);
+            for cpu in &high {
+                assert!(used.contains(cpu), "cpu{cpu} (x2APIC id) ran no thread");
+            }
+        },
+    );
+}
+
 #[test]
 fn herd_env_reports_every_online_cpu_and_the_numa_nodes() {
     with_guest(
@@ -482,12 +565,12 @@ fn herd_env_reports_every_online_cpu_and_the_numa_nodes() {
             let all = range(0, g.cpus - 1);
             assert_eq!(u64s(&env["online_cpus"]), all);
             assert_eq!(u64s(&env["allowed_cpus"]), all);
-            // The guest has two NUMA nodes, the CPUs split in halves.
+            // The CPUs split evenly into the nodes, in order.
             let nodes = env["numa_nodes"].as_array().expect("numa_nodes");
-            assert_eq!(nodes.len(), 2, "{}", env["numa_nodes"]);
-            let half = g.cpus / 2;
-            assert_eq!(u64s(&nodes[0]["cpus"]), range(0, half - 1));
-            assert_eq!(u64s(&nodes[1]["cpus"]), range(half, g.cpus - 1));
+            assert_eq!(nodes.len(), g.nodes, "{}", env["numa_nodes"]);
+            for (n, node) in nodes.iter().enumerate() {
+                assert_eq!(u64s(&node["cpus"]), g.node_cpus(n), "node {n}");
+            }
             assert_eq!(env["tracefs"], "/sys/kernel/tracing");
             assert_eq!(env["root"], true);
         },
@@ -521,12 +604,42 @@ fn storm_round_robin_uses_every_cpu() {
     });
 }
 
+/// A storm on one NUMA node's CPUs: placed on exactly those, and the
+/// system-scope exit counter counts its threads there, per CPU.
 #[test]
-fn storm_cpus_upper_half_uses_exactly_those() {
-    with_guest("storm_cpus_upper_half_uses_exactly_those", |g| {
-        let run = g.json("storm_half");
-        // 4 waves of `cpus` threads over half the CPUs: 8 per CPU.
-        check_round_robin(&run, &range(g.cpus / 2, g.cpus - 1), 8);
+fn storm_on_one_node_runs_and_exits_there() {
+    with_guest("storm_on_one_node_runs_and_exits_there", |g| {
+        let run = g.json("storm_node");
+        let node = g.node_cpus(g.nodes - 1);
+        // 4 waves of `cpus` threads over one node's CPUs.
+        let per_cpu_threads = (4 * g.cpus / node.len()) as u64;
+        check_round_robin(&run, &node, per_cpu_threads);
+        let exits = counter(&run["perf"], "task_exits");
+        let pc = exits["per_cpu"]
+            .as_array()
+            .unwrap_or_else(|| panic!("task_exits has no per-CPU values: {exits}"));
+        let (mut inside, mut outside) = (0, 0);
+        for e in pc {
+            let (cpu, raw) = (e["cpu"].as_u64().unwrap(), e["raw"].as_u64().unwrap());
+            if node.contains(&cpu) {
+                assert!(
+                    raw >= per_cpu_threads,
+                    "cpu{cpu}: {raw} exits for {per_cpu_threads} pinned threads"
+                );
+                inside += raw;
+            } else {
+                outside += raw;
+            }
+        }
+        let threads = 4 * g.cpus as u64;
+        assert!(
+            inside >= threads,
+            "{inside} exits on the node for {threads}"
+        );
+        assert!(
+            outside < threads / 10,
+            "{outside} exits outside the node (the reaper and herd's own threads only)"
+        );
     });
 }
 
@@ -581,6 +694,65 @@ fn perf_system_scope_opens_one_counter_per_cpu() {
         );
         check_per_cpu_values(perf, g.cpus);
     });
+}
+
+/// Every counter of a system-scope run is there: counted on every CPU, or
+/// (an optional one) reported absent because this kernel lacks the event.
+/// A counter lost to the descriptor limit (EMFILE) fails, naming it.
+fn check_counters_complete(run: &Value, cpus: usize, what: &str) {
+    let perf = &run["perf"];
+    assert_eq!(perf["scope"], "system", "{what}: {perf}");
+    let counters = perf["counters"].as_array().expect("perf.counters");
+    let mut missing = Vec::new();
+    for c in counters {
+        let u = &c["unavailable"];
+        let complete = if u.is_null() {
+            c["fds"].as_u64() == Some(cpus as u64) && c["value"].is_number()
+        } else {
+            c["optional"] == true && u["absent"] == true
+        };
+        if !complete {
+            missing.push(format!(
+                "{} (fds {}, {})",
+                c["metric"], c["fds"], u["reason"]
+            ));
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "{what}: {} of {} counters incomplete at {cpus} CPUs (a descriptor limit \
+         below events x CPUs is issue 17 item 2): {missing:#?}",
+        missing.len(),
+        counters.len()
+    );
+}
+
+/// The Target's system-scope storm: every counter present at the guest's
+/// size with the guest's default descriptor limit (soft 1024, hard 4096).
+/// At 512 CPUs that needs 9 x 512 descriptors, more than the hard limit:
+/// this fails there until herd raises the hard limit (issue 17 item 2);
+/// at 264 (CI) it fits.
+#[test]
+fn perf_system_scope_counters_are_complete() {
+    with_guest("perf_system_scope_counters_are_complete", |g| {
+        check_counters_complete(&g.json("perf_system"), g.cpus, "perf_system");
+    });
+}
+
+/// The same storm with the limit lowered (soft and hard) below the need in
+/// any guest, so CI shows what 512 CPUs need of herd.
+#[test]
+#[ignore = "needs issue 17 item 2 (herd computes the descriptors a run needs and, as root, \
+            raises the hard RLIMIT_NOFILE up to fs.nr_open): today system scope loses \
+            counters to EMFILE and exits 0"]
+fn perf_system_scope_complete_when_the_descriptor_limit_is_below_the_need() {
+    with_guest(
+        "perf_system_scope_complete_when_the_descriptor_limit_is_below_the_need",
+        |g| {
+            let what = format!("perf_lowfd (ulimit -n {})", low_fd_limit(g.cpus));
+            check_counters_complete(&g.json("perf_lowfd"), g.cpus, &what);
+        },
+    );
 }
 
 /// Every open counter has one `per_cpu` entry per guest CPU, in order,

@@ -1,11 +1,15 @@
-//! Worker slots, the LIFO stack of idle workers, and the futex each idle
-//! worker sleeps on.
+//! Worker slots and the LIFO stack of idle workers: the slot table.
+//!
+//! One idea that reads better whole: a slot's `state`, its `flags` and its
+//! entry in the idle stack are one protocol (who may free a slot depends on
+//! whether its entry is still stacked), so they live in one file.
 //!
 //! # Slots
 //! The pool owns `max_workers` slots, allocated once when it is built (sized
 //! at run time). A worker owns one slot for its whole life; the slot's
-//! `state` word is both its state machine and the futex it sleeps on, so a
-//! wake-up targets exactly one worker and no two workers share a futex word.
+//! `state` word is both its state machine and the futex it sleeps on
+//! (`futex.rs`), so a wake-up targets exactly one worker and no two workers
+//! share a futex word.
 //! When a worker leaves, its slot is freed and a later worker reuses it: a
 //! slot has a series of *incarnations*, one per worker.
 //!
@@ -64,6 +68,21 @@
 //!   in the stack: the popper frees the slot. Otherwise it frees nothing,
 //!   whatever state it sees afterwards.
 //!
+//! State table of `Slot::flags` (one incarnation; named bits `IN_STACK`,
+//! `GONE`):
+//!
+//! | from                | to                  | by                                          |
+//! |---------------------|---------------------|---------------------------------------------|
+//! | `0`                 | `IN_STACK`          | the worker going idle (`enter_idle`), which then pushes the entry |
+//! | `IN_STACK`          | `0`                 | the popper of the entry (`pop_idle`)        |
+//! | `0`                 | `GONE`              | the leaving worker (`retire`): it frees the slot |
+//! | `IN_STACK`          | `IN_STACK \| GONE`  | the leaving worker (`retire`): the popper will free it |
+//! | `IN_STACK \| GONE`  | `GONE`              | the popper (`pop_idle`): it frees the slot  |
+//! | `GONE`              | `0`                 | the freer (`release`), with `RETIRED -> FREE` |
+//!
+//! A worker that finds `IN_STACK` already set when it goes idle pushes
+//! nothing: its earlier entry still stands for it.
+//!
 //! A stale popper can still find a *later* incarnation `IDLE` and notify
 //! it. That is harmless: the worker is really idle, and waking an idle
 //! worker is what the popper was after.
@@ -77,8 +96,17 @@
 //! double push, no lost wake-up, no count drift, no job left unrun. But any
 //! reasoning of the form "a `FREE` slot is out of the stack" (the
 //! spawn-failure path, or per-worker data kept in the slot) was unsound.
-
-use std::time::Duration;
+//!
+//! # Orderings
+//! Each non-Relaxed access below names its pair. In short: the
+//! `state`/`flags` accesses of `enter_idle` and `pop_idle` + `is_idle` are
+//! SeqCst (a store-buffering Dekker pair: each side writes one word and
+//! reads the other); a slot leaves `IDLE` by one of three CASes (`notify`,
+//! `leave_idle`, `begin_retire`), of which exactly one wins (the RMW order
+//! of one word), and a worker that loses to `notify` acquires what the
+//! notifier did before; the `GONE` RMW is Release and the popper's clear
+//! Acquire, so a slot's freer sees its last worker's writes; `FREE` is
+//! stored Release and claimed Acquire.
 
 use crossbeam_utils::CachePadded;
 
@@ -106,6 +134,23 @@ const GONE: u32 = 2;
 
 /// End of the idle stack.
 const NIL: u32 = u32::MAX;
+
+/// `Slots::head`: the low 32 bits hold the top slot's index (or `NIL`).
+const HEAD_TOP: u64 = 0xffff_ffff;
+/// `Slots::head`: the high 32 bits hold the ABA tag; one step of it.
+const HEAD_TAG_ONE: u64 = 1 << 32;
+
+/// The index of the top slot in idle-stack head word `head` (or `NIL`).
+#[inline]
+fn head_top(head: u64) -> u32 {
+    (head & HEAD_TOP) as u32
+}
+
+/// The head word after `head` with `top` on top: the tag bumped once.
+#[inline]
+fn head_with_top(head: u64, top: u32) -> u64 {
+    ((head & !HEAD_TOP).wrapping_add(HEAD_TAG_ONE)) | u64::from(top)
+}
 
 /// An invariant check: `debug_assert!` that also holds in the (release
 /// mode) loom models, where a double free must fail the model.
@@ -148,10 +193,11 @@ impl Slot {
 #[derive(Debug)]
 pub(crate) struct Slots {
     slots: Box<[CachePadded<Slot>]>,
-    /// Low 32 bits: index of the top slot (or `NIL`); high 32 bits: a tag
-    /// bumped by every push and pop, so a pop that read a stale `next`
-    /// fails its CAS instead of corrupting the list (ABA). Wrapping the tag
-    /// needs 2^32 stack operations inside one pop's read-CAS window.
+    /// Low 32 bits (`HEAD_TOP`): index of the top slot (or `NIL`); high 32
+    /// bits: a tag bumped (`HEAD_TAG_ONE`) by every push and pop, so a pop
+    /// that read a stale `next` fails its CAS instead of corrupting the
+    /// list (ABA). Wrapping the tag needs 2^32 stack operations inside one
+    /// pop's read-CAS window.
     head: CachePadded<AtomicU64>,
     /// Where the next free-slot search starts.
     hint: AtomicU32,
@@ -190,11 +236,12 @@ impl Slots {
     /// the queue afterwards (after a full fence). True if it pushed.
     pub(crate) fn enter_idle(&self, i: u32) -> bool {
         let slot = self.get(i);
-        // SeqCst store and RMW: Dekker with `pop_idle` + `notify` (clear
-        // `IN_STACK`, then read the state): if our RMW finds `IN_STACK`
-        // set and pushes nothing, the popper that clears it later reads
-        // `IDLE` (or later) and notifies us. An idle worker is always in
-        // the stack or being notified.
+        // SeqCst store and RMW: the worker's side of the Dekker pair with
+        // `pop_idle` + `is_idle` (clear `IN_STACK`, then read the state):
+        // pairs with the popper's SeqCst clear and SeqCst state load. If
+        // our RMW finds `IN_STACK` set and pushes nothing, the popper that
+        // clears it later reads `IDLE` (or later) and notifies us. An idle
+        // worker is always in the stack or being notified.
         slot.state.store(IDLE, Ordering::SeqCst);
         let pushed = slot.flags.fetch_or(IN_STACK, Ordering::SeqCst) & IN_STACK == 0;
         if pushed {
@@ -209,12 +256,13 @@ impl Slots {
         let slot = self.get(i);
         let mut head = self.head.load(Ordering::Relaxed);
         loop {
-            slot.next.store(head as u32, Ordering::Relaxed);
-            let new = (((head >> 32) + 1) << 32) | u64::from(i);
-            // SeqCst: Release publishes the `next` store to the Acquire load
-            // of `head` in `pop_idle`; SeqCst also puts the push in the
-            // single order the worker's queue re-check (Dekker with
-            // `Pool::execute`'s fence) relies on.
+            slot.next.store(head_top(head), Ordering::Relaxed);
+            let new = head_with_top(head, i);
+            // SeqCst: the Release half pairs with the Acquire load of `head`
+            // in `pop_idle` (publishes the `next` store); SeqCst also puts
+            // the push in the single total order of the submitter's Dekker
+            // pair with the worker going idle (`wake.rs` docs), where it
+            // pairs with the submitter's fence before its pop.
             match self
                 .head
                 .compare_exchange_weak(head, new, Ordering::SeqCst, Ordering::Relaxed)
@@ -234,17 +282,18 @@ impl Slots {
         // `next` we read is at least the one written before that push.
         let mut head = self.head.load(Ordering::Acquire);
         loop {
-            let top = head as u32;
+            let top = head_top(head);
             if top == NIL {
                 return None;
             }
             // Possibly stale if `top` was popped and pushed again since we
             // read `head`; then the tag changed and the CAS below fails.
             let next = self.get(top).next.load(Ordering::Relaxed);
-            let new = (((head >> 32) + 1) << 32) | u64::from(next);
-            // SeqCst on success: ordered before the `IN_STACK` clear and the
-            // state inspection that follow; Acquire on failure pairs with
-            // `push_idle` as above.
+            let new = head_with_top(head, next);
+            // SeqCst on success: pairs with the SeqCst CAS in `push_idle`
+            // (one total order of stack operations), before the `IN_STACK`
+            // clear and the state inspection that follow; Acquire on
+            // failure pairs with `push_idle`'s CAS as the load above does.
             match self
                 .head
                 .compare_exchange_weak(head, new, Ordering::SeqCst, Ordering::Acquire)
@@ -273,24 +322,30 @@ impl Slots {
     /// True when the idle stack has no entry (stale entries count).
     #[cfg(test)]
     pub(crate) fn idle_is_empty(&self) -> bool {
-        self.head.load(Ordering::SeqCst) as u32 == NIL
+        // SeqCst: test code, no pair (the strongest read keeps the tests'
+        // reasoning simple).
+        head_top(self.head.load(Ordering::SeqCst)) == NIL
     }
 
     /// True if popped slot `i` is `IDLE`: worth notifying. Read after the
     /// `IN_STACK` clear in `pop_idle`; a false answer is final for this
     /// pop (the worker pushed a new entry, is running, or is leaving).
     pub(crate) fn is_idle(&self, i: u32) -> bool {
-        // SeqCst: the state read of the Dekker with `enter_idle` (store
-        // IDLE, then set `IN_STACK`), after our `IN_STACK` clear.
+        // SeqCst: the popper's state read of the Dekker pair with
+        // `enter_idle` (store IDLE, then set `IN_STACK`): pairs with its
+        // SeqCst store of IDLE; read after our SeqCst `IN_STACK` clear.
         self.get(i).state.load(Ordering::SeqCst) == IDLE
     }
 
     /// Hands an idle worker work or shutdown: `IDLE -> NOTIFIED`. The caller
-    /// then wakes it (`futex_wake`). `Err` holds the state found instead.
+    /// then wakes it (`futex::wake`). `Err` holds the state found instead.
     pub(crate) fn notify(&self, i: u32) -> Result<(), u32> {
-        // SeqCst: ordered after the job push (the fence in `push_and_wake`)
-        // and the `IN_STACK` clear (Dekker with `enter_idle`); the worker's
-        // Acquire load after waking pairs with it and sees the job.
+        // SeqCst: pairs with the worker's Acquire load of `state` after it
+        // wakes (`worker::idle_wait`) and with the Acquire-on-failure of
+        // `leave_idle` / `begin_retire`: a worker that finds `NOTIFIED` sees
+        // what the notifier did before (its `waking` increment, the job).
+        // SeqCst keeps it after the popper's SeqCst `IN_STACK` clear and
+        // state read (the Dekker pair with `enter_idle`).
         self.get(i)
             .state
             .compare_exchange(IDLE, NOTIFIED, Ordering::SeqCst, Ordering::SeqCst)
@@ -301,8 +356,11 @@ impl Slots {
     /// itself back: `IDLE -> RUNNING`. False if it was notified meanwhile
     /// (the caller then takes the notification). Its entry stays stacked.
     pub(crate) fn leave_idle(&self, i: u32) -> bool {
-        // SeqCst: the other side of `notify`'s CAS; exactly one of the two
-        // leaves `IDLE`.
+        // SeqCst: exactly one of this and `notify`'s CAS leaves `IDLE` (the
+        // RMW order of one word). On failure (`NOTIFIED`), the Acquire half
+        // pairs with `notify`'s SeqCst CAS: our `arrived` then comes after
+        // the notifier's `waking` increment. On success the ordering is
+        // stronger than needed: nobody learns anything from `RUNNING`.
         self.get(i)
             .state
             .compare_exchange(IDLE, RUNNING, Ordering::SeqCst, Ordering::SeqCst)
@@ -312,8 +370,8 @@ impl Slots {
     /// The worker of slot `i`, its keep-alive expired, leaves the
     /// notifiable state: `IDLE -> RETIRING`. False if it was notified.
     pub(crate) fn begin_retire(&self, i: u32) -> bool {
-        // SeqCst: the other side of `notify`'s CAS; exactly one of the two
-        // leaves `IDLE`.
+        // SeqCst: as in `leave_idle` (pairs with `notify`'s CAS on failure;
+        // stronger than needed on success).
         self.get(i)
             .state
             .compare_exchange(IDLE, RETIRING, Ordering::SeqCst, Ordering::SeqCst)
@@ -326,8 +384,9 @@ impl Slots {
     pub(crate) fn retire(&self, i: u32) {
         let slot = self.get(i);
         slot.state.store(RETIRED, Ordering::Relaxed);
-        // Release: publishes `RETIRED` (and everything this worker did) to
-        // the popper whose `IN_STACK` clear sees `GONE` (its Acquire RMW).
+        // Release: pairs with the Acquire half of the popper's SeqCst
+        // `IN_STACK` clear in `pop_idle`: a popper that sees `GONE` (and
+        // frees the slot) sees `RETIRED` and everything this worker did.
         // Being RMWs of one word, this and that clear are totally ordered:
         // exactly one of us sees the other's bit (module docs).
         let prev = slot.flags.fetch_or(GONE, Ordering::Release);
@@ -396,351 +455,16 @@ impl Slots {
     /// between taking it and clearing the bit). For tests and models.
     #[cfg(any(test, exitq_loom))]
     pub(crate) fn in_stack(&self, i: u32) -> bool {
+        // SeqCst: test and model code, no pair (the strongest read keeps
+        // the models' assertions simple).
         self.get(i).flags.load(Ordering::SeqCst) & IN_STACK != 0
     }
 }
 
-/// Sleeps while `word == expected`, at most `timeout` (forever if `None`).
-/// Returns on a wake, a timeout, a signal or a changed word; callers always
-/// re-check the state.
-#[cfg(not(exitq_loom))]
-pub(crate) fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
-    let ts = timeout.map(|d| libc::timespec {
-        tv_sec: d.as_secs().min(i64::MAX as u64) as libc::time_t,
-        tv_nsec: d.subsec_nanos() as libc::c_long,
-    });
-    let ts_ptr = ts
-        .as_ref()
-        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY:
-    //   * `word` is a live, aligned u32 for the duration of the call (we
-    //     borrow it); FUTEX_WAIT only reads it.
-    //   * `ts_ptr` is null or points at `ts`, which outlives the call.
-    //   * Errors (EAGAIN when the word changed, ETIMEDOUT, EINTR) are all
-    //     handled by the caller re-checking the state.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
-            expected,
-            ts_ptr,
-        );
-    }
-}
-
-/// Wakes one thread sleeping on `word`.
-#[cfg(not(exitq_loom))]
-pub(crate) fn futex_wake(word: &AtomicU32) {
-    // SAFETY: FUTEX_WAKE only uses the address as a key; `word` is live.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
-            1i32,
-        );
-    }
-}
-
-/// Under loom (which has no futex): a wait is a yield, as a spurious
-/// wake-up would be; callers re-check the state anyway.
-#[cfg(exitq_loom)]
-pub(crate) fn futex_wait(_word: &AtomicU32, _expected: u32, _timeout: Option<Duration>) {
-    crate::sync::yield_now();
-}
-
-/// Under loom: waiters only yield, so there is nothing to wake.
-#[cfg(exitq_loom)]
-pub(crate) fn futex_wake(_word: &AtomicU32) {}
-
 /// Entry points for the loom model of the slot protocol
 /// (`tests/loom_pool.rs`, only built with `--cfg exitq_loom`).
 #[cfg(exitq_loom)]
-pub mod model {
-    use super::*;
-
-    /// The slot table, with the steps the pool runs on it.
-    #[derive(Debug)]
-    pub struct SlotTable(Slots);
-
-    impl SlotTable {
-        /// `n` free slots.
-        pub fn new(n: usize) -> Self {
-            Self(Slots::new(n))
-        }
-        /// A spawner claims a free slot.
-        pub fn claim_free(&self) -> Option<u32> {
-            self.0.claim_free()
-        }
-        /// The worker of `i` goes idle (pushes an entry if it has none).
-        pub fn enter_idle(&self, i: u32) -> bool {
-            self.0.enter_idle(i)
-        }
-        /// A waker pops an entry (freeing the slot if its worker left).
-        pub fn pop_idle(&self) -> Option<u32> {
-            self.0.pop_idle()
-        }
-        /// A waker's look at popped slot `i`: worth notifying?
-        pub fn is_idle(&self, i: u32) -> bool {
-            self.0.is_idle(i)
-        }
-        /// A waker notifies popped slot `i` if it is idle.
-        pub fn notify(&self, i: u32) -> Result<(), u32> {
-            self.0.notify(i)
-        }
-        /// The idle worker of `i` found work itself (`IDLE -> RUNNING`).
-        pub fn leave_idle(&self, i: u32) -> bool {
-            self.0.leave_idle(i)
-        }
-        /// The worker of `i` takes a notification (`NOTIFIED -> RUNNING`).
-        pub fn take_notification(&self, i: u32) {
-            assert_eq!(self.state(i), NOTIFIED);
-            self.0.get(i).state.store(RUNNING, Ordering::Relaxed);
-        }
-        /// The worker of `i`, keep-alive expired: `IDLE -> RETIRING`.
-        pub fn begin_retire(&self, i: u32) -> bool {
-            self.0.begin_retire(i)
-        }
-        /// The worker of `i` leaves.
-        pub fn retire(&self, i: u32) {
-            self.0.retire(i)
-        }
-        /// Slot `i`'s state word.
-        pub fn state(&self, i: u32) -> u32 {
-            self.0.get(i).state.load(Ordering::SeqCst)
-        }
-        /// True if slot `i` has an entry in the idle stack.
-        pub fn in_stack(&self, i: u32) -> bool {
-            self.0.in_stack(i)
-        }
-    }
-
-    /// `Slot::state` values.
-    pub const FREE: u32 = super::FREE;
-    /// See [`FREE`].
-    pub const RUNNING: u32 = super::RUNNING;
-    /// See [`FREE`].
-    pub const IDLE: u32 = super::IDLE;
-    /// See [`FREE`].
-    pub const NOTIFIED: u32 = super::NOTIFIED;
-    /// See [`FREE`].
-    pub const RETIRED: u32 = super::RETIRED;
-}
+pub mod model;
 
 #[cfg(all(test, not(exitq_loom)))]
-mod tests {
-    use super::*;
-    use std::sync::Arc;
-
-    #[test]
-    fn idle_stack_is_lifo_and_skips_nothing() {
-        let s = Slots::new(4);
-        for i in 0..4 {
-            assert_eq!(s.claim_free(), Some(i));
-            assert!(s.enter_idle(i));
-            // A second idle period with the entry still in: no push.
-            assert!(!s.enter_idle(i));
-        }
-        let popped: Vec<u32> = std::iter::from_fn(|| s.pop_idle()).collect();
-        assert_eq!(popped, vec![3, 2, 1, 0]);
-        assert!(s.idle_is_empty());
-        assert!((0..4).all(|i| !s.in_stack(i)));
-    }
-
-    #[test]
-    fn idle_stack_concurrent_push_pop_loses_nothing() {
-        const ROUNDS: usize = if cfg!(miri) { 50 } else { 20_000 };
-        let s = Arc::new(Slots::new(8));
-        for i in 0..8 {
-            assert_eq!(s.claim_free(), Some(i));
-        }
-        let threads: Vec<_> = (0..4u32)
-            .map(|t| {
-                let s = s.clone();
-                std::thread::spawn(move || {
-                    // Each thread owns slots 2t and 2t+1 and cycles them.
-                    let mine = [2 * t, 2 * t + 1];
-                    let (mut pushes, mut pops) = (0usize, 0usize);
-                    for r in 0..ROUNDS {
-                        if s.enter_idle(mine[r % 2]) {
-                            pushes += 1;
-                        }
-                        if s.pop_idle().is_some() {
-                            pops += 1;
-                        }
-                    }
-                    (pushes, pops)
-                })
-            })
-            .collect();
-        let (pushes, pops) = threads
-            .into_iter()
-            .map(|t| t.join().unwrap())
-            .fold((0, 0), |(a, b), (p, q)| (a + p, b + q));
-        let rest: Vec<u32> = std::iter::from_fn(|| s.pop_idle()).collect();
-        // Every push was popped exactly once, by a thread or the drain, and
-        // the stack never held a slot twice.
-        assert_eq!(pushes, pops + rest.len());
-        let mut sorted = rest.clone();
-        sorted.sort_unstable();
-        sorted.dedup();
-        assert_eq!(sorted.len(), rest.len(), "duplicate entry: {rest:?}");
-        assert!(pushes >= ROUNDS);
-        assert!((0..8).all(|i| !s.in_stack(i)));
-    }
-
-    #[test]
-    fn futex_wait_times_out_and_wakes() {
-        let w = AtomicU32::new(7);
-        let t0 = std::time::Instant::now();
-        futex_wait(&w, 7, Some(Duration::from_millis(20)));
-        assert!(t0.elapsed() >= Duration::from_millis(15));
-        // Mismatched value: returns at once.
-        futex_wait(&w, 8, None);
-        futex_wake(&w);
-    }
-
-    #[test]
-    fn a_worker_without_an_entry_frees_its_slot_when_it_leaves() {
-        let s = Slots::new(2);
-        let a = s.claim_free().unwrap();
-        let b = s.claim_free().unwrap();
-        assert_ne!(a, b);
-        assert!(s.claim_free().is_none());
-        s.retire(a);
-        assert_eq!(s.get(a).state.load(Ordering::SeqCst), FREE);
-        assert_eq!(s.claim_free(), Some(a));
-        s.unclaim(b);
-        assert_eq!(s.claim_free(), Some(b));
-    }
-
-    #[test]
-    fn a_worker_leaving_with_its_entry_in_the_stack_is_freed_by_the_popper() {
-        let s = Slots::new(1);
-        assert_eq!(s.claim_free(), Some(0));
-        s.enter_idle(0);
-        assert!(s.begin_retire(0));
-        s.retire(0);
-        // Not free while the entry is in the stack.
-        assert_eq!(s.get(0).state.load(Ordering::SeqCst), RETIRED);
-        assert!(s.claim_free().is_none());
-        // Its popper frees it (and does not notify).
-        assert_eq!(s.pop_idle(), Some(0));
-        assert_eq!(s.notify(0), Err(FREE));
-        assert_eq!(s.claim_free(), Some(0));
-    }
-
-    /// The interleaving of `pool::tests::a_stale_pop_does_not_free_a_reused_slot`
-    /// on the slot table alone, step by step.
-    #[test]
-    fn a_stale_popper_acts_on_no_later_worker_of_the_slot() {
-        let s = Slots::new(1);
-        // Worker 1 idle; a popper takes its entry and stalls.
-        assert_eq!(s.claim_free(), Some(0));
-        assert!(s.enter_idle(0));
-        assert_eq!(s.pop_idle(), Some(0));
-        // Worker 1 leaves: no entry in the stack, so it frees the slot.
-        assert!(s.begin_retire(0));
-        s.retire(0);
-        assert_eq!(s.get(0).state.load(Ordering::SeqCst), FREE);
-        // Worker 2 takes the slot, parks (new entry) and leaves.
-        assert_eq!(s.claim_free(), Some(0));
-        assert!(s.enter_idle(0), "a new entry for worker 2");
-        assert!(s.begin_retire(0));
-        s.retire(0);
-        // The stale popper resumes: it sees worker 2's RETIRED and may not
-        // free the slot; its `notify` fails and it is done.
-        assert_eq!(s.notify(0), Err(RETIRED));
-        assert_eq!(s.get(0).state.load(Ordering::SeqCst), RETIRED);
-        assert!(s.in_stack(0) && !s.idle_is_empty());
-        // Worker 2's entry's popper frees it.
-        assert_eq!(s.pop_idle(), Some(0));
-        assert_eq!(s.get(0).state.load(Ordering::SeqCst), FREE);
-        assert!(s.idle_is_empty() && !s.in_stack(0));
-        assert_eq!(s.claim_free(), Some(0));
-    }
-
-    /// Workers cycle through incarnations of two slots (claim, park, get
-    /// notified or leave) while a waker pops and notifies. A slot is never
-    /// held by two workers at once; a claimed slot has `flags == 0` (no
-    /// entry of an earlier worker was left in the stack); and at the end
-    /// every slot is free (a double free trips the assertion in `release`,
-    /// a missed one leaves a slot `RETIRED`).
-    #[test]
-    fn retire_and_pop_races_free_each_slot_once() {
-        use std::sync::atomic::{AtomicBool, AtomicUsize};
-        const ROUNDS: usize = if cfg!(miri) { 30 } else { 20_000 };
-        let s = Arc::new(Slots::new(2));
-        let holders: Arc<[AtomicUsize; 2]> = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
-        let stop = Arc::new(AtomicBool::new(false));
-        let woke = Arc::new(AtomicUsize::new(0));
-        let pop_and_notify = |s: &Slots, woke: &AtomicUsize| {
-            if let Some(i) = s.pop_idle() {
-                if s.notify(i).is_ok() {
-                    woke.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        };
-        let waker = {
-            let (s, stop, woke) = (s.clone(), stop.clone(), woke.clone());
-            std::thread::spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    pop_and_notify(&s, &woke);
-                }
-            })
-        };
-        let workers: Vec<_> = (0..2)
-            .map(|_| {
-                let (s, holders, woke) = (s.clone(), holders.clone(), woke.clone());
-                std::thread::spawn(move || {
-                    // Each worker leaves ROUNDS times; a failed claim
-                    // (both slots held, or retired with an entry still in
-                    // the stack) pops and retries.
-                    let (mut left, mut round) = (0, 0);
-                    while left < ROUNDS {
-                        round += 1;
-                        let Some(i) = s.claim_free() else {
-                            // Both slots held, or retired with an entry in
-                            // the stack: a pop frees such a slot.
-                            pop_and_notify(&s, &woke);
-                            continue;
-                        };
-                        assert_eq!(holders[i as usize].fetch_add(1, Ordering::SeqCst), 0);
-                        assert_eq!(s.get(i).flags.load(Ordering::SeqCst), 0, "stale flags");
-                        loop {
-                            s.enter_idle(i);
-                            // Stay idle a moment now and then: a waker
-                            // gets to notify us.
-                            if round % 4 == 0 {
-                                std::thread::yield_now();
-                            }
-                            if s.begin_retire(i) {
-                                break;
-                            }
-                            // Notified: take it, "run", park again.
-                            assert_eq!(s.get(i).state.load(Ordering::SeqCst), NOTIFIED);
-                            s.get(i).state.store(RUNNING, Ordering::Relaxed);
-                        }
-                        assert_eq!(holders[i as usize].fetch_sub(1, Ordering::SeqCst), 1);
-                        s.retire(i);
-                        left += 1;
-                    }
-                    left
-                })
-            })
-            .collect();
-        let left: usize = workers.into_iter().map(|w| w.join().unwrap()).sum();
-        stop.store(true, Ordering::Relaxed);
-        waker.join().unwrap();
-        assert_eq!(left, 2 * ROUNDS, "workers left {left} times");
-        let woke = woke.load(Ordering::Relaxed);
-        assert!(woke > 0, "no waker ever found an idle worker");
-        // Drain the stack: the popper of each remaining entry frees it.
-        while s.pop_idle().is_some() {}
-        for i in 0..2 {
-            assert_eq!(s.get(i).state.load(Ordering::SeqCst), FREE, "slot {i}");
-            assert_eq!(s.get(i).flags.load(Ordering::SeqCst), 0, "slot {i}");
-        }
-    }
-}
+mod tests;

@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::Thread;
 use std::time::Duration;
 
-use super::{Inner, Job};
+use super::inner::Inner;
+use super::job::Job;
 
 /// Shared between a scope's owner and its jobs.
 struct ScopeState {
@@ -24,9 +25,10 @@ struct ScopeState {
 
 impl ScopeState {
     fn job_done(&self) {
-        // AcqRel: Release publishes the job's effects (and a stored panic)
-        // to the owner's Acquire load of `pending` in `wait_all`; Acquire
-        // keeps the unpark after the decrement.
+        // AcqRel: the Release half pairs with the owner's Acquire load of
+        // `pending` in `wait_all` (publishes the job's effects and a stored
+        // panic); the Acquire half makes the last job see every other job's
+        // Release decrement before it unparks the owner.
         if self.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
             self.owner.unpark();
         }

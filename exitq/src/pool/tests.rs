@@ -9,8 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::idle::{FREE, RETIRED};
-use super::*;
+use super::idle::{FREE, IDLE, RETIRED};
+use super::inner::{Hook, HookPoint, Inner};
+use super::Pool;
 
 /// Polls `cond` for up to 20 s (a loaded CI machine), panicking with `what`.
 fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {

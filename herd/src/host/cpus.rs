@@ -25,8 +25,13 @@ pub fn online_cpus() -> Vec<usize> {
     (0..n).collect()
 }
 
-/// The CPUs in this thread's affinity mask (`Cpus_allowed_list` of its
-/// `/proc` status, which has no size limit, unlike a fixed `cpu_set_t`).
+/// The CPUs this thread can run on: its affinity mask (`Cpus_allowed_list`
+/// of its `/proc` status, which has no size limit, unlike a fixed
+/// `cpu_set_t`) less the CPUs that are not online. The mask also holds
+/// possible CPUs that are offline (hot-plug slots, a VM's `maxcpus`, as in
+/// the guest of `vm-run.sh --x2apic-ids`: 16 online of 258), where
+/// `sched_setaffinity` fails with EINVAL; `sched_getaffinity` leaves them
+/// out the same way.
 pub fn allowed_cpus() -> Option<Vec<usize>> {
     let tid = nix::unistd::gettid().as_raw();
     let status = procfs::process::Process::myself()
@@ -42,6 +47,8 @@ pub fn allowed_cpus() -> Option<Vec<usize>> {
         .collect();
     cpus.sort_unstable();
     cpus.dedup();
+    let online = online_cpus(); // ascending, as sysfs lists them
+    cpus.retain(|c| online.binary_search(c).is_ok());
     Some(cpus)
 }
 

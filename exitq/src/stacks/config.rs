@@ -1,0 +1,138 @@
+//! Configuring a [`StackPool`](super::StackPool): the [`Builder`] and what a
+//! recycled stack's pages become ([`Release`]).
+
+use std::time::Duration;
+
+use super::sys::page_size;
+
+/// What happens to the pages of a stack that goes back into the pool.
+///
+/// Pooled stacks keep their pages by default ([`Release::Keep`]): reuse costs
+/// no page fault, and nothing touches `mmap_lock`. With [`Release::DontNeed`]
+/// or [`Release::Free`] the reclaimer releases each recycled stack's pages
+/// (all but the first and last page, which hold the canary and the header) in
+/// batches, with one `process_madvise(2)` call for up to 1024 stacks (one
+/// `mmap_lock` acquisition for the whole vector on Linux 6.x; `MADV_DONTNEED`
+/// through `process_madvise` needs Linux 6.13+), falling back to one
+/// `madvise(2)` per stack where the kernel refuses.
+/// [`StackPool::trim`](super::StackPool::trim) does the same on demand for
+/// every idle stack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Release {
+    /// Keep the pages: no system call, no page fault on reuse (default).
+    Keep,
+    /// `MADV_FREE`: the kernel may reclaim the pages lazily.
+    Free,
+    /// `MADV_DONTNEED`: the pages are dropped now (RSS falls at once).
+    DontNeed,
+}
+
+impl Release {
+    pub(super) fn advice(self) -> Option<libc::c_int> {
+        match self {
+            Release::Keep => None,
+            Release::Free => Some(libc::MADV_FREE),
+            Release::DontNeed => Some(libc::MADV_DONTNEED),
+        }
+    }
+}
+
+/// Configures a [`StackPool`](super::StackPool).
+#[derive(Clone, Debug)]
+pub struct Builder {
+    pub(super) stack_size: usize,
+    pub(super) guard_size: usize,
+    pub(super) max_pooled: usize,
+    pub(super) max_pooled_bytes: usize,
+    pub(super) release: Release,
+    pub(super) canary: bool,
+    pub(super) prefill: usize,
+    pub(super) reclaim_interval: Duration,
+    pub(super) unsound_recycle_at_exit: bool,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            stack_size: 0,
+            guard_size: page_size(),
+            max_pooled: 1024,
+            max_pooled_bytes: 8 << 30,
+            release: Release::Keep,
+            canary: true,
+            prefill: 0,
+            reclaim_interval: Duration::from_millis(1),
+            unsound_recycle_at_exit: false,
+        }
+    }
+}
+
+impl Builder {
+    /// Usable stack bytes per thread (rounded up to pages; the guard and
+    /// the pool's 128-byte header come on top). 0 (the default) means
+    /// glibc's default thread stack size (`pthread_getattr_default_np`,
+    /// i.e. `RLIMIT_STACK` unless unlimited).
+    pub fn stack_size(mut self, bytes: usize) -> Self {
+        self.stack_size = bytes;
+        self
+    }
+
+    /// Guard bytes below each stack (rounded up to pages; default one page;
+    /// 0 disables the guard).
+    pub fn guard_size(mut self, bytes: usize) -> Self {
+        self.guard_size = bytes;
+        self
+    }
+
+    /// Most idle stacks kept (default 1024). 0: never keep one (every stack
+    /// is unmapped once its thread is joined).
+    pub fn max_pooled(mut self, stacks: usize) -> Self {
+        self.max_pooled = stacks;
+        self
+    }
+
+    /// Most bytes of address space kept in idle stacks (default 8 GiB).
+    pub fn max_pooled_bytes(mut self, bytes: usize) -> Self {
+        self.max_pooled_bytes = bytes;
+        self
+    }
+
+    /// What to do with a recycled stack's pages (default [`Release::Keep`]).
+    pub fn release(mut self, release: Release) -> Self {
+        self.release = release;
+        self
+    }
+
+    /// Check canary words at hand-out and recycle (default on). A stack
+    /// failing either check is counted in
+    /// [`Stats::canary_violations`](super::Stats::canary_violations) and
+    /// quarantined: never handed out again, unmapped only when the pool is
+    /// drained.
+    pub fn canary(mut self, on: bool) -> Self {
+        self.canary = on;
+        self
+    }
+
+    /// Stacks to map at build time (capped by the pool bound).
+    pub fn prefill(mut self, stacks: usize) -> Self {
+        self.prefill = stacks;
+        self
+    }
+
+    /// The reclaimer's sleep while it has work (default 1 ms; idle it backs
+    /// off to 64 times that).
+    pub fn reclaim_interval(mut self, interval: Duration) -> Self {
+        self.reclaim_interval = interval.max(Duration::from_micros(10));
+        self
+    }
+
+    /// UNSOUND, for tests only: recycle a [`Reap::Reclaimer`] stack as soon
+    /// as the exit destructor pushes it, without waiting for the join (the
+    /// thread is joined later). This is the mistake the canary check must
+    /// catch; never use it outside a test.
+    #[doc(hidden)]
+    pub fn unsound_recycle_at_exit_for_tests(mut self, on: bool) -> Self {
+        self.unsound_recycle_at_exit = on;
+        self
+    }
+}

@@ -1,0 +1,52 @@
+//! Helpers shared by the tests of scripts/vm-run.sh: `vm.rs` (guests) and
+//! `vm_script.rs` (the script's options and qemu command line, no guest).
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The repository root (herd's manifest dir is `<root>/herd`).
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("herd/ has a parent")
+        .to_path_buf()
+}
+
+pub fn vm_run_sh() -> PathBuf {
+    repo().join("scripts/vm-run.sh")
+}
+
+/// Prints `SKIPPED: why` straight to the process's stderr: libtest
+/// captures `eprintln!` of passing tests, and a skip must be seen.
+pub fn skipped(why: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "SKIPPED: {why}");
+}
+
+/// Runs scripts/vm-run.sh with `args`; stdout and stderr captured.
+pub fn vm_run(args: &[&str], envs: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new("bash");
+    cmd.arg(vm_run_sh()).args(args);
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run scripts/vm-run.sh");
+    // Show the guest's console relay and vm-run.sh's notes in the test log.
+    eprintln!(
+        "--- vm-run.sh {}\n{}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+pub fn code(out: &Output) -> i32 {
+    out.status.code().expect("vm-run.sh exited by a signal")
+}
+
+/// The herd binary cargo built for this test run.
+pub fn herd_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_herd")
+}
