@@ -221,10 +221,10 @@ pub fn lkp_changed(a: &Summary, b: &Summary) -> bool {
 
 /// Benjamini–Hochberg: the q-value of each p-value in one family of tests
 /// (the false discovery rate at which it would be called a discovery):
-/// `q_(i) = min over j >= i of p_(j) m / j`, p sorted ascending, capped at
-/// 1. Controls the expected share of false discoveries among the changes
-/// called significant at q < alpha (valid for independent or positively
-/// dependent tests, which metrics of the same runs mostly are).
+/// `q_(i) = min over j >= i of p_(j) m / j`, p sorted ascending, capped
+/// at one. It controls the expected share of false discoveries among the
+/// changes called significant at q < alpha (valid for independent or
+/// positively dependent tests, which metrics of the same runs mostly are).
 pub fn benjamini_hochberg(p: &[f64]) -> Vec<f64> {
     let m = p.len();
     let mut order: Vec<usize> = (0..m).collect();

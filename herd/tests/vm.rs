@@ -720,8 +720,8 @@ fn check_counters_complete(run: &Value, cpus: usize, what: &str) {
     }
     assert!(
         missing.is_empty(),
-        "{what}: {} of {} counters incomplete at {cpus} CPUs (a descriptor limit \
-         below events x CPUs is issue 17 item 2): {missing:#?}",
+        "{what}: {} of {} counters incomplete at {cpus} CPUs (herd raises the \
+         descriptor limit to events x CPUs, perf/budget.rs): {missing:#?}",
         missing.len(),
         counters.len()
     );
@@ -729,9 +729,8 @@ fn check_counters_complete(run: &Value, cpus: usize, what: &str) {
 
 /// The Target's system-scope storm: every counter present at the guest's
 /// size with the guest's default descriptor limit (soft 1024, hard 4096).
-/// At 512 CPUs that needs 9 x 512 descriptors, more than the hard limit:
-/// this fails there until herd raises the hard limit (issue 17 item 2);
-/// at 264 (CI) it fits.
+/// At 512 CPUs that needs more than the hard limit: herd raises it as
+/// root (issue 17 item 2); at 264 (CI) it fits anyway.
 #[test]
 fn perf_system_scope_counters_are_complete() {
     with_guest("perf_system_scope_counters_are_complete", |g| {
@@ -740,11 +739,10 @@ fn perf_system_scope_counters_are_complete() {
 }
 
 /// The same storm with the limit lowered (soft and hard) below the need in
-/// any guest, so CI shows what 512 CPUs need of herd.
+/// any guest, so CI shows what 512 CPUs need of herd: herd computes the
+/// descriptors the run needs and, as root, raises the hard limit up to
+/// fs.nr_open (issue 17 item 2; perf/budget.rs).
 #[test]
-#[ignore = "needs issue 17 item 2 (herd computes the descriptors a run needs and, as root, \
-            raises the hard RLIMIT_NOFILE up to fs.nr_open): today system scope loses \
-            counters to EMFILE and exits 0"]
 fn perf_system_scope_complete_when_the_descriptor_limit_is_below_the_need() {
     with_guest(
         "perf_system_scope_complete_when_the_descriptor_limit_is_below_the_need",
