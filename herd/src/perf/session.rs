@@ -46,6 +46,8 @@ pub struct Session {
     budget: FdBudget,
     helpers_excluded: usize,
     helpers_counted: Option<String>,
+    /// Time to open every counter and the sampler, µs.
+    open_us: u64,
     /// Declared last: dropped after the counters, it moves the process back.
     cgroup: Option<CgroupScope>,
 }
@@ -73,6 +75,7 @@ impl Session {
         // Before any counter: no closer of an earlier run closes while we
         // open (see closer.rs).
         closer::hold_session_lock();
+        let t0 = Instant::now();
         s.budget = s.fd_budget().ensure();
         // A run that would lose counters to EMFILE is refused (exit 3).
         if let Some(why) = s.budget.refusal(kernel.is_root()) {
@@ -84,6 +87,7 @@ impl Session {
             s.open_sampler(kernel, c, &attached);
         }
         s.keep(attached);
+        s.open_us = t0.elapsed().as_micros() as u64;
         s.check_required()?;
         Ok(s)
     }
@@ -110,6 +114,7 @@ impl Session {
             budget: FdBudget::default(),
             helpers_excluded: 0,
             helpers_counted: None,
+            open_us: 0,
             cgroup: None,
         }
     }
@@ -273,6 +278,7 @@ impl Session {
         if self.enabled_at.is_some() {
             self.disable()?;
         }
+        let t_read = Instant::now();
         let mut counters = Vec::new();
         for o in &mut self.open {
             let mut samples = Vec::with_capacity(o.counters.len());
@@ -288,6 +294,7 @@ impl Session {
             }
             counters.push(CounterReading::counted(&o.spec, &samples, &o.cpus));
         }
+        let read_us = t_read.elapsed().as_micros() as u64;
         for (spec, u) in &self.unavailable {
             counters.push(CounterReading::unavailable(spec, u));
         }
@@ -327,6 +334,8 @@ impl Session {
             contention_unavailable: self.contention_unavailable.clone(),
             no_aggregate: self.args.no_aggregate,
             fd_budget: Some(self.budget.clone()),
+            open_us: self.open_us,
+            read_us,
             helpers_excluded: self.helpers_excluded,
             helpers_counted: self.helpers_counted.clone(),
             allow_lost_samples: self.args.allow_lost_samples,
