@@ -335,6 +335,23 @@ pub struct FamilyMember<'a> {
     pub better: Better,
 }
 
+impl<'a> FamilyMember<'a> {
+    /// A member when there is a change and both means.
+    pub fn of(
+        change: Option<&'a mut Change>,
+        mean_a: Option<f64>,
+        mean_b: Option<f64>,
+        better: Better,
+    ) -> Option<FamilyMember<'a>> {
+        Some(FamilyMember {
+            change: change?,
+            mean_a: mean_a?,
+            mean_b: mean_b?,
+            better,
+        })
+    }
+}
+
 /// Corrects every change of one table for multiple comparisons: their
 /// Welch p-values become Benjamini–Hochberg q-values over the tests that
 /// have one, and significance and verdict are decided again. Returns the

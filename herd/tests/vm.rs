@@ -397,8 +397,12 @@ fn guest_script(cpus: usize, nodes: usize) -> String {
     s.push_str(&format!(
         "run perf_process herd storm {QUICK_STORM} --per-wave {cpus} --reap join --json\n"
     ));
+    // The previous run's perf closer (perf/closer.rs) outlives herd by the
+    // counters' last close and holds its cgroup until then: the umount is
+    // busy for that long, so it is retried (up to 10 s).
     s.push_str(&format!(
-        "umount /sys/fs/cgroup\n\
+        "i=0; until umount /sys/fs/cgroup; do i=$((i+1)); [ $i -ge 100 ] && break; \
+         sleep 0.1; done\n\
          run perf_inherit herd storm {QUICK_STORM} --per-wave {cpus} --reap join --json\n\
          mount -t cgroup2 cgroup2 /sys/fs/cgroup\n"
     ));

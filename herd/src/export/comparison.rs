@@ -330,15 +330,12 @@ fn adjust_rows(rows: &mut [Row], alpha: f64) -> usize {
             .map(|s| s.mean);
         for cell in row.cells.iter_mut() {
             let mean_b = cell.summary.as_ref().map(|s| s.mean);
-            if let (Some(change), Some(mean_a), Some(mean_b)) = (cell.change.as_mut(), base, mean_b)
-            {
-                members.push(crate::stats::FamilyMember {
-                    change,
-                    mean_a,
-                    mean_b,
-                    better,
-                });
-            }
+            members.extend(crate::stats::FamilyMember::of(
+                cell.change.as_mut(),
+                base,
+                mean_b,
+                better,
+            ));
         }
     }
     crate::stats::adjust_family(&mut members, alpha)

@@ -148,40 +148,16 @@ impl FdBudget {
         };
         Some(format!(
             "perf: the counters need {} file descriptors ({} events x {} + {} sampling + {} \
-             open + {} reserve) and RLIMIT_NOFILE allows {} (hard {}){why}; not starting a run \
-             that would lose counters. Fix: {fix}; or count fewer (--cpus, --perf-scope \
-             process) or none (--no-perf)",
+             open + {RESERVE} reserve) and RLIMIT_NOFILE allows {} (hard {}){why}; not \
+             starting a run that would lose counters. Fix: {fix}; or count fewer (--cpus, \
+             --perf-scope process) or none (--no-perf)",
             self.needed,
             self.events,
             self.per_event,
             self.sampling,
             self.open_before,
-            RESERVE,
             show(self.soft),
             show(self.hard),
-        ))
-    }
-
-    /// One line for the notes when the limit is short of the budget.
-    pub fn shortfall(&self) -> Option<String> {
-        if self.fits() {
-            return None;
-        }
-        Some(format!(
-            "perf: descriptor budget: {} needed ({} events x {} + {} sampling + {} open + {} \
-             reserve), RLIMIT_NOFILE is {} (hard {}){}: counters past the limit fail with EMFILE",
-            self.needed,
-            self.events,
-            self.per_event,
-            self.sampling,
-            self.open_before,
-            RESERVE,
-            show(self.soft),
-            show(self.hard),
-            self.hard_error
-                .as_ref()
-                .map(|e| format!("; raising it failed: {e}"))
-                .unwrap_or_default()
         ))
     }
 }
@@ -245,11 +221,14 @@ mod tests {
             ..b.clone()
         };
         assert!(!short.fits());
-        let line = short.shortfall().unwrap();
-        assert!(line.contains("6602 needed"), "{line}");
-        assert!(line.contains("RLIMIT_NOFILE is 1024 (hard 4096)"), "{line}");
+        let line = short.refusal(false).unwrap();
+        assert!(line.contains("need 6602 file descriptors"), "{line}");
+        assert!(
+            line.contains("RLIMIT_NOFILE allows 1024 (hard 4096)"),
+            "{line}"
+        );
         let unlimited = FdBudget { soft: None, ..b };
-        assert!(unlimited.fits() && unlimited.shortfall().is_none());
+        assert!(unlimited.fits() && unlimited.refusal(true).is_none());
     }
 
     #[test]

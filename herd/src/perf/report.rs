@@ -330,9 +330,6 @@ impl Report {
                 "perf: herd's helper threads (progress bar, contention drain) are counted: {why}"
             ));
         }
-        if let Some(line) = self.fd_budget.as_ref().and_then(FdBudget::shortfall) {
-            notes.push(line);
-        }
         if let (Method::Inherit, Some(u)) = (self.method, &self.method_fallback) {
             notes.push(note_for(
                 "process scope via a cgroup (inherited per-thread counters used instead; \

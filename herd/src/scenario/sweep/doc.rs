@@ -315,19 +315,13 @@ fn adjust_sweep(metrics: &mut [SweepMetric], alpha: f64) -> usize {
             .collect();
         for (s, row) in m.changes.iter_mut().enumerate() {
             for (v, ch) in row.iter_mut().enumerate() {
-                let (Some(change), Some(mean_a), Some(mean_b)) = (
+                let mean_b = m.summaries[s][v].as_ref().map(|x| x.mean);
+                members.extend(crate::stats::FamilyMember::of(
                     ch.as_mut(),
                     base[v],
-                    m.summaries[s][v].as_ref().map(|x| x.mean),
-                ) else {
-                    continue;
-                };
-                members.push(crate::stats::FamilyMember {
-                    change,
-                    mean_a,
                     mean_b,
                     better,
-                });
+                ));
             }
         }
     }
