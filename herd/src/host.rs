@@ -11,7 +11,7 @@
 
 use std::fmt::Write as _;
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -152,6 +152,23 @@ extern "C" {
     fn pthread_getattr_default_np(attr: *mut libc::pthread_attr_t) -> libc::c_int;
 }
 
+/// Where tracefs is looked for, in order: the tracefs mount point, then
+/// the legacy location under debugfs (perf's order; mounting is
+/// `perf::tracefs`'s business, host facts only look).
+pub const TRACEFS_ROOTS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
+
+/// The command that mounts tracefs where herd looks first.
+pub const MOUNT_TRACEFS: &str = "mount -t tracefs nodev /sys/kernel/tracing";
+
+/// Where tracefs is mounted now (an `events/` directory under one of
+/// [`TRACEFS_ROOTS`]), without mounting anything.
+pub fn tracefs_mounted() -> Option<PathBuf> {
+    TRACEFS_ROOTS
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.join("events").is_dir())
+}
+
 /// glibc's default stack size for new threads (what `pthread_create` with
 /// default attributes maps), read with `pthread_getattr_default_np`.
 pub fn default_thread_stack() -> Option<u64> {
@@ -184,7 +201,7 @@ impl HostFacts {
         let paranoid =
             read_trim("/proc/sys/kernel/perf_event_paranoid").and_then(|v| v.parse().ok());
         let perf_error = perf_trial().err();
-        let tracefs = crate::perf::tracefs::find().map(|p| p.display().to_string());
+        let tracefs = tracefs_mounted().map(|p| p.display().to_string());
         let tracefs_ref = tracefs.clone();
         let tracepoints_usable = tracefs.as_ref().is_some_and(|t| {
             read_u64(Path::new(t).join("events/sched/sched_process_exit/id")).is_some()
@@ -335,12 +352,9 @@ impl HostFacts {
             match &self.tracefs {
                 None if self.root => format!(
                     "not mounted (herd mounts it when it first counts, as perf does: {})",
-                    crate::perf::tracefs::MOUNT_TRACEFS
+                    MOUNT_TRACEFS
                 ),
-                None => format!(
-                    "not mounted (as root: {})",
-                    crate::perf::tracefs::MOUNT_TRACEFS
-                ),
+                None => format!("not mounted (as root: {})", MOUNT_TRACEFS),
                 Some(t) if self.tracepoints_usable => format!("{t} (tracepoints usable)"),
                 Some(t) if self.root => {
                     format!("{t} (tracepoint ids not readable even as root: lockdown or an LSM?)")

@@ -20,12 +20,7 @@ use std::sync::OnceLock;
 
 use super::unavailable::{io_error, Unavailable};
 
-/// Where tracefs is looked for, in order: the tracefs mount point, then
-/// the legacy location under debugfs.
-pub const TRACEFS_ROOTS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
-
-/// The command that mounts tracefs where herd looks first.
-pub const MOUNT_TRACEFS: &str = "mount -t tracefs nodev /sys/kernel/tracing";
+pub use crate::host::{MOUNT_TRACEFS, TRACEFS_ROOTS};
 
 /// What [`locate`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -167,12 +162,9 @@ pub fn real() -> &'static Located {
     })
 }
 
-/// Where tracefs is now, without mounting anything (for `herd env`).
+/// Where tracefs is now, without mounting anything (as `herd env` shows it).
 pub fn find() -> Option<PathBuf> {
-    match locate(&SysMounter, false) {
-        Located::Found(p) | Located::Mounted(p, _) => Some(p),
-        Located::Missing(_) => None,
-    }
+    crate::host::tracefs_mounted()
 }
 
 impl Located {
