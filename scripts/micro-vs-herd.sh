@@ -13,7 +13,11 @@
 #   counters (what a user runs). Both programs are measured the same way:
 #   process wall time and user+sys CPU time (getrusage of the child); the C
 #   micro prints what it created and how many creations failed, so the work
-#   can be checked equal.
+#   can be checked equal. With --counters, each round also runs the C micro
+#   under `perf stat` with the same events as herd's defaults (the software
+#   counters and the futex, lock-contention, exit and new-task
+#   tracepoints): what counting costs the kernel when perf itself counts,
+#   so herd's own share of its overhead can be told from the kernel's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -57,7 +61,16 @@ print(f"{t1 - t0:.3f} {cpu:.3f}")
 PY
 }
 
-c_walls=() h_walls=() c_cpus=() h_cpus=()
+c_walls=() h_walls=() c_cpus=() h_cpus=() p_walls=()
+events=task-clock,context-switches,cpu-migrations,page-faults,syscalls:sys_enter_futex,syscalls:sys_enter_futex_wait,syscalls:sys_enter_futex_wake,syscalls:sys_enter_futex_waitv,syscalls:sys_enter_futex_requeue,lock:contention_begin,sched:sched_process_exit,task:task_newtask
+with_perf=0
+if [ -z "$perf" ]; then
+    if command -v perf >/dev/null && perf stat -e "$events" -x, -o /dev/null -- true 2>/dev/null; then
+        with_perf=1
+    else
+        echo "micro-vs-herd: perf stat cannot count herd's events here; the C-under-perf-stat reference is skipped" >&2
+    fi
+fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 for r in $(seq 1 "$rounds"); do
@@ -67,6 +80,12 @@ for r in $(seq 1 "$rounds"); do
         --waves "$waves" --per-wave "$per_wave" --slots "$slots" --lag "$lag" \
         --spin "$spin" --sleep-ms "$sleep_ms")
     c_walls+=("$cw") h_walls+=("$hw") c_cpus+=("$cc") h_cpus+=("$hc")
+    if [ "$with_perf" = 1 ]; then
+        read -r pw _ < <(measure "$tmp/p" perf stat -e "$events" -x, -o "$tmp/perf.csv" -- \
+            target/storm_micro "$waves" "$per_wave" "$slots" "$lag" "$spin" "$sleep_ms")
+        p_walls+=("$pw")
+        printf 'round %d: C under perf stat %.3f s\n' "$r" "$pw"
+    fi
     c_out=$(cat "$tmp/c")
     h_created=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); m={x["name"]:x["value"] for x in r["metrics"]}; print(int(m["threads_created"]), int(m["threads_failed"]))' "$tmp/h")
     printf 'round %d: C %.3f s, cpu %.2f s (%s) | herd %.3f s, cpu %.2f s (created/failed %s)\n' \
@@ -89,3 +108,12 @@ print(f"median wall: C {mc:.3f} s, herd {mh:.3f} s; herd/C {mh / mc:.3f} "
       f"(per-round ratios {', '.join(f'{x:.3f}' for x in ratios)}; "
       f"median per-round ratio {statistics.median(ratios):.3f})")
 PY
+if [ "$with_perf" = 1 ]; then
+    python3 - "${c_walls[*]}" "${h_walls[*]}" "${p_walls[*]}" <<'PY'
+import statistics, sys
+c, h, p = ([float(x) for x in a.split()] for a in sys.argv[1:4])
+print(f"median wall: C under perf stat {statistics.median(p):.3f} s; "
+      f"perf-stat/C {statistics.median([b / a for a, b in zip(c, p)]):.3f}, "
+      f"herd/perf-stat {statistics.median([b / a for a, b in zip(p, h)]):.3f} (median per-round ratios)")
+PY
+fi
