@@ -17,7 +17,9 @@
 //!   read-side critical section. Entering costs a thread-local lookup, a
 //!   load and a store of the thread's reader word and a compiler fence: the
 //!   writer side pays instead, with membarrier(2) (see [`expedite`]). A
-//!   [`Reader`] registered once ([`Domain::reader`]) skips the lookup.
+//!   [`Reader`] registered once ([`Domain::reader`]) skips the lookup; it
+//!   owns a handle of the domain, so it can live in a worker's struct or a
+//!   `thread_local!`.
 //! * **grace periods**: [`Domain::synchronize`] returns once every read
 //!   section that started before the call has ended; concurrent callers
 //!   share grace periods. [`Domain::synchronize_expedited`] trades CPU for
@@ -37,39 +39,36 @@
 //! # Example
 //!
 //! ```
-//! use std::sync::atomic::{AtomicPtr, Ordering};
-//! use std::sync::Arc;
+//! use exitq::{Domain, RcuCell};
 //!
 //! struct Config { verbose: bool }
 //!
-//! let domain = exitq::Domain::new();
-//! let current = Arc::new(AtomicPtr::new(Box::into_raw(Box::new(Config { verbose: false }))));
+//! let domain = Domain::new();
+//! let current = RcuCell::new(&domain, Config { verbose: false });
 //!
-//! // Readers, on any thread:
+//! // Readers, on any thread: the reference lives as long as the guard.
 //! {
-//!     let _guard = domain.read();
-//!     // SAFETY (example): the object is freed only after a grace period.
-//!     let verbose = unsafe { (*current.load(Ordering::Acquire)).verbose };
-//!     assert!(!verbose);
+//!     let guard = domain.read();
+//!     assert!(!current.load(&guard).verbose);
 //! }
 //!
-//! // A writer replaces the object and defers freeing the old one.
-//! let old = current.swap(Box::into_raw(Box::new(Config { verbose: true })), Ordering::AcqRel);
-//! let old = old as usize; // raw pointers are not Send
-//! domain.defer(move || {
-//!     // SAFETY (example): every reader that could see `old` has left.
-//!     drop(unsafe { Box::from_raw(old as *mut Config) });
-//! });
+//! // A writer replaces the object; the old one is dropped after a grace
+//! // period (every reader that could see it has left).
+//! current.store(Config { verbose: true });
 //!
 //! // A thread registers its cleanup; it runs after the thread exits.
 //! let d = domain.clone();
 //! std::thread::spawn(move || d.register_exit(|| println!("thread cleaned up")))
 //!     .join()
 //!     .unwrap();
-//! domain.barrier(); // the deferred free and the exit hook have run
+//! domain.barrier(); // the deferred drop and the exit hook have run
 //! assert_eq!(domain.stats().exits_run, 1);
-//! # drop(unsafe { Box::from_raw(current.load(Ordering::Acquire)) });
 //! ```
+//!
+//! [`RcuCell`] and [`RcuOption`] are the typed RCU pointers (liburcu's
+//! `rcu_dereference` / `rcu_assign_pointer` / `rcu_xchg_pointer`,
+//! crossbeam-epoch's `Atomic`, without `unsafe`: see [`cell`]);
+//! [`Domain::defer`] and [`Domain::defer_drop`] defer anything else.
 //!
 //! # Guarantees
 //!
@@ -142,17 +141,20 @@ compile_error!(
 
 mod batch;
 mod cancel;
+pub mod cell;
 mod config;
 mod domain;
 pub mod exit;
 pub mod expedite;
 mod fork;
 mod grace;
+mod guard;
 mod handshake;
 mod inner;
 pub mod llist;
 mod local;
 pub mod pool;
+mod reader;
 mod reclaim;
 mod reclaimer;
 mod record;
@@ -232,7 +234,10 @@ pub mod model {
     }
 }
 
+pub use cell::{CompareExchangeError, RcuCell, RcuOption};
 pub use config::{Builder, Callbacks, Reclaimer, Stall, StallHandler};
-pub use domain::{Domain, Guard, Reader, ReaderGuard};
+pub use domain::Domain;
 pub use expedite::{membarrier_available, Expedite};
+pub use guard::{Guard, ReadSection};
+pub use reader::{Reader, ReaderGuard};
 pub use stats::Stats;
