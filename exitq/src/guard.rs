@@ -4,7 +4,12 @@
 //!
 //! A guard holds the record whose reader word it set and the domain it
 //! belongs to; the domain is only compared (a guard of one domain does not
-//! protect the objects of another), never followed on the fast path.
+//! protect the objects of another), never followed on the fast path. The
+//! domain's *key* is the address of its epoch word: entering a section has
+//! it in a register already (a [`Reader`](crate::Reader) loads the epoch
+//! through it, [`Domain::read`](crate::Domain::read) finds it at a fixed
+//! offset of the domain's shared state), so comparing it costs a typed
+//! pointer one load of its own copy and a compare.
 use std::fmt;
 use std::marker::PhantomData;
 
@@ -13,6 +18,7 @@ use crate::grace;
 use crate::inner::Inner;
 use crate::local;
 use crate::record::{Record, RETIRED, RUN_PENDING, TEMPORARY};
+use crate::sync::AtomicU64;
 use crate::thread as this_thread;
 
 /// A read-side critical section of a [`Domain`](crate::Domain); ends when
@@ -98,11 +104,17 @@ pub(crate) fn section_ended(r: &Record) -> Option<exit::Orphan> {
 pub trait ReadSection: sealed::Sealed {}
 
 pub(crate) mod sealed {
-    /// The domain a guard protects: the address of its shared state,
-    /// compared only, never followed.
+    /// The domain a guard protects: the address of its epoch word
+    /// ([`key`](super::key)), compared only, never followed.
     pub trait Sealed {
         fn domain_key(&self) -> *const ();
     }
+}
+
+/// A domain's key, as guards report it: the address of its epoch word.
+#[inline(always)]
+pub(crate) fn key(inner: &Inner) -> *const () {
+    (&inner.gp.hot.gp_ctr as *const AtomicU64).cast()
 }
 
 impl ReadSection for Guard<'_> {}
@@ -110,6 +122,6 @@ impl ReadSection for Guard<'_> {}
 impl sealed::Sealed for Guard<'_> {
     #[inline(always)]
     fn domain_key(&self) -> *const () {
-        (self.inner as *const Inner).cast()
+        key(self.inner)
     }
 }

@@ -177,7 +177,8 @@ impl Reader {
         self.fences.light();
         ReaderGuard {
             record,
-            key: Arc::as_ptr(&self.domain.inner).cast(),
+            // The domain's key (`guard::key`): the epoch word's address.
+            key: self.gp_ctr.cast(),
             _not_send: PhantomData,
         }
     }
@@ -192,7 +193,8 @@ impl Reader {
 #[must_use = "the read section ends when the guard is dropped"]
 pub struct ReaderGuard<'r> {
     record: &'r Record,
-    /// The domain's shared state, compared by [`ReadSection`] users only.
+    /// The domain's key (`guard::key`), compared by [`ReadSection`] users
+    /// only.
     key: *const (),
     _not_send: PhantomData<*const ()>,
 }

@@ -27,19 +27,28 @@
 use std::marker::PhantomData;
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, Ordering};
-use std::sync::Arc;
 
 use crate::domain::Domain;
-use crate::guard::ReadSection;
+use crate::guard::{self, ReadSection};
 
 /// An owning, possibly null, RCU-protected pointer (see the module docs).
 pub(crate) struct Raw<T> {
     ptr: AtomicPtr<T>,
+    /// The domain's key (`guard::key`), next to `ptr`: a read compares it
+    /// with its guard's, from the line it loads the pointer from.
+    key: *const (),
     domain: Domain,
-    /// The cell owns a `T` (drop check; `Send`/`Sync` follow `T`'s: see
-    /// the cells' docs for why writers also need `T: Send`).
+    /// The cell owns a `T` (drop check).
     _owns: PhantomData<Box<T>>,
 }
+
+// SAFETY: `key` is only compared, never followed; `ptr` and `domain` are
+// `Send`. Sending the cell sends the `T` it owns (`T: Send`).
+unsafe impl<T: Send> Send for Raw<T> {}
+// SAFETY: `key` is only compared; a shared cell hands `&T` to every thread
+// that loads it (`T: Sync`). Writers, which move values in from any thread
+// and drop old ones on another, require `T: Send` on their own.
+unsafe impl<T: Sync> Sync for Raw<T> {}
 
 /// A pointer taken out of its cell, owning its `T`, on its way to the drop
 /// the domain runs after a grace period.
@@ -73,6 +82,7 @@ impl<T> Raw<T> {
     pub(crate) fn new(domain: &Domain, value: Option<T>) -> Raw<T> {
         Raw {
             ptr: AtomicPtr::new(into_raw(value)),
+            key: guard::key(&domain.inner),
             domain: domain.clone(),
             _owns: PhantomData,
         }
@@ -107,15 +117,9 @@ impl<T> Raw<T> {
 
     #[inline(always)]
     fn check(&self, guard: &impl ReadSection) {
-        if !ptr::eq(guard.domain_key(), self.key()) {
+        if !ptr::eq(guard.domain_key(), self.key) {
             wrong_domain();
         }
-    }
-
-    /// The domain's address, as guards report theirs.
-    #[inline(always)]
-    fn key(&self) -> *const () {
-        Arc::as_ptr(&self.domain.inner).cast()
     }
 
     /// Mutable access to the value (no reader can hold it: `&mut self`).
