@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 
 use crate::batch::Deferred;
-use crate::config::{Builder, Reclaimer};
+use crate::config::{DomainBuilder, Reclaimer};
 use crate::exit;
 use crate::expedite::Fences;
 use crate::grace;
@@ -25,18 +25,18 @@ use crate::reclaim::{self, Steal};
 use crate::reclaimer;
 use crate::record::{Kind, Record, IN_USE, ORPHANED, TEMPORARY};
 use crate::run;
-use crate::stats::{Counters, Stats};
+use crate::stats::{Counters, DomainStats};
 use crate::sync::{self, Ordering};
 use crate::thread as this_thread;
 
-impl Builder {
+impl DomainBuilder {
     /// Builds the domain.
     ///
     /// # Panics
     ///
     /// If [`Expedite::Membarrier`](crate::Expedite::Membarrier) was asked
     /// for and the kernel refuses it, or the reclaimer thread cannot be
-    /// spawned; use [`try_build`](Builder::try_build) to handle those.
+    /// spawned; use [`try_build`](DomainBuilder::try_build) to handle those.
     pub fn build(self) -> Domain {
         match self.try_build() {
             Ok(domain) => domain,
@@ -181,7 +181,8 @@ impl Domain {
     ///
     /// # Panics
     ///
-    /// If the reclaimer thread cannot be spawned (see [`Builder::try_build`]).
+    /// If the reclaimer thread cannot be spawned (see
+    /// [`try_new`](Domain::try_new)).
     ///
     /// # Examples
     ///
@@ -190,12 +191,29 @@ impl Domain {
     /// domain.synchronize();
     /// ```
     pub fn new() -> Domain {
-        Builder::default().build()
+        DomainBuilder::default().build()
+    }
+
+    /// A domain with the default settings, or why not: the reclaimer
+    /// thread could not be spawned (`RLIMIT_NPROC`, `kernel.threads-max`,
+    /// memory), as [`DomainBuilder::try_build`] reports it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # fn main() -> std::io::Result<()> {
+    /// let domain = exitq::Domain::try_new()?;
+    /// domain.synchronize();
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn try_new() -> io::Result<Domain> {
+        DomainBuilder::default().try_build()
     }
 
     /// A builder to configure a domain.
-    pub fn builder() -> Builder {
-        Builder::default()
+    pub fn builder() -> DomainBuilder {
+        DomainBuilder::default()
     }
 
     /// Whether this handle is the child-of-`fork()` copy of a domain
@@ -528,7 +546,7 @@ impl Domain {
     }
 
     /// A snapshot of the domain's counters.
-    pub fn stats(&self) -> Stats {
+    pub fn stats(&self) -> DomainStats {
         self.inner.snapshot()
     }
 

@@ -70,6 +70,79 @@
 //! crossbeam-epoch's `Atomic`, without `unsafe`: see [`cell`]);
 //! [`Domain::defer`] and [`Domain::defer_drop`] defer anything else.
 //!
+//! # In a thread pool
+//!
+//! A pool author needs two hooks: at a worker's start, register its
+//! cleanup ([`Domain::register_exit`]: the node is allocated then, not at
+//! exit); at its stop, hand the cleanup over ([`Domain::retire_thread`]:
+//! one compare-and-swap, no lock, no syscall; without it the thread's
+//! exit does the same a little later). The cleanups run on the reclaimer
+//! after a grace period, in batches. tokio's runtime:
+//!
+//! ```
+//! use std::sync::atomic::{AtomicUsize, Ordering};
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//!
+//! let domain = exitq::Domain::new();
+//! let (started, cleaned) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+//! let (start, stop, s, c) = (domain.clone(), domain.clone(), started.clone(), cleaned.clone());
+//! let rt = tokio::runtime::Builder::new_multi_thread()
+//!     .worker_threads(2)
+//!     .thread_keep_alive(Duration::from_millis(10)) // idle blocking threads retire
+//!     .on_thread_start(move || {
+//!         s.fetch_add(1, Ordering::Relaxed);
+//!         let (c, state) = (c.clone(), vec![0u8; 4096]); // this worker's state
+//!         start.register_exit(move || {
+//!             drop(state);
+//!             c.fetch_add(1, Ordering::Relaxed);
+//!         });
+//!     })
+//!     .on_thread_stop(move || stop.retire_thread())
+//!     .build()
+//!     .unwrap();
+//! rt.block_on(async { tokio::task::spawn_blocking(|| ()).await.unwrap() });
+//! drop(rt); // waits for every runtime thread to stop
+//! domain.exit_barrier();
+//! assert_eq!(cleaned.load(Ordering::Relaxed), started.load(Ordering::Relaxed));
+//! ```
+//!
+//! rayon's thread pools take the same two lines
+//! (`ThreadPoolBuilder::start_handler` and `exit_handler`):
+//!
+//! ```
+//! use std::sync::atomic::{AtomicUsize, Ordering};
+//! use std::sync::Arc;
+//!
+//! let domain = exitq::Domain::new();
+//! let (cleaned, stopped) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+//! let (start, stop, c, s) = (domain.clone(), domain.clone(), cleaned.clone(), stopped.clone());
+//! let pool = rayon::ThreadPoolBuilder::new()
+//!     .num_threads(4)
+//!     .start_handler(move |_index| {
+//!         let c = c.clone();
+//!         start.register_exit(move || { c.fetch_add(1, Ordering::Relaxed); });
+//!     })
+//!     .exit_handler(move |_index| {
+//!         stop.retire_thread();
+//!         s.fetch_add(1, Ordering::Release);
+//!     })
+//!     .build()
+//!     .unwrap();
+//! pool.install(|| ());
+//! drop(pool); // rayon's workers exit on their own
+//! while stopped.load(Ordering::Acquire) < 4 {
+//!     std::thread::yield_now();
+//! }
+//! domain.exit_barrier();
+//! assert_eq!(cleaned.load(Ordering::Relaxed), 4);
+//! ```
+//!
+//! `examples/tokio_pool.rs` and `examples/rayon_pool.rs` keep per-worker
+//! statistics shards in an [`RcuCell`] registry this way; the tests
+//! `tokio_pool` and `rayon_pool` count every cleanup (exactly once) and the
+//! syscalls of the hand-over (none). [`pool`] is exitq's own pool.
+//!
 //! # Guarantees
 //!
 //! Each is checked by a test that fails if it is broken (`exitq/tests`).
@@ -86,7 +159,7 @@
 //!   still alive run when those threads exit (inline: no reader can exist
 //!   any more).
 //! * **Panics.** A panicking callback or hook is caught, counted
-//!   ([`Stats::callbacks_panicked`]) and the rest still run.
+//!   ([`DomainStats::callbacks_panicked`]) and the rest still run.
 //! * **Stalls.** A reader that holds up a grace period for longer than the
 //!   stall timeout is counted and reported (a stall handler, or one line on
 //!   stderr naming the thread); the grace period keeps waiting, it is never
@@ -95,7 +168,7 @@
 //!   a producer past the limit runs a reclaim pass itself while fewer
 //!   passes than half the CPUs (at least 2) run, else waits for one (except inside a
 //!   read guard or a callback, where waiting would deadlock: counted in
-//!   [`Stats::backlog_overruns`]).
+//!   [`DomainStats::backlog_overruns`]).
 //! * **No deadlock by misuse.** `synchronize`, `barrier` and friends panic
 //!   with a message instead of deadlocking when called inside a read guard
 //!   of the same domain (or `barrier` inside one of its callbacks).
@@ -106,6 +179,7 @@
 //! |---|---|
 //! | `read()` + drop | TLS lookup; one load + one store of the thread's reader word on entry (plus a load of the epoch) and on exit; a compiler fence (a full fence in fallback mode). About 1.3 ns on the benchmark machine, 2.3x a relaxed load+store pair |
 //! | [`Reader::read`] + drop | no TLS lookup and no nesting (`&mut self`): one store of the epoch on entry, one store of 0 on exit, the fence as above. About 0.8 ns, 1.5x a relaxed load+store pair |
+//! | [`RcuCell::load`] | one load and a compare (the guard's domain against the cell's), the Acquire load of the pointer: 1.05-1.07x a `Reader` guard with a plain Acquire load, interleaved (`benches/examples/read_cell.rs`) |
 //! | `defer(f)` | TLS lookup, the closure's captured words written into the batch (one word for `move \|\| drop(p)`; a two-word run header when the closure type changes), 2 plain stores + 1 load (steal handshake); closures over 3 words are boxed. 3-6 ns per callback, all run, at 1-4 threads: a median 2.7-3.9x crossbeam-epoch's `pin` + `defer` |
 //! | full batch (default 256) | one CAS; a wake-up syscall only if the reclaimer is parked without a timeout or the backlog passed four batches |
 //! | thread exit | one CAS on the list head, one CAS on the thread's own record |
@@ -135,8 +209,16 @@
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 compile_error!(
-    "exitq supports Linux with glibc only: it uses membarrier(2), gettid(2), \
-     tgkill(2), pthread_setcancelstate and glibc's thread-exit destructor order"
+    "exitq supports Linux with glibc only (target_os = \"linux\", target_env = \"gnu\"): \
+     it uses membarrier(2), gettid(2), tgkill(2), futex(2), pidfd_open(2), \
+     pthread_tryjoin_np, pthread_setcancelstate and glibc's thread-exit destructor \
+     order (__cxa_thread_atexit_impl); musl, Android (bionic), the BSDs, macOS and \
+     Windows have no equivalent of some of them"
+);
+#[cfg(not(all(target_has_atomic = "64", target_has_atomic = "ptr")))]
+compile_error!(
+    "exitq needs 64-bit and pointer-sized atomics (target_has_atomic = \"64\" and \"ptr\"): \
+     its reader words and epoch are AtomicU64"
 );
 
 mod batch;
@@ -234,10 +316,15 @@ pub mod model {
     }
 }
 
+/// The crate README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 pub use cell::{CompareExchangeError, RcuCell, RcuOption};
-pub use config::{Builder, Callbacks, Reclaimer, Stall, StallHandler};
+pub use config::{Callbacks, DomainBuilder, Reclaimer, Stall, StallHandler};
 pub use domain::Domain;
 pub use expedite::{membarrier_available, Expedite};
 pub use guard::{Guard, ReadSection};
 pub use reader::{Reader, ReaderGuard};
-pub use stats::Stats;
+pub use stats::DomainStats;
