@@ -263,6 +263,21 @@ impl Domain {
         }
     }
 
+    /// Claims a record that is not the thread's main one (a `Reader`'s, a
+    /// temporary guard's) and links it into the thread's auxiliary list, so
+    /// the deadlock checks see its sections.
+    pub(crate) fn claim_aux(&self, kind: Kind) -> &Record {
+        let (r, new) =
+            self.inner
+                .registry
+                .claim(Arc::as_ptr(&self.inner) as *const (), self.inner.id, kind);
+        if new {
+            Counters::add(&self.inner.stats.participants, 1);
+        }
+        this_thread::link_aux(r);
+        r
+    }
+
     #[cold]
     fn read_slow(&self) -> Guard<'_> {
         let record = match this_thread::main_record(&self.inner) {
@@ -270,16 +285,8 @@ impl Domain {
             // The thread's exitq state is gone (called from a later
             // thread-local destructor): a record for this guard only.
             None => {
-                let (r, new) = self.inner.registry.claim(
-                    Arc::as_ptr(&self.inner) as *const (),
-                    self.inner.id,
-                    Kind::Temporary,
-                );
-                if new {
-                    Counters::add(&self.inner.stats.participants, 1);
-                }
+                let r = self.claim_aux(Kind::Temporary);
                 r.flags.set(TEMPORARY);
-                this_thread::link_aux(r);
                 r
             }
         };

@@ -11,13 +11,11 @@
 //! outlives the reader.
 use std::fmt;
 use std::marker::PhantomData;
-use std::sync::Arc;
 
 use crate::domain::Domain;
 use crate::expedite::Fences;
 use crate::guard::{sealed, section_ended, ReadSection};
 use crate::record::{Kind, Record};
-use crate::stats::Counters;
 use crate::sync::{AtomicU64, Ordering};
 use crate::thread as this_thread;
 
@@ -133,15 +131,7 @@ impl Domain {
     /// In the child of a `fork()`.
     pub fn reader(&self) -> Reader {
         self.inner.check_fork();
-        let (record, new) = self.inner.registry.claim(
-            Arc::as_ptr(&self.inner) as *const (),
-            self.inner.id,
-            Kind::Reader,
-        );
-        if new {
-            Counters::add(&self.inner.stats.participants, 1);
-        }
-        this_thread::link_aux(record);
+        let record = self.claim_aux(Kind::Reader);
         Reader {
             record,
             gp_ctr: &self.inner.gp.hot.gp_ctr,

@@ -16,6 +16,9 @@ use std::time::Duration;
 
 use exitq::{Domain, RcuCell, RcuOption, Reader, Reclaimer};
 
+mod miri_util;
+use miri_util::domains;
+
 const OPS: usize = if cfg!(miri) { 24 } else { 20_000 };
 const READS: usize = if cfg!(miri) { 40 } else { 50_000 };
 
@@ -51,25 +54,6 @@ impl Drop for Value {
         assert!(!self.dropped.swap(true, Ordering::Relaxed), "dropped twice");
         self.live.fetch_sub(1, Ordering::Relaxed);
     }
-}
-
-fn domains() -> Vec<(&'static str, Domain)> {
-    vec![
-        (
-            "thread",
-            Domain::builder()
-                .batch_size(3)
-                .flush_latency(Duration::from_micros(100))
-                .build(),
-        ),
-        (
-            "inline",
-            Domain::builder()
-                .batch_size(2)
-                .reclaimer(Reclaimer::Inline)
-                .build(),
-        ),
-    ]
 }
 
 /// Writers replace the value through every write path while two readers

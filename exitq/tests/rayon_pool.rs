@@ -4,29 +4,16 @@
 //! when perf is available). Pools are built and dropped in rounds (a
 //! dropped pool's workers exit together); every cleanup runs exactly once
 //! and every job a shard counted reaches the totals.
-use std::cell::RefCell;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 use rayon::prelude::*;
 
 mod pool_util;
-use pool_util::{Pools, Shard, SyscallCounter};
+use pool_util::{count_job, Pools, SyscallCounter};
 
 const THREADS: usize = 4;
 const ROUNDS: usize = 3;
 const JOBS: u64 = 10_000;
-
-thread_local! {
-    static SHARD: RefCell<Option<Arc<Shard>>> = const { RefCell::new(None) };
-}
-
-fn count_job() {
-    SHARD.with_borrow(|s| {
-        let shard = s.as_ref().expect("jobs run on the pool's workers");
-        shard.jobs.fetch_add(1, Ordering::Relaxed);
-    });
-}
 
 #[test]
 fn rayon_workers_hand_their_cleanup_to_exitq() {
@@ -36,7 +23,7 @@ fn rayon_workers_hand_their_cleanup_to_exitq() {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(THREADS)
             .thread_name(|i| format!("rayon-exitq-{i}"))
-            .start_handler(move |_| SHARD.set(Some(start.worker_start())))
+            .start_handler(move |_| start.worker_start())
             .exit_handler(move |_| stop.worker_stop(SyscallCounter::open().as_mut()))
             .build()
             .expect("a rayon pool");

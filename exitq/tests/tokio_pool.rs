@@ -7,29 +7,16 @@
 //! exits the issue is about); the runtime's shutdown stops the rest. Every
 //! cleanup runs exactly once, and every job counted by a shard reaches the
 //! totals, through the live registry or a retired worker's cleanup.
-use std::cell::RefCell;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::time::Duration;
 
 mod pool_util;
-use pool_util::{Pools, Shard, SyscallCounter};
+use pool_util::{count_job, Pools, SyscallCounter};
 
 const WORKERS: usize = 2;
 const BLOCKING: usize = 16;
 const BURSTS: usize = 3;
 const JOBS: usize = 64;
-
-thread_local! {
-    static SHARD: RefCell<Option<Arc<Shard>>> = const { RefCell::new(None) };
-}
-
-fn count_job() {
-    SHARD.with_borrow(|s| {
-        let shard = s.as_ref().expect("jobs run on the runtime's threads");
-        shard.jobs.fetch_add(1, Ordering::Relaxed);
-    });
-}
 
 #[test]
 fn tokio_threads_hand_their_cleanup_to_exitq() {
@@ -39,7 +26,7 @@ fn tokio_threads_hand_their_cleanup_to_exitq() {
         .worker_threads(WORKERS)
         .max_blocking_threads(BLOCKING)
         .thread_keep_alive(Duration::from_millis(20))
-        .on_thread_start(move || SHARD.set(Some(start.worker_start())))
+        .on_thread_start(move || start.worker_start())
         .on_thread_stop(move || stop.worker_stop(SyscallCounter::open().as_mut()))
         .build()
         .expect("a tokio runtime");

@@ -4,6 +4,7 @@
 //! a per-thread syscall counter for the exit path.
 #![allow(dead_code)] // each test file uses its own subset
 
+use std::cell::RefCell;
 use std::io::{self, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -28,6 +29,19 @@ pub fn say(line: &str) {
 pub struct Shard {
     pub id: usize,
     pub jobs: AtomicU64,
+}
+
+thread_local! {
+    /// The calling worker's shard (set by `Pools::worker_start`).
+    static SHARD: RefCell<Option<Arc<Shard>>> = const { RefCell::new(None) };
+}
+
+/// Counts a job on the calling worker's shard.
+pub fn count_job() {
+    SHARD.with_borrow(|s| {
+        let shard = s.as_ref().expect("jobs run on the pool's threads");
+        shard.jobs.fetch_add(1, Ordering::Relaxed);
+    });
 }
 
 /// What the pool's hooks share: the domain, the live shards (an RCU
@@ -64,9 +78,10 @@ impl Pools {
         })
     }
 
-    /// A worker's start: its shard joins the registry, and its cleanup is
-    /// registered (allocated now, so the exit path does not).
-    pub fn worker_start(self: &Arc<Pools>) -> Arc<Shard> {
+    /// A worker's start: its shard joins the registry and the worker's
+    /// thread-local, and its cleanup is registered (allocated now, so the
+    /// exit path does not).
+    pub fn worker_start(self: &Arc<Pools>) {
         let id = self.started.fetch_add(1, Ordering::Relaxed);
         assert!(id < MAX_WORKERS, "more workers than the test expects");
         let shard = Arc::new(Shard {
@@ -88,7 +103,7 @@ impl Pools {
                 .fetch_add(mine.jobs.load(Ordering::Relaxed), Ordering::Relaxed);
             pools.cleaned[mine.id].fetch_add(1, Ordering::Relaxed);
         });
-        shard
+        SHARD.set(Some(shard));
     }
 
     /// A worker's stop: hands its hooks (and deferred work) to exitq now,
