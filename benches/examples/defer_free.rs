@@ -134,6 +134,14 @@ fn main() -> ExitCode {
     let elapsed = match which {
         Impl::Exitq | Impl::ExitqOffload => {
             let mut b = exitq::Domain::builder();
+            // `EXITQ_FIRST_CHECK_DELAY_US`: the builder's knob, for
+            // experiments (default 25 µs).
+            if let Some(us) = std::env::var("EXITQ_FIRST_CHECK_DELAY_US")
+                .ok()
+                .and_then(|v| v.parse().ok())
+            {
+                b = b.first_check_delay(Duration::from_micros(us));
+            }
             if which == Impl::ExitqOffload {
                 b = b.callbacks(exitq::Callbacks::Offload);
             }

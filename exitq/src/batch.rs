@@ -112,22 +112,14 @@ pub(crate) struct Batch {
     buf: Box<[MaybeUninit<usize>]>,
     /// Words written; valid once the batch is sealed (`OpenBatch::take`).
     used: usize,
-    /// Callbacks not yet taken (run or handed out by [`Batch::take_one`]).
+    /// Callbacks in the batch.
     pub(crate) len: usize,
     /// Callbacks when sealed (what `pending` counts for this batch).
     pub(crate) sealed_len: usize,
-    /// Cursor: the word offset of the current run's header, and how many of
-    /// that run's closures were taken. A batch can be drained a few
-    /// callbacks at a time by its owner and the rest run by someone else.
-    at: usize,
-    next: usize,
     /// The grace period that must complete before the batch runs (0: none
     /// chosen yet; a reclaim pass then waits for one that starts after it
     /// took the batch).
     pub(crate) wait_gp: u64,
-    /// The poll epoch when the batch was sealed (how long its thread has
-    /// kept it: see the reclaimer's idle steal).
-    pub(crate) sealed_epoch: u64,
     /// `sealed_len` is counted in the domain's `pending` (sealed, not yet
     /// run).
     pub(crate) in_pending: bool,
@@ -135,23 +127,6 @@ pub(crate) struct Batch {
     /// pushed at thread exit, where only one compare-and-swap is allowed,
     /// keeps its counts: whoever runs it settles them.
     pub(crate) in_held: bool,
-}
-
-/// One callback taken out of a batch ([`Batch::take_one`]): its entry point
-/// and its words, to be run (exactly once) with [`Taken::run`].
-pub(crate) struct Taken {
-    call: Call,
-    data: MaybeUninit<[usize; INLINE_WORDS]>,
-}
-
-impl Taken {
-    /// Runs the callback (consumes it).
-    #[inline]
-    pub(crate) fn run(mut self) {
-        // SAFETY: `data` holds the closure words `take_one` moved out of
-        // the batch for `call`, consumed only here (`self` is moved in).
-        unsafe { (self.call)(self.data.as_mut_ptr().cast::<usize>()) }
-    }
 }
 
 impl Batch {
@@ -172,71 +147,28 @@ impl Batch {
             used: 0,
             len: 0,
             sealed_len: 0,
-            at: 0,
-            next: 0,
             wait_gp: 0,
-            sealed_epoch: 0,
             in_pending: false,
             in_held: false,
         }
     }
 
-    /// The current run at the cursor: its entry point, closures, words per
-    /// closure, and the first closure's address (None past the end).
-    #[inline]
-    fn current_run(&mut self) -> Option<(Call, usize, usize, *mut usize)> {
+    /// Runs every callback once, each under `catch_unwind`; returns
+    /// (callbacks run, of which panicked) and leaves the batch empty.
+    pub(crate) fn run(&mut self) -> (u64, u64) {
         let base = self.buf.as_mut_ptr().cast::<usize>();
-        loop {
-            if self.at >= self.used {
-                return None;
-            }
+        let (mut ran, mut panicked) = (0u64, 0u64);
+        let mut at = 0;
+        while at < self.used {
             // SAFETY: `at` is the start of a run (the encoding written by
             // `OpenBatch`): its entry point, then its count word.
-            let call: Call = unsafe { ptr::read(base.add(self.at).cast::<Call>()) };
+            let call: Call = unsafe { ptr::read(base.add(at).cast::<Call>()) };
             // SAFETY: as above.
-            let header = unsafe { *base.add(self.at + 1) };
+            let header = unsafe { *base.add(at + 1) };
             let (count, words) = (header >> 2, header & 3);
-            if self.next < count {
-                // SAFETY: the run's closures follow its header.
-                return Some((call, count, words, unsafe { base.add(self.at + 2) }));
-            }
-            self.at += 2 + count * words;
-            self.next = 0;
-        }
-    }
-
-    /// Takes the next callback out of the batch (to run elsewhere), if any.
-    #[inline]
-    pub(crate) fn take_one(&mut self) -> Option<Taken> {
-        let (call, _, words, data) = self.current_run()?;
-        let mut taken = Taken {
-            call,
-            data: MaybeUninit::uninit(),
-        };
-        // SAFETY: closure `next` of the current run, written by
-        // `OpenBatch::push` and not yet consumed: its `words` words move to
-        // `taken` (at most `INLINE_WORDS`), and the cursor moves past them,
-        // so they are consumed exactly once.
-        unsafe {
-            copy_words(
-                data.add(self.next * words),
-                taken.data.as_mut_ptr().cast::<usize>(),
-                words,
-            )
-        };
-        self.next += 1;
-        self.len -= 1;
-        Some(taken)
-    }
-
-    /// Runs every callback from the cursor on, each exactly once under
-    /// `catch_unwind`; returns (callbacks run, of which panicked) and
-    /// leaves the batch empty.
-    pub(crate) fn run(&mut self) -> (u64, u64) {
-        let (mut ran, mut panicked) = (0u64, 0u64);
-        while let Some((call, count, words, data)) = self.current_run() {
-            let start = self.next;
-            let mut next = self.next;
+            // SAFETY: the run's closures follow its header.
+            let data = unsafe { base.add(at + 2) };
+            let mut next = 0;
             while next < count {
                 // Several closures per `catch_unwind`; after a panic, resume
                 // after the closure that panicked (`next` already moved on).
@@ -258,20 +190,18 @@ impl Batch {
                     drop_payload(payload);
                 }
             }
-            ran += (count - start) as u64;
-            self.next = count;
+            ran += count as u64;
+            at += 2 + count * words;
         }
         self.reset();
         (ran, panicked)
     }
 
-    /// Empties the batch for reuse (its callbacks ran or were taken).
-    pub(crate) fn reset(&mut self) {
+    /// Empties the batch for reuse (its callbacks ran).
+    fn reset(&mut self) {
         self.used = 0;
         self.len = 0;
         self.sealed_len = 0;
-        self.at = 0;
-        self.next = 0;
     }
 }
 
@@ -295,10 +225,6 @@ pub(crate) struct OpenBatch {
     run_left: usize,
     /// `left` when the batch opened.
     opened_with: usize,
-    /// Capacity beyond `left`: `left` may be cut short so that `defer`
-    /// takes its slow path (a *tick*) after that many more callbacks,
-    /// without a second counter on the fast path ([`OpenBatch::tick_in`]).
-    stash: usize,
 }
 
 impl OpenBatch {
@@ -313,7 +239,6 @@ impl OpenBatch {
             run_header: ptr::null_mut(),
             run_left: 0,
             opened_with: 0,
-            stash: 0,
         }
     }
 
@@ -367,7 +292,7 @@ impl OpenBatch {
         }
         self.run_call = d.call as usize;
         self.run_words = d.words;
-        self.run_left = self.left + self.stash;
+        self.run_left = self.left;
         let words = d.words;
         self.try_push(d, words)
     }
@@ -375,39 +300,17 @@ impl OpenBatch {
     /// Writes the open run's count into its header.
     fn close_run(&mut self) {
         if self.run_call != 0 {
-            let count = self.run_left - (self.left + self.stash);
+            let count = self.run_left - self.left;
             // SAFETY: `run_header` points into the open batch's memory.
             unsafe { *self.run_header = (count << 2) | self.run_words };
             self.run_call = 0;
         }
     }
 
-    /// Callbacks until `defer`'s next slow path (0 when none is open).
+    /// Callbacks the open batch may still take (0 when none is open).
     #[inline(always)]
     pub(crate) fn left(&self) -> usize {
         self.left
-    }
-
-    /// Whether the open batch has no room left (false when none is open).
-    #[inline]
-    pub(crate) fn is_full(&self) -> bool {
-        self.node.is_some() && self.left == 0 && self.stash == 0
-    }
-
-    /// Makes `defer` take its slow path after `n` more callbacks (or when
-    /// the batch is full, if sooner).
-    #[inline]
-    pub(crate) fn tick_in(&mut self, n: usize) {
-        let room = self.left + self.stash;
-        self.left = room.min(n.max(1));
-        self.stash = room - self.left;
-    }
-
-    /// Cancels a tick: `left` is the whole room again.
-    #[inline]
-    pub(crate) fn untick(&mut self) {
-        self.left += self.stash;
-        self.stash = 0;
     }
 
     /// Opens `node` (an empty batch) for `batch_size` callbacks; `held`:
@@ -418,10 +321,8 @@ impl OpenBatch {
         };
         debug_assert!(b.used == 0 && b.len == 0);
         b.wait_gp = 0;
-        b.sealed_epoch = 0;
         b.in_pending = false;
         b.in_held = held;
-        self.stash = 0;
         let range = b.buf.as_mut_ptr_range();
         self.cur = range.start.cast::<usize>();
         self.end = range.end.cast::<usize>();
@@ -440,10 +341,8 @@ impl OpenBatch {
         };
         let start = b.buf.as_mut_ptr().cast::<usize>();
         b.used = (self.cur as usize - start as usize) / mem::size_of::<usize>();
-        b.len = self.opened_with - self.left - self.stash;
+        b.len = self.opened_with - self.left;
         b.sealed_len = b.len;
-        b.at = 0;
-        b.next = 0;
         *self = OpenBatch::new();
         Some(node)
     }
@@ -533,7 +432,7 @@ mod tests {
         };
         let len = b.len;
         let (ran, panicked) = b.run();
-        assert_eq!((b.len, b.used, b.at), (0, 0, 0), "a run batch is empty");
+        assert_eq!((b.len, b.used), (0, 0), "a run batch is empty");
         (len, ran, panicked)
     }
 

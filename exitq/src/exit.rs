@@ -105,7 +105,7 @@ pub(crate) unsafe fn retire(r: &Record) -> Option<Orphan> {
             work.append(mem::take(&mut chain));
             // Relaxed: hints for the reclaimer's idle steal.
             r.open_epoch.store(0, Ordering::Relaxed);
-            r.sealed_epoch.store(0, Ordering::Relaxed);
+            r.active_epoch.store(0, Ordering::Relaxed);
             // The one CAS of the exit path, inside the handshake (module
             // docs, step 3).
             inner.queue.push_chain(work);

@@ -88,7 +88,7 @@ pub(crate) fn section_ended(r: &Record) -> Option<exit::Orphan> {
     // SAFETY: the record is in use by this thread (its section just
     // ended), and the caller's guard kept a handle of the domain alive.
     let inner = unsafe { r.domain() };
-    local::section_ended(inner, r);
+    local::section_ended(inner);
     None
 }
 

@@ -23,11 +23,24 @@ use crate::run::{run_chain, Ran};
 use crate::stats::{Counters, Stats};
 use crate::sync::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
-/// Reclaimer states (`Inner::sleeping`): running.
+// The reclaimer's state word (`Inner::sleeping`):
+//
+// | value     | meaning                                   | set by | a publisher (`wake_reclaimer`) |
+// |-----------|-------------------------------------------|--------|--------------------------------|
+// | `AWAKE`   | running its loop                          | the reclaimer, and a waker's swap | does nothing |
+// | `POLLING` | parked with a timeout (threads hold batches, or hooks are armed) | the reclaimer, before parking | wakes it only for urgent work (a grace period asked for, a backlog) |
+// | `PARKED`  | parked without a timeout (nothing to watch) | the reclaimer, before parking | wakes it (swap to `AWAKE`, unpark) |
+//
+// The reclaimer publishes `POLLING`/`PARKED` (SeqCst) and then re-checks
+// for work (SeqCst loads); publishers change the state they publish
+// (SeqCst) and then load `sleeping` (SeqCst): a store-buffering pair, so
+// either side sees the other (reclaimer.rs).
+
+/// Reclaimer state: running.
 pub(crate) const AWAKE: u32 = 0;
-/// Parked with a timeout (polling for held batches or exit hooks).
+/// Reclaimer state: parked with a timeout.
 pub(crate) const POLLING: u32 = 1;
-/// Parked without a timeout: only a wake-up brings it back.
+/// Reclaimer state: parked without a timeout; only a wake-up brings it back.
 pub(crate) const PARKED: u32 = 2;
 
 /// Reclaim passes in flight (see `reclaim`).

@@ -25,16 +25,31 @@
 //!   share grace periods. [`Domain::synchronize_expedited`] trades CPU for
 //!   latency.
 //! * **deferred callbacks**: [`Domain::defer`] puts a closure in the calling
-//!   thread's batch (no shared atomic per call). A full batch is published
-//!   with one CAS onto the domain's [lock-free list](llist); the reclaimer
-//!   takes the whole list with one swap, waits *one* grace period for all of
-//!   it and runs the callbacks. [`Domain::barrier`] waits until everything
-//!   deferred before it has run.
+//!   thread's batch (no shared atomic per call). A full batch is *sealed*
+//!   with the grace period it needs and stays with its thread; once that
+//!   grace period has passed, **the thread that queued the callbacks runs
+//!   them** (from a later `defer`, [`Domain::flush`] or the end of its read
+//!   section; never inside a read guard), as the kernel runs RCU callbacks
+//!   on the CPU that queued them: a freed object goes back to the allocator
+//!   cache of the thread that allocated it. The reclaimer thread drives
+//!   grace periods and runs what no live thread will: batches of threads
+//!   that exited, went idle, or left ready batches unrun for a flush
+//!   latency ([`Callbacks::Offload`] sends every callback there instead).
+//!   [`Domain::barrier`] waits until everything deferred before it has run.
 //! * **thread-exit hooks**: [`Domain::register_exit`] allocates the hook's
 //!   node now; when the thread exits (returns, `pthread_exit`, or
 //!   `pthread_cancel`) its thread-local destructor pushes the node, together
-//!   with the thread's unpublished batch, with one CAS: no lock, no syscall,
-//!   no allocation. See [`exit`].
+//!   with the thread's batches, with one CAS: no lock, no syscall, no
+//!   allocation. See [`exit`].
+//!
+//! The mechanisms live one per module, each with its protocol and every
+//! memory ordering written down: `grace` (the read side and grace
+//! periods), `record` (the registry and the state words), `handshake`
+//! (how another thread takes a thread's batches), `local` (the owner's
+//! batches), `reclaim` (passes, stealing, `barrier`), `reclaimer` (the
+//! thread), `run` (running work), [`exit`], `cancel` (see [Cancellation](crate#cancellation)),
+//! `fork`; `domain` is the public facade, `guard` and `reader` its two
+//! kinds of read section, [`cell`] the typed pointers.
 //!
 //! # Example
 //!
@@ -145,67 +160,100 @@
 //!
 //! # Guarantees
 //!
-//! Each is checked by a test that fails if it is broken (`exitq/tests`).
+//! Each is checked by a test that fails if it is broken (`exitq/tests`;
+//! `tests/regress.rs` holds the ones v1 broke), by the torture test
+//! (`cargo run --release -p exitq --example torture -- --seconds 60`: every
+//! API at random on many threads, every violation counted), by loom models
+//! of each handshake (`tests/loom.rs`) and by miri on the core
+//! (`tests/miri_core.rs`).
 //!
 //! * **Exactly once.** Every deferred callback and every exit hook runs
-//!   exactly once: including the batches of idle threads (taken by the
-//!   reclaimer after the flush latency, or by `barrier`), batches left at
-//!   thread exit, and everything pending when the domain is dropped.
+//!   exactly once: including the batches of idle and exited threads,
+//!   everything pending when the domain is dropped, and when a callback
+//!   panics (even with a payload whose `Drop` panics too).
 //! * **After its grace period.** A callback never runs while a read section
 //!   that started before it was deferred is still open.
-//! * **Shutdown.** Dropping the last `Domain` handle publishes every
-//!   thread's batch, stops and joins the reclaimer thread, and runs every
-//!   pending callback on the dropping thread. Exit hooks of threads that are
-//!   still alive run when those threads exit (inline: no reader can exist
-//!   any more).
+//! * **`barrier`.** When [`Domain::barrier`] returns, every callback whose
+//!   `defer` returned before it was called has run, whoever ran it (its
+//!   thread, a reclaim pass, the reclaimer): work moves between a thread's
+//!   batches, the domain's queue and a run in progress only inside one
+//!   handshake section, with one stealer at a time.
+//! * **Shutdown.** Dropping the last `Domain` handle takes every thread's
+//!   batches, stops and joins the reclaimer thread, and runs every pending
+//!   callback on the dropping thread. Exit hooks of threads that are still
+//!   alive wait for those threads' exit, then run inline (no reader can
+//!   exist any more).
 //! * **Panics.** A panicking callback or hook is caught, counted
 //!   ([`DomainStats::callbacks_panicked`]) and the rest still run.
 //! * **Stalls.** A reader that holds up a grace period for longer than the
 //!   stall timeout is counted and reported (a stall handler, or one line on
-//!   stderr naming the thread); the grace period keeps waiting, it is never
-//!   cut short.
-//! * **Bounded memory.** At most `backlog_limit` published callbacks wait:
-//!   a producer past the limit runs a reclaim pass itself while fewer
-//!   passes than half the CPUs (at least 2) run, else waits for one (except inside a
-//!   read guard or a callback, where waiting would deadlock: counted in
+//!   stderr naming the thread); the grace period keeps waiting. A guard
+//!   leaked by a thread that exited stops holding grace periods once the
+//!   thread is gone.
+//! * **Progress.** Grace periods advance whenever a thread that waits for
+//!   one runs: the reclaimer runs them, and a thread whose sealed batches
+//!   wait helps (polls the readers once, or starts one when none completed
+//!   for a while) without blocking, so a reclaimer starved of CPU does not
+//!   stop reclamation.
+//! * **Bounded memory.** At most `backlog_limit` sealed callbacks wait: a
+//!   thread past the limit waits for its oldest batch's grace period and
+//!   runs it, or helps with the domain's queue (except inside a read guard
+//!   or a callback, where waiting would deadlock: counted in
 //!   [`DomainStats::backlog_overruns`]).
 //! * **No deadlock by misuse.** `synchronize`, `barrier` and friends panic
-//!   with a message instead of deadlocking when called inside a read guard
-//!   of the same domain (or `barrier` inside one of its callbacks).
+//!   with a message instead of deadlocking when called inside a read
+//!   section of the same domain, of any kind (a `Domain::read` guard, a
+//!   `Reader`'s, one taken during thread teardown), or `barrier` inside one
+//!   of its callbacks. Running ready callbacks never waits for a grace
+//!   period.
+//!
+//! Callbacks may run inside `defer` and `flush` (outside any read guard):
+//! do not call them while holding a lock your callbacks take, or choose
+//! [`Callbacks::Offload`].
 //!
 //! # Costs
 //!
 //! | operation | cost |
 //! |---|---|
-//! | `read()` + drop | TLS lookup; one load + one store of the thread's reader word on entry (plus a load of the epoch) and on exit; a compiler fence (a full fence in fallback mode). About 1.3 ns on the benchmark machine, 2.3x a relaxed load+store pair |
-//! | [`Reader::read`] + drop | no TLS lookup and no nesting (`&mut self`): one store of the epoch on entry, one store of 0 on exit, the fence as above. About 0.8 ns, 1.5x a relaxed load+store pair |
-//! | [`RcuCell::load`] | one load and a compare (the guard's domain against the cell's), the Acquire load of the pointer: 1.05-1.07x a `Reader` guard with a plain Acquire load, interleaved (`benches/examples/read_cell.rs`) |
-//! | `defer(f)` | TLS lookup, the closure's captured words written into the batch (one word for `move \|\| drop(p)`; a two-word run header when the closure type changes), 2 plain stores + 1 load (steal handshake); closures over 3 words are boxed. 3-6 ns per callback, all run, at 1-4 threads: a median 2.7-3.9x crossbeam-epoch's `pin` + `defer` |
-//! | full batch (default 256) | one CAS; a wake-up syscall only if the reclaimer is parked without a timeout or the backlog passed four batches |
+//! | `read()` + drop | TLS lookup; one load + one store of the thread's reader word on entry (plus a load of the epoch) and on exit; a compiler fence (a full fence in fallback mode) |
+//! | [`Reader::read`] + drop | no TLS lookup and no nesting (`&mut self`): one store of the epoch on entry, one store of 0 and one load of the record's flags on exit, the fence as above |
+//! | [`RcuCell::load`] | one load and a compare (the guard's domain key against the cell's), then the Acquire load of the pointer |
+//! | `defer(f)` | TLS lookup, the closure's captured words written into the batch (one word for `move \|\| drop(p)`; a two-word run header when the closure type changes), 2 plain stores + 1 load (steal handshake); closures over 3 words are boxed |
+//! | full batch (default 256) | sealed: a full fence and a load for its grace period, two counters; the thread's ready batches run; a wake-up syscall only if the reclaimer sleeps |
 //! | thread exit | one CAS on the list head, one CAS on the thread's own record |
-//! | grace period | one membarrier (IPI to every CPU running a thread of the process), a 25 µs sleep (normal), a scan of the per-thread records |
-//! | `barrier()` | one membarrier to take other threads' batches, one reclaim pass |
+//! | grace period | one membarrier (IPI to every CPU running a thread of the process), a 25 µs sleep (normal), a scan of the records |
+//! | `barrier()` | one membarrier to take every thread's batches, one reclaim pass, waits for passes and threads' runs that took earlier work |
 //!
-//! Benchmarks against crossbeam-epoch and a mutex-protected `Vec` are in
-//! `benches/` (figures in the README, section "exitq").
+//! Figures and the commands that reproduce them: `docs/exitq.md#benchmarks`
+//! in the repository.
+//!
+//! # Cancellation
+//!
+//! exitq disables `pthread_cancel` (deferred cancellation) around its own
+//! waits and while it runs callbacks, so a cancellation never acts inside
+//! exitq: it stays pending and acts at the thread's next cancellation point
+//! after exitq returns. Asynchronous cancellation is not supported. See
+//! `cancel.rs` for the model.
 //!
 //! # fork()
 //!
 //! Like liburcu without its atfork hooks: a `Domain` must not be used in the
 //! child of `fork()`. The reclaimer thread does not exist in the child, and
 //! the records of the parent's other threads look alive. `synchronize`,
-//! `barrier` and `exit_barrier` panic with a message there; dropping the
-//! domain in the child leaks its memory and pending callbacks (they belong
-//! to the parent, which still runs them). Callbacks pending at fork run in
-//! the parent only. A child that only `exec`s needs nothing; a child that
-//! wants RCU builds its own `Domain`.
+//! `barrier`, `exit_barrier`, `flush`, `reader` and sealing a batch panic
+//! with a message there (a `pthread_atfork` handler makes the check one
+//! load); dropping the domain in the child leaks its memory and pending
+//! callbacks (they belong to the parent, which still runs them). A child
+//! that only `exec`s needs nothing; a child that wants RCU builds its own
+//! `Domain` ([`pool::Pool`]'s shared domain does so by itself).
 //!
 //! # Scale
 //!
 //! Nothing is sized by CPU count: records are per thread (allocated on first
 //! use, reused after the thread exits), the lists are unbounded, and a grace
 //! period scans the records that exist. The reclaimer is one thread per
-//! domain.
+//! domain; callbacks run on the threads that queued them, so their work
+//! scales with the threads, not with the reclaimer.
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 compile_error!(

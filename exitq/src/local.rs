@@ -15,28 +15,19 @@
 //! freed object goes back to the allocator cache of the thread that
 //! allocated it, and the lines a callback touches stay on that core.
 //!
-//! # A few at a time
-//!
-//! The thread does not run a ready batch all at once: every `TICK`
-//! `defer`s (a *tick*) it runs the next `DRAIN` ready callbacks, one free
-//! per allocation, twice that while more than a batch is ready (so a
-//! backlog shrinks). That is what keeps the allocator's per-thread cache (glibc
-//! keeps 7 chunks of a size) serving both sides: 256 frees in a row would
-//! overflow it into the shared bins, whose every push and pop is an atomic
-//! compare-and-swap (the kernel bounds `rcu_do_batch` the same way, for
-//! latency). The tick costs the fast path nothing: it is the batch's
-//! remaining-room counter cut short ([`OpenBatch::tick_in`]), so `defer`
-//! takes its slow path when it reaches zero, exactly as for a full batch.
-//! While sealed batches wait for their grace period the thread looks every
-//! `POLL` defers. [`Domain::flush`](crate::Domain::flush) runs everything
-//! ready at once.
+//! A thread runs its ready batches whole, when it seals a batch, flushes,
+//! or leaves the read section it sealed one in. (Draining them a few
+//! callbacks per `defer` instead, so that frees interleave with the
+//! allocations and stay in glibc's 7-chunk per-thread cache, measured
+//! slower here in every setting: the extra slow-path visits and read
+//! section ends cost more than the shared-bin atomics they saved; see
+//! docs/exitq.md, "Benchmarks".)
 //!
 //! Never inside a read guard of the domain (of any kind: `Domain::read`, a
 //! `Reader`, a temporary guard), and never inside one of the domain's
-//! callbacks: there the ready callbacks wait, and the guard's outermost
-//! exit runs them (`RUN_PENDING`), a tick's worth per exit while any are
-//! ready. Running ready callbacks never waits for a grace period, so no
-//! path waits for the caller's own section.
+//! callbacks: there the ready batches wait, and the guard's outermost exit
+//! runs them (`RUN_PENDING`). Running ready callbacks never waits for a
+//! grace period, so no path waits for the caller's own section.
 //!
 //! What the thread does not run, the reclaimer does: batches of threads
 //! that exited (pushed at exit), that went idle or left ready batches
@@ -49,14 +40,12 @@
 //! Every access to the record's batches is one owner section of the steal
 //! handshake ([`handshake`](crate::handshake)), and every move of work
 //! happens inside one: sealing into the queue, pushing onto the domain's
-//! list, and taking ready callbacks (or whole batches) to run, with
-//! `run_seq` made odd in the same section, so a `barrier` that finds them
-//! gone knows a run is in progress and waits for it. Callbacks run after
+//! list, and taking ready batches to run, with `run_seq` made odd in the
+//! same section, so a `barrier` that finds them gone knows a run is in
+//! progress and waits for it. Callbacks run after
 //! the section ends, so a callback may defer, flush or be stolen from.
-use std::mem::MaybeUninit;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use crate::batch::{drop_payload, Deferred, Taken, Work};
+use crate::batch::{Deferred, Work};
 use crate::cancel::NoCancel;
 use crate::config::{Callbacks, Reclaimer};
 use crate::handshake;
@@ -69,19 +58,6 @@ use crate::stats::Counters;
 use crate::sync::Ordering;
 use crate::thread;
 
-/// Ready callbacks run per tick.
-const DRAIN: usize = 8;
-/// Defers between ticks while ready callbacks remain: as many as a tick
-/// runs, so frees and allocations alternate and the allocator's
-/// per-thread cache serves both.
-const TICK: usize = DRAIN;
-/// Defers between ticks while more than a batch is ready (twice the
-/// arrival rate, so a backlog shrinks).
-const TICK_BEHIND: usize = DRAIN / 2;
-/// Defers between looks at the oldest sealed batch while it waits for its
-/// grace period.
-const POLL: usize = 64;
-
 /// What to do after an owner section that sealed or took work.
 #[derive(Default)]
 struct After {
@@ -89,12 +65,8 @@ struct After {
     need_gp: u64,
     /// The grace period the oldest sealed batch still waits for (0: none).
     oldest_gp: u64,
-    /// Ready callbacks taken to run (`run_seq` was made odd).
-    items: Items,
-    /// Whole ready batches taken to run (`run_seq` was made odd).
+    /// Ready batches taken to run (`run_seq` was made odd).
     batches: Chain<Work>,
-    /// Batches emptied by taking callbacks out of them: counts to settle.
-    finished: Chain<Work>,
     /// A batch was pushed onto the domain's queue (offload).
     offloaded: bool,
     /// The backlog after sealing.
@@ -103,35 +75,6 @@ struct After {
     sealed_left: bool,
     /// Some of them are ready.
     ready_left: bool,
-    /// More than a batch of them is ready (the thread fell behind).
-    behind: bool,
-}
-
-/// Up to `DRAIN` callbacks taken out of batches (on the stack: no
-/// allocation on the way).
-struct Items {
-    taken: [MaybeUninit<Taken>; DRAIN],
-    len: usize,
-}
-
-impl Default for Items {
-    fn default() -> Items {
-        Items {
-            taken: [const { MaybeUninit::uninit() }; DRAIN],
-            len: 0,
-        }
-    }
-}
-
-impl Items {
-    fn is_full(&self) -> bool {
-        self.len == DRAIN
-    }
-
-    fn push(&mut self, t: Taken) {
-        self.taken[self.len].write(t);
-        self.len += 1;
-    }
 }
 
 /// Whether the calling thread may run `inner`'s callbacks now: outside
@@ -167,8 +110,8 @@ fn defer_contended(inner: &Inner, r: &Record, d: Deferred) {
     defer(inner, r, d)
 }
 
-/// `left` reached zero: the batch is full (seal it) or a tick is due (take
-/// a few ready callbacks). Called inside the owner section; ends it, then
+/// `left` reached zero: the batch is full. Seal it and take what is
+/// ready. Called inside the owner section `defer` began; ends it, then
 /// `finish`es.
 #[inline(never)]
 fn slow_visit(inner: &Inner, r: &Record) {
@@ -178,15 +121,10 @@ fn slow_visit(inner: &Inner, r: &Record) {
         // SAFETY: still inside the owner section `defer` began; this
         // borrow ends before `owner_end`.
         let local = unsafe { &mut *r.local.get() };
-        if local.open.is_full() {
-            if let Some(node) = local.open.take() {
-                seal(inner, r, local, node, &mut after);
-            }
-        } else {
-            local.open.untick();
+        if let Some(node) = local.open.take() {
+            seal(inner, r, local, node, &mut after);
         }
-        take_some(inner, r, local, allowed, &mut after);
-        schedule_tick(local, &after);
+        take_or_note(inner, r, local, allowed, &mut after);
     }
     handshake::owner_end(&r.busy);
     finish(inner, r, &mut after, allowed);
@@ -201,16 +139,12 @@ fn defer_slow(inner: &Inner, r: &Record, d: Deferred) {
     {
         // SAFETY: as in `slow_visit`.
         let local = unsafe { &mut *r.local.get() };
-        local.open.untick();
         let d = match local.open.push_new_run(d) {
-            Ok(()) => {
-                if local.open.left() != 0 {
-                    schedule_tick(local, &ready_state(inner, local));
-                    handshake::owner_end(&r.busy);
-                    return;
-                }
-                return slow_visit(inner, r);
+            Ok(()) if local.open.left() != 0 => {
+                handshake::owner_end(&r.busy);
+                return;
             }
+            Ok(()) => return slow_visit(inner, r),
             Err(d) => d,
         };
         // No batch, or no room for a new run: seal what is there, open a
@@ -227,30 +161,19 @@ fn defer_slow(inner: &Inner, r: &Record, d: Deferred) {
                 seal(inner, r, local, node, &mut after);
             }
         }
-        take_some(inner, r, local, allowed, &mut after);
-        schedule_tick(local, &after);
+        take_or_note(inner, r, local, allowed, &mut after);
     }
     handshake::owner_end(&r.busy);
     finish(inner, r, &mut after, allowed);
 }
 
-/// Whether sealed batches wait, and whether some are ready (for
-/// `schedule_tick` where nothing was taken).
-fn ready_state(inner: &Inner, local: &Local) -> After {
-    let mut after = After::default();
-    note_left(inner, local, &mut after);
-    after
-}
-
-/// Arms the next tick of the open batch: soon while ready callbacks
-/// remain, less often while sealed batches wait, not at all otherwise.
-fn schedule_tick(local: &mut Local, after: &After) {
-    if after.behind {
-        local.open.tick_in(TICK_BEHIND);
-    } else if after.ready_left {
-        local.open.tick_in(TICK);
-    } else if after.sealed_left {
-        local.open.tick_in(POLL);
+/// Takes the ready batches if the thread may run them now, else notes what
+/// waits. Inside the owner section.
+fn take_or_note(inner: &Inner, r: &Record, local: &mut Local, allowed: bool, after: &mut After) {
+    if allowed {
+        take_ready(inner, r, local, after);
+    } else {
+        note_left(inner, local, after);
     }
 }
 
@@ -289,8 +212,6 @@ fn seal(
     };
     let g = inner.gp.snapshot();
     b.wait_gp = g;
-    // Relaxed: an aging clock.
-    b.sealed_epoch = inner.poll_epoch.load(Ordering::Relaxed);
     b.in_pending = true;
     // Relaxed: a counter; the batch itself moves through the handshake or
     // the list.
@@ -307,44 +228,11 @@ fn seal(
         after.offloaded = true;
         return;
     }
-    if local.sealed.is_empty() {
-        // Relaxed: a hint for the reclaimer's idle steal.
-        r.sealed_epoch.store(b.sealed_epoch, Ordering::Relaxed);
-    }
+    // Relaxed: a hint for the reclaimer's idle steal (an aging clock).
+    r.active_epoch
+        .store(inner.poll_epoch.load(Ordering::Relaxed), Ordering::Relaxed);
     after.need_gp = after.need_gp.max(g);
     local.sealed.push_back(node);
-}
-
-/// Takes up to `DRAIN` ready callbacks out of the oldest sealed batches
-/// (if the thread may run them now), and notes what is left. Inside the
-/// owner section.
-fn take_some(inner: &Inner, r: &Record, local: &mut Local, allowed: bool, after: &mut After) {
-    if allowed && !local.sealed.is_empty() {
-        let done = inner.gp.completed();
-        while !after.items.is_full() {
-            let Some(Work::Batch(b)) = local.sealed.front_mut() else {
-                break;
-            };
-            if b.wait_gp > done {
-                break;
-            }
-            while !after.items.is_full() {
-                match b.take_one() {
-                    Some(t) => after.items.push(t),
-                    None => break,
-                }
-            }
-            if b.len == 0 {
-                let node = local.sealed.pop_front().expect("front exists");
-                after.finished.push_back(node);
-            }
-        }
-        if after.items.len > 0 {
-            begin_run(r);
-        }
-        update_sealed_hint(r, local);
-    }
-    note_left(inner, local, after);
 }
 
 /// Takes every sealed batch whose grace period has completed into
@@ -361,7 +249,7 @@ fn take_ready(inner: &Inner, r: &Record, local: &mut Local, after: &mut After) {
     if !after.batches.is_empty() {
         begin_run(r);
     }
-    update_sealed_hint(r, local);
+    update_sealed_hint(inner, r, local);
     note_left(inner, local, after);
 }
 
@@ -375,26 +263,22 @@ fn end_run(r: &Record) {
     handshake::run_end(&r.run_seq);
 }
 
-fn update_sealed_hint(r: &Record, local: &Local) {
-    let epoch = match local.sealed.front() {
-        Some(Work::Batch(b)) => b.sealed_epoch,
-        _ => 0,
+fn update_sealed_hint(inner: &Inner, r: &Record, local: &Local) {
+    let epoch = if local.sealed.is_empty() {
+        0
+    } else {
+        // Relaxed: an aging clock.
+        inner.poll_epoch.load(Ordering::Relaxed)
     };
     // Relaxed: a hint for the reclaimer's idle steal.
-    r.sealed_epoch.store(epoch, Ordering::Relaxed);
+    r.active_epoch.store(epoch, Ordering::Relaxed);
 }
 
 fn note_left(inner: &Inner, local: &Local, after: &mut After) {
-    let mut sealed = local.sealed.iter();
-    if let Some(Work::Batch(b)) = sealed.next() {
+    if let Some(Work::Batch(b)) = local.sealed.front() {
         after.sealed_left = true;
         after.oldest_gp = b.wait_gp;
         after.ready_left = inner.gp.is_done(b.wait_gp);
-        if after.ready_left {
-            if let Some(Work::Batch(second)) = sealed.next() {
-                after.behind = inner.gp.is_done(second.wait_gp);
-            }
-        }
     }
 }
 
@@ -410,11 +294,8 @@ fn finish(inner: &Inner, r: &Record, after: &mut After, allowed: bool) {
         inner.check_fork();
         unreachable!("check_fork panics in a child");
     }
-    let took = after.items.len > 0 || !after.batches.is_empty();
-    if after.items.len > 0 {
-        run_items(inner, &mut after.items);
-    }
-    if !after.batches.is_empty() {
+    let took = !after.batches.is_empty();
+    if took {
         let chain = std::mem::take(&mut after.batches);
         let ran = run::run_chain(inner.id, chain, |node| keep_node(inner, r, node));
         inner.settle(&ran);
@@ -423,7 +304,6 @@ fn finish(inner: &Inner, r: &Record, after: &mut After, allowed: bool) {
     if took {
         end_run(r);
     }
-    settle_finished(inner, r, std::mem::take(&mut after.finished));
     let inline = inner.config.reclaimer == Reclaimer::Inline;
     if after.offloaded {
         if inline {
@@ -463,52 +343,6 @@ fn finish(inner: &Inner, r: &Record, after: &mut After, allowed: bool) {
     if !allowed && after.sealed_left && !run::in_callback(inner.id) {
         // Inside a read section: its end runs what is ready by then.
         thread::open_sections(inner, |s| s.flags.set(s.flags.get() | RUN_PENDING));
-    }
-}
-
-/// Runs callbacks taken out of batches: each exactly once under
-/// `catch_unwind`, cancellation disabled (`cancel`), the thread marked as
-/// running the domain's callbacks (`run`).
-fn run_items(inner: &Inner, items: &mut Items) {
-    let _no_cancel = NoCancel::new();
-    let _in = run::InCallback::enter(inner.id);
-    let n = items.len;
-    let mut panicked = 0;
-    for slot in &mut items.taken[..n] {
-        // SAFETY: the first `len` slots were written by `push` and are
-        // read once here (`len` is reset below).
-        let t = unsafe { slot.assume_init_read() };
-        if let Err(payload) = catch_unwind(AssertUnwindSafe(move || t.run())) {
-            panicked += 1;
-            drop_payload(payload);
-        }
-    }
-    items.len = 0;
-    Counters::add(&inner.stats.callbacks_run, n as u64);
-    if panicked > 0 {
-        Counters::add(&inner.stats.callbacks_panicked, panicked);
-    }
-}
-
-/// Settles the counts of batches emptied by `take_some` and keeps their
-/// nodes for reuse.
-fn settle_finished(inner: &Inner, r: &Record, mut finished: Chain<Work>) {
-    while let Some(mut node) = finished.pop_front() {
-        if let Work::Batch(b) = &mut node.value {
-            if b.in_pending {
-                b.in_pending = false;
-                // Relaxed: a counter.
-                inner.pending.fetch_sub(b.sealed_len, Ordering::Relaxed);
-            }
-            if b.in_held {
-                b.in_held = false;
-                // Relaxed: a counter.
-                inner.held.fetch_sub(1, Ordering::Relaxed);
-            }
-            b.reset();
-        }
-        Counters::add(&inner.stats.batches_run_locally, 1);
-        keep_node(inner, r, node);
     }
 }
 
@@ -563,7 +397,6 @@ pub(crate) fn flush(inner: &Inner, r: &Record) {
         if handshake::owner_begin(&r.busy, &r.steal, inner.gp.hot.fences) {
             // SAFETY: owner, `busy` set, no steal requested (handshake).
             let local = unsafe { &mut *r.local.get() };
-            local.open.untick();
             if let Some(node) = local.open.take() {
                 seal(inner, r, local, node, &mut after);
             }
@@ -583,31 +416,12 @@ pub(crate) fn flush(inner: &Inner, r: &Record) {
     }
 }
 
-/// The end of a read section that had `RUN_PENDING` set (`record`: the
-/// section's): if the thread is now outside every section of the domain,
-/// run a tick's worth of ready callbacks; the flag stays while more are
-/// ready.
+/// The end of a read section that had `RUN_PENDING` set: if the thread is
+/// now outside every section of the domain, run what is ready.
 #[cold]
-pub(crate) fn section_ended(inner: &Inner, record: &Record) {
-    let Some(r) = thread::existing_main(inner) else {
-        return;
-    };
-    let allowed = may_run(inner);
-    let mut after = After::default();
-    loop {
-        if handshake::owner_begin(&r.busy, &r.steal, inner.gp.hot.fences) {
-            // SAFETY: owner, `busy` set, no steal requested (handshake).
-            let local = unsafe { &mut *r.local.get() };
-            take_some(inner, r, local, allowed, &mut after);
-            handshake::owner_end(&r.busy);
-            break;
-        }
-        handshake::wait_for_stealer(&r.steal);
-    }
-    let again = after.ready_left;
-    finish(inner, r, &mut after, allowed);
-    if again && allowed {
-        record.flags.set(record.flags.get() | RUN_PENDING);
+pub(crate) fn section_ended(inner: &Inner) {
+    if let Some(r) = thread::existing_main(inner) {
+        run_ready(inner, r);
     }
 }
 

@@ -39,7 +39,7 @@
 //! Why a worker-side chain and not a wake per submit: idle workers are
 //! retained longer here (they retire K at a time), so a burst finds many
 //! of them; waking all at once on a machine with few CPUs buys nothing but
-//! context switches (measured with `herd agent`, see the README).
+//! context switches (measured with `herd agent`: `docs/results-agent.md`).
 //!
 //! # Layout
 //! One mechanism per file; the protocol reasoning is in each file's docs.

@@ -19,10 +19,13 @@
 //! handshake ([`handshake`](crate::handshake)), one stealer at a time (the
 //! steal lock, held until what was taken is on the queue). Two kinds:
 //!
-//! * [`Steal::Idle`] (the reclaimer, every flush latency): records whose
-//!   open batch was opened, or whose oldest sealed batch was sealed, before
-//!   the given poll epoch: threads that went idle or left ready batches
-//!   unrun.
+//! * [`Steal::Idle`] (the reclaimer, every flush latency): an open batch
+//!   opened before the given poll epoch (a slow or idle producer), and the
+//!   sealed batches of an owner that neither sealed nor ran any since then
+//!   (it went idle, or sits in one long read section). Sealed batches of an
+//!   active owner stay: they wait for a grace period another thread would
+//!   wait for too, and their frees are best done where they were
+//!   allocated.
 //! * [`Steal::All`] (`barrier`, shutdown): every record in use, whatever
 //!   its hints say, and the owner's run in progress is noted (`run_seq`).
 //!
@@ -61,6 +64,11 @@ pub(crate) enum Steal {
     Idle(u64),
 }
 
+/// Whether a hint epoch (0: nothing) is older than `before`.
+fn stale(epoch: u64, before: u64) -> bool {
+    epoch != 0 && epoch < before
+}
+
 /// A run of an owner seen in progress by a stealer: the record and the
 /// odd `run_seq` it showed.
 pub(crate) struct Running<'a> {
@@ -81,11 +89,10 @@ pub(crate) fn steal(inner: &Inner, which: Steal) -> (usize, Vec<Running<'_>>) {
             continue;
         }
         if let Steal::Idle(before) = which {
-            // Relaxed: hints; the handshake below re-reads under `busy`.
+            // Relaxed: hints; the handshake below re-reads them.
             let open = r.open_epoch.load(Ordering::Relaxed);
-            let sealed = r.sealed_epoch.load(Ordering::Relaxed);
-            let stale = |e: u64| e != 0 && e < before;
-            if !stale(open) && !stale(sealed) {
+            let active = r.active_epoch.load(Ordering::Relaxed);
+            if !stale(open, before) && !stale(active, before) {
                 continue;
             }
         }
@@ -104,8 +111,21 @@ pub(crate) fn steal(inner: &Inner, which: Steal) -> (usize, Vec<Running<'_>>) {
         // access and will not enter it until `steal` clears; we are the
         // only stealer (steal lock).
         let local = unsafe { &mut *r.local.get() };
-        taken.append(std::mem::take(&mut local.sealed));
-        if let Some(mut node) = local.open.take() {
+        // Relaxed (hints): written by the owner inside its sections, which
+        // happened-before our Acquire of `busy`.
+        let (take_open, take_sealed) = match which {
+            Steal::All => (true, true),
+            Steal::Idle(before) => (
+                stale(r.open_epoch.load(Ordering::Relaxed), before),
+                stale(r.active_epoch.load(Ordering::Relaxed), before),
+            ),
+        };
+        if take_sealed {
+            taken.append(std::mem::take(&mut local.sealed));
+            // Relaxed: a hint.
+            r.active_epoch.store(0, Ordering::Relaxed);
+        }
+        if let Some(mut node) = take_open.then(|| local.open.take()).flatten() {
             if let Work::Batch(b) = &mut node.value {
                 // It is sealed now: counted as pending until it runs.
                 b.in_pending = true;
@@ -114,10 +134,9 @@ pub(crate) fn steal(inner: &Inner, which: Steal) -> (usize, Vec<Running<'_>>) {
             }
             Counters::add(&inner.stats.batches, 1);
             taken.push_back(node);
+            // Relaxed: a hint.
+            r.open_epoch.store(0, Ordering::Relaxed);
         }
-        // Relaxed: hints.
-        r.open_epoch.store(0, Ordering::Relaxed);
-        r.sealed_epoch.store(0, Ordering::Relaxed);
         if which == Steal::All {
             if let Some(seq) = handshake::run_seen(&r.run_seq) {
                 running.push(Running { record: r, seq });
@@ -219,7 +238,7 @@ pub(crate) fn push_own(inner: &Inner, r: &Record) {
             }
             // Relaxed: hints.
             r.open_epoch.store(0, Ordering::Relaxed);
-            r.sealed_epoch.store(0, Ordering::Relaxed);
+            r.active_epoch.store(0, Ordering::Relaxed);
             inner.queue.push_chain(chain);
             handshake::owner_end(&r.busy);
             return;

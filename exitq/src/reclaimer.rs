@@ -94,6 +94,9 @@ pub(crate) fn run(inner: Arc<Inner>) {
             };
             thread::park_timeout(timeout.max(Duration::from_micros(50)));
         }
+        // SeqCst: back to `AWAKE` in the same total order as the pair
+        // above, so a publisher that loads `AWAKE` does not wake us while
+        // our loop is about to see its work anyway.
         inner.sleeping.store(AWAKE, Ordering::SeqCst);
     }
     // Shutdown (`domain::Handle::drop`) drains what is left after joining

@@ -97,15 +97,26 @@ pub(crate) struct Record {
     pub(crate) steal: AtomicBool,
     /// The thread's batches (steal handshake).
     pub(crate) local: UnsafeCell<Local>,
-    /// Odd while the owner runs batches it took from `local` (written by
-    /// the owner inside the handshake when it takes them, advanced again
-    /// when they have run): `barrier` waits for a run it saw in progress.
+    /// The owner's runs (owner writes; stealers read under the handshake):
+    ///
+    /// | value | meaning |
+    /// |---|---|
+    /// | even  | no run in progress |
+    /// | odd   | the owner took ready batches out of `local` (inside its section: `handshake::run_begin`) and runs them; advanced to even when they have run (`run_end`, Release) |
+    ///
+    /// A `barrier` that sees an odd value waits until it changes.
     pub(crate) run_seq: AtomicU64,
-    /// Hints for the reclaimer's idle steal (Relaxed): the poll epoch when
-    /// the open batch was opened, and when the oldest sealed batch was
-    /// sealed; 0 when there is none.
+    /// Hints for the reclaimer's idle steal (Relaxed; written by the owner
+    /// inside its sections, or by a stealer under the handshake): the
+    /// poll epoch when the open batch was opened (0: none open), and of the
+    /// owner's last seal or run while it holds sealed batches (0: none
+    /// held). The reclaimer takes an open batch that is old, and sealed
+    /// batches only from an owner that did nothing with them for a flush
+    /// latency: a batch waiting for its grace period gains nothing from
+    /// moving to another thread, and its frees would become cross-thread
+    /// frees.
     pub(crate) open_epoch: AtomicU64,
-    pub(crate) sealed_epoch: AtomicU64,
+    pub(crate) active_epoch: AtomicU64,
     /// Exit hooks registered by the owner, preallocated (owner only).
     pub(crate) exits: UnsafeCell<Chain<Work>>,
     /// One emptied batch node kept for the owner's next batch (owner only:
@@ -152,7 +163,7 @@ impl Record {
             }),
             run_seq: AtomicU64::new(0),
             open_epoch: AtomicU64::new(0),
-            sealed_epoch: AtomicU64::new(0),
+            active_epoch: AtomicU64::new(0),
             exits: UnsafeCell::new(Chain::new()),
             spare: Cell::new(None),
             state: AtomicU32::new(IN_USE),

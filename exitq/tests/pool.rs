@@ -515,3 +515,69 @@ fn shutdown_from_own_job_is_refused() {
         panic!("{}", e.panic_message().unwrap_or("?"));
     }
 }
+
+/// When no worker can be started (here: a stack the kernel refuses to map)
+/// and none exists, every queued job runs on the submitting thread before
+/// `execute` returns: none waits for a later submit.
+#[test]
+fn jobs_run_on_the_caller_when_no_worker_can_start() {
+    let pool = exitq::pool::Pool::builder()
+        .min_workers(0)
+        .max_workers(4)
+        .stack_size(1 << 46) // 64 TiB: mmap fails
+        .build()
+        .expect("a pool with no workers yet builds");
+    let ran = Arc::new(AtomicUsize::new(0));
+    for i in 1..=20 {
+        let r = ran.clone();
+        assert!(pool
+            .execute(move || {
+                r.fetch_add(1, Ordering::SeqCst);
+            })
+            .is_ok());
+        assert_eq!(
+            ran.load(Ordering::SeqCst),
+            i,
+            "job {i} ran before execute returned"
+        );
+    }
+    assert!(
+        pool.last_spawn_error().is_some(),
+        "the failed spawns are reported"
+    );
+    assert_eq!(pool.stats().workers, 0);
+
+    // Two submitters at once: one's failing spawn is counted in `waking`
+    // while the other queues and skips its wake-up; the failing one must
+    // run that job too.
+    let pool = Arc::new(pool);
+    let ran = Arc::new(AtomicUsize::new(0));
+    let per = if cfg!(debug_assertions) {
+        2_000
+    } else {
+        20_000
+    };
+    let submitters: Vec<_> = (0..2)
+        .map(|_| {
+            let (pool, ran) = (pool.clone(), ran.clone());
+            thread::spawn(move || {
+                for _ in 0..per {
+                    let r = ran.clone();
+                    assert!(pool
+                        .execute(move || {
+                            r.fetch_add(1, Ordering::SeqCst);
+                        })
+                        .is_ok());
+                }
+            })
+        })
+        .collect();
+    for s in submitters {
+        s.join().unwrap();
+    }
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        2 * per,
+        "a job was left queued with no worker"
+    );
+}

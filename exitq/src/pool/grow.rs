@@ -14,12 +14,12 @@
 //! # A spawn that fails
 //! The reservation and the slot are given back, the failure is counted with
 //! the limit that explains it ([`Pool::last_spawn_error`](super::Pool::last_spawn_error)),
-//! and if no worker exists at all, the caller runs one queued job itself.
-//! While `spawn` runs, the new worker is counted in `waking` (so its
-//! `arrived` cannot come first); a submitter that reads that count skips its
-//! wake-up. If the spawn then fails and no worker exists, that job waits for
-//! the next submit (which runs one more job on its caller) or for shutdown
-//! (which runs every job left on the calling thread): delayed, never lost.
+//! and if no worker exists at all, the caller runs every queued job itself.
+//! Every one, not only its own: while `spawn` runs, the new worker is
+//! counted in `waking` (so its `arrived` cannot come first), and a
+//! concurrent submitter that reads that count skips its wake-up; if the
+//! spawn then fails and no worker exists, nobody else would take that
+//! submitter's job until the next submit.
 
 use std::io;
 use std::sync::atomic::Ordering;
@@ -41,7 +41,10 @@ impl Inner {
             // re-checks the queue (`worker::idle_wait`). Either it sees our
             // job or we see it gone and run the job here.
             if self.workers.load(Ordering::SeqCst) == 0 {
-                if let Some(job) = self.queue.pop() {
+                // Every queued job, not one: a concurrent submitter may
+                // have skipped its wake-up while our spawn was counted in
+                // `waking` (module docs), and no worker will take its job.
+                while let Some(job) = self.queue.pop() {
                     self.run_on_caller(job);
                 }
             }
