@@ -25,7 +25,7 @@
 # 12's qemu (7.2) refuses, so a newer qemu is fetched from the release's
 # backports into the cache (a private sources list and apt state, `apt-get
 # download`, `dpkg-deb -x`): the system's package sources and installed
-# packages are never changed. docs/guest-512.md has the measurements behind
+# packages are never changed. docs/guest.md has the measurements behind
 # the defaults (TCG threading, memory) and a 512-vCPU run.
 #
 # Run with --help for options. Exit status: herd's own exit status; 2 usage
@@ -103,7 +103,7 @@ Examples:
 
 Under TCG (nested KVM is not available here) every vCPU is emulated; on
 this 2-CPU host one thread for all vCPUs boots small guests faster and one
-thread per vCPU big ones (docs/guest-512.md has the figures). The guest
+thread per vCPU big ones (docs/guest.md has the figures). The guest
 kernel's watchdogs are off, as a busy host starves vCPUs for long.
 Packages needed (installed automatically when run as root):
 qemu-system-x86, busybox-static, cpio, and apt for the kernel.
@@ -129,7 +129,7 @@ usage_error() {
 
 # ---------------------------------------------------------------- options
 # --tcg auto: one thread per vCPU from this many vCPUs on (measured on this
-# 2-CPU host, docs/guest-512.md).
+# 2-CPU host, docs/guest.md).
 tcg_multi_from=64
 tcg_auto_doc="single below $tcg_multi_from vCPUs, multi from $tcg_multi_from on"
 max_cpus=4096

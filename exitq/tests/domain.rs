@@ -111,6 +111,45 @@ fn idle_thread_batch_is_published_after_flush_latency() {
 }
 
 #[test]
+fn an_idle_owners_sealed_batches_are_run_for_it() {
+    // Small batches, so the owner seals several and runs none it did not
+    // wait for; then it stays alive but idle. The reclaimer must take the
+    // sealed batches over once the owner has been idle past the flush
+    // latency (an active owner keeps them; an idle one would strand them).
+    let d = Domain::builder()
+        .batch_size(2)
+        .flush_latency(Duration::from_millis(2))
+        .build();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let (queued_tx, queued_rx) = std::sync::mpsc::channel::<()>();
+    let owner = {
+        let (d, ran) = (d.clone(), ran.clone());
+        thread::spawn(move || {
+            for _ in 0..10 {
+                let ran = ran.clone();
+                d.defer(move || {
+                    ran.fetch_add(1, Ordering::Relaxed);
+                });
+            }
+            queued_tx.send(()).unwrap();
+            // Idle, alive, registered: no exit hook, no flush.
+            done_rx.recv().unwrap();
+        })
+    };
+    queued_rx.recv().unwrap();
+    for _ in 0..5000 {
+        if ran.load(Ordering::Relaxed) == 10 {
+            break;
+        }
+        thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(ran.load(Ordering::Relaxed), 10, "{:?}", d.stats());
+    done_tx.send(()).unwrap();
+    owner.join().unwrap();
+}
+
+#[test]
 fn dropping_the_domain_runs_everything_pending() {
     for (name, d) in domains() {
         let ran = Arc::new(AtomicUsize::new(0));

@@ -314,7 +314,7 @@ fn guest() -> Option<&'static Guest> {
             let script = dir.path().join("guest.sh");
             std::fs::write(&script, guest_script(cpus, nodes)).unwrap();
             let out_dir = dir.path().join("out");
-            // docs/guest-512.md: the 16-vCPU guest runs this in ~25 s, 264
+            // docs/guest.md: the 16-vCPU guest runs this in ~25 s, 264
             // vCPUs in ~9 min on this busy 2-CPU host; 512 did not boot
             // within 28 min under load.
             let timeout = (300 + 12 * cpus).to_string();

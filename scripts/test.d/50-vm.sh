@@ -7,7 +7,7 @@
 #
 # As root the packages (qemu-system-x86, busybox-static, cpio) are installed,
 # the kernel is fetched and, above 255 vCPUs, a qemu that emulates x2APIC
-# (docs/guest-512.md); without root and without them the tests are skipped
+# (docs/guest.md); without root and without them the tests are skipped
 # loudly. HERD_TEST_QUICK=1 skips them too.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -37,7 +37,7 @@ HERD_VM_TEST=1 HERD_VM_CPUS=$cpus HERD_VM_NUMA=$nodes \
     cargo test --release -p herd --test vm -- --nocapture
 echo "VM guest tests at $cpus vCPUs in $nodes nodes took $(($(date +%s) - start))s" >&2
 
-# A guest above 255 vCPUs takes minutes here (docs/guest-512.md: 264 vCPUs
+# A guest above 255 vCPUs takes minutes here (docs/guest.md: 264 vCPUs
 # ran the guest tests in about 9 minutes), too long for every CI run. The
 # x2APIC path is tested at a size that fits: 16 vCPUs, half of them with
 # APIC ids from 256 on (vm-run.sh --x2apic-ids: q35, interrupt remapping,
