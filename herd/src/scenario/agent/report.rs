@@ -176,6 +176,19 @@ fn push_perf(r: &mut RunResult, m: &Measured<'_>) {
             r.push(Metric::lower(name, "calls", m.per_job(x.value)));
         }
     }
+    // The whole measured phase's counts over the workers that retired in
+    // it (absent when none did: rayon).
+    let exits = m.churn.exits_ns.len();
+    for (total_name, name) in [
+        ("futex_calls", "futex_per_exit"),
+        ("lock_contentions", "contentions_per_exit"),
+    ] {
+        if let Some(x) = perf_metrics.iter().find(|x| x.name == total_name) {
+            if exits > 0 {
+                r.push(Metric::lower(name, "calls", x.value / exits as f64));
+            }
+        }
+    }
     r.perf = report.to_json();
     r.warnings.extend(report.notes());
     if let Some(t) = report.contention_table() {
