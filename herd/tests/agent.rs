@@ -91,6 +91,14 @@ fn every_mode_runs_every_job_and_reports_churn() {
         ] {
             assert!(metric(&r, m) >= 0.0);
         }
+        // A job completes after it starts (quantiles of 3 significant digits).
+        for q in ["p50", "p99"] {
+            let (start, end) = (
+                metric(&r, &format!("latency_{q}_us")),
+                metric(&r, &format!("completion_{q}_us")),
+            );
+            assert!(end >= start * 0.999 - 1.0, "{mode}: {q} {start} > {end}");
+        }
         let spawned = metric(&r, "threads_spawned");
         let exits = metric(&r, "thread_exits");
         match mode {

@@ -87,18 +87,23 @@ fn push_time_and_cpu(r: &mut RunResult, m: &Measured<'_>) {
     ));
 }
 
-/// Queueing latency (submit to start) over all jobs that ran; a job that
-/// never ran is a bug in the runner and fails the run.
+/// Queueing latency (submit to start) and completion latency (submit to
+/// end: what the submitter waits for; a pool with more threads than CPUs
+/// starts jobs sooner and finishes them later) over all jobs that ran; a
+/// job that never ran is a bug in the runner and fails the run.
 fn push_latency(r: &mut RunResult, m: &Measured<'_>) -> Result<()> {
     let mut lat = hdrhistogram::Histogram::<u64>::new(3)?;
+    let mut done = hdrhistogram::Histogram::<u64>::new(3)?;
     let mut missing = 0u64;
     for i in 0..(m.waves.done * m.cfg.jobs) {
         let s = m.log.started_ns[i].load(Ordering::Relaxed);
+        let e = m.log.ended_ns[i].load(Ordering::Relaxed);
         let q = m.submitted[i].load(Ordering::Relaxed);
         if s == 0 {
             missing += 1;
         } else {
             lat.record(s.saturating_sub(q) / 1000)?;
+            done.record(e.saturating_sub(q) / 1000)?;
         }
     }
     if missing > 0 {
@@ -117,6 +122,16 @@ fn push_latency(r: &mut RunResult, m: &Measured<'_>) -> Result<()> {
             "latency_p99_us",
             "us",
             lat.value_at_quantile(0.99) as f64,
+        ));
+        r.push(Metric::lower(
+            "completion_p50_us",
+            "us",
+            done.value_at_quantile(0.5) as f64,
+        ));
+        r.push(Metric::lower(
+            "completion_p99_us",
+            "us",
+            done.value_at_quantile(0.99) as f64,
         ));
     }
     Ok(())
