@@ -113,26 +113,12 @@ fn push_latency(r: &mut RunResult, m: &Measured<'_>) -> Result<()> {
         );
     }
     if !lat.is_empty() {
-        r.push(Metric::lower(
-            "latency_p50_us",
-            "us",
-            lat.value_at_quantile(0.5) as f64,
-        ));
-        r.push(Metric::lower(
-            "latency_p99_us",
-            "us",
-            lat.value_at_quantile(0.99) as f64,
-        ));
-        r.push(Metric::lower(
-            "completion_p50_us",
-            "us",
-            done.value_at_quantile(0.5) as f64,
-        ));
-        r.push(Metric::lower(
-            "completion_p99_us",
-            "us",
-            done.value_at_quantile(0.99) as f64,
-        ));
+        for (what, h) in [("latency", &lat), ("completion", &done)] {
+            for (q, p) in [(0.5, "p50"), (0.99, "p99")] {
+                let name = format!("{what}_{p}_us");
+                r.push(Metric::lower(&name, "us", h.value_at_quantile(q) as f64));
+            }
+        }
     }
     Ok(())
 }
