@@ -69,12 +69,13 @@ impl Drop for Guard<'_> {
 /// The outermost exit of a section whose record has `flags` set: a
 /// temporary record or a retired main record is released; ready batches
 /// waiting for the section's end run.
+/// (A `Reader`'s guard never gets here: its exit is one store.)
 ///
-/// The caller's guard kept the domain alive until now (a [`Guard`]
-/// borrows a handle, a [`Reader`](crate::Reader) owns one).
+/// The caller's guard kept the domain alive until now (it borrows a
+/// handle).
 #[cold]
 #[must_use]
-pub(crate) fn section_ended(r: &Record) -> Option<exit::Orphan> {
+fn section_ended(r: &Record) -> Option<exit::Orphan> {
     let flags = r.flags.get();
     if flags & (TEMPORARY | RETIRED) != 0 {
         this_thread::unlink_aux(r);

@@ -216,7 +216,7 @@
 //! | operation | cost |
 //! |---|---|
 //! | `read()` + drop | TLS lookup; one load + one store of the thread's reader word on entry (plus a load of the epoch) and on exit; a compiler fence (a full fence in fallback mode) |
-//! | [`Reader::read`] + drop | no TLS lookup and no nesting (`&mut self`): one store of the epoch on entry, one store of 0 and one load of the record's flags on exit, the fence as above |
+//! | [`Reader::read`] + drop | no TLS lookup and no nesting (`&mut self`): one store of the epoch on entry, one store of 0 on exit, the fence as above |
 //! | [`RcuCell::load`] | one load and a compare (the guard's domain key against the cell's), then the Acquire load of the pointer |
 //! | `defer(f)` | TLS lookup, the closure's captured words written into the batch (one word for `move \|\| drop(p)`; a two-word run header when the closure type changes), 2 plain stores + 1 load (steal handshake); closures over 3 words are boxed |
 //! | full batch (default 256) | sealed: a full fence and a load for its grace period, two counters; the thread's ready batches run; a wake-up syscall only if the reclaimer sleeps |

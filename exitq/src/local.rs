@@ -25,9 +25,13 @@
 //!
 //! Never inside a read guard of the domain (of any kind: `Domain::read`, a
 //! `Reader`, a temporary guard), and never inside one of the domain's
-//! callbacks: there the ready batches wait, and the guard's outermost exit
-//! runs them (`RUN_PENDING`). Running ready callbacks never waits for a
-//! grace period, so no path waits for the caller's own section.
+//! callbacks: there the ready batches wait, and the outermost exit of a
+//! `Domain::read` or temporary guard runs them (`RUN_PENDING`). A
+//! `Reader`'s guard does not: its exit stays one store (checking a flag
+//! there made `Reader::read` 1.7x slower, docs/exitq.md "Read guards"), so
+//! what waited for it runs at the thread's next seal, or by the
+//! reclaimer's idle steal. Running ready callbacks never waits for a grace
+//! period, so no path waits for the caller's own section.
 //!
 //! What the thread does not run, the reclaimer does: batches of threads
 //! that exited (pushed at exit), that went idle or left ready batches
@@ -52,7 +56,7 @@ use crate::handshake;
 use crate::inner::Inner;
 use crate::llist::{Chain, Node};
 use crate::reclaim;
-use crate::record::{Local, Record, RUN_PENDING};
+use crate::record::{Kind, Local, Record, RUN_PENDING};
 use crate::run;
 use crate::stats::Counters;
 use crate::sync::Ordering;
@@ -341,8 +345,13 @@ fn finish(inner: &Inner, r: &Record, after: &mut After, allowed: bool) {
         relieve_backlog(inner, r, allowed);
     }
     if !allowed && after.sealed_left && !run::in_callback(inner.id) {
-        // Inside a read section: its end runs what is ready by then.
-        thread::open_sections(inner, |s| s.flags.set(s.flags.get() | RUN_PENDING));
+        // Inside a read section: its end runs what is ready by then (not a
+        // `Reader`'s, whose exit is one store; see the module docs).
+        thread::open_sections(inner, |s| {
+            if s.kind.get() != Kind::Reader {
+                s.flags.set(s.flags.get() | RUN_PENDING);
+            }
+        });
     }
 }
 

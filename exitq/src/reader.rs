@@ -14,7 +14,7 @@ use std::marker::PhantomData;
 
 use crate::domain::Domain;
 use crate::expedite::Fences;
-use crate::guard::{sealed, section_ended, ReadSection};
+use crate::guard::{sealed, ReadSection};
 use crate::record::{Kind, Record};
 use crate::sync::{AtomicU64, Ordering};
 use crate::thread as this_thread;
@@ -195,12 +195,9 @@ impl Drop for ReaderGuard<'_> {
         // Release: the section's accesses happen-before a grace period
         // leader's Acquire load that sees 0 (`grace::holds_grace_period`),
         // as `grace::reader_exit`.
+        // Nothing else: a reader's record is never retired or temporary,
+        // and its sections never get `RUN_PENDING` (local.rs).
         self.record.ctr.store(0, Ordering::Release);
-        if self.record.flags.get() != 0 {
-            // A reader's record is never retired: no orphan to release.
-            let orphan = section_ended(self.record);
-            debug_assert!(orphan.is_none());
-        }
     }
 }
 
