@@ -6,17 +6,18 @@
 # (target: herd within 5% of C).
 #
 # Usage: scripts/micro-vs-herd.sh [--rounds N] [--waves N] [--per-wave N]
-#            [--slots N] [--lag N] [--spin N] [--sleep-ms N]
+#            [--slots N] [--lag N] [--spin N] [--sleep-ms N] [--counters]
 #   Defaults: the posted micro (1000 100 20 5 1000000 1000), 3 rounds.
 #   herd runs `storm --spawn pthread --cancel pthread --reap leak` with the
-#   same settings and --no-perf. Both programs are measured the same way:
+#   same settings and --no-perf, or with --counters its default perf
+#   counters (what a user runs). Both programs are measured the same way:
 #   process wall time and user+sys CPU time (getrusage of the child); the C
 #   micro prints what it created and how many creations failed, so the work
 #   can be checked equal.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-rounds=3 waves=1000 per_wave=100 slots=20 lag=5 spin=1000000 sleep_ms=1000
+rounds=3 waves=1000 per_wave=100 slots=20 lag=5 spin=1000000 sleep_ms=1000 perf=--no-perf
 while [ $# -gt 0 ]; do
     case "$1" in
         --rounds) rounds=$2; shift 2 ;;
@@ -26,7 +27,8 @@ while [ $# -gt 0 ]; do
         --lag) lag=$2; shift 2 ;;
         --spin) spin=$2; shift 2 ;;
         --sleep-ms) sleep_ms=$2; shift 2 ;;
-        -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --counters) perf=; shift ;;
+        -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -60,7 +62,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 for r in $(seq 1 "$rounds"); do
     read -r cw cc < <(measure "$tmp/c" target/storm_micro "$waves" "$per_wave" "$slots" "$lag" "$spin" "$sleep_ms")
-    read -r hw hc < <(measure "$tmp/h" "$herd" storm --spawn pthread --cancel pthread --reap leak --no-perf --json \
+    # shellcheck disable=SC2086 # $perf is one flag or none
+    read -r hw hc < <(measure "$tmp/h" "$herd" storm --spawn pthread --cancel pthread --reap leak $perf --json \
         --waves "$waves" --per-wave "$per_wave" --slots "$slots" --lag "$lag" \
         --spin "$spin" --sleep-ms "$sleep_ms")
     c_walls+=("$cw") h_walls+=("$hw") c_cpus+=("$cc") h_cpus+=("$hc")

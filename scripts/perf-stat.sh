@@ -7,6 +7,7 @@
 #   syscalls:sys_enter_futex, and where the kernel has them (6.7+)
 #   syscalls:sys_enter_futex_wait syscalls:sys_enter_futex_wake
 #   syscalls:sys_enter_futex_waitv syscalls:sys_enter_futex_requeue
+#   herd:do_futex (a kprobe event herd defines where kprobes exist)
 #   lock:contention_begin  sched:sched_process_exit  task:task_newtask
 #   context-switches  cpu-migrations  page-faults  task-clock (cpu-clock with -a)
 #   cycles  instructions  (hardware: "<not supported>" in a VM without a PMU)
@@ -152,6 +153,7 @@ events=(syscalls:sys_enter_futex)
 for ev in sys_enter_futex_wait sys_enter_futex_wake sys_enter_futex_waitv sys_enter_futex_requeue; do
     [ -e "$tracefs/events/syscalls/$ev/id" ] && events+=("syscalls:$ev")
 done
+[ -e "$tracefs/events/herd/do_futex/id" ] && events+=(herd:do_futex)
 events+=(lock:contention_begin sched:sched_process_exit task:task_newtask
          context-switches cpu-migrations page-faults)
 if [ "$system" = 1 ]; then events+=(cpu-clock); else events+=(task-clock); fi

@@ -16,6 +16,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 mod cpus;
+pub mod futex_hash;
 
 pub use cpus::{
     allowed_cpus, current_cpu, format_cpu_list, online_cpus, parse_cpu_list, parse_cpu_list_for,
@@ -129,6 +130,13 @@ pub struct HostFacts {
     pub root: bool,
     /// glibc version (`gnu_get_libc_version`).
     pub libc: String,
+    /// Whether tracefs offers kprobe events (`kprobe_events`), which herd
+    /// needs to count the in-kernel futex wakes of exits (`perf/kprobe.rs`).
+    #[serde(default)]
+    pub kprobe_events: bool,
+    /// The futex hash this process uses (per-process tables, 6.16+).
+    #[serde(default)]
+    pub futex_hash: Option<futex_hash::FutexHash>,
 }
 
 fn read_trim(path: impl AsRef<Path>) -> Option<String> {
@@ -176,7 +184,8 @@ impl HostFacts {
         let paranoid =
             read_trim("/proc/sys/kernel/perf_event_paranoid").and_then(|v| v.parse().ok());
         let perf_error = perf_trial().err();
-        let tracefs = tracefs_mount();
+        let tracefs = crate::perf::tracefs::find().map(|p| p.display().to_string());
+        let tracefs_ref = tracefs.clone();
         let tracepoints_usable = tracefs.as_ref().is_some_and(|t| {
             read_u64(Path::new(t).join("events/sched/sched_process_exit/id")).is_some()
         });
@@ -215,6 +224,10 @@ impl HostFacts {
             tracepoints_usable,
             root,
             libc: libc_version,
+            kprobe_events: tracefs_ref
+                .as_ref()
+                .is_some_and(|t| Path::new(t).join("kprobe_events").exists()),
+            futex_hash: Some(futex_hash::FutexHash::read()),
         }
     }
 
@@ -305,9 +318,14 @@ impl HostFacts {
             "perf counters",
             if self.perf_usable {
                 "usable".into()
+            } else if self.root {
+                format!(
+                    "not usable even as root: {} (kernel lockdown, seccomp, a container or an LSM policy forbids perf_event_open)",
+                    self.perf_error.as_deref().unwrap_or("unknown error")
+                )
             } else {
                 format!(
-                    "not usable: {} (run as root or set kernel.perf_event_paranoid <= 1)",
+                    "not usable: {} (run as root, or: sudo sysctl kernel.perf_event_paranoid=1)",
                     self.perf_error.as_deref().unwrap_or("unknown error")
                 )
             },
@@ -315,10 +333,37 @@ impl HostFacts {
         rows.push((
             "tracefs",
             match &self.tracefs {
-                None => "not mounted (mount -t tracefs nodev /sys/kernel/tracing)".into(),
+                None if self.root => format!(
+                    "not mounted (herd mounts it when it first counts, as perf does: {})",
+                    crate::perf::tracefs::MOUNT_TRACEFS
+                ),
+                None => format!(
+                    "not mounted (as root: {})",
+                    crate::perf::tracefs::MOUNT_TRACEFS
+                ),
                 Some(t) if self.tracepoints_usable => format!("{t} (tracepoints usable)"),
+                Some(t) if self.root => {
+                    format!("{t} (tracepoint ids not readable even as root: lockdown or an LSM?)")
+                }
                 Some(t) => format!("{t} (tracepoint ids not readable: run as root)"),
             },
+        ));
+        rows.push((
+            "exit futex wakes",
+            if self.kprobe_events {
+                "countable (kprobe event herd:do_futex minus futex(2) calls)".into()
+            } else {
+                "not countable here: no kprobe events (CONFIG_KPROBE_EVENTS); one per exiting \
+                 thread with a clear-tid address, i.e. every pthread"
+                    .to_string()
+            },
+        ));
+        rows.push((
+            "futex hash",
+            self.futex_hash
+                .as_ref()
+                .map(|h| h.describe())
+                .unwrap_or_else(unknown),
         ));
         rows.push(("root", if self.root { "yes" } else { "no" }.into()));
         let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
@@ -401,15 +446,6 @@ fn perf_trial() -> std::result::Result<(), String> {
         .build()
         .map(drop)
         .map_err(|e| e.to_string())
-}
-
-fn tracefs_mount() -> Option<String> {
-    for p in ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"] {
-        if Path::new(p).join("events").is_dir() {
-            return Some(p.to_string());
-        }
-    }
-    None
 }
 
 /// Memory mappings of this process now (lines of `/proc/self/maps`).

@@ -17,6 +17,7 @@ pub mod cleanup;
 pub mod cli;
 pub mod error;
 pub mod export;
+pub mod format;
 pub mod host;
 pub mod perf;
 pub mod result;

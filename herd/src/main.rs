@@ -9,6 +9,11 @@ use herd::error::exit_code_for;
 use herd::scenario;
 
 fn main() -> ExitCode {
+    // A perf closer is this executable run again (see perf/closer.rs).
+    if let Some(code) = herd::perf::closer::serve() {
+        return ExitCode::from(code);
+    }
+    herd::perf::closer::allow();
     let outcome = match Cli::parse().into_command() {
         Command::Storm(a) => scenario::storm::run(&a),
         Command::Env(a) => scenario::env::run(&a),

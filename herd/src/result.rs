@@ -99,6 +99,48 @@ pub struct RunResult {
     /// True when Ctrl-C stopped the run early: figures cover what ran.
     #[serde(default)]
     pub interrupted: bool,
+    /// The run's own checks that failed (cleanup violations, missing or
+    /// repeated cleanups, lost contention samples, ...): the figures are
+    /// all here, but not to be trusted; the process exits 4.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks_failed: Vec<String>,
+}
+
+/// The exit code of a finished run: 130 interrupted, 4 when its own
+/// checks failed, else 0.
+pub fn run_code(r: &RunResult) -> u8 {
+    if r.interrupted {
+        crate::error::EXIT_INTERRUPTED
+    } else if !r.checks_failed.is_empty() {
+        crate::error::EXIT_CHECKS
+    } else {
+        0
+    }
+}
+
+/// The exit code of several runs (repetitions, a comparison): the first
+/// of 130, 4 that any run has, else 0.
+pub fn runs_code<'a>(runs: impl IntoIterator<Item = &'a RunResult>) -> u8 {
+    let codes: Vec<u8> = runs.into_iter().map(run_code).collect();
+    [crate::error::EXIT_INTERRUPTED, crate::error::EXIT_CHECKS]
+        .into_iter()
+        .find(|c| codes.contains(c))
+        .unwrap_or(0)
+}
+
+/// The exit code of configurations' runs (compare, sweep): 4 when any
+/// run failed its own checks (each is printed), else 0.
+pub fn checks_code(sets: &[RunSet]) -> u8 {
+    let mut code = 0;
+    for s in sets {
+        for r in &s.runs {
+            for c in &r.checks_failed {
+                eprintln!("herd: check failed ({}): {c}", s.label);
+                code = crate::error::EXIT_CHECKS;
+            }
+        }
+    }
+    code
 }
 
 impl RunResult {
@@ -121,6 +163,7 @@ impl RunResult {
             perf: serde_json::Value::Null,
             warnings: Vec::new(),
             interrupted: false,
+            checks_failed: Vec::new(),
         }
     }
 
@@ -151,4 +194,30 @@ pub struct RunSet {
     pub label: String,
     /// One entry per repetition, in the order they ran.
     pub runs: Vec<RunResult>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_of_runs() {
+        let new = || RunResult::new("storm", vec![], Default::default(), Default::default());
+        let mut r = new();
+        assert_eq!(run_code(&r), 0);
+        r.checks_failed.push("cleanup: 1 cleanups ran twice".into());
+        assert_eq!(run_code(&r), 4);
+        let ok = new();
+        assert_eq!(runs_code([&ok, &r]), 4);
+        let set = |runs: Vec<RunResult>| RunSet {
+            schema: SCHEMA_VERSION,
+            label: "x".into(),
+            runs,
+        };
+        assert_eq!(checks_code(&[set(vec![new()]), set(vec![r.clone()])]), 4);
+        assert_eq!(checks_code(&[set(vec![new()])]), 0);
+        r.interrupted = true;
+        assert_eq!(runs_code([&ok, &r]), 130);
+        assert_eq!(runs_code([&ok]), 0);
+    }
 }

@@ -15,11 +15,13 @@
 
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Once;
+use std::sync::{Mutex, Once};
 
 use anyhow::{bail, Context, Result};
 
-use crate::error::{UsageError, EXIT_INTERRUPTED, EXIT_USAGE};
+use crate::error::{
+    ResourceError, UsageError, EXIT_CHECKS, EXIT_INTERRUPTED, EXIT_RESOURCE, EXIT_USAGE,
+};
 use crate::result::RunResult;
 
 /// Set in the environment of child runs so they know they are children
@@ -28,6 +30,19 @@ pub const CHILD_ENV: &str = "HERD_CHILD";
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 static INSTALL: Once = Once::new();
+/// Extra environment of every child run (e.g. `HERD_PERF_KEPT` while a
+/// parent keeps the tracepoints registered).
+static CHILD_ENV_EXTRA: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
+
+/// Sets (`Some`) or removes (`None`) one variable of the child runs'
+/// environment.
+pub fn set_child_env(key: &str, value: Option<&str>) {
+    let mut env = CHILD_ENV_EXTRA.lock().unwrap_or_else(|p| p.into_inner());
+    env.retain(|(k, _)| k != key);
+    if let Some(v) = value {
+        env.push((key.to_string(), v.to_string()));
+    }
+}
 
 /// Installs the Ctrl-C handler once per process. Safe to call repeatedly.
 pub fn install_interrupt_handler() {
@@ -54,12 +69,21 @@ pub fn is_child() -> bool {
 
 /// Runs `herd <scenario> <args...> --json` in a child process and returns
 /// the result it printed. stderr is passed through (pre-flight warnings
-/// stay visible). A child that exits 2 becomes a [`UsageError`]; one that
-/// was interrupted returns its partial result with `interrupted` set.
+/// stay visible). A child that exits 2 becomes a [`UsageError`], 3 a
+/// [`ResourceError`]; one that was interrupted returns its partial result
+/// with `interrupted` set, one whose own checks failed (4) its whole
+/// result with `checks_failed`.
 pub fn run_child(scenario: &str, args: &[String]) -> Result<RunResult> {
     let exe = std::env::current_exe().context("cannot find herd's own executable")?;
     let mut cmd = Command::new(&exe);
     cmd.arg(scenario).args(args).arg("--json");
+    for (k, v) in CHILD_ENV_EXTRA
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+    {
+        cmd.env(k, v);
+    }
     cmd.env(CHILD_ENV, "1")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -78,9 +102,22 @@ pub fn run_child(scenario: &str, args: &[String]) -> Result<RunResult> {
         )
         .into());
     }
+    if code == Some(EXIT_RESOURCE as i32) {
+        return Err(ResourceError {
+            flag: String::new(),
+            message: format!(
+                "herd {scenario} {} was refused: the host cannot give it what it needs (see the \
+                 message above)",
+                args.join(" ")
+            ),
+        }
+        .into());
+    }
     let parsed: Result<RunResult, _> = serde_json::from_slice(&out.stdout);
     match (code, parsed) {
+        // A run whose own checks failed is still a whole result (exit 4).
         (Some(0), Ok(r)) => Ok(r),
+        (Some(c), Ok(r)) if c == EXIT_CHECKS as i32 => Ok(r),
         (Some(c), Ok(mut r)) if c == EXIT_INTERRUPTED as i32 => {
             r.interrupted = true;
             set_interrupted();

@@ -2,21 +2,30 @@
 //!
 //! Invariants: a [`Summary`] is built from at least one finite value; NaN
 //! and infinite values are rejected (a metric that could not be measured
-//! is absent from a run, never NaN). Standard deviation is the sample
-//! standard deviation (n - 1); with one value it is 0.
+//! is absent from a run, never NaN). The standard deviation printed
+//! (`±%stddev`) is the *sample* standard deviation (n - 1), the one
+//! Welch's test uses; LKP prints the population one (n), which is smaller
+//! by sqrt((n-1)/n) (11% at n = 5). With one value it is 0.
 //!
-//! Comparing a baseline `a` with a candidate `b` ([`Change::between`]), the
-//! way LKP (the kernel test robot) reports regressions, with a real test:
+//! Comparing a baseline `a` with a candidate `b` ([`Change::between`]):
 //! * `%change` = 100 (mean_b - mean_a) / |mean_a| ([`pct_change`]);
 //! * Welch's t-test ([`welch`]): unequal variances, two-sided p-value from
 //!   Student's t with the Welch–Satterthwaite degrees of freedom;
-//! * LKP's range rule ([`ranges_separate`]): the two ranges [min, max] do
-//!   not overlap, and the gap between them is more than half the
-//!   difference of the means. It guards against a "significant" p-value
-//!   from a few runs with one outlier-free tight cluster;
-//! * a change is *significant* only when both hold (p < alpha and the
-//!   ranges separate). Never a verdict from one run: with fewer than two
-//!   values on either side there is no p-value and nothing is significant.
+//! * LKP's rule ([`lkp_changed`]), computed as `lkp compare` does
+//!   (lkp-tests `lib/stats.rb`, `lib/changed_stat.rb`): each side sorted
+//!   and trimmed by n/32 values at either end (at most 3; none below 32
+//!   runs), its centre the middle value of what is left (LKP calls it the
+//!   mean; it is the upper median); changed when b's smallest value is
+//!   above a's centre and b's centre above a's largest (or the mirror), at
+//!   least one side has 3 runs or more, and the centres differ by more
+//!   than 5% (LKP skips smaller changes);
+//! * with ~60 metrics per comparison, some p-values fall under 0.05 by
+//!   chance alone: [`adjust_family`] turns the p-values of every test in
+//!   one table into Benjamini–Hochberg q-values (the false discovery rate
+//!   over the table), and the stars and verdicts use q, not p;
+//! * a change is *significant* only when both hold (q < alpha and LKP's
+//!   rule). Never a verdict from one run: with fewer than two values on
+//!   either side there is no p-value and nothing is significant.
 
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, StudentsT};
@@ -41,6 +50,37 @@ pub struct Summary {
     pub min: f64,
     /// Largest value.
     pub max: f64,
+    /// The values as LKP sees them (trimmed; [`LkpSide`]).
+    #[serde(default)]
+    pub lkp: LkpSide,
+}
+
+/// One side of a comparison as LKP summarises it: sorted, `n / 32` values
+/// (at most 3) trimmed at either end, the middle value of what is left.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct LkpSide {
+    /// Values after trimming (0: no summary, e.g. read from an old file).
+    pub n: usize,
+    /// Smallest value left.
+    pub min: f64,
+    /// `sorted[n / 2]` of what is left (LKP's "mean").
+    pub center: f64,
+    /// Largest value left.
+    pub max: f64,
+}
+
+impl LkpSide {
+    /// LKP's `sort_remove_margin` and `min_mean_max` of sorted values.
+    fn of_sorted(sorted: &[f64]) -> LkpSide {
+        let margin = (sorted.len() >> 5).min(3);
+        let kept = &sorted[margin..sorted.len() - margin];
+        LkpSide {
+            n: kept.len(),
+            min: kept[0],
+            center: kept[kept.len() / 2],
+            max: kept[kept.len() - 1],
+        }
+    }
 }
 
 impl Summary {
@@ -70,6 +110,7 @@ impl Summary {
             stddev,
             min: sorted[0],
             max: sorted[n - 1],
+            lkp: LkpSide::of_sorted(&sorted),
         })
     }
 
@@ -150,23 +191,51 @@ pub fn welch(a: &Summary, b: &Summary) -> Option<Welch> {
     Some(Welch { t, df, p })
 }
 
-/// LKP's range rule: the value ranges `[min, max]` of `a` and `b` are
-/// disjoint and the gap between them exceeds half of |mean_b - mean_a|.
-///
-/// Needs at least two values on each side (one run says nothing about
-/// spread). Because every value lies within its range, the gap can never
-/// exceed the difference of the means: the rule asks that the runs'
-/// scatter eats less than half of the difference.
-pub fn ranges_separate(a: &Summary, b: &Summary) -> bool {
-    if a.n < 2 || b.n < 2 {
+/// The smallest change LKP reports: the centres differ by more than 5%.
+pub const LKP_MIN_RATIO: f64 = 1.05;
+
+/// LKP's rule, as `lkp compare` decides a stat changed (default options):
+/// on the trimmed sides ([`LkpSide`]), b's smallest value above a's centre
+/// and b's centre above a's largest value, or the mirror; at least 3 runs
+/// on one side (LKP skips a stat with fewer on both); and the larger
+/// centre more than [`LKP_MIN_RATIO`] times the smaller (a zero centre
+/// counts as a large ratio, as LKP's).
+pub fn lkp_changed(a: &Summary, b: &Summary) -> bool {
+    let (x, y) = (a.lkp, b.lkp);
+    if x.n == 0 || y.n == 0 || (a.n < 3 && b.n < 3) {
         return false;
     }
-    let gap = if b.mean >= a.mean {
-        b.min - a.max
+    let up = y.min > x.center && y.center > x.max;
+    let down = x.min > y.center && x.center > y.max;
+    let (high, low) = if up {
+        (y.center, x.center)
+    } else if down {
+        (x.center, y.center)
     } else {
-        a.min - b.max
+        return false;
     };
-    gap > 0.0 && gap > (b.mean - a.mean).abs() / 2.0
+    // LKP's ratio: high / low when low > 0, else its cap (5).
+    let ratio = if low > 0.0 { high / low } else { 5.0 };
+    ratio > LKP_MIN_RATIO
+}
+
+/// Benjamini–Hochberg: the q-value of each p-value in one family of tests
+/// (the false discovery rate at which it would be called a discovery):
+/// `q_(i) = min over j >= i of p_(j) m / j`, p sorted ascending, capped
+/// at one. It controls the expected share of false discoveries among the
+/// changes called significant at q < alpha (valid for independent or
+/// positively dependent tests, which metrics of the same runs mostly are).
+pub fn benjamini_hochberg(p: &[f64]) -> Vec<f64> {
+    let m = p.len();
+    let mut order: Vec<usize> = (0..m).collect();
+    order.sort_by(|&i, &j| p[i].total_cmp(&p[j]));
+    let mut q = vec![1.0; m];
+    let mut running = 1.0f64;
+    for (rank, &i) in order.iter().enumerate().rev() {
+        running = running.min(p[i] * m as f64 / (rank + 1) as f64);
+        q[i] = running.min(1.0);
+    }
+    q
 }
 
 /// Whether a change is an improvement, given the metric's direction.
@@ -190,54 +259,128 @@ pub struct Change {
     pub pct: Option<f64>,
     /// Welch's test, when both sides have two or more values.
     pub welch: Option<Welch>,
-    /// [`ranges_separate`].
-    pub ranges_separate: bool,
-    /// p < alpha and the ranges separate.
+    /// [`lkp_changed`] (read as `ranges_separate` from older files).
+    #[serde(alias = "ranges_separate")]
+    pub lkp: bool,
+    /// Welch's p adjusted over the table's tests ([`adjust_family`]);
+    /// until then (a single test) p itself.
+    #[serde(default)]
+    pub q: Option<f64>,
+    /// q < alpha and LKP's rule.
     pub significant: bool,
     /// Direction of a significant change.
     pub verdict: Verdict,
 }
 
 impl Change {
-    /// Compares `b` against baseline `a` at significance level `alpha`.
+    /// Compares `b` against baseline `a` at significance level `alpha`, as a
+    /// single test (q = p; [`adjust_family`] corrects for the table).
     pub fn between(a: &Summary, b: &Summary, better: Better, alpha: f64) -> Change {
         let welch = welch(a, b);
-        let separate = ranges_separate(a, b);
-        let significant = separate && welch.is_some_and(|w| w.p < alpha);
-        let verdict = match (significant, better) {
-            (false, _) => Verdict::Same,
-            (true, Better::Neither) => Verdict::Changed,
-            (true, Better::Lower) if b.mean < a.mean => Verdict::Better,
-            (true, Better::Higher) if b.mean > a.mean => Verdict::Better,
-            (true, _) => Verdict::Worse,
-        };
-        Change {
+        let mut c = Change {
             pct: pct_change(a.mean, b.mean),
             welch,
-            ranges_separate: separate,
-            significant,
-            verdict,
-        }
+            lkp: lkp_changed(a, b),
+            q: welch.map(|w| w.p),
+            significant: false,
+            verdict: Verdict::Same,
+        };
+        c.decide(a.mean, b.mean, better, alpha);
+        c
     }
 
-    /// The compact mark shown after `%change`: Welch stars (`*` p < 0.05,
-    /// `**` p < 0.01, `***` p < 0.001) and `R` when the ranges separate.
-    /// Empty when neither holds.
+    /// Significance and verdict from q and LKP's rule.
+    fn decide(&mut self, mean_a: f64, mean_b: f64, better: Better, alpha: f64) {
+        self.significant = self.lkp && self.q.is_some_and(|q| q < alpha);
+        self.verdict = match (self.significant, better) {
+            (false, _) => Verdict::Same,
+            (true, Better::Neither) => Verdict::Changed,
+            (true, Better::Lower) if mean_b < mean_a => Verdict::Better,
+            (true, Better::Higher) if mean_b > mean_a => Verdict::Better,
+            (true, _) => Verdict::Worse,
+        };
+    }
+
+    /// The compact mark shown after `%change`: stars from q, Welch's p
+    /// adjusted over the table (`*` q < 0.05, `**` q < 0.01, `***` q <
+    /// 0.001) and `R` when LKP's rule holds. Empty when neither holds.
     pub fn mark(&self) -> String {
         let mut s = String::new();
-        if let Some(w) = self.welch {
-            s.push_str(match w.p {
-                p if p < 0.001 => "***",
-                p if p < 0.01 => "**",
-                p if p < 0.05 => "*",
+        if let Some(q) = self.q {
+            s.push_str(match q {
+                q if q < 0.001 => "***",
+                q if q < 0.01 => "**",
+                q if q < 0.05 => "*",
                 _ => "",
             });
         }
-        if self.ranges_separate {
+        if self.lkp {
             s.push('R');
         }
         s
     }
+}
+
+/// One test of a family, for [`adjust_family`]: the change and the two
+/// means and direction it was decided with.
+#[derive(Debug)]
+pub struct FamilyMember<'a> {
+    /// The change to correct.
+    pub change: &'a mut Change,
+    /// Baseline mean.
+    pub mean_a: f64,
+    /// Candidate mean.
+    pub mean_b: f64,
+    /// The metric's direction.
+    pub better: Better,
+}
+
+impl<'a> FamilyMember<'a> {
+    /// A member when there is a change and both means.
+    pub fn of(
+        change: Option<&'a mut Change>,
+        mean_a: Option<f64>,
+        mean_b: Option<f64>,
+        better: Better,
+    ) -> Option<FamilyMember<'a>> {
+        Some(FamilyMember {
+            change: change?,
+            mean_a: mean_a?,
+            mean_b: mean_b?,
+            better,
+        })
+    }
+}
+
+/// Corrects every change of one table for multiple comparisons: their
+/// Welch p-values become Benjamini–Hochberg q-values over the tests that
+/// have one, and significance and verdict are decided again. Returns the
+/// number of tests in the family.
+pub fn adjust_family(members: &mut [FamilyMember<'_>], alpha: f64) -> usize {
+    let tested: Vec<usize> = (0..members.len())
+        .filter(|&i| members[i].change.welch.is_some())
+        .collect();
+    let p: Vec<f64> = tested
+        .iter()
+        .map(|&i| members[i].change.welch.unwrap().p)
+        .collect();
+    let q = benjamini_hochberg(&p);
+    for (k, &i) in tested.iter().enumerate() {
+        let m = &mut members[i];
+        m.change.q = Some(q[k]);
+        m.change.decide(m.mean_a, m.mean_b, m.better, alpha);
+    }
+    tested.len()
+}
+
+/// The note every comparison table carries about its family of tests.
+pub fn family_note(tests: usize, alpha: f64) -> String {
+    format!(
+        "{tests} tests in this table: at p<{alpha} about {:.1} would be \"significant\" by \
+         chance alone; stars and verdicts use Benjamini-Hochberg q-values (expected share of \
+         false findings among those called significant < {alpha})",
+        tests as f64 * alpha
+    )
 }
 
 #[cfg(test)]
@@ -309,26 +452,109 @@ mod tests {
     }
 
     #[test]
-    fn lkp_range_rule() {
-        // Disjoint, gap 8 > half of the 10 between means.
-        assert!(ranges_separate(
-            &s(&[9.0, 10.0, 11.0]),
-            &s(&[19.0, 20.0, 21.0])
-        ));
-        // Disjoint but the gap (1) is less than half the difference (5).
-        assert!(!ranges_separate(
-            &s(&[5.0, 10.0, 14.0]),
-            &s(&[15.0, 20.0, 25.0])
-        ));
-        // Overlapping.
-        assert!(!ranges_separate(&s(&[1.0, 5.0]), &s(&[4.0, 8.0])));
+    fn lkp_rule_as_lkp_computes_it() {
+        // b's min (19) above a's centre (10), b's centre (20) above a's max.
+        assert!(lkp_changed(&s(&[9.0, 10.0, 11.0]), &s(&[19.0, 20.0, 21.0])));
         // Symmetric in direction.
-        assert!(ranges_separate(
-            &s(&[19.0, 20.0, 21.0]),
-            &s(&[9.0, 10.0, 11.0])
+        assert!(lkp_changed(&s(&[19.0, 20.0, 21.0]), &s(&[9.0, 10.0, 11.0])));
+        // Overlapping ranges still count when b's min clears a's centre and
+        // b's centre clears a's max (the old half-gap rule said no).
+        assert!(lkp_changed(&s(&[5.0, 10.0, 14.0]), &s(&[11.0, 20.0, 25.0])));
+        // b's centre not above a's max.
+        assert!(!lkp_changed(
+            &s(&[5.0, 10.0, 30.0]),
+            &s(&[11.0, 20.0, 25.0])
         ));
+        // Fewer than 3 runs on both sides: LKP does not compare.
+        assert!(!lkp_changed(&s(&[1.0, 1.1]), &s(&[10.0, 10.1])));
+        // 3 on one side is enough.
+        assert!(lkp_changed(&s(&[1.0, 1.1, 1.05]), &s(&[10.0, 10.1])));
+        // Separate but under 5%: skipped, as LKP skips small changes.
+        assert!(!lkp_changed(
+            &s(&[100.0, 100.1, 100.2]),
+            &s(&[104.0, 104.1, 104.2])
+        ));
+        assert!(lkp_changed(
+            &s(&[100.0, 100.1, 100.2]),
+            &s(&[106.0, 106.1, 106.2])
+        ));
+        // The centre is the upper median (sorted[n/2]), not the mean: an
+        // outlier in b does not move it.
+        let b = s(&[20.0, 21.0, 22.0, 1000.0]);
+        assert_eq!(b.lkp.center, 22.0);
+        // Trimming: n/32 at either end, at most 3 (none below 32 runs).
+        let mut v: Vec<f64> = (0..64).map(f64::from).collect();
+        assert_eq!(
+            s(&v).lkp,
+            LkpSide {
+                n: 60,
+                min: 2.0,
+                center: 32.0,
+                max: 61.0
+            }
+        );
+        v.truncate(31);
+        assert_eq!(s(&v).lkp.n, 31);
+        let many: Vec<f64> = (0..200).map(f64::from).collect();
+        assert_eq!(s(&many).lkp.n, 194, "at most 3 trimmed per end");
         // One run says nothing.
-        assert!(!ranges_separate(&s(&[1.0]), &s(&[100.0])));
+        assert!(!lkp_changed(&s(&[1.0]), &s(&[100.0])));
+    }
+
+    #[test]
+    fn benjamini_hochberg_matches_reference_values() {
+        // R: p.adjust(c(0.01, 0.04, 0.03, 0.005, 0.5), "BH")
+        //    0.025 0.050 0.050 0.025 0.500
+        let q = benjamini_hochberg(&[0.01, 0.04, 0.03, 0.005, 0.5]);
+        let want = [0.025, 0.05, 0.05, 0.025, 0.5];
+        for (x, y) in q.iter().zip(want) {
+            assert!((x - y).abs() < 1e-12, "{q:?}");
+        }
+        assert!(benjamini_hochberg(&[]).is_empty());
+        assert_eq!(benjamini_hochberg(&[0.3]), vec![0.3]);
+    }
+
+    #[test]
+    fn a_family_of_sixty_tests_keeps_chance_findings_out() {
+        // 59 metrics that did not change (p spread evenly over (0, 1)) and
+        // one that did: alone, 2 of the 59 have p < 0.05; over the table,
+        // only the real change stays significant.
+        let a = s(&[10.0, 10.1, 9.9, 10.0]);
+        let b = s(&[5.0, 5.1, 4.9, 5.0]);
+        let mut changes: Vec<Change> = (1..60)
+            .map(|i| Change {
+                pct: Some(1.0),
+                welch: Some(Welch {
+                    t: 1.0,
+                    df: 6.0,
+                    p: i as f64 / 60.0,
+                }),
+                lkp: true,
+                q: Some(i as f64 / 60.0),
+                significant: true,
+                verdict: Verdict::Worse,
+            })
+            .collect();
+        changes.push(Change::between(&a, &b, Better::Lower, DEFAULT_ALPHA));
+        let alone = changes
+            .iter()
+            .filter(|c| c.welch.unwrap().p < DEFAULT_ALPHA)
+            .count();
+        assert_eq!(alone, 2 + 1);
+        let mut members: Vec<FamilyMember> = changes
+            .iter_mut()
+            .map(|c| FamilyMember {
+                change: c,
+                mean_a: 10.0,
+                mean_b: 5.0,
+                better: Better::Lower,
+            })
+            .collect();
+        assert_eq!(adjust_family(&mut members, DEFAULT_ALPHA), 60);
+        let kept: Vec<usize> = (0..60).filter(|&i| changes[i].significant).collect();
+        assert_eq!(kept, vec![59], "only the real change");
+        assert_eq!(changes[59].verdict, Verdict::Better);
+        assert!(changes[0].q.unwrap() > changes[0].welch.unwrap().p);
     }
 
     #[test]
@@ -410,8 +636,8 @@ mod tests {
             let (a, b) = (s(&r.sample()), s(&r.sample()));
             let ab = Change::between(&a, &b, Better::Lower, DEFAULT_ALPHA);
             let ba = Change::between(&b, &a, Better::Lower, DEFAULT_ALPHA);
-            // Welch's p and the range rule are symmetric; t flips sign.
-            assert_eq!(ab.ranges_separate, ba.ranges_separate, "seed {seed}");
+            // Welch's p and LKP's rule are symmetric; t flips sign.
+            assert_eq!(ab.lkp, ba.lkp, "seed {seed}");
             match (ab.welch, ba.welch) {
                 (Some(x), Some(y)) => {
                     assert!((0.0..=1.0).contains(&x.p), "seed {seed}: {x:?}");
@@ -424,7 +650,7 @@ mod tests {
             // Significance needs both tests, and a verdict agrees with it.
             assert_eq!(
                 ab.significant,
-                ab.ranges_separate && ab.welch.is_some_and(|w| w.p < DEFAULT_ALPHA),
+                ab.lkp && ab.welch.is_some_and(|w| w.p < DEFAULT_ALPHA),
                 "seed {seed}"
             );
             assert_eq!(ab.significant, ab.verdict != Verdict::Same, "seed {seed}");
@@ -433,7 +659,7 @@ mod tests {
             }
             // Comparing a sample with itself never reports a change.
             let same = Change::between(&a, &a, Better::Lower, DEFAULT_ALPHA);
-            assert!(!same.significant && !same.ranges_separate, "seed {seed}");
+            assert!(!same.significant && !same.lkp, "seed {seed}");
             assert_eq!(same.pct.unwrap_or(0.0), 0.0, "seed {seed}");
             if let Some(w) = same.welch {
                 assert_eq!(w.p, 1.0, "seed {seed}");

@@ -179,3 +179,54 @@ fn repetitions_run_in_child_processes_and_print_a_runset() {
         "{text}"
     );
 }
+
+/// System-scope counters watch the CPUs the agent may use, by number:
+/// under `taskset -c 1` that is CPU 1, not CPU 0 (which `0..count` gave).
+#[test]
+fn system_scope_counts_on_the_usable_cpus() {
+    if let Some(why) = common::perf_skip_reason() {
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    let online = herd::host::online_cpus();
+    let Some(&last) = online.last().filter(|_| online.len() > 1) else {
+        eprintln!("SKIPPED: needs 2 online CPUs to pin to one that is not CPU 0");
+        return;
+    };
+    if std::process::Command::new("taskset")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        eprintln!("SKIPPED: taskset (util-linux) is not installed");
+        return;
+    }
+    let exe = assert_cmd::cargo::cargo_bin("herd");
+    let out = std::process::Command::new("taskset")
+        .arg("-c")
+        .arg(last.to_string())
+        .arg(exe)
+        .args([
+            "agent",
+            "--mode",
+            "thread",
+            "--waves",
+            "1",
+            "--jobs",
+            "4",
+            "--gap-ms",
+            "1",
+            "--perf-scope",
+            "system",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let r: serde_json::Value = success_json(&out);
+    assert_eq!(
+        r["perf"]["cpus"],
+        serde_json::json!([last]),
+        "{}",
+        r["perf"]["cpus"]
+    );
+}

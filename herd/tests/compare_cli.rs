@@ -123,13 +123,20 @@ fn compare_refuses_mistakes_with_exit_2() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("must come before"));
-    // A value the scenario refuses: the child's message, then exit 2.
+    // A value the scenario refuses: the child's message, then exit 2; the
+    // run that finished before it is kept in the journal.
+    let dir = tempfile::tempdir().unwrap();
     herd()
+        .current_dir(dir.path())
         .args(["compare", "-r", "1", "--cleanup", "locked,bogus"])
         .args(SMALL)
         .assert()
         .code(2)
-        .stderr(predicate::str::contains("bogus"));
+        .stderr(predicate::str::contains("bogus"))
+        .stderr(predicate::str::contains("1 finished runs are kept in"))
+        .stderr(predicate::str::contains("--resume"));
+    let kept: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(kept.len(), 1, "one journal");
     herd()
         .args(["compare", "--scenario", "nope", "--cleanup", "a,b"])
         .assert()
@@ -176,4 +183,64 @@ fn shared_flags_keep_each_command_s_help() {
         "{sweep}"
     );
     assert!(!sweep.contains("--markdown"), "{sweep}");
+}
+
+/// A comparison cut short resumes from its journal: only the missing runs
+/// are run, and the result has every run. A journal of another plan is
+/// refused (exit 2).
+#[test]
+fn compare_resumes_from_its_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("j.jsonl");
+    let j = journal.to_str().unwrap();
+    let cmd = |extra: &[&str]| {
+        let mut c = herd();
+        c.current_dir(dir.path())
+            .args(["compare", "-r", "2", "--cleanup", "locked,exitq", "--json"])
+            .args(extra)
+            .args(SMALL);
+        c
+    };
+    let out = cmd(&["--journal", j]).output().unwrap();
+    let full: Comparison = success_json(&out);
+    assert_eq!(full.complete_runs(0), 2);
+    let text = std::fs::read_to_string(&journal).unwrap();
+    assert_eq!(text.lines().count(), 1 + 4, "header and every run");
+    // As if the comparison died after round 0: header and 2 runs.
+    let cut: Vec<&str> = text.lines().take(3).collect();
+    std::fs::write(&journal, cut.join("\n") + "\n").unwrap();
+    let out = cmd(&["--resume", j]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("2 finished runs"), "{stderr}");
+    let resumed: Comparison = success_json(&out);
+    assert_eq!((resumed.complete_runs(0), resumed.complete_runs(1)), (2, 2));
+    let again = std::fs::read_to_string(&journal).unwrap();
+    assert_eq!(again.lines().count(), 5, "the 2 missing runs appended");
+    // Another plan: refused.
+    herd()
+        .current_dir(dir.path())
+        .args([
+            "compare",
+            "-r",
+            "3",
+            "--cleanup",
+            "locked,exitq",
+            "--resume",
+            j,
+        ])
+        .args(SMALL)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("journal of another comparison"));
+    // Nothing else was left in the directory (the default journal of a
+    // completed comparison is removed).
+    let out = herd()
+        .current_dir(dir.path())
+        .args(["compare", "-r", "1", "--cleanup", "locked,exitq"])
+        .args(SMALL)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let files: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(files.len(), 1, "only j.jsonl");
 }

@@ -63,6 +63,73 @@ fn real_kernel_counters() {
     system_scope_counts_per_cpu_including_our_threads();
     eprintln!("-- contention profile on mmap_lock");
     contention_sampler_pairs_begin_and_end_on_mmap_lock();
+    eprintln!("-- herd's helper threads are not counted (cgroup and inherited)");
+    helper_threads_are_not_counted();
+}
+
+/// A registered helper thread (as the progress bar's and the contention
+/// drain are) makes 20,000 futex calls while the counters run; process
+/// scope must not count them, through the cgroup (threaded split) or with
+/// inherited counters. Before the fix both counted them.
+fn helper_threads_are_not_counted() {
+    use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+    const CALLS: usize = 20_000;
+    for (name, kernel) in [
+        ("real kernel", &RealKernel as &dyn Kernel),
+        ("inherited", &InheritOnly),
+    ] {
+        quiesce();
+        let go = Arc::new(AtomicBool::new(false));
+        let done = Arc::new(AtomicBool::new(false));
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let (g, d) = (go.clone(), done.clone());
+        let helper = std::thread::spawn(move || {
+            herd::perf::helpers::register_current();
+            ready_tx.send(()).unwrap();
+            while !g.load(Ordering::Acquire) {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            let word = AtomicU32::new(0);
+            for _ in 0..CALLS {
+                // SAFETY: FUTEX_WAKE on a valid word; nothing is written.
+                unsafe {
+                    libc::syscall(
+                        libc::SYS_futex,
+                        word.as_ptr(),
+                        libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+                        1,
+                    );
+                }
+            }
+            d.store(true, Ordering::Release);
+            herd::perf::helpers::leave();
+        });
+        ready_rx.recv().unwrap();
+        let mut s = Session::open_with(&PerfArgs::default(), &[], kernel).unwrap();
+        s.enable().unwrap();
+        go.store(true, Ordering::Release);
+        while !done.load(Ordering::Acquire) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        s.disable().unwrap();
+        let r = s.finish().unwrap();
+        helper.join().unwrap();
+        let futex = r.value("sys_futex").unwrap();
+        eprintln!(
+            "{name}: method {:?}, sys_futex {futex}, helpers excluded {}",
+            r.method, r.helpers_excluded
+        );
+        assert!(
+            r.helpers_counted.is_none(),
+            "{name}: {:?}",
+            r.helpers_counted
+        );
+        assert!(r.helpers_excluded >= 1, "{name}");
+        assert!(
+            futex < (CALLS / 10) as f64,
+            "{name}: the helper's {CALLS} futex calls were counted ({futex})"
+        );
+    }
 }
 
 /// Waits until the harness's main thread has no other test thread
@@ -202,6 +269,15 @@ fn counts_accumulate_over_enabled_periods_only() {
     s.disable().unwrap();
     let r = s.finish().unwrap();
     assert_eq!(hidden, 5);
+    // Tracepoint counts are exact, never scaled: a loaded machine gives a
+    // cgroup counter less running than enabled time on a CPU, and scaling
+    // that once turned these 11 exits into 24.17.
+    let exits = r
+        .counters
+        .iter()
+        .find(|c| c.metric == "task_exits")
+        .unwrap();
+    assert_eq!(exits.raw, Some(a + b), "{exits:?}");
     assert_eq!(r.value("task_exits"), Some((a + b) as f64));
     assert_eq!(r.value("tasks_created"), Some((a + b) as f64));
 }

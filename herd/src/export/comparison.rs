@@ -138,7 +138,10 @@ impl Comparison {
                     cells,
                 }
             })
-            .collect();
+            .collect::<Vec<Row>>();
+        let mut rows = rows;
+        let tests = adjust_rows(&mut rows, alpha);
+        notes.push(crate::stats::family_note(tests, alpha));
         Comparison {
             schema: SCHEMA_VERSION,
             kind: KIND.to_string(),
@@ -190,7 +193,8 @@ impl Comparison {
             "max",
             "pct_change",
             "p_value",
-            "ranges_separate",
+            "q_value",
+            "lkp_changed",
             "significant",
             "verdict",
         ])?;
@@ -213,7 +217,8 @@ impl Comparison {
                     num(s.map(|s| s.max)),
                     num(c.and_then(|c| c.pct)),
                     num(c.and_then(|c| c.welch).map(|w| w.p)),
-                    c.map(|c| c.ranges_separate.to_string()).unwrap_or_default(),
+                    num(c.and_then(|c| c.q)),
+                    c.map(|c| c.lkp.to_string()).unwrap_or_default(),
                     c.map(|c| c.significant.to_string()).unwrap_or_default(),
                     c.map(|c| verdict_name(c.verdict).to_string())
                         .unwrap_or_default(),
@@ -297,9 +302,12 @@ impl Comparison {
 
     fn legend(&self) -> String {
         let mut out = format!(
-            "\n%change against the base; * p<0.05 ** p<0.01 *** p<0.001 (Welch's t-test); \
-             R: ranges separate by more than half the difference of the means (LKP).\n\
-             better/worse: significant (p<{} and R), in the metric's good/bad direction.\n",
+            "\n±%stddev: sample standard deviation (n-1) over the runs, as % of the mean.\n\
+             %change against the base; * q<0.05 ** q<0.01 *** q<0.001: Welch's t-test p, \
+             Benjamini-Hochberg adjusted over every test of this table (q: false discovery rate).\n\
+             R: LKP's rule as lkp compare computes it (trimmed medians; min of one side above the \
+             other's median, its median above the other's max; >=3 runs; changes under 5% skipped).\n\
+             better/worse: significant (q<{} and R), in the metric's good/bad direction.\n",
             self.alpha
         );
         for note in &self.notes {
@@ -307,6 +315,30 @@ impl Comparison {
         }
         out
     }
+}
+
+/// Every change of the table is one test of one family: Benjamini–Hochberg
+/// over them ([`crate::stats::adjust_family`]). Returns the number of tests.
+fn adjust_rows(rows: &mut [Row], alpha: f64) -> usize {
+    let mut members = Vec::new();
+    for row in rows.iter_mut() {
+        let better = row.better;
+        let base = row
+            .cells
+            .first()
+            .and_then(|c| c.summary.as_ref())
+            .map(|s| s.mean);
+        for cell in row.cells.iter_mut() {
+            let mean_b = cell.summary.as_ref().map(|s| s.mean);
+            members.extend(crate::stats::FamilyMember::of(
+                cell.change.as_mut(),
+                base,
+                mean_b,
+                better,
+            ));
+        }
+    }
+    crate::stats::adjust_family(&mut members, alpha)
 }
 
 /// The metrics of `runs` in order of first appearance, with unit and

@@ -254,6 +254,8 @@ pub fn repeat(scenario: &str, out: &OutputArgs) -> Result<u8> {
         runs: Vec::new(),
     };
     let progress = crate::export::progress::Progress::new(u64::from(out.runs), "runs");
+    // Tracepoints stay registered across the children (perf/keeper.rs).
+    let _keepers = crate::perf::keeper::Keepers::for_children(&[args.as_slice()]);
     for _ in 0..out.runs {
         if runner::interrupted() {
             break;
@@ -284,7 +286,19 @@ pub fn repeat(scenario: &str, out: &OutputArgs) -> Result<u8> {
         t
     };
     print_out(&text)?;
-    Ok(if interrupted { EXIT_INTERRUPTED } else { 0 })
+    let failed: Vec<&str> = set
+        .runs
+        .iter()
+        .flat_map(|r| r.checks_failed.iter().map(String::as_str))
+        .collect();
+    for c in &failed {
+        eprintln!("herd: check failed: {c}");
+    }
+    Ok(if interrupted {
+        EXIT_INTERRUPTED
+    } else {
+        crate::result::runs_code(&set.runs)
+    })
 }
 
 #[cfg(test)]

@@ -3,18 +3,29 @@
 //! The kernel fires `lock:contention_begin(lock_addr, flags)` when a task
 //! starts waiting for a lock and `lock:contention_end(lock_addr, ret)` when
 //! it gets it (include/trace/events/lock.h). [`super::sampler`] records
-//! both with their raw payload, thread id, CPU and time (and the kernel
-//! call chain of the begin, to name the caller). Here the samples are
-//! merged in time order, paired per thread (a task waits for one lock at a
-//! time, but a lock's slow path may itself contend on an inner spinlock,
-//! so begins nest as a stack), and summed per lock and per caller, the
-//! way `perf lock contention` (tracepoint mode) does.
+//! both with their raw payload, thread id, CPU and CLOCK_MONOTONIC time
+//! (and the kernel call chain of the begin, to name the caller). Here the
+//! samples are merged in time order, paired per task (a task waits for
+//! one lock at a time, but a lock's slow path may itself contend on an
+//! inner spinlock, so begins nest as a stack), and summed per lock and per
+//! caller, the way `perf lock contention` (tracepoint mode) does.
+//!
+//! A task is its tid, except tid 0: every CPU's idle task is tid 0 (and so
+//! is interrupt work that lands on it), so in system scope tid 0 is one
+//! task per CPU, paired within its CPU only.
+//!
+//! Losses: where the kernel dropped samples (a full ring), a begin or an
+//! end may be missing. A wait whose begin and end are both seen but which
+//! spans a lost window on the CPU of either is dropped and counted
+//! (`broken_by_loss`), and so is a begin that would otherwise have merged
+//! with a later begin of the same lock across such a window (the stale
+//! wait would have absorbed the next one).
 //!
 //! Nothing is hidden: samples the kernel dropped (`PERF_RECORD_LOST`),
-//! samples over herd's memory cap, begins without an end (still waiting
-//! when counting stopped) and ends without a begin (waiting started
-//! before) are all counted and printed under the table. Decoding the raw
-//! samples is [`super::lock_sample`].
+//! samples over herd's memory cap, waits dropped around a loss, begins
+//! without an end (still waiting when counting stopped) and ends without a
+//! begin (waiting started before) are all counted and printed under the
+//! table. Decoding the raw samples is [`super::lock_sample`].
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -22,7 +33,8 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 
 use super::kallsyms::{Region, Symbols};
-use super::lock_sample::{lock_class, Kind, LockEvent};
+use super::lock_sample::{lock_class, Kind, LockEvent, LCB_F_READ};
+use super::mm_lock::{only_mmap_lock, MmapLock};
 
 /// Wait statistics of one row (a lock, or a caller).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -93,6 +105,18 @@ pub struct ContentionReport {
     pub lost: u64,
     /// Samples read but discarded over herd's in-memory cap.
     pub dropped: u64,
+    /// Waits left out because they spanned a window of lost samples on
+    /// their begin's or end's CPU (their begin or end may be another
+    /// wait's), and stale begins not merged across one.
+    #[serde(default)]
+    pub broken_by_loss: u64,
+    /// Buffer chunks herd allocated while sampling (each an mmap, taking
+    /// the process's mmap_lock).
+    #[serde(default)]
+    pub buffer_growths: u64,
+    /// The waits on the process's mmap_lock, found by address (mm_lock.rs).
+    #[serde(default)]
+    pub mmap_lock: Option<MmapLock>,
     /// Ring buffers (one per CPU) and the size of each, KiB.
     pub ring_buffers: usize,
     /// Size of each ring buffer, KiB.
@@ -107,18 +131,76 @@ pub struct ContentionReport {
 /// Rows kept per table in the report.
 pub const MAX_ROWS: usize = 100;
 
-/// Pairs begins and ends per thread and sums waits per lock and caller.
+/// Windows of lost samples per CPU, sorted, for [`Losses::crosses`].
+#[derive(Debug, Default)]
+struct Losses {
+    /// cpu -> (from, to) windows, sorted by `from` (a ring's windows never
+    /// overlap, so also by `to`). `u32::MAX` holds windows of unknown CPU,
+    /// which count for every CPU.
+    by_cpu: HashMap<u32, Vec<(u64, u64)>>,
+}
+
+impl Losses {
+    fn new(events: &[LockEvent]) -> Losses {
+        let mut l = Losses::default();
+        for e in events.iter().filter(|e| e.kind == Kind::Lost) {
+            l.by_cpu.entry(e.cpu).or_default().push((e.time, e.addr));
+        }
+        for w in l.by_cpu.values_mut() {
+            w.sort_unstable();
+        }
+        l
+    }
+
+    fn on(&self, cpu: u32, start: u64, end: u64) -> bool {
+        let Some(w) = self.by_cpu.get(&cpu) else {
+            return false;
+        };
+        // The first window ending after `start`; it overlaps if it begins
+        // before `end`.
+        let i = w.partition_point(|&(_, to)| to <= start);
+        w.get(i).is_some_and(|&(from, _)| from < end)
+    }
+
+    /// True when a wait from `start` (on `a`) to `end` (on `b`) spans lost
+    /// samples of either CPU.
+    fn crosses(&self, a: u32, b: u32, start: u64, end: u64) -> bool {
+        !self.by_cpu.is_empty()
+            && (self.on(a, start, end) || self.on(b, start, end) || self.on(u32::MAX, start, end))
+    }
+}
+
+/// One begin waiting for its end.
+#[derive(Debug, Clone, Copy)]
+struct Waiting {
+    addr: u64,
+    start: u64,
+    flags: u32,
+    caller: u64,
+    cpu: u32,
+}
+
+/// The task an event belongs to: its tid, or for tid 0 (each CPU's idle
+/// task) the CPU's own.
+fn task_of(e: &LockEvent) -> (u32, u32) {
+    (e.tid, if e.tid == 0 { e.cpu } else { u32::MAX })
+}
+
+/// Pairs begins and ends per task and sums waits per lock and caller.
 ///
 /// `events` need not be sorted (they come from per-CPU buffers); they are
 /// sorted by time here, begins before ends at equal times.
 pub fn analyse(events: &mut [LockEvent], syms: &Symbols) -> ContentionReport {
     events.sort_by_key(|e| (e.time, matches!(e.kind, Kind::End)));
-    // Per thread: the stack of locks it is waiting for (addr, start, flags, caller).
-    let mut waiting: HashMap<u32, Vec<(u64, u64, u32, u64)>> = HashMap::new();
+    let losses = Losses::new(events);
+    let mut waiting: HashMap<(u32, u32), Vec<Waiting>> = HashMap::new();
     let mut by_lock: HashMap<(u64, String), WaitStat> = HashMap::new();
     let mut by_caller: HashMap<(u64, String), WaitStat> = HashMap::new();
+    // rwsem address -> (an mmap-only caller waited on it, waits, read
+    // waits, total ns, waits by other callers): see mm_lock.rs.
+    let mut rwsem_waits: HashMap<u64, (bool, u64, u64, u64, u64)> = HashMap::new();
     let mut r = ContentionReport {
-        samples: events.len() as u64,
+        samples: events.iter().filter(|e| e.kind != Kind::Lost).count() as u64,
         kallsyms_hidden: syms.hidden,
         kallsyms_data: syms.data_symbols,
         ..Default::default()
@@ -129,30 +211,60 @@ pub fn analyse(events: &mut [LockEvent], syms: &Symbols) -> ContentionReport {
         .count() as u64;
     r.ends = r.samples - r.begins;
     for e in events.iter() {
-        let stack = waiting.entry(e.tid).or_default();
+        if e.kind == Kind::Lost {
+            continue;
+        }
+        let stack = waiting.entry(task_of(e)).or_default();
         match e.kind {
+            Kind::Lost => {}
             Kind::Begin(flags) => match stack.last_mut() {
                 // The same lock again before its end: a mutex that stopped
                 // spinning and now sleeps. One wait, from the first begin;
-                // the class is the latest.
-                Some(top) if top.0 == e.addr => top.2 = flags,
-                _ => stack.push((e.addr, e.time, flags, e.caller)),
+                // the class is the latest. Not across lost samples: the
+                // first begin's end (and this begin's pair) may be lost.
+                Some(top)
+                    if top.addr == e.addr && !losses.crosses(top.cpu, e.cpu, top.start, e.time) =>
+                {
+                    top.flags = flags
+                }
+                Some(top) if top.addr == e.addr => {
+                    r.broken_by_loss += 1;
+                    *top = Waiting {
+                        addr: e.addr,
+                        start: e.time,
+                        flags,
+                        caller: e.caller,
+                        cpu: e.cpu,
+                    };
+                }
+                _ => stack.push(Waiting {
+                    addr: e.addr,
+                    start: e.time,
+                    flags,
+                    caller: e.caller,
+                    cpu: e.cpu,
+                }),
             },
             Kind::End => {
-                let Some(pos) = stack.iter().rposition(|w| w.0 == e.addr) else {
+                let Some(pos) = stack.iter().rposition(|w| w.addr == e.addr) else {
                     r.unmatched_ends += 1;
                     continue;
                 };
                 // Begins above it never ended: the kernel gave up on them
                 // (trylock-style paths); count them as unfinished.
                 r.unfinished += (stack.len() - pos - 1) as u64;
-                let (addr, start, flags, caller) = stack[pos];
+                let w = stack[pos];
                 stack.truncate(pos);
-                let wait = e.time.saturating_sub(start);
-                let class = lock_class(flags);
+                if losses.crosses(w.cpu, e.cpu, w.start, e.time) {
+                    r.broken_by_loss += 1;
+                    continue;
+                }
+                let wait = e.time.saturating_sub(w.start);
+                let class = lock_class(w.flags);
                 r.pairs += 1;
                 r.total_wait_ns += wait;
                 r.max_wait_ns = r.max_wait_ns.max(wait);
+                let addr = w.addr;
                 by_lock
                     .entry((addr, class.clone()))
                     .or_insert_with(|| WaitStat {
@@ -166,7 +278,18 @@ pub fn analyse(events: &mut [LockEvent], syms: &Symbols) -> ContentionReport {
                         ..Default::default()
                     })
                     .add(wait);
-                if caller != 0 {
+                let func = syms.function(w.caller).map(|(n, _)| n);
+                if class.starts_with("rwsem") {
+                    let mm = func.is_some_and(only_mmap_lock);
+                    let e = rwsem_waits.entry(addr).or_default();
+                    e.0 |= mm;
+                    e.1 += 1;
+                    e.2 += u64::from(w.flags & LCB_F_READ != 0);
+                    e.3 += wait;
+                    e.4 += u64::from(!mm);
+                }
+                if w.caller != 0 {
+                    let caller = w.caller;
                     by_caller
                         .entry((caller, class.clone()))
                         .or_insert_with(|| WaitStat {
@@ -183,6 +306,7 @@ pub fn analyse(events: &mut [LockEvent], syms: &Symbols) -> ContentionReport {
         }
     }
     r.unfinished += waiting.values().map(|s| s.len() as u64).sum::<u64>();
+    r.mmap_lock = mmap_lock_of(&rwsem_waits);
     let sorted = |m: HashMap<(u64, String), WaitStat>, omitted: &mut u64| {
         let mut v: Vec<WaitStat> = m.into_values().collect();
         v.sort_by(|a, b| {
@@ -201,6 +325,26 @@ pub fn analyse(events: &mut [LockEvent], syms: &Symbols) -> ContentionReport {
     r.by_caller = sorted(by_caller, &mut omitted);
     r.rows_omitted = omitted;
     r
+}
+
+/// The mm locks among the rwsem waits (see mm_lock.rs); `None` when no
+/// mmap-only caller waited on any rwsem.
+fn mmap_lock_of(rwsem: &HashMap<u64, (bool, u64, u64, u64, u64)>) -> Option<MmapLock> {
+    let mut m = MmapLock::default();
+    let mut addrs: Vec<u64> = rwsem.iter().filter(|(_, v)| v.0).map(|(&a, _)| a).collect();
+    if addrs.is_empty() {
+        return None;
+    }
+    addrs.sort_unstable();
+    for a in addrs {
+        let (_, waits, read, ns, other) = rwsem[&a];
+        m.addresses.push(format!("{a:016x}"));
+        m.waits += waits;
+        m.read_waits += read;
+        m.wait_ns += ns;
+        m.other_callers += other;
+    }
+    Some(m)
 }
 
 /// A duration the way perf prints it: `812 ns`, `3.25 us`, `1.20 ms`, `2.01 s`.
@@ -297,6 +441,20 @@ impl ContentionReport {
             "lost: {} samples dropped by the kernel (ring buffers full; {} x {} KiB), {} over herd's memory cap",
             self.lost, self.ring_buffers, self.ring_kib, self.dropped
         );
+        if self.broken_by_loss > 0 {
+            let _ = write!(
+                out,
+                "; {} waits spanning a loss left out (their begin or end may be another wait's)",
+                self.broken_by_loss
+            );
+        }
+        if self.buffer_growths > 0 {
+            let _ = write!(
+                out,
+                "\nherd's sample buffer grew {} times while sampling (each an mmap under this process's mmap_lock, counted in the profile)",
+                self.buffer_growths
+            );
+        }
         if self.rows_omitted > 0 {
             let _ = write!(
                 out,
@@ -323,7 +481,7 @@ impl ContentionReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::perf::lock_sample::{LCB_F_MUTEX, LCB_F_READ, LCB_F_SPIN, LCB_F_WRITE};
+    use crate::perf::lock_sample::{LCB_F_MUTEX, LCB_F_SPIN, LCB_F_WRITE};
 
     fn ev(tid: u32, time: u64, addr: u64, kind: Kind) -> LockEvent {
         LockEvent {
@@ -400,6 +558,100 @@ mod tests {
         assert!(text.contains("tasklist_lock"), "{text}");
         assert!(text.contains("rwlock:W"), "{text}");
         assert!(text.contains("lost: 0 samples"), "{text}");
+    }
+
+    fn on(cpu: u32, mut e: LockEvent) -> LockEvent {
+        e.cpu = cpu;
+        e
+    }
+
+    #[test]
+    fn tid_0_is_one_task_per_cpu() {
+        // Two CPUs' idle tasks (tid 0) wait on the same lock at once.
+        let l = 0xffff888000002000;
+        let mut evs = vec![
+            on(0, ev(0, 100, l, Kind::Begin(LCB_F_SPIN))),
+            on(1, ev(0, 110, l, Kind::Begin(LCB_F_SPIN))),
+            on(1, ev(0, 130, l, Kind::End)),
+            on(0, ev(0, 150, l, Kind::End)),
+        ];
+        let r = analyse(&mut evs, &Symbols::default());
+        assert_eq!(r.pairs, 2, "{r:?}");
+        assert_eq!(r.total_wait_ns, 50 + 20);
+        assert_eq!((r.unfinished, r.unmatched_ends), (0, 0));
+    }
+
+    fn lost(cpu: u32, from: u64, to: u64) -> LockEvent {
+        LockEvent {
+            time: from,
+            addr: to,
+            caller: 0,
+            tid: 0,
+            cpu,
+            kind: Kind::Lost,
+        }
+    }
+
+    #[test]
+    fn a_loss_never_merges_a_stale_wait_into_the_next() {
+        let l = 0xffff888000003000;
+        // Thread 1's end at ~155 and its next begin were lost (window
+        // 150-160 on CPU 0); then it waits again from 200 to 250.
+        let mut evs = vec![
+            ev(1, 100, l, Kind::Begin(LCB_F_WRITE)),
+            lost(0, 150, 160),
+            ev(1, 200, l, Kind::Begin(LCB_F_WRITE)),
+            ev(1, 250, l, Kind::End),
+        ];
+        let r = analyse(&mut evs, &Symbols::default());
+        assert_eq!((r.pairs, r.total_wait_ns), (1, 50), "{r:?}");
+        assert_eq!(r.broken_by_loss, 1);
+        assert_eq!(r.samples, 3, "markers are not samples");
+        // A pair spanning a loss on its CPU is left out; one on another
+        // CPU's loss is kept.
+        let mut evs = vec![
+            ev(2, 100, l, Kind::Begin(LCB_F_WRITE)),
+            lost(0, 120, 130),
+            ev(2, 200, l, Kind::End),
+            on(1, ev(3, 300, l, Kind::Begin(LCB_F_WRITE))),
+            lost(0, 310, 320),
+            on(1, ev(3, 400, l, Kind::End)),
+        ];
+        let r = analyse(&mut evs, &Symbols::default());
+        assert_eq!(
+            (r.pairs, r.total_wait_ns, r.broken_by_loss),
+            (1, 100, 1),
+            "{r:?}"
+        );
+        assert!(r.render().contains("1 waits spanning a loss left out"));
+    }
+
+    #[test]
+    fn the_mmap_lock_is_found_by_address_whoever_waits_on_it() {
+        let syms = Symbols::parse(
+            "ffffffff81100000 T madvise_do_behavior\nffffffff81100800 T do_exit\nffffffff81101000 T after\n",
+        );
+        let (madvise, do_exit) = (0xffffffff81100010, 0xffffffff81100820);
+        let (mm, other) = (0xffff888000004000, 0xffff888000005000);
+        let w = |tid, t, addr, caller, flags| {
+            let mut b = ev(tid, t, addr, Kind::Begin(flags));
+            b.caller = caller;
+            [b, ev(tid, t + 10, addr, Kind::End)]
+        };
+        let mut evs: Vec<LockEvent> = [
+            w(1, 100, mm, madvise, LCB_F_READ),
+            // exit_mm inlined into do_exit: the same lock, counted now.
+            w(2, 200, mm, do_exit, LCB_F_READ),
+            w(3, 300, mm, do_exit, LCB_F_WRITE),
+            // do_exit on another rwsem: not the mm's.
+            w(4, 400, other, do_exit, LCB_F_READ),
+        ]
+        .concat();
+        let r = analyse(&mut evs, &syms);
+        let m = r.mmap_lock.expect("found");
+        assert_eq!(m.addresses, vec![format!("{mm:016x}")]);
+        assert_eq!((m.waits, m.read_waits, m.wait_ns), (3, 2, 30));
+        assert_eq!(m.other_callers, 2, "the waits attribution by caller missed");
     }
 
     #[test]

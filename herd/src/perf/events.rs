@@ -18,6 +18,9 @@ pub enum Source {
     Software(Sw),
     /// A hardware PMU event.
     Hardware(Hw),
+    /// A kprobe on a kernel function, as the tracefs event
+    /// `herd:<function>` (created on first use, see `kprobe.rs`).
+    KProbe(&'static str),
 }
 
 /// One counter herd opens.
@@ -85,7 +88,7 @@ impl EventSpec {
     /// The kind of event, for error explanations.
     pub fn kind(&self) -> EventKind {
         match self.source {
-            Source::Tracepoint(..) => EventKind::Tracepoint,
+            Source::Tracepoint(..) | Source::KProbe(_) => EventKind::Tracepoint,
             Source::Software(_) => EventKind::Software,
             Source::Hardware(_) => EventKind::Hardware,
         }
@@ -144,6 +147,16 @@ pub fn catalog(scope: Scope) -> Vec<EventSpec> {
         )
         .optional()
         .futex(),
+        // Every futex(2) enters do_futex(), and so does the one futex call
+        // the kernel makes itself: an exiting thread's clear-tid wake
+        // (mm_release). The difference is the exits' in-kernel wakes.
+        EventSpec::new(
+            "kernel_futex_calls",
+            "herd:do_futex",
+            "calls",
+            KProbe("do_futex"),
+        )
+        .optional(),
         EventSpec::new(
             "lock_contentions",
             "lock:contention_begin",

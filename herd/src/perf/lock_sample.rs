@@ -22,7 +22,8 @@ pub const LCB_F_PERCPU: u32 = 1 << 4;
 pub const LCB_F_MUTEX: u32 = 1 << 5;
 
 /// The lock class for contention flags, named as `perf lock contention`
-/// names them (tools/perf/builtin-lock.c, `lock_type_table`).
+/// names them (tools/perf/builtin-lock.c, `lock_type_table`, whose first
+/// entry is flags 0: a semaphore).
 pub fn lock_class(flags: u32) -> String {
     let known = LCB_F_SPIN | LCB_F_READ | LCB_F_WRITE | LCB_F_RT | LCB_F_PERCPU | LCB_F_MUTEX;
     let rw = |base: &str| {
@@ -40,6 +41,8 @@ pub fn lock_class(flags: u32) -> String {
         f if f & LCB_F_SPIN != 0 && f & (LCB_F_READ | LCB_F_WRITE) != 0 => rw("rwlock"),
         LCB_F_SPIN => "spinlock".to_string(),
         f if f & (LCB_F_READ | LCB_F_WRITE) != 0 => rw("rwsem"),
+        // `down()` and friends pass no flags (kernel/locking/semaphore.c).
+        0 => "semaphore".to_string(),
         _ => format!("unknown:{flags:#x}"),
     };
     if flags & !known != 0 {
@@ -174,14 +177,20 @@ pub enum Kind {
     Begin(u32),
     /// contention_end.
     End,
+    /// Not a sample: the kernel lost samples on CPU `cpu` between `time`
+    /// (the ring's previous record) and `addr` (the time of its
+    /// `PERF_RECORD_LOST`), so any wait across that window may be missing
+    /// its begin or end.
+    Lost,
 }
 
 /// One contention event, compact (the sampler may hold millions).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LockEvent {
-    /// perf clock, ns.
+    /// CLOCK_MONOTONIC, ns (the sampler asks for it: perf's default clock
+    /// is per-CPU, and a wait may begin on one CPU and end on another).
     pub time: u64,
-    /// Lock address.
+    /// Lock address (for [`Kind::Lost`]: the end of the lost window).
     pub addr: u64,
     /// First call-chain address outside the lock code (0 when unknown).
     pub caller: u64,
@@ -250,6 +259,33 @@ pub fn parse_sample(
         cpu,
         kind,
     })
+}
+
+/// `PERF_RECORD_LOST`.
+pub const RECORD_LOST: u32 = 2;
+/// `PERF_RECORD_LOST_SAMPLES`.
+pub const RECORD_LOST_SAMPLES: u32 = 13;
+
+/// Parses a `PERF_RECORD_LOST` (`{id, lost}`) or `PERF_RECORD_LOST_SAMPLES`
+/// (`{lost}`) body followed by the `sample_id` that `sample_id_all` adds
+/// (for [`SAMPLE_TID`] | [`SAMPLE_TIME`] | [`SAMPLE_CPU`]: pid, tid,
+/// time, cpu, reserved): `(lost, time, cpu)`; time and cpu are `None`
+/// when the record is too short to carry them.
+pub fn parse_lost(body: &[u8], ty: u32) -> Option<(u64, Option<u64>, Option<u32>)> {
+    let mut at = match ty {
+        RECORD_LOST => 8,
+        RECORD_LOST_SAMPLES => 0,
+        _ => return None,
+    };
+    let lost = u64::from_ne_bytes(take(body, &mut at)?);
+    let id = (|| {
+        let _pid = u32::from_ne_bytes(take(body, &mut at)?);
+        let _tid = u32::from_ne_bytes(take(body, &mut at)?);
+        let time = u64::from_ne_bytes(take(body, &mut at)?);
+        let cpu = u32::from_ne_bytes(take(body, &mut at)?);
+        Some((time, cpu))
+    })();
+    Some((lost, id.map(|i| i.0), id.map(|i| i.1)))
 }
 
 /// The first address in a kernel call chain that is not a context marker
@@ -360,8 +396,34 @@ format:
         assert_eq!(lock_class(LCB_F_PERCPU | LCB_F_WRITE), "pcpu-sem:W");
         assert_eq!(lock_class(LCB_F_MUTEX), "mutex");
         assert_eq!(lock_class(LCB_F_MUTEX | LCB_F_SPIN), "mutex");
-        assert_eq!(lock_class(0), "unknown:0x0");
+        assert_eq!(
+            lock_class(0),
+            "semaphore",
+            "flags 0 is down() (perf: semaphore)"
+        );
         assert_eq!(lock_class(LCB_F_SPIN | 1 << 9), "spinlock+0x200");
+    }
+
+    #[test]
+    fn lost_records_carry_their_time_and_cpu_with_sample_id_all() {
+        let mut lost = Vec::new();
+        lost.extend(77u64.to_ne_bytes()); // id
+        lost.extend(5u64.to_ne_bytes()); // lost
+        lost.extend(1u32.to_ne_bytes()); // pid
+        lost.extend(1u32.to_ne_bytes()); // tid
+        lost.extend(9_000u64.to_ne_bytes()); // time
+        lost.extend(3u32.to_ne_bytes()); // cpu
+        lost.extend(0u32.to_ne_bytes());
+        assert_eq!(
+            parse_lost(&lost, RECORD_LOST),
+            Some((5, Some(9_000), Some(3)))
+        );
+        assert_eq!(
+            parse_lost(&lost[8..], RECORD_LOST_SAMPLES),
+            Some((5, Some(9_000), Some(3)))
+        );
+        assert_eq!(parse_lost(&lost[..16], RECORD_LOST), Some((5, None, None)));
+        assert_eq!(parse_lost(&lost, 9), None);
     }
 
     #[test]

@@ -23,8 +23,10 @@ use perf_event::events::Tracepoint;
 use perf_event::{Builder, Counter};
 use serde::{Deserialize, Serialize};
 
+use super::budget::FdBudget;
+use super::cgroup::CgroupScope;
 use super::events::{self, EventSpec, Source};
-use super::sys::{self, CgroupScope, Kernel, Target, Unavailable};
+use super::sys::{self, Kernel, OpenContext, Target, Unavailable};
 use super::Scope;
 
 /// How the counters are attached.
@@ -59,6 +61,10 @@ pub(super) struct Attached {
     pub(super) fallback: Option<Unavailable>,
     /// The threads the inherited counters were opened on (empty otherwise).
     pub(super) pids: Vec<i32>,
+    /// herd's helper threads left out of the counting.
+    pub(super) helpers_excluded: usize,
+    /// Why helper threads are counted after all, when they are.
+    pub(super) helpers_counted: Option<String>,
     pub(super) open: Vec<Open>,
     pub(super) unavailable: Vec<(EventSpec, Unavailable)>,
     /// Declared last: dropped after the counters, it moves the process back.
@@ -78,28 +84,30 @@ impl Attached {
 
 /// Opens the event catalog for `scope`: on `cpus` in system scope; in
 /// process scope through a cgroup of our own, else on every thread of ours
-/// but `skip_tid` (the contention drain thread) with inherited counters.
+/// but herd's helper threads (`helpers.rs`) with inherited counters.
 pub(super) fn attach(
     kernel: &dyn Kernel,
     scope: Scope,
     cpus: &[usize],
-    skip_tid: Option<i32>,
+    budget: &FdBudget,
 ) -> Attached {
     if scope == Scope::System {
-        let (open, unavailable) = open_all(kernel, scope, Target::AnyTask, cpus);
+        let (open, unavailable) = open_all(kernel, scope, Target::AnyTask, cpus, budget);
         return Attached {
             method: Method::PerCpu,
             fallback: None,
             pids: Vec::new(),
+            helpers_excluded: 0,
+            helpers_counted: None,
             open,
             unavailable,
             cgroup: None,
         };
     }
     let online = crate::host::online_cpus();
-    match attach_cgroup(kernel, scope, &online) {
+    match attach_cgroup(kernel, scope, &online, budget) {
         Ok(a) => a,
-        Err(fallback) => attach_inherited(kernel, scope, &online, skip_tid, fallback),
+        Err(fallback) => attach_inherited(kernel, scope, &online, fallback, budget),
     }
 }
 
@@ -113,9 +121,10 @@ fn attach_cgroup(
     kernel: &dyn Kernel,
     scope: Scope,
     online: &[usize],
+    budget: &FdBudget,
 ) -> Result<Attached, Unavailable> {
     let cg = kernel.process_cgroup()?;
-    let (open, unavailable) = open_all(kernel, scope, Target::Cgroup(&cg.file), online);
+    let (open, unavailable) = open_all(kernel, scope, Target::Cgroup(&cg.file), online, budget);
     if let Some(u) = cgroup_failure(&cg.mount, &cg.dir, &unavailable) {
         // The counters close before the cgroup moves the process back.
         drop(open);
@@ -126,30 +135,37 @@ fn attach_cgroup(
         method: Method::Cgroup,
         fallback: None,
         pids: Vec::new(),
+        helpers_excluded: cg.helpers_excluded,
+        helpers_counted: cg.helpers_counted.clone(),
         open,
         unavailable,
         cgroup: Some(cg),
     })
 }
 
-/// Process scope on every thread of ours (but `skip_tid`), inherited by
+/// Process scope on every thread of ours but the helpers, inherited by
 /// the threads they create; `task_exits` is reported unavailable where the
 /// kernel does not count inherited exits.
 fn attach_inherited(
     kernel: &dyn Kernel,
     scope: Scope,
     online: &[usize],
-    skip_tid: Option<i32>,
     fallback: Unavailable,
+    budget: &FdBudget,
 ) -> Attached {
+    let helpers = super::helpers::tids();
     let mut pids = crate::host::own_threads();
-    pids.retain(|&tid| Some(tid) != skip_tid);
+    pids.retain(|tid| !helpers.contains(tid));
     if pids.is_empty() {
         pids.push(sys::gettid());
     }
-    // Before the counters: the probe's own thread must not count.
-    let exits_counted = inherited_exits_counted(kernel);
-    let (mut open, mut unavailable) = open_all(kernel, scope, Target::Threads(&pids), online);
+    // Before the counters: the probe's own thread must not count. Its
+    // counter is closed only once the catalog's are open: closing the last
+    // counter of a tracepoint costs a grace period (closer.rs).
+    let (exits_counted, probe) = inherited_exits_counted(kernel);
+    let (mut open, mut unavailable) =
+        open_all(kernel, scope, Target::Threads(&pids), online, budget);
+    drop(probe);
     if exits_counted == Some(false) {
         if let Some(i) = open.iter().position(|o| o.spec.metric == EXITS_METRIC) {
             let o = open.remove(i);
@@ -160,6 +176,8 @@ fn attach_inherited(
         method: Method::Inherit,
         fallback: Some(fallback),
         pids,
+        helpers_excluded: helpers.len(),
+        helpers_counted: None,
         open,
         unavailable,
         cgroup: None,
@@ -172,10 +190,11 @@ fn open_all(
     scope: Scope,
     target: Target<'_>,
     cpus: &[usize],
+    budget: &FdBudget,
 ) -> (Vec<Open>, Vec<(EventSpec, Unavailable)>) {
     let (mut open, mut unavailable) = (Vec::new(), Vec::new());
     for spec in events::catalog(scope) {
-        match open_event(kernel, &spec, target, cpus) {
+        match open_event(kernel, &spec, target, cpus, budget) {
             Ok(counters) => {
                 let cpus = match target {
                     Target::Threads(_) => Vec::new(),
@@ -200,19 +219,20 @@ fn open_event(
     spec: &EventSpec,
     target: Target<'_>,
     cpus: &[usize],
+    budget: &FdBudget,
 ) -> Result<Vec<Counter>, Unavailable> {
     let mut builder = match spec.source {
         Source::Tracepoint(sys_name, name) => {
             Builder::new(Tracepoint::with_id(kernel.tracepoint_id(sys_name, name)?))
         }
+        Source::KProbe(func) => Builder::new(Tracepoint::with_id(kernel.kprobe_id(func)?)),
         Source::Software(e) => Builder::new(e),
         Source::Hardware(e) => Builder::new(e),
     };
     builder.include_kernel().exclude_user(false);
     let per_cpu = !matches!(target, Target::Threads(_));
-    let explain = |e: &std::io::Error| {
-        sys::explain_open_error(e, spec.kind(), per_cpu, kernel.paranoid(), kernel.is_root())
-    };
+    let ctx = OpenContext::of(kernel, per_cpu, Some(budget));
+    let explain = |e: &std::io::Error| sys::explain_open_error(e, spec.kind(), &ctx);
     let mut counters = Vec::new();
     match target {
         Target::Threads(pids) => {
@@ -275,12 +295,14 @@ fn cgroup_failure(
             ),
         ));
     }
+    // The counter's own explanation already fits the user and the errno
+    // (paranoid for EACCES, the descriptor budget for EMFILE, ...).
     Some(Unavailable::fixable(
         format!(
             "per-CPU cgroup counters could not be opened ({}: {})",
             spec.event, u.reason
         ),
-        "run as root, or: sudo sysctl kernel.perf_event_paranoid=0",
+        u.fix.clone(),
     ))
 }
 
@@ -298,7 +320,14 @@ fn cgroup_failure(
 /// when the thread has no counters any more and every inherited
 /// `task_exits` reads 0. Per-CPU counters (a cgroup, or system scope) are
 /// not the thread's own and still count it.
-fn inherited_exits_counted(kernel: &dyn Kernel) -> Option<bool> {
+fn inherited_exits_counted(kernel: &dyn Kernel) -> (Option<bool>, Option<Counter>) {
+    let mut counter = None;
+    let counted = probe_exit(kernel, &mut counter);
+    (counted, counter)
+}
+
+/// The probe of [`inherited_exits_counted`]; leaves its counter in `keep`.
+fn probe_exit(kernel: &dyn Kernel, keep: &mut Option<Counter>) -> Option<bool> {
     let id = kernel.tracepoint_id("sched", "sched_process_exit").ok()?;
     let mut b = Builder::new(Tracepoint::with_id(id));
     b.include_kernel()
@@ -307,7 +336,7 @@ fn inherited_exits_counted(kernel: &dyn Kernel) -> Option<bool> {
         .any_cpu()
         .observe_pid(sys::gettid())
         .enabled(true);
-    let mut counter = kernel.open(&b).ok()?;
+    let counter = keep.insert(kernel.open(&b).ok()?);
     let (tx, rx) = std::sync::mpsc::channel();
     let probe = std::thread::Builder::new()
         .name("herd-exit-probe".into())
@@ -384,15 +413,35 @@ mod tests {
                 .contains("echo +pids > /sys/fs/cgroup/cgroup.subtree_control"),
             "{u:?}"
         );
-        // Permission: the paranoid fix.
-        let denied = vec![(spec("sys_futex"), Unavailable::fixable("EACCES", "root"))];
+        // Permission: the counter's own (paranoid) fix.
+        let ctx = |root| OpenContext {
+            system: true,
+            paranoid: Some(2),
+            root,
+            budget: None,
+        };
+        let explain = |errno, root| {
+            sys::explain_open_error(
+                &std::io::Error::from_raw_os_error(errno),
+                sys::EventKind::Tracepoint,
+                &ctx(root),
+            )
+        };
+        let denied = vec![(spec("sys_futex"), explain(libc::EACCES, false))];
         let u = cgroup_failure(mount, dir, &denied).unwrap();
         assert!(
-            u.reason
-                .contains("could not be opened (syscalls:sys_enter_futex: EACCES)"),
+            u.reason.contains(
+                "could not be opened (syscalls:sys_enter_futex: permission denied (EACCES)"
+            ),
             "{u:?}"
         );
-        assert!(u.fix.contains("perf_event_paranoid"), "{u:?}");
+        assert!(u.fix.contains("perf_event_paranoid=0"), "{u:?}");
+        // EMFILE: named as such, never as a paranoid problem (today's bug).
+        let emfile = vec![(spec("sys_futex"), explain(libc::EMFILE, true))];
+        let u = cgroup_failure(mount, dir, &emfile).unwrap();
+        assert!(u.reason.contains("EMFILE"), "{u:?}");
+        assert!(!u.fix.contains("paranoid"), "{u:?}");
+        assert!(u.fix.contains("ulimit"), "{u:?}");
         assert!(!inherited_exits_missed().fix.is_empty());
     }
 }

@@ -74,16 +74,25 @@
 //! [`kallsyms`] the
 //! contention profile.
 
+pub mod budget;
+pub mod cgroup;
+pub mod closer;
 pub mod contention;
 pub mod events;
+pub mod helpers;
 pub mod kallsyms;
+pub mod keeper;
+pub mod kprobe;
 pub mod lock_sample;
 pub mod method;
+pub mod mm_lock;
 pub mod percpu;
 pub mod report;
 pub mod sampler;
 pub mod session;
 pub mod sys;
+pub mod tracefs;
+pub mod unavailable;
 
 use serde::{Deserialize, Serialize};
 
@@ -111,12 +120,18 @@ pub struct PerfArgs {
     /// Open no perf counters at all.
     #[arg(long, conflicts_with_all = ["require_perf", "contention", "no_aggregate"])]
     pub no_perf: bool,
-    /// Fail (exit 1) when any counter cannot be opened, instead of reporting it unavailable.
+    /// Refuse the run (exit 3) when any counter cannot be opened, instead of reporting it unavailable.
     #[arg(long)]
     pub require_perf: bool,
     /// Sample lock:contention_begin/end and report a per-lock contention profile.
     #[arg(long)]
     pub contention: bool,
+    /// Accept a contention profile that lost samples (the kernel's ring
+    /// buffers were full): without it, lost samples fail the run's checks
+    /// (exit 4, results still written).
+    #[arg(long, requires = "contention")]
+    #[serde(default)]
+    pub allow_lost_samples: bool,
     /// Table output: every CPU's counter values, one row per CPU (as `perf
     /// stat -A`), instead of the per-counter summary over CPUs. The JSON
     /// always has every CPU (`perf.counters[].per_cpu`).

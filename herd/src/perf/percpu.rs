@@ -3,8 +3,9 @@
 //!
 //! System scope (and process scope through a cgroup) opens one counter per
 //! CPU, so the kernel already keeps a value per CPU; the totals are their
-//! sums. Each CPU's value is scaled for multiplexing on its own
-//! (`raw * time_enabled / time_running`, as `perf stat -A` shows it), and
+//! sums. Each CPU's value of a hardware counter is scaled for multiplexing
+//! on its own (`raw * time_enabled / time_running`, as `perf stat -A` shows
+//! it; software and tracepoint counters never multiplex and are exact), and
 //! the total is the sum of those scaled values, so the per-CPU values
 //! always add up to the total.
 //!
@@ -20,7 +21,7 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 
 use super::{CounterReading, Method, Report, Scope};
-use crate::export::format::fmt_value;
+use crate::format::fmt_value;
 
 /// One CPU's value of one counter.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -50,10 +51,15 @@ pub struct Sample {
 
 impl Sample {
     /// The count extrapolated to the whole enabled time, as `perf stat`
-    /// does for a counter that ran only part of it (multiplexed). A counter
-    /// that never ran keeps its (zero) count.
-    pub fn scaled(&self) -> f64 {
-        if self.running_ns > 0 && self.running_ns < self.enabled_ns {
+    /// does for a counter that ran only part of it (multiplexed), when
+    /// `multiplexes` (a hardware counter). A software or tracepoint counter
+    /// is never multiplexed: the software PMU counts whenever its context
+    /// (the task, the cgroup on that CPU) is running, so a running time
+    /// below the enabled time is time nothing it counts could happen, and
+    /// its raw count is exact (scaling it turned 11 exits into 24.17 on a
+    /// loaded machine). A counter that never ran keeps its (zero) count.
+    pub fn scaled(&self, multiplexes: bool) -> f64 {
+        if multiplexes && self.running_ns > 0 && self.running_ns < self.enabled_ns {
             self.count as f64 * self.enabled_ns as f64 / self.running_ns as f64
         } else {
             self.count as f64
@@ -85,8 +91,9 @@ pub struct Aggregate {
 
 /// Aggregates one counter's descriptors. `cpus[i]` is the CPU descriptor
 /// `i` watched; pass an empty slice for per-thread (inherited) descriptors,
-/// which have no CPU. `scale` divides raw counts into the metric's unit.
-pub fn aggregate(samples: &[Sample], cpus: &[usize], scale: f64) -> Aggregate {
+/// which have no CPU. `scale` divides raw counts into the metric's unit;
+/// `multiplexes` (hardware counters) scales each for multiplexing.
+pub fn aggregate(samples: &[Sample], cpus: &[usize], scale: f64, multiplexes: bool) -> Aggregate {
     debug_assert!(cpus.is_empty() || cpus.len() == samples.len());
     let mut a = Aggregate::default();
     let mut scaled_sum = 0.0;
@@ -94,7 +101,7 @@ pub fn aggregate(samples: &[Sample], cpus: &[usize], scale: f64) -> Aggregate {
         a.raw += s.count;
         a.enabled_ns += s.enabled_ns;
         a.running_ns += s.running_ns;
-        let scaled = s.scaled();
+        let scaled = s.scaled(multiplexes);
         scaled_sum += scaled;
         if let Some(&cpu) = cpus.get(i) {
             a.per_cpu.push(CpuValue {
@@ -191,7 +198,7 @@ fn scope_words(r: &Report) -> String {
 fn counters_with_cpus(r: &Report) -> (Vec<&CounterReading>, Vec<&CounterReading>) {
     r.counters
         .iter()
-        .filter(|c| c.unavailable.is_none() && !c.per_cpu.is_empty())
+        .filter(|c| c.value.is_some() && !c.per_cpu.is_empty())
         .partition(|c| c.per_cpu.iter().any(|v| v.value != 0.0))
 }
 
@@ -328,7 +335,11 @@ pub fn full_table(counters: &[&CounterReading]) -> String {
         c.per_cpu
             .iter()
             .find(|v| v.cpu == cpu)
-            .map_or("-".to_string(), |v| fmt_value(v.value))
+            .map_or("-".to_string(), |v| match v.running {
+                // Enabled on this CPU but never running: unknown, as perf -A.
+                Some(0.0) => "<not counted>".to_string(),
+                _ => fmt_value(v.value),
+            })
     };
     let totals: Vec<String> = counters
         .iter()
@@ -395,6 +406,7 @@ mod tests {
             &[s(100, 1000, 1000), s(50, 1000, 500), s(0, 1000, 0)],
             &[4, 9, 130],
             1.0,
+            true,
         );
         assert_eq!(a.raw, 150);
         assert_eq!((a.enabled_ns, a.running_ns), (3000, 1500));
@@ -412,11 +424,35 @@ mod tests {
     }
 
     #[test]
+    fn software_and_tracepoint_counts_are_exact_not_scaled() {
+        // A cgroup tracepoint counter that ran 5 of 11 ms on a loaded CPU:
+        // its 11 exits are all there were.
+        let a = aggregate(
+            &[s(11, 11_000, 5_000), s(0, 11_000, 0)],
+            &[0, 1],
+            1.0,
+            false,
+        );
+        assert_eq!(a.value, 11.0);
+        assert_eq!(a.per_cpu[0].value, 11.0);
+        assert_eq!(
+            a.per_cpu[0].running,
+            Some(5.0 / 11.0),
+            "the times are still reported"
+        );
+    }
+
+    #[test]
     fn aggregate_divides_by_the_unit_scale_and_threads_have_no_cpu() {
-        let a = aggregate(&[s(3_000_000, 1, 1), s(1_500_000, 1, 1)], &[0, 1], 1e6);
+        let a = aggregate(
+            &[s(3_000_000, 1, 1), s(1_500_000, 1, 1)],
+            &[0, 1],
+            1e6,
+            true,
+        );
         assert_eq!(a.value, 4.5);
         assert_eq!(a.per_cpu[1].value, 1.5);
-        let t = aggregate(&[s(3, 1, 1), s(4, 1, 1)], &[], 1.0);
+        let t = aggregate(&[s(3, 1, 1), s(4, 1, 1)], &[], 1.0, true);
         assert_eq!(t.value, 7.0);
         assert!(t.per_cpu.is_empty());
     }
@@ -456,6 +492,7 @@ mod tests {
             unit: "calls".into(),
             raw: Some(values.iter().sum::<f64>() as u64),
             value: Some(values.iter().sum()),
+            not_counted: false,
             time_enabled_ns: 1,
             time_running_ns: 1,
             fds: values.len(),

@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::budget::FdBudget;
 use super::contention::ContentionReport;
 use super::events::{self, EventSpec};
 use super::method::Method;
@@ -32,8 +33,13 @@ pub struct CounterReading {
     pub unit: String,
     /// Raw count summed over all descriptors; `None` when unavailable.
     pub raw: Option<u64>,
-    /// The metric value: raw scaled for multiplexing, in `unit`.
+    /// The metric value: raw (a hardware counter scaled for multiplexing), in `unit`; `None`
+    /// when unavailable or not counted.
     pub value: Option<f64>,
+    /// Opened but never running while enabled (time_running 0): the value
+    /// is unknown, not 0 (`perf stat` prints `<not counted>`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub not_counted: bool,
     /// Sum of time_enabled over the descriptors, ns.
     pub time_enabled_ns: u64,
     /// Sum of time_running over the descriptors, ns (< enabled: multiplexed).
@@ -58,13 +64,17 @@ impl CounterReading {
     /// is extrapolated to its enabled time; the total is the sum, so the
     /// per-CPU values add up to it.
     pub(super) fn counted(spec: &EventSpec, samples: &[percpu::Sample], cpus: &[usize]) -> Self {
-        let a = percpu::aggregate(samples, cpus, spec.scale);
+        let multiplexes = spec.kind() == super::sys::EventKind::Hardware;
+        let a = percpu::aggregate(samples, cpus, spec.scale, multiplexes);
+        // perf stat's rule: no running time at all, no value.
+        let not_counted = a.running_ns == 0;
         CounterReading {
             metric: spec.metric.into(),
             event: spec.event.into(),
             unit: spec.unit.into(),
             raw: Some(a.raw),
-            value: Some(a.value),
+            value: (!not_counted).then_some(a.value),
+            not_counted,
             time_enabled_ns: a.enabled_ns,
             time_running_ns: a.running_ns,
             fds: samples.len(),
@@ -82,6 +92,7 @@ impl CounterReading {
             unit: spec.unit.into(),
             raw: None,
             value: None,
+            not_counted: false,
             time_enabled_ns: 0,
             time_running_ns: 0,
             fds: 0,
@@ -128,6 +139,26 @@ pub struct Report {
     /// `--no-aggregate`: the table shows every CPU, not the summary.
     #[serde(default)]
     pub no_aggregate: bool,
+    /// The descriptors the counters took and the limit (see `budget.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fd_budget: Option<FdBudget>,
+    /// Time to open every counter (and the sampler), µs: with one
+    /// descriptor per event per CPU it grows with the CPUs.
+    #[serde(default)]
+    pub open_us: u64,
+    /// Time to read every counter at the end, µs.
+    #[serde(default)]
+    pub read_us: u64,
+    /// herd's helper threads (progress bar, contention drain) left out of
+    /// process-scope counting (`helpers.rs`).
+    #[serde(default)]
+    pub helpers_excluded: usize,
+    /// Why helper threads were counted after all, when they were.
+    #[serde(default)]
+    pub helpers_counted: Option<String>,
+    /// `--allow-lost-samples`: lost contention samples do not fail the run.
+    #[serde(default)]
+    pub allow_lost_samples: bool,
 }
 
 impl Report {
@@ -154,10 +185,12 @@ impl Report {
     pub fn metrics(&self, exits: u64) -> Vec<Metric> {
         let mut out = Vec::new();
         let per_exit = |v: f64| v / exits as f64;
+        let catalog = events::catalog(self.scope);
+        // The futex system calls (not the do_futex kprobe).
         let futex: Vec<f64> = self
             .counters
             .iter()
-            .filter(|c| c.event.contains("futex"))
+            .filter(|c| catalog.iter().any(|e| e.metric == c.metric && e.futex))
             .filter_map(|c| c.value)
             .collect();
         if !futex.is_empty() {
@@ -167,7 +200,6 @@ impl Report {
                 out.push(Metric::lower("futex_per_exit", "calls", per_exit(total)));
             }
         }
-        let catalog = events::catalog(self.scope);
         for c in &self.counters {
             let Some(v) = c.value else { continue };
             let m = match c.metric.as_str() {
@@ -184,6 +216,27 @@ impl Report {
                     (c.unit.as_str(), per_exit(v))
                 };
                 out.push(Metric::lower(name, unit, v));
+            }
+        }
+        // do_futex() calls not entered from futex(2): the clear-tid wakes
+        // of exiting threads (kprobe.rs). Only where exits are counted: a
+        // kernel that detaches inherited counters before a thread's exit
+        // (task_exits unavailable) misses its clear-tid wake as well (seen
+        // on Debian's 6.1: 2 do_futex calls for 2 futex(2) and 64 exits).
+        let exits_counted = self.value("task_exits").is_some();
+        if let (Some(k), Some(f), true) = (
+            self.value("kernel_futex_calls"),
+            self.value("sys_futex"),
+            exits_counted,
+        ) {
+            let wakes = (k - f).max(0.0);
+            out.push(Metric::lower("exit_futex_wakes", "wakes", wakes));
+            if exits > 0 {
+                out.push(Metric::lower(
+                    "exit_futex_wakes_per_exit",
+                    "wakes",
+                    per_exit(wakes),
+                ));
             }
         }
         if let (Some(i), Some(c)) = (self.value("instructions"), self.value("cycles")) {
@@ -239,8 +292,28 @@ impl Report {
         for (u, events) in failed {
             notes.push(note_for(&events.join(", "), u));
         }
+        let not_counted: Vec<&str> = self
+            .counters
+            .iter()
+            .filter(|c| c.not_counted)
+            .map(|c| c.event.as_str())
+            .collect();
+        if !not_counted.is_empty() {
+            notes.push(format!(
+                "perf: {} <not counted>: opened but never running while enabled \
+                 (time_running 0, as perf stat marks it); left out, the value is unknown, not 0",
+                not_counted.join(", ")
+            ));
+        }
+        let catalog = events::catalog(self.scope);
+        let hardware = |c: &CounterReading| {
+            catalog
+                .iter()
+                .any(|e| e.metric == c.metric && e.kind() == super::sys::EventKind::Hardware)
+        };
         for c in &self.counters {
-            if c.unavailable.is_some() {
+            // Only hardware counters multiplex (percpu::Sample::scaled).
+            if c.unavailable.is_some() || c.not_counted || !hardware(c) {
                 continue;
             } else if let Some(f) = c.running_fraction() {
                 if f < 0.999 {
@@ -251,6 +324,11 @@ impl Report {
                     ));
                 }
             }
+        }
+        if let Some(why) = &self.helpers_counted {
+            notes.push(format!(
+                "perf: herd's helper threads (progress bar, contention drain) are counted: {why}"
+            ));
         }
         if let (Method::Inherit, Some(u)) = (self.method, &self.method_fallback) {
             notes.push(note_for(
@@ -273,6 +351,51 @@ impl Report {
         notes
     }
 
+    /// The run's own checks on the counters that failed: a contention
+    /// profile that lost samples, unless `--allow-lost-samples` (the waits are
+    /// undercounted, and the pairs around a loss were left out).
+    pub fn checks(&self) -> Vec<String> {
+        let mut failed = Vec::new();
+        // Counters lost to a descriptor shortage: the run is incomplete.
+        let short: Vec<&str> = self
+            .counters
+            .iter()
+            .filter(|c| {
+                c.unavailable
+                    .as_ref()
+                    .is_some_and(|u| u.is_descriptor_shortage())
+            })
+            .map(|c| c.event.as_str())
+            .collect();
+        if !short.is_empty() {
+            failed.push(format!(
+                "perf: counters incomplete: {} could not be opened (out of file descriptors)",
+                short.join(", ")
+            ));
+        }
+        if let Some(u) = self
+            .method_fallback
+            .as_ref()
+            .filter(|u| u.is_descriptor_shortage())
+        {
+            failed.push(format!(
+                "perf: counters incomplete: the cgroup counters ran out of file descriptors \
+                 ({})",
+                u.reason
+            ));
+        }
+        if let Some(r) = &self.contention {
+            if r.lost + r.dropped > 0 && !self.allow_lost_samples {
+                failed.push(format!(
+                    "perf: the contention profile lost {} samples and dropped {} (waits are \
+                     undercounted); --allow-lost-samples accepts that",
+                    r.lost, r.dropped
+                ));
+            }
+        }
+        failed
+    }
+
     /// The per-CPU section of the table output: a summary per counter over
     /// the CPUs (min/median/max, imbalance, busiest CPUs), or every CPU with
     /// `--no-aggregate`. `None` when there is nothing per CPU to show.
@@ -292,6 +415,9 @@ impl Report {
         let mut out = String::new();
         for c in &self.counters {
             match (&c.value, &c.unavailable) {
+                (None, None) if c.not_counted => {
+                    let _ = writeln!(out, "{:>16} {:<12} {}", "<not counted>", "", c.event);
+                }
                 (Some(v), _) => {
                     let run = c
                         .running_fraction()
@@ -325,6 +451,7 @@ mod tests {
             unit: unit.into(),
             raw: v.map(|v| v as u64),
             value: v,
+            not_counted: false,
             time_enabled_ns: 100,
             time_running_ns: 100,
             fds: 1,
@@ -376,6 +503,96 @@ mod tests {
     }
 
     #[test]
+    fn exit_futex_wakes_are_do_futex_calls_not_from_the_syscall() {
+        let mut r = Report {
+            enabled: true,
+            counters: vec![
+                reading(
+                    "sys_futex",
+                    "syscalls:sys_enter_futex",
+                    "calls",
+                    Some(300.0),
+                ),
+                reading("kernel_futex_calls", "herd:do_futex", "calls", Some(400.0)),
+                reading(
+                    "task_exits",
+                    "sched:sched_process_exit",
+                    "exits",
+                    Some(100.0),
+                ),
+            ],
+            ..Default::default()
+        };
+        let m = r.metrics(100);
+        let get = |n: &str| m.iter().find(|x| x.name == n).map(|x| x.value);
+        assert_eq!(get("exit_futex_wakes"), Some(100.0));
+        assert_eq!(get("exit_futex_wakes_per_exit"), Some(1.0));
+        assert_eq!(
+            get("futex_calls"),
+            Some(300.0),
+            "the kprobe is not a syscall"
+        );
+        // Exits not counted (inherited counters detached before exit): the
+        // exits' wakes were not either.
+        r.counters[2].value = None;
+        assert!(r.metrics(100).iter().all(|x| x.name != "exit_futex_wakes"));
+        let without = Report {
+            enabled: true,
+            counters: vec![reading(
+                "sys_futex",
+                "syscalls:sys_enter_futex",
+                "calls",
+                Some(3.0),
+            )],
+            ..Default::default()
+        };
+        assert!(without
+            .metrics(1)
+            .iter()
+            .all(|x| x.name != "exit_futex_wakes"));
+    }
+
+    #[test]
+    fn counters_lost_to_a_descriptor_shortage_fail_the_checks() {
+        let mut lost = reading("page_faults", "page-faults", "faults", None);
+        lost.unavailable = Some(super::super::budget::emfile(None, true));
+        let mut policy = reading("sys_futex", "syscalls:sys_enter_futex", "calls", None);
+        policy.unavailable = Some(Unavailable::fixable("tracefs is not mounted", "mount it"));
+        let r = Report {
+            enabled: true,
+            counters: vec![lost, policy],
+            ..Default::default()
+        };
+        let c = r.checks();
+        assert_eq!(c.len(), 1, "{c:?}");
+        assert!(c[0].contains("counters incomplete: page-faults"), "{c:?}");
+        assert!(
+            !c[0].contains("sys_enter_futex"),
+            "a host fact is a note, not a failure"
+        );
+    }
+
+    #[test]
+    fn lost_contention_samples_fail_the_checks_unless_allowed() {
+        let mut r = Report {
+            enabled: true,
+            contention: Some(super::super::contention::ContentionReport {
+                lost: 3,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let c = r.checks();
+        assert_eq!(c.len(), 1, "{c:?}");
+        assert!(c[0].contains("lost 3") && c[0].contains("--allow-lost-samples"));
+        r.allow_lost_samples = true;
+        assert!(r.checks().is_empty());
+        r.allow_lost_samples = false;
+        r.contention.as_mut().unwrap().lost = 0;
+        assert!(r.checks().is_empty(), "nothing lost");
+    }
+
+    #[test]
     fn json_round_trips() {
         let r = Report {
             enabled: true,
@@ -388,6 +605,35 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(Report::from_json(&r.to_json()), Some(r));
+    }
+
+    #[test]
+    fn a_counter_that_never_ran_is_not_counted_not_zero() {
+        let spec = events::catalog(Scope::System)[0];
+        let never = [percpu::Sample {
+            count: 0,
+            enabled_ns: 5_000_000,
+            running_ns: 0,
+        }; 2];
+        let c = CounterReading::counted(&spec, &never, &[0, 1]);
+        assert!(c.not_counted);
+        assert_eq!(c.value, None, "perf stat prints <not counted>, not 0");
+        let r = Report {
+            enabled: true,
+            counters: vec![c],
+            ..Default::default()
+        };
+        assert!(r.metrics(10).iter().all(|m| m.name != spec.metric));
+        assert!(r.notes()[0].contains("<not counted>"), "{:?}", r.notes());
+        assert!(r.counter_table().contains("<not counted>"));
+        // One CPU ran: counted.
+        let mut some = never;
+        some[1].running_ns = 5_000_000;
+        some[1].count = 3;
+        assert_eq!(
+            CounterReading::counted(&spec, &some, &[0, 1]).value,
+            Some(3.0)
+        );
     }
 
     #[test]

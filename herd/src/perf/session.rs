@@ -8,11 +8,15 @@
 //! Nothing here stops a run for a counter that cannot be opened unless
 //! `--require-perf` asked for it.
 
+use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 
+use super::budget::FdBudget;
+use super::cgroup::CgroupScope;
+use super::closer;
 use super::contention;
 use super::events;
 use super::kallsyms::Symbols;
@@ -21,7 +25,7 @@ use super::method::{self, Attached, Method, Open};
 use super::percpu;
 use super::report::{note_for, CounterReading, Report};
 use super::sampler::{self, ContentionSampler, Drain};
-use super::sys::{CgroupScope, Kernel, RealKernel, Unavailable};
+use super::sys::{Kernel, RealKernel, Unavailable};
 use super::{PerfArgs, Scope};
 
 /// Counters opened for one measured phase.
@@ -39,6 +43,11 @@ pub struct Session {
     enabled_s: f64,
     method: Method,
     method_fallback: Option<Unavailable>,
+    budget: FdBudget,
+    helpers_excluded: usize,
+    helpers_counted: Option<String>,
+    /// Time to open every counter and the sampler, µs.
+    open_us: u64,
     /// Declared last: dropped after the counters, it moves the process back.
     cgroup: Option<CgroupScope>,
 }
@@ -63,14 +72,22 @@ impl Session {
         if args.no_perf {
             return Ok(s);
         }
-        raise_fd_limit();
+        // Before any counter: no closer of an earlier run closes while we
+        // open (see closer.rs).
+        closer::hold_session_lock();
+        let t0 = Instant::now();
+        s.budget = s.fd_budget().ensure();
+        // A run that would lose counters to EMFILE is refused (exit 3).
+        if let Some(why) = s.budget.refusal(kernel.is_root()) {
+            return Err(crate::error::resource("", why));
+        }
         let contention = s.prepare_contention(kernel)?;
-        let skip_tid = contention.as_ref().map(|c| c.drain.tid());
-        let attached = method::attach(kernel, args.perf_scope, &s.cpus, skip_tid);
+        let attached = method::attach(kernel, args.perf_scope, &s.cpus, &s.budget);
         if let Some(c) = contention {
             s.open_sampler(kernel, c, &attached);
         }
         s.keep(attached);
+        s.open_us = t0.elapsed().as_micros() as u64;
         s.check_required()?;
         Ok(s)
     }
@@ -94,8 +111,35 @@ impl Session {
             enabled_s: 0.0,
             method: Method::None,
             method_fallback: None,
+            budget: FdBudget::default(),
+            helpers_excluded: 0,
+            helpers_counted: None,
+            open_us: 0,
             cgroup: None,
         }
+    }
+
+    /// The descriptors this session will open (before opening any): every
+    /// event on every CPU it counts on (or on every thread, for inherited
+    /// counters), and with `--contention` two sampling events per CPU.
+    fn fd_budget(&self) -> FdBudget {
+        let online = crate::host::online_cpus().len() as u64;
+        let cpus = match self.args.perf_scope {
+            Scope::System => self.cpus.len() as u64,
+            Scope::Process => online,
+        };
+        let threads = crate::host::own_threads().len() as u64;
+        let per_event = match self.args.perf_scope {
+            Scope::System => cpus,
+            Scope::Process => cpus.max(threads),
+        };
+        let sampling = if self.args.contention { 2 * cpus } else { 0 };
+        FdBudget::plan(
+            events::catalog(self.args.perf_scope).len() as u64,
+            per_event,
+            sampling,
+            super::budget::open_now(),
+        )
     }
 
     /// `--contention`: symbols, the tracepoints' layout and the drain
@@ -146,6 +190,8 @@ impl Session {
         self.method = a.method;
         self.method_fallback = a.fallback;
         self.targets = a.pids.len();
+        self.helpers_excluded = a.helpers_excluded;
+        self.helpers_counted = a.helpers_counted;
         self.open = a.open;
         self.unavailable = a.unavailable;
         self.cgroup = a.cgroup;
@@ -167,11 +213,15 @@ impl Session {
             fatal.push(note_for("contention profile", u));
         }
         if !fatal.is_empty() {
-            bail!(
-                "--require-perf: {} counter(s) unavailable:\n  {}",
-                fatal.len(),
-                fatal.join("\n  ")
-            );
+            // A resource refusal before the run (exit 3).
+            return Err(crate::error::resource(
+                "--require-perf",
+                format!(
+                    "{} counter(s) unavailable:\n  {}",
+                    fatal.len(),
+                    fatal.join("\n  ")
+                ),
+            ));
         }
         Ok(())
     }
@@ -228,6 +278,7 @@ impl Session {
         if self.enabled_at.is_some() {
             self.disable()?;
         }
+        let t_read = Instant::now();
         let mut counters = Vec::new();
         for o in &mut self.open {
             let mut samples = Vec::with_capacity(o.counters.len());
@@ -243,6 +294,7 @@ impl Session {
             }
             counters.push(CounterReading::counted(&o.spec, &samples, &o.cpus));
         }
+        let read_us = t_read.elapsed().as_micros() as u64;
         for (spec, u) in &self.unavailable {
             counters.push(CounterReading::unavailable(spec, u));
         }
@@ -250,16 +302,20 @@ impl Session {
         let order = events::catalog(self.args.perf_scope);
         counters.sort_by_key(|c| order.iter().position(|e| e.metric == c.metric));
 
+        let mut fds = Vec::new();
         let contention = self.sampler.take().map(|sm| {
             let rings = sm.rings;
-            let mut collected = sm.finish();
+            let (mut collected, redirected) = sm.finish();
+            fds.extend(redirected);
             let mut r = contention::analyse(&mut collected.events, &self.syms);
             r.lost = collected.lost;
             r.dropped = collected.dropped;
+            r.buffer_growths = collected.growths;
             r.ring_buffers = rings;
             r.ring_kib = sampler::RING_BYTES >> 10;
             r
         });
+        self.close(fds);
         Ok(Report {
             enabled: !self.args.no_perf,
             scope: self.args.perf_scope,
@@ -277,7 +333,44 @@ impl Session {
             contention,
             contention_unavailable: self.contention_unavailable.clone(),
             no_aggregate: self.args.no_aggregate,
+            fd_budget: Some(self.budget.clone()),
+            open_us: self.open_us,
+            read_us,
+            helpers_excluded: self.helpers_excluded,
+            helpers_counted: self.helpers_counted.clone(),
+            allow_lost_samples: self.args.allow_lost_samples,
         })
+    }
+}
+
+impl Session {
+    /// Closes every counter (and `more` descriptors), through a closer
+    /// process where [`closer::plan`] says so, which then also removes
+    /// the cgroup (see closer.rs: the last close of a tracepoint waits
+    /// for a grace period).
+    fn close(&mut self, mut more: Vec<OwnedFd>) {
+        for o in self.open.drain(..) {
+            for c in o.counters {
+                // SAFETY: `into_raw_fd` gives up the Counter's ownership,
+                // so the OwnedFd is the descriptor's only owner.
+                more.push(unsafe { OwnedFd::from_raw_fd(c.into_raw_fd()) });
+            }
+        }
+        let cgroup = self.cgroup.take();
+        if closer::plan() != closer::Plan::Deferred {
+            drop(more);
+            drop(cgroup);
+            return;
+        }
+        let leftover = cgroup.as_ref().map(|cg| closer::CgroupLeftover {
+            dirs: cg.dirs(),
+            back: cg.original.clone(),
+        });
+        if closer::hand_off(more, leftover.as_ref()) {
+            if let Some(cg) = cgroup {
+                cg.leave_to_closer();
+            }
+        }
     }
 }
 
@@ -290,15 +383,4 @@ fn contention_layout(kernel: &dyn Kernel) -> Result<Layout, Unavailable> {
     let begin_fmt = kernel.tracepoint_file(bs, bn, "format")?;
     let end_fmt = kernel.tracepoint_file(es, en, "format")?;
     Layout::new(begin_id, &begin_fmt, end_id, &end_fmt).map_err(|m| Unavailable::fixable(m, ""))
-}
-
-/// Raises the soft RLIMIT_NOFILE to the hard limit: system scope opens one
-/// descriptor per event per CPU (14 x 128 CPUs is past the usual 1024).
-fn raise_fd_limit() {
-    use nix::sys::resource::{getrlimit, setrlimit, Resource};
-    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
-        if soft < hard {
-            let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
-        }
-    }
 }

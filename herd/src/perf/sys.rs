@@ -2,68 +2,40 @@
 //!
 //! Everything [`super::Session`] asks of the kernel goes through the
 //! [`Kernel`] trait: tracepoint ids and formats from tracefs, the
-//! `perf_event_open` call itself, `perf_event_paranoid` and the effective
-//! uid. [`RealKernel`] talks to Linux; tests implement the trait to fake
-//! the answers ("permission denied with paranoid 2", "tracefs not
-//! mounted", "no PMU in this VM"), the way perf-event's own `hooks` module
-//! lets its tests fake system calls. [`explain_open_error`] turns an errno
-//! into a reason a user can act on, with the fix.
+//! `perf_event_open` call itself, `perf_event_paranoid`, the effective
+//! uid and the process's own cgroup. [`RealKernel`] talks to Linux; tests
+//! implement the trait to fake the answers ("permission denied with
+//! paranoid 2", "tracefs not mounted", "no PMU in this VM"), the way
+//! perf-event's own `hooks` module lets its tests fake system calls.
+//! [`explain_open_error`] turns an errno into a reason a user can act on,
+//! with a fix that fits that user: root is never told to run as root, and
+//! a descriptor shortage is named as such (with the budget, see
+//! [`super::budget`]), never as a permission problem.
 
 use std::io;
 use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
 
+use super::budget::FdBudget;
+use super::cgroup::{self, CgroupScope};
+pub use super::tracefs::{MOUNT_TRACEFS, TRACEFS_ROOTS};
+pub use super::unavailable::{errno_name, Unavailable};
 use perf_event::{Builder, Counter};
-use serde::{Deserialize, Serialize};
 
-/// Where tracefs is looked for, in order: the tracefs mount point, then
-/// the legacy location under debugfs.
-pub const TRACEFS_ROOTS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
-
-/// The command that mounts tracefs where herd looks first.
-pub const MOUNT_TRACEFS: &str = "mount -t tracefs nodev /sys/kernel/tracing";
-
-/// The command that lets unprivileged users open every counter herd uses.
-pub const SYSCTL_PARANOID: &str = "sysctl kernel.perf_event_paranoid=-1";
-
-/// Why a counter could not be opened, and what would fix it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Unavailable {
-    /// What went wrong, in the user's terms (with the errno where there is one).
-    pub reason: String,
-    /// What to do about it; empty when nothing can be done on this machine.
-    pub fix: String,
-    /// True when the machine simply does not have the event (no PMU in a VM,
-    /// a tracepoint this kernel version lacks). `--require-perf` does not
-    /// fail for these: no setting could make them appear.
-    pub absent: bool,
-}
-
-impl Unavailable {
-    /// A counter the user can make available (permissions, tracefs, limits).
-    pub fn fixable(reason: impl Into<String>, fix: impl Into<String>) -> Self {
-        Self {
-            reason: reason.into(),
-            fix: fix.into(),
-            absent: false,
-        }
-    }
-
-    /// A counter this hardware or kernel does not have.
-    pub fn absent(reason: impl Into<String>) -> Self {
-        Self {
-            reason: reason.into(),
-            fix: String::new(),
-            absent: true,
-        }
-    }
-}
+/// The start of the command that lets unprivileged users open a counter
+/// (followed by the level the counter needs).
+pub const SYSCTL_PARANOID: &str = "sysctl kernel.perf_event_paranoid=";
 
 /// Everything the perf module asks of the kernel. Implement it to fake
 /// the kernel's answers in tests.
 pub trait Kernel: Send + Sync {
     /// The tracefs directory that has an `events/` tree, if any.
     fn tracefs(&self) -> Option<PathBuf>;
+
+    /// Why there is no tracefs (called when [`Kernel::tracefs`] is `None`).
+    fn tracefs_missing(&self) -> Unavailable {
+        super::tracefs::missing(self.is_root(), &[])
+    }
 
     /// Opens one counter as `builder` describes (the `perf_event_open` call).
     fn open(&self, builder: &Builder) -> io::Result<Counter>;
@@ -86,7 +58,7 @@ pub trait Kernel: Send + Sync {
     /// Reads `events/<sys>/<name>/<file>` under [`Kernel::tracefs`].
     fn tracepoint_file(&self, sys: &str, name: &str, file: &str) -> Result<String, Unavailable> {
         let Some(root) = self.tracefs() else {
-            return Err(tracefs_missing());
+            return Err(self.tracefs_missing());
         };
         let path = root.join("events").join(sys).join(name).join(file);
         std::fs::read_to_string(&path).map_err(|e| match e.kind() {
@@ -94,14 +66,31 @@ pub trait Kernel: Send + Sync {
                 "tracepoint {sys}:{name} does not exist in this kernel ({} not found)",
                 path.display()
             )),
+            io::ErrorKind::PermissionDenied if self.is_root() => Unavailable::fixable(
+                format!(
+                    "cannot read {}: permission denied even as root (kernel lockdown or an \
+                     LSM policy may hide tracefs)",
+                    path.display()
+                ),
+                "check /sys/kernel/security/lockdown and the LSM policy, or run on the host",
+            ),
             io::ErrorKind::PermissionDenied => Unavailable::fixable(
                 format!("cannot read {}: permission denied", path.display()),
                 format!(
-                    "run as root, or make tracefs readable (e.g. `{MOUNT_TRACEFS} -o remount,mode=755`)"
+                    "run as root, or as root make tracefs readable: `{MOUNT_TRACEFS} -o remount,mode=755`"
                 ),
             ),
             _ => Unavailable::fixable(format!("cannot read {}: {e}", path.display()), ""),
         })
+    }
+
+    /// The id of the kprobe event `herd:<func>` (see `kprobe.rs`),
+    /// defined first as root when missing.
+    fn kprobe_id(&self, func: &str) -> Result<u64, Unavailable> {
+        let Some(root) = self.tracefs() else {
+            return Err(self.tracefs_missing());
+        };
+        super::kprobe::event_id(&root, func, self.is_root())
     }
 
     /// The numeric id of tracepoint `sys:name`.
@@ -121,11 +110,16 @@ pub trait Kernel: Send + Sync {
 pub struct RealKernel;
 
 impl Kernel for RealKernel {
+    /// tracefs, mounted as perf does (once, as root) when missing.
     fn tracefs(&self) -> Option<PathBuf> {
-        TRACEFS_ROOTS
-            .iter()
-            .map(PathBuf::from)
-            .find(|root| root.join("events").is_dir())
+        super::tracefs::real().path()
+    }
+
+    fn tracefs_missing(&self) -> Unavailable {
+        match super::tracefs::real() {
+            super::tracefs::Located::Missing(u) => u.clone(),
+            _ => super::tracefs::missing(self.is_root(), &[]),
+        }
     }
 
     fn open(&self, builder: &Builder) -> io::Result<Counter> {
@@ -141,7 +135,11 @@ impl Kernel for RealKernel {
     }
 
     fn process_cgroup(&self) -> Result<CgroupScope, Unavailable> {
-        CgroupScope::enter()
+        CgroupScope::enter(
+            &cgroup::locate_real()?,
+            self.is_root(),
+            &super::helpers::tids(),
+        )
     }
 }
 
@@ -156,132 +154,9 @@ pub enum Target<'a> {
     AnyTask,
 }
 
-/// This process in a cgroup (v2) of its own, for the life of the value.
-///
-/// Why: inherited counters cost every thread creation and exit a copy and
-/// a teardown of each counter (the kernel's `inherit_event` under the
-/// parent counter's mutex): measured at +137% system time on a storm. A
-/// per-CPU counter on a cgroup (`PERF_FLAG_PID_CGROUP`, as `perf stat -G`)
-/// counts the same tasks with no per-thread cost. The cgroup is created
-/// under the process's current one (`<cgroup>/herd-perf-<pid>`), so every
-/// limit of the ancestors still applies and it has no controller of its
-/// own. Dropping it moves the process back and removes the directory.
-#[derive(Debug)]
-pub struct CgroupScope {
-    /// The cgroup directory.
-    pub dir: PathBuf,
-    /// The directory opened, for `perf_event_open`.
-    pub file: std::fs::File,
-    /// Where the cgroup v2 hierarchy is mounted.
-    pub mount: PathBuf,
-    original: PathBuf,
-}
-
-impl CgroupScope {
-    /// Creates the cgroup and moves this process into it.
-    pub fn enter() -> Result<CgroupScope, Unavailable> {
-        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-        let Some(mount) = mounts
-            .lines()
-            .map(|l| l.split_whitespace().collect::<Vec<_>>())
-            .find(|f| f.len() > 2 && f[2] == "cgroup2")
-            .map(|f| PathBuf::from(f[1]))
-        else {
-            return Err(Unavailable::fixable(
-                "no cgroup v2 hierarchy is mounted",
-                "mount -t cgroup2 none /sys/fs/cgroup/unified",
-            ));
-        };
-        let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
-        let Some(rel) = own.lines().find_map(|l| l.strip_prefix("0::")) else {
-            return Err(Unavailable::fixable(
-                "this process has no cgroup v2 membership",
-                "",
-            ));
-        };
-        let original = mount.join(rel.trim().trim_start_matches('/'));
-        remove_stale(&original);
-        let pid = std::process::id();
-        let dir = original.join(format!("herd-perf-{pid}"));
-        let fail = |what: &str, e: io::Error| {
-            Unavailable::fixable(
-                format!("cgroup {}: {what}: {e}", dir.display()),
-                "run as root",
-            )
-        };
-        match std::fs::create_dir(&dir) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(fail("cannot create", e)),
-        }
-        if let Err(e) = std::fs::write(dir.join("cgroup.procs"), pid.to_string()) {
-            let _ = std::fs::remove_dir(&dir);
-            return Err(fail("cannot move this process in", e));
-        }
-        let file = match std::fs::File::open(&dir) {
-            Ok(f) => f,
-            Err(e) => {
-                let _ = std::fs::write(original.join("cgroup.procs"), pid.to_string());
-                let _ = std::fs::remove_dir(&dir);
-                return Err(fail("cannot open", e));
-            }
-        };
-        Ok(CgroupScope {
-            dir,
-            file,
-            mount,
-            original,
-        })
-    }
-}
-
-impl Drop for CgroupScope {
-    fn drop(&mut self) {
-        let _ = std::fs::write(
-            self.original.join("cgroup.procs"),
-            std::process::id().to_string(),
-        );
-        // Exiting threads may linger a moment; rmdir fails (EBUSY) until
-        // the cgroup is empty.
-        for _ in 0..100 {
-            if std::fs::remove_dir(&self.dir).is_ok() {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-    }
-}
-
-/// Removes `herd-perf-<pid>` cgroups left by herd processes that died.
-fn remove_stale(parent: &Path) {
-    let Ok(dir) = std::fs::read_dir(parent) else {
-        return;
-    };
-    for e in dir.flatten() {
-        let name = e.file_name();
-        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix("herd-perf-")) else {
-            continue;
-        };
-        if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() {
-            let _ = std::fs::remove_dir(e.path());
-        }
-    }
-}
-
 /// Parses a `perf_event_paranoid` file.
 pub fn read_paranoid(path: &Path) -> Option<i32> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
-}
-
-/// The explanation when no tracefs is mounted.
-pub fn tracefs_missing() -> Unavailable {
-    Unavailable::fixable(
-        format!(
-            "tracefs is not mounted (no events/ under {})",
-            TRACEFS_ROOTS.join(" or ")
-        ),
-        format!("as root: {MOUNT_TRACEFS}"),
-    )
 }
 
 /// What kind of event failed to open, for [`explain_open_error`].
@@ -297,42 +172,74 @@ pub enum EventKind {
     Hardware,
 }
 
-/// Turns a failed `perf_event_open` into a reason and a fix.
+/// What [`explain_open_error`] knows about the attempt besides the errno.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OpenContext<'a> {
+    /// A per-CPU counter that watches every task (or a cgroup's tasks).
+    pub system: bool,
+    /// `kernel.perf_event_paranoid`, when readable.
+    pub paranoid: Option<i32>,
+    /// Effective uid 0.
+    pub root: bool,
+    /// The session's descriptor budget (for EMFILE), when known.
+    pub budget: Option<&'a FdBudget>,
+}
+
+impl<'a> OpenContext<'a> {
+    /// The context of `kernel` for a counter of this reach.
+    pub fn of(kernel: &dyn Kernel, system: bool, budget: Option<&'a FdBudget>) -> Self {
+        OpenContext {
+            system,
+            paranoid: kernel.paranoid(),
+            root: kernel.is_root(),
+            budget,
+        }
+    }
+}
+
+/// Turns a failed `perf_event_open` into a reason and a fix that fits the
+/// user it is shown to.
 ///
-/// `system` is true for per-CPU counters that watch every task. The
-/// paranoid levels are the kernel's (Documentation/admin-guide/perf-security.rst):
+/// The paranoid levels are the kernel's (Documentation/admin-guide/perf-security.rst):
 /// kernel events need `<= 1`, CPU-wide events `<= 0`, raw tracepoint
-/// samples `<= -1`, unless the process has CAP_PERFMON (root has it).
-pub fn explain_open_error(
-    err: &io::Error,
-    kind: EventKind,
-    system: bool,
-    paranoid: Option<i32>,
-    root: bool,
-) -> Unavailable {
+/// samples `<= -1`, unless the process has CAP_PERFMON (root has it). Root
+/// refused anyway is told what else refuses (lockdown, seccomp, a
+/// container, an LSM), never to run as root; EMFILE is named as a
+/// descriptor shortage with the budget, never as a permission problem.
+pub fn explain_open_error(err: &io::Error, kind: EventKind, ctx: &OpenContext<'_>) -> Unavailable {
     let errno = err.raw_os_error().unwrap_or(0);
     let name = errno_name(errno);
     match errno {
         libc::EACCES | libc::EPERM => {
-            let need = match (kind, system) {
+            let need = match (kind, ctx.system) {
                 (EventKind::RawSample, _) => -1,
                 (_, true) => 0,
                 (EventKind::Hardware | EventKind::Software, false) => 1,
                 (EventKind::Tracepoint, false) => 1,
             };
-            let level = paranoid.map_or("unreadable".to_string(), |p| p.to_string());
-            let who = if root {
-                " even as root (a seccomp filter, container or LSM policy may forbid perf_event_open)"
+            let level = ctx
+                .paranoid
+                .map_or("unreadable".to_string(), |p| p.to_string());
+            if ctx.root {
+                Unavailable::fixable(
+                    format!(
+                        "permission denied ({name}) even as root (kernel.perf_event_paranoid is \
+                         {level}, which root's CAP_PERFMON overrides): something else forbids \
+                         perf_event_open here"
+                    ),
+                    "check kernel lockdown (dmesg: \"Kernel is locked down\"), a seccomp filter \
+                     or container policy (docker: --cap-add PERFMON / a seccomp profile allowing \
+                     perf_event_open), or an LSM policy",
+                )
             } else {
-                ""
-            };
-            Unavailable::fixable(
-                format!(
-                    "permission denied ({name}){who}: kernel.perf_event_paranoid is {level}, \
-                     this counter needs <= {need} or CAP_PERFMON"
-                ),
-                format!("run as root, or: sudo {SYSCTL_PARANOID}"),
-            )
+                Unavailable::fixable(
+                    format!(
+                        "permission denied ({name}): kernel.perf_event_paranoid is {level}, \
+                         this counter needs <= {need} or CAP_PERFMON"
+                    ),
+                    format!("run as root, or: sudo {SYSCTL_PARANOID}{need}"),
+                )
+            }
         }
         libc::ENOENT | libc::EOPNOTSUPP | libc::ENODEV | libc::ENOSYS
             if kind == EventKind::Hardware =>
@@ -348,9 +255,17 @@ pub fn explain_open_error(
         libc::ENOENT | libc::ENODEV | libc::EOPNOTSUPP => {
             Unavailable::absent(format!("this kernel does not support the event ({name})"))
         }
-        libc::EMFILE | libc::ENFILE => Unavailable::fixable(
-            format!("out of file descriptors ({name}): one counter per CPU per event"),
-            "raise the limit, e.g. `ulimit -n 65536`",
+        libc::EMFILE => super::budget::emfile(ctx.budget, ctx.root),
+        libc::ENFILE => Unavailable::fixable(
+            format!(
+                "the system's file table is full ({name}: fs.file-max reached), not this \
+                 process's limit"
+            ),
+            if ctx.root {
+                "raise it: sysctl fs.file-max=<more>, or close other programs' files"
+            } else {
+                "ask root to raise fs.file-max (sysctl fs.file-max=<more>)"
+            },
         ),
         libc::EBUSY => Unavailable::fixable(
             format!("the PMU is busy ({name}): another tool holds it exclusively"),
@@ -364,14 +279,6 @@ pub fn explain_open_error(
         )),
         _ => Unavailable::fixable(format!("perf_event_open failed: {err} ({name})"), ""),
     }
-}
-
-/// An errno's symbolic name, e.g. `EACCES`.
-pub fn errno_name(errno: i32) -> String {
-    if errno == 0 {
-        return "no errno".into();
-    }
-    format!("{:?}", nix::errno::Errno::from_raw(errno))
 }
 
 /// `PERF_EVENT_IOC_ENABLE` (`_IO('$', 0)`).
@@ -419,24 +326,75 @@ pub fn gettid() -> i32 {
 mod tests {
     use super::*;
 
+    fn ctx(system: bool, paranoid: i32, root: bool) -> OpenContext<'static> {
+        OpenContext {
+            system,
+            paranoid: Some(paranoid),
+            root,
+            budget: None,
+        }
+    }
+
     #[test]
     fn permission_errors_name_paranoid_and_the_fix() {
         let err = io::Error::from_raw_os_error(libc::EACCES);
-        let u = explain_open_error(&err, EventKind::Tracepoint, false, Some(2), false);
+        let u = explain_open_error(&err, EventKind::Tracepoint, &ctx(false, 2, false));
         assert!(!u.absent);
         assert!(u.reason.contains("perf_event_paranoid is 2"), "{u:?}");
         assert!(u.reason.contains("<= 1"), "{u:?}");
-        assert!(u.fix.contains(SYSCTL_PARANOID), "{u:?}");
-        let sys = explain_open_error(&err, EventKind::Software, true, Some(1), false);
+        assert!(u.fix.contains(&format!("{SYSCTL_PARANOID}1")), "{u:?}");
+        let sys = explain_open_error(&err, EventKind::Software, &ctx(true, 1, false));
         assert!(sys.reason.contains("<= 0"), "{sys:?}");
-        let raw = explain_open_error(&err, EventKind::RawSample, false, Some(0), false);
+        assert!(sys.fix.contains(&format!("{SYSCTL_PARANOID}0")), "{sys:?}");
+        let raw = explain_open_error(&err, EventKind::RawSample, &ctx(false, 0, false));
         assert!(raw.reason.contains("<= -1"), "{raw:?}");
+    }
+
+    #[test]
+    fn root_is_never_told_to_run_as_root() {
+        for errno in [libc::EACCES, libc::EPERM, libc::EMFILE, libc::ENFILE] {
+            let err = io::Error::from_raw_os_error(errno);
+            for kind in [
+                EventKind::Tracepoint,
+                EventKind::RawSample,
+                EventKind::Software,
+            ] {
+                let u = explain_open_error(&err, kind, &ctx(true, 2, true));
+                let text = format!("{} {}", u.reason, u.fix).to_lowercase();
+                assert!(!text.contains("run as root"), "{errno}: {u:?}");
+                assert!(!text.contains("sudo"), "{errno}: {u:?}");
+            }
+        }
+        let u = explain_open_error(
+            &io::Error::from_raw_os_error(libc::EPERM),
+            EventKind::Tracepoint,
+            &ctx(false, 2, true),
+        );
+        assert!(u.reason.contains("even as root"), "{u:?}");
+        assert!(u.fix.contains("lockdown"), "{u:?}");
+    }
+
+    #[test]
+    fn emfile_is_named_as_a_descriptor_shortage_not_paranoid() {
+        let err = io::Error::from_raw_os_error(libc::EMFILE);
+        for root in [false, true] {
+            let u = explain_open_error(&err, EventKind::Tracepoint, &ctx(true, 2, root));
+            assert!(u.reason.contains("EMFILE"), "{u:?}");
+            assert!(
+                !u.reason.contains("paranoid") && !u.fix.contains("paranoid"),
+                "{u:?}"
+            );
+            assert!(
+                u.fix.contains("ulimit -n") || u.fix.contains("ulimit -Hn"),
+                "{u:?}"
+            );
+        }
     }
 
     #[test]
     fn missing_pmu_is_absent_not_fixable() {
         let err = io::Error::from_raw_os_error(libc::ENOENT);
-        let u = explain_open_error(&err, EventKind::Hardware, false, Some(-1), true);
+        let u = explain_open_error(&err, EventKind::Hardware, &ctx(false, -1, true));
         assert!(u.absent);
         assert!(u.reason.contains("not supported by this CPU/VM"), "{u:?}");
         assert!(u.reason.contains("ENOENT"), "{u:?}");

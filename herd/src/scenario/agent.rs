@@ -47,7 +47,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use serde::Serialize;
 
-use crate::error::{usage, EXIT_INTERRUPTED};
+use crate::error::usage;
 use crate::export::run::{emit, repeat, OutputArgs};
 use crate::perf::{self, PerfArgs};
 use crate::result::RunResult;
@@ -264,6 +264,9 @@ impl Args {
         if p.contention {
             v.push("--contention".into());
         }
+        if p.allow_lost_samples {
+            v.push("--allow-lost-samples".into());
+        }
         v
     }
 }
@@ -275,20 +278,24 @@ pub fn run(args: &Args) -> Result<u8> {
     if args.out.runs > 1 && !child::is_child() {
         return repeat("agent", &args.out);
     }
-    let result = measure(args, &cfg)?;
+    let mut result = measure(args, &cfg)?;
+    if let Some(p) = perf::Report::from_json(&result.perf) {
+        result.checks_failed.extend(p.checks());
+    }
     emit(&result, &args.out, |_| String::new())?;
-    Ok(if result.interrupted {
-        EXIT_INTERRUPTED
-    } else {
-        0
-    })
+    for c in &result.checks_failed {
+        eprintln!("herd: check failed: {c}");
+    }
+    Ok(crate::result::run_code(&result))
 }
 
 /// One measurement in this process: set up, the waves inside the counters
 /// and getrusage, the runner's shutdown, the report.
 fn measure(args: &Args, cfg: &Config) -> Result<RunResult> {
-    let ncpu = thread::available_parallelism().map_or(1, |n| n.get());
-    let cpus: Vec<usize> = (0..ncpu).collect();
+    // The CPUs this process may run on (not 0..count: `taskset -c 4-7`
+    // gives 4 CPUs that are not 0-3), for system-scope counters.
+    let cpus = crate::host::allowed_cpus().unwrap_or_else(crate::host::online_cpus);
+    let ncpu = cpus.len();
     let run = AgentRun::set_up(cfg)?;
     let mut session = perf::Session::open(&args.perf, &cpus)?;
     let ru0 = Usage::process();

@@ -16,24 +16,30 @@
 //! configuration is the baseline of `%change`.
 //!
 //! Each measurement is one child process ([`crate::runner::run_child`]):
-//! `-r N` rounds, each running every configuration once in order (A B C A
-//! B C ...), so drift of the machine (other load, thermal, page cache)
-//! spreads over all configurations instead of biasing one. `--warmup K`
-//! rounds run first and are discarded.
+//! `-r N` rounds, each running every configuration once, the order rotated
+//! by one each round (A B C, B C A, C A B), so drift of the machine (other
+//! load, thermal, page cache) spreads over all configurations instead of
+//! biasing one, and none always runs first or after the same neighbour.
+//! `--warmup K` rounds run first and are discarded.
 //!
-//! Ctrl-C stops after the running child, which reports its partial result;
-//! the table is printed for what completed (interrupted runs are kept in
-//! the JSON but left out of the statistics) and the exit code is 130.
+//! Every finished run is written to a journal as it finishes
+//! ([`journal`]); a child that fails keeps what finished, and `--resume
+//! FILE` runs only what is missing. Ctrl-C stops after the running child,
+//! which reports its partial result; the table is printed for what
+//! completed (interrupted runs are kept in the JSON but left out of the
+//! statistics), the journal is kept, and the exit code is 130.
 
 use anyhow::Result;
 
+pub mod journal;
 pub mod rounds;
 
-pub use rounds::{run_interleaved, run_rounds};
+pub use rounds::{run_interleaved, run_rounds, Record};
 
 use crate::error::{usage, EXIT_INTERRUPTED};
 use crate::export::comparison_output::{check_alpha, ComparisonOutput};
 use crate::export::progress::Progress;
+use crate::result::checks_code;
 
 /// Scenarios that produce a [`RunResult`] and can be compared.
 pub const SCENARIOS: &[&str] = &["storm", "unregister", "gp", "membarrier", "agent"];
@@ -92,6 +98,15 @@ pub struct Args {
     /// Rounds run first and discarded (page cache, CPU frequency, ...).
     #[arg(long, default_value_t = 0)]
     pub warmup: usize,
+    /// Write every finished run to FILE as it finishes (JSON Lines) and
+    /// keep it [default: herd-compare-PID.journal.jsonl in the current
+    /// directory, removed when the comparison completes].
+    #[arg(long, value_name = "FILE", conflicts_with = "resume")]
+    pub journal: Option<std::path::PathBuf>,
+    /// Continue the comparison recorded in FILE (a journal left by a failed
+    /// or interrupted compare, same command line): runs only what is missing.
+    #[arg(long, value_name = "FILE")]
+    pub resume: Option<std::path::PathBuf>,
     /// What varies between configurations.
     #[command(flatten)]
     pub vary: VaryArgs,
@@ -111,11 +126,17 @@ Examples:
   herd compare -r 5 --config '--cleanup locked' --config '--cleanup exitq' -- --waves 50
   herd compare --vary per-wave=100,400 --cleanup locked,exitq --save cmp.json
 
-The first configuration is the baseline. Per metric: mean ±%stddev of each
-configuration, %change against the baseline and its significance: * p<0.05,
-** p<0.01, *** p<0.001 (Welch's t-test), R when the two ranges of values
-separate by more than half the difference of the means (LKP's rule). A
-change is called better/worse only when both hold.
+The first configuration is the baseline. Per metric: mean ±%stddev (sample
+stddev, n-1) of each configuration, %change against the baseline and its
+significance: * q<0.05, ** q<0.01, *** q<0.001 (Welch's t-test, p adjusted
+by Benjamini-Hochberg over every test of the table), R when LKP's rule holds
+(computed as lkp compare does: trimmed medians, >= 3 runs, changes under 5%
+skipped). A change is called better/worse only when both hold.
+
+Rounds run every configuration once, the order rotated each round. Each
+finished run is written to a journal (--journal FILE, or
+herd-compare-PID.journal.jsonl, removed on success); after a failed child or
+Ctrl-C, the same command with --resume FILE runs only what is missing.
 
 compare's own flags come first; everything from the first flag compare does
 not know is passed to the scenario, unchanged, in every configuration.";
@@ -398,6 +419,8 @@ pub fn run(args: &Args) -> Result<u8> {
             args.runs
         );
     }
+    let header = journal::Header::new(&args.scenario, &plan.configs, args.runs, args.warmup);
+    let (mut journal, done, temporary) = open_journal(args, &header)?;
     let total = ((args.warmup + args.runs) * plan.configs.len()) as u64;
     let progress = Progress::new(total, "runs");
     let (sets, interrupted) = run_interleaved(
@@ -406,15 +429,63 @@ pub fn run(args: &Args) -> Result<u8> {
         args.runs,
         args.warmup,
         &progress,
+        Record {
+            done,
+            journal: Some(&mut journal),
+        },
     )?;
     progress.finish();
+    if interrupted {
+        eprintln!(
+            "herd compare: the finished runs are in {}: the same command with --resume {} \
+             runs only what is missing",
+            journal.path().display(),
+            journal.path().display()
+        );
+    } else if temporary {
+        let _ = std::fs::remove_file(journal.path());
+    }
+    // 4 when a child run failed its own checks (its figures are kept).
+    let checks = checks_code(&sets);
     let mut c = out.build(&args.scenario, plan.common, plan.varied, sets);
     if interrupted {
         c.notes
             .push("interrupted by Ctrl-C: figures cover the runs that completed".into());
     }
     out.emit(&c.to_json()?, std::slice::from_ref(&c))?;
-    Ok(if interrupted { EXIT_INTERRUPTED } else { 0 })
+    Ok(if interrupted {
+        EXIT_INTERRUPTED
+    } else {
+        checks
+    })
+}
+
+/// The journal of this comparison: `--resume`'s (with its finished runs),
+/// `--journal`'s, or a new one of herd's own naming (`true`: removed when
+/// the comparison completes).
+fn open_journal(
+    args: &Args,
+    header: &journal::Header,
+) -> Result<(journal::Journal, Vec<journal::Entry>, bool)> {
+    if let Some(p) = &args.resume {
+        let (j, done) = journal::Journal::resume(p, header)?;
+        eprintln!(
+            "herd compare: resuming {}: {} finished runs",
+            p.display(),
+            done.len()
+        );
+        return Ok((j, done, false));
+    }
+    if let Some(p) = &args.journal {
+        return Ok((journal::Journal::create(p, header)?, Vec::new(), false));
+    }
+    let name = format!("herd-compare-{}.journal.jsonl", std::process::id());
+    let j = journal::Journal::create(std::path::Path::new(&name), header).or_else(|e| {
+        let tmp = std::env::temp_dir().join(&name);
+        eprintln!("herd compare: {e:#}; the journal goes to {}", tmp.display());
+        journal::Journal::create(&tmp, header)
+    })?;
+    Ok((j, Vec::new(), true))
 }
 
 #[cfg(test)]

@@ -245,17 +245,23 @@ pub fn run_scenario(
         return Ok((crate::export::run::repeat(scenario, out)?, None));
     }
     runner::install_interrupt_handler();
-    let r = once()?;
+    let mut r = once()?;
+    if let Some(p) = crate::perf::Report::from_json(&r.perf) {
+        r.checks_failed.extend(p.checks());
+    }
     crate::export::run::emit(&r, out, section)?;
     if !out.json && !out.csv {
         for w in &r.warnings {
             eprintln!("warning: {w}");
         }
     }
-    let code = if r.interrupted || runner::interrupted() {
+    for c in &r.checks_failed {
+        eprintln!("herd: check failed: {c}");
+    }
+    let code = if runner::interrupted() {
         crate::error::EXIT_INTERRUPTED
     } else {
-        0
+        crate::result::run_code(&r)
     };
     Ok((code, Some(r)))
 }
@@ -271,6 +277,7 @@ pub fn perf_args(perf: &crate::perf::PerfArgs) -> Vec<String> {
         (perf.no_perf, "--no-perf"),
         (perf.require_perf, "--require-perf"),
         (perf.contention, "--contention"),
+        (perf.allow_lost_samples, "--allow-lost-samples"),
     ] {
         if on {
             a.push(flag.to_string());

@@ -59,11 +59,12 @@ pub use options::{Args, Config, Pin, Preset};
 pub use report::extra_sections;
 
 use crate::cleanup::{self, Cleanup};
-use crate::error::{usage, EXIT_INTERRUPTED};
+use crate::error::resource;
 use crate::export::progress::Progress;
 use crate::export::run::{child_args, emit, print_out, repeat};
 use crate::host::{allowed_cpus, CpuMask, HostFacts};
 use crate::perf;
+use crate::result::run_code;
 use crate::runner;
 use crate::spawn::failure::{DiagContext, Failures};
 use crate::spawn::recycled::{Recycled, Stacks};
@@ -92,11 +93,10 @@ pub fn run(args: &Args) -> Result<u8> {
         print_out(&(cfg.describe() + "\n"))?;
     }
     emit(&result, &args.out, extra_sections)?;
-    Ok(if result.interrupted {
-        EXIT_INTERRUPTED
-    } else {
-        0
-    })
+    for c in &result.checks_failed {
+        eprintln!("herd: check failed: {c}");
+    }
+    Ok(run_code(&result))
 }
 
 fn refuse_or_warn(cfg: &Config, pre: &preflight::Preflight, print: bool) -> Result<()> {
@@ -116,7 +116,7 @@ fn refuse_or_warn(cfg: &Config, pre: &preflight::Preflight, print: bool) -> Resu
         }
         return Ok(());
     }
-    Err(usage(
+    Err(resource(
         "",
         format!(
             "pre-flight: this storm cannot run on this host:\n  - {}\n\
@@ -239,6 +239,9 @@ impl<'a> StormRun<'a> {
             Pin::None => Vec::new(),
             Pin::RoundRobin => cfg.cpus.iter().map(|&c| CpuMask::of(&[c])).collect(),
         };
+        // The futex hash the storm runs on (before its threads exist).
+        crate::host::futex_hash::apply(cfg.futex_hash)
+            .map_err(|why| crate::error::resource("--futex-hash", why))?;
         // Exit-cleanup machinery (registry, pool, monitor, exitq domain).
         let cleanup = Cleanup::start(&cfg.cleanup)?;
         let body = Body {
@@ -255,6 +258,9 @@ impl<'a> StormRun<'a> {
             facts: facts.clone(),
             stack_bytes: pre.stack_bytes,
         };
+        // Its drawing thread must exist before the counters open, to be
+        // left out of them (export/progress.rs).
+        let progress = Progress::new(cfg.waves, "waves");
         // Opened before anything is started, so a --require-perf failure
         // leaves nothing behind.
         let session = perf::Session::open(perf_args, &cfg.cpus)?;
@@ -290,7 +296,7 @@ impl<'a> StormRun<'a> {
             next_pin: 0,
             waves_run: 0,
             interrupted: false,
-            progress: Progress::new(cfg.waves, "waves"),
+            progress,
             ru0: Usage::default(),
             t0: 0,
             t_waves: 0,

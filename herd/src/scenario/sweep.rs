@@ -33,6 +33,7 @@ pub use doc::{SweepDoc, SweepMetric, SweepPoint};
 use crate::error::{usage, EXIT_INTERRUPTED};
 use crate::export::progress::Progress;
 use crate::export::run::print_out;
+use crate::result::checks_code;
 use crate::scenario::compare::{
     check_common, check_run_options, flag_name, run_interleaved, Config, Plan, ScenarioFlags,
     VaryArgs,
@@ -286,8 +287,17 @@ pub fn run(args: &Args) -> Result<u8> {
         }
     }
     let progress = Progress::new((configs.len() * args.runs) as u64, "runs");
-    let (sets, interrupted) = run_interleaved(&args.scenario, &configs, args.runs, 0, &progress)?;
+    let (sets, interrupted) = run_interleaved(
+        &args.scenario,
+        &configs,
+        args.runs,
+        0,
+        &progress,
+        Default::default(),
+    )?;
     progress.finish();
+    // 4 when a child run failed its own checks (its figures are kept).
+    let checks = checks_code(&sets);
     let points = at
         .into_iter()
         .zip(sets)
@@ -323,7 +333,11 @@ pub fn run(args: &Args) -> Result<u8> {
         )
     };
     print_out(&text)?;
-    Ok(if interrupted { EXIT_INTERRUPTED } else { 0 })
+    Ok(if interrupted {
+        EXIT_INTERRUPTED
+    } else {
+        checks
+    })
 }
 
 #[cfg(test)]

@@ -229,6 +229,8 @@ pub struct ThreadRec {
     pub start_ns: AtomicU64,
     /// CPU at start (after pinning), -1 unknown.
     pub start_cpu: AtomicI32,
+    /// The spin ended (the thread is about to block in its sleep).
+    pub spin_end_ns: AtomicU64,
     /// The spawner requested the stop (cancel or flag).
     pub cancel_ns: AtomicU64,
     /// The thread ended its sleep by itself (not cancelled/stopped).
@@ -253,6 +255,7 @@ impl ThreadRec {
             create_ns: AtomicU64::new(0),
             start_ns: AtomicU64::new(0),
             start_cpu: AtomicI32::new(-1),
+            spin_end_ns: AtomicU64::new(0),
             cancel_ns: AtomicU64::new(0),
             self_end_ns: AtomicU64::new(0),
             exit_ns: AtomicU64::new(0),
@@ -407,6 +410,7 @@ pub unsafe fn thread_prologue(rec: *const ThreadRec) {
         run_hook(h, r, "start");
     }
     spin(r.body.spin);
+    r.spin_end_ns.store(now_ns(), Ordering::Relaxed);
 }
 
 /// The exit destructor: glibc calls it when a storm thread exits, whether

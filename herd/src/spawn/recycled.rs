@@ -241,70 +241,41 @@ impl Recycled {
     }
 }
 
-/// Kernel functions that take a process's `mmap_lock` (`mm->mmap_lock`, an
-/// rwsem) and show up as the *caller* of its contention in a storm: the
-/// memory-map system calls (`mmap`, `mprotect`, `munmap`, `madvise`,
-/// `process_madvise`, `brk`), the page-fault path and `exit_mm`.
-const MMAP_LOCK_CALLERS: &[&str] = &[
-    "madvise_do_behavior",
-    "madvise_lock",
-    "do_madvise",
-    "vector_madvise",
-    "vm_mmap_pgoff",
-    "do_mmap",
-    "__vm_munmap",
-    "__x64_sys_munmap",
-    "do_mprotect_pkey",
-    "__x64_sys_mprotect",
-    "lock_mm_and_find_vma",
-    "do_user_addr_fault",
-    "exc_page_fault",
-    "exit_mm",
-    "__do_sys_brk",
-    "__x64_sys_brk",
-    "do_brk_flags",
-    "__mm_populate",
-    "mmap_read_lock_killable",
-    "do_mremap",
-];
-
 /// `mmap_lock` figures from a `--contention` profile (the perf JSON of a
-/// run): `mmap_lock_waits` sums the rwsem contentions whose caller is one
-/// of [`MMAP_LOCK_CALLERS`]; `rwsem_waits` sums every rwsem (a cross-check:
-/// in a storm the process's mmap_lock is the only contended rwsem). Empty
-/// when there is no contention profile.
+/// run): `mmap_lock_waits` and `mmap_lock_wait_ms` sum every rwsem wait on
+/// the process's mmap_lock, found by address (`perf/mm_lock.rs`: the
+/// addresses that only-mmap_lock callers waited on, whoever else waited
+/// there, such as `exit_mm` inlined into `do_exit`); `rwsem_waits` sums
+/// every rwsem (a cross-check: in a storm the process's mmap_lock is the
+/// only contended rwsem). Empty when there is no contention profile or
+/// it predates the attribution.
 pub fn mmap_lock_metrics(perf: &serde_json::Value) -> Vec<Metric> {
     let c = &perf["contention"];
-    let (Some(by_caller), Some(by_lock)) = (c["by_caller"].as_array(), c["by_lock"].as_array())
-    else {
+    let Some(by_lock) = c["by_lock"].as_array() else {
         return Vec::new();
     };
-    let is_rwsem =
-        |r: &serde_json::Value| r["class"].as_str().is_some_and(|c| c.starts_with("rwsem"));
     let num = |r: &serde_json::Value, k: &str| r[k].as_f64().unwrap_or(0.0);
-    let (mut waits, mut wait_ns) = (0.0, 0.0);
-    for r in by_caller.iter().filter(|r| is_rwsem(r)) {
-        let func = r["symbol"]
-            .as_str()
-            .unwrap_or("")
-            .split('+')
-            .next()
-            .unwrap_or("");
-        if MMAP_LOCK_CALLERS.contains(&func) {
-            waits += num(r, "contended");
-            wait_ns += num(r, "total_ns");
-        }
-    }
     let rwsem: f64 = by_lock
         .iter()
-        .filter(|r| is_rwsem(r))
+        .filter(|r| r["class"].as_str().is_some_and(|c| c.starts_with("rwsem")))
         .map(|r| num(r, "contended"))
         .sum();
-    vec![
-        Metric::lower("mmap_lock_waits", "waits", waits),
-        Metric::lower("mmap_lock_wait_ms", "ms", wait_ns / 1e6),
-        Metric::lower("rwsem_waits", "waits", rwsem),
-    ]
+    let mm = &c["mmap_lock"];
+    let mut out = Vec::new();
+    if mm.is_object() {
+        out.push(Metric::lower("mmap_lock_waits", "waits", num(mm, "waits")));
+        out.push(Metric::lower(
+            "mmap_lock_wait_ms",
+            "ms",
+            num(mm, "wait_ns") / 1e6,
+        ));
+    } else if c.get("mmap_lock").is_some() {
+        // No mmap-only caller waited on any rwsem: none on the mmap_lock.
+        out.push(Metric::lower("mmap_lock_waits", "waits", 0.0));
+        out.push(Metric::lower("mmap_lock_wait_ms", "ms", 0.0));
+    }
+    out.push(Metric::lower("rwsem_waits", "waits", rwsem));
+    out
 }
 
 #[cfg(test)]
@@ -312,25 +283,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn mmap_lock_waits_come_from_rwsem_rows_with_mmap_callers() {
+    fn mmap_lock_metrics_read_the_attribution_by_address() {
         let perf = json!({"contention": {
-            "by_caller": [
-                {"class": "rwsem:R", "symbol": "madvise_do_behavior+0x23f", "contended": 530, "total_ns": 1_000_000},
-                {"class": "rwsem:W", "symbol": "__vm_munmap+0xa7", "contended": 64, "total_ns": 500_000},
-                {"class": "rwsem:W", "symbol": "some_other_rwsem_user+0x10", "contended": 7, "total_ns": 1},
-                {"class": "spinlock", "symbol": "exit_mm+0x10", "contended": 99, "total_ns": 1},
-            ],
             "by_lock": [
                 {"class": "rwsem:R", "contended": 530},
                 {"class": "rwsem:W", "contended": 71},
                 {"class": "spinlock", "contended": 99},
             ],
+            "mmap_lock": {"addresses": ["ffff8881058e38f8"], "waits": 594, "read_waits": 530,
+                          "wait_ns": 1_500_000, "other_callers": 250},
         }});
         let m = mmap_lock_metrics(&perf);
         let get = |n: &str| m.iter().find(|x| x.name == n).unwrap().value;
         assert_eq!(get("mmap_lock_waits"), 594.0);
         assert_eq!(get("mmap_lock_wait_ms"), 1.5);
         assert_eq!(get("rwsem_waits"), 601.0);
+        let none = json!({"contention": {"by_lock": [], "mmap_lock": null}});
+        assert_eq!(mmap_lock_metrics(&none)[0].value, 0.0);
         assert!(mmap_lock_metrics(&json!({})).is_empty());
     }
 }

@@ -1,15 +1,28 @@
 //! Interleaved rounds of child runs, shared by `herd compare` and `herd
-//! sweep`: each round runs every configuration once, in order (A B C A B C
-//! ...), so drift of the machine spreads over all of them; warm-up rounds
-//! are discarded; Ctrl-C stops after the running child, whose partial
-//! result is kept.
+//! sweep`: each round runs every configuration once, the order rotated by
+//! one from round to round (A B C, B C A, C A B, ...), so drift of the
+//! machine spreads over all of them and no configuration always runs
+//! right after the same other one (or first, on a cold machine); warm-up
+//! rounds are discarded; Ctrl-C stops after the running child, whose
+//! partial result is kept. With a [`Journal`] every finished run is
+//! written as it finishes, and runs already in it are not run again.
 
 use anyhow::{Context, Result};
 
+use super::journal::{Entry, Journal};
 use super::Config;
 use crate::export::progress::Progress;
 use crate::result::{RunResult, RunSet, SCHEMA_VERSION};
 use crate::runner;
+
+/// Runs already finished (from a journal) and where to record new ones.
+#[derive(Debug, Default)]
+pub struct Record<'a> {
+    /// Finished runs; interrupted ones are run again.
+    pub done: Vec<Entry>,
+    /// Where each new run is written as it finishes.
+    pub journal: Option<&'a mut Journal>,
+}
 
 /// Runs `configs` interleaved: `warmup` discarded rounds, then `runs`
 /// rounds of one child per configuration. Returns one set per
@@ -20,11 +33,21 @@ pub fn run_interleaved(
     runs: usize,
     warmup: usize,
     progress: &Progress,
+    record: Record<'_>,
 ) -> Result<(Vec<RunSet>, bool)> {
     runner::install_interrupt_handler();
-    run_rounds(configs, runs, warmup, progress, |args| {
+    // Tracepoints stay registered across the children (perf/keeper.rs).
+    let children: Vec<&[String]> = configs.iter().map(|c| c.args.as_slice()).collect();
+    let _keepers = crate::perf::keeper::Keepers::for_children(&children);
+    run_rounds(configs, runs, warmup, progress, record, |args| {
         runner::run_child(scenario, args)
     })
+}
+
+/// The configuration that runs `slot`-th in `round`: the order rotates by
+/// one each round.
+pub fn rotated(round: usize, slot: usize, configs: usize) -> usize {
+    (slot + round) % configs
 }
 
 /// [`run_interleaved`] with the measurement as a parameter (tests).
@@ -33,40 +56,79 @@ pub fn run_rounds(
     runs: usize,
     warmup: usize,
     progress: &Progress,
+    record: Record<'_>,
     mut measure: impl FnMut(&[String]) -> Result<RunResult>,
 ) -> Result<(Vec<RunSet>, bool)> {
-    let mut sets: Vec<RunSet> = configs
-        .iter()
-        .map(|c| RunSet {
-            schema: SCHEMA_VERSION,
-            label: c.label.clone(),
-            runs: Vec::with_capacity(runs),
-        })
-        .collect();
-    for round in 0..warmup + runs {
-        for (cfg, set) in configs.iter().zip(sets.iter_mut()) {
-            if runner::interrupted() {
-                return Ok((sets, true));
+    let rounds = warmup + runs;
+    let mut results: Vec<Vec<Option<RunResult>>> = vec![vec![None; rounds]; configs.len()];
+    for e in record.done {
+        if e.round < rounds && e.config < configs.len() && !e.result.interrupted {
+            results[e.config][e.round] = Some(e.result);
+            progress.inc();
+        }
+    }
+    let mut journal = record.journal;
+    let mut stopped = false;
+    'rounds: for round in 0..rounds {
+        for slot in 0..configs.len() {
+            let i = rotated(round, slot, configs.len());
+            if results[i][round].is_some() {
+                continue;
             }
+            if runner::interrupted() {
+                stopped = true;
+                break 'rounds;
+            }
+            let cfg = &configs[i];
             let what = if round < warmup {
                 format!("warmup {}/{warmup}", round + 1)
             } else {
                 format!("run {}/{runs}", round - warmup + 1)
             };
             progress.set_message(format!("{} ({what})", cfg.label));
-            let result: RunResult = measure(&cfg.args)
-                .with_context(|| format!("{what} of configuration `{}` failed", cfg.label))?;
+            let result: RunResult = measure(&cfg.args).with_context(|| {
+                let kept = results.iter().flatten().flatten().count();
+                let resume = match &journal {
+                    Some(j) => format!(
+                        " ({kept} finished runs are kept in {}: the same command with                          --resume {} runs only what is missing)",
+                        j.path().display(),
+                        j.path().display()
+                    ),
+                    None => String::new(),
+                };
+                format!("{what} of configuration `{}` failed{resume}", cfg.label)
+            })?;
             progress.inc();
-            let stop = result.interrupted;
-            if round >= warmup || stop {
-                set.runs.push(result);
+            if let Some(j) = journal.as_deref_mut() {
+                j.record(&Entry {
+                    round,
+                    config: i,
+                    result: result.clone(),
+                })?;
             }
+            let stop = result.interrupted;
+            results[i][round] = Some(result);
             if stop {
-                return Ok((sets, true));
+                stopped = true;
+                break 'rounds;
             }
         }
     }
-    Ok((sets, runner::interrupted()))
+    let sets = configs
+        .iter()
+        .zip(results)
+        .map(|(c, per_round)| RunSet {
+            schema: SCHEMA_VERSION,
+            label: c.label.clone(),
+            // Warm-up rounds are dropped, except a run Ctrl-C cut short.
+            runs: per_round
+                .into_iter()
+                .enumerate()
+                .filter_map(|(round, r)| r.filter(|r| round >= warmup || r.interrupted))
+                .collect(),
+        })
+        .collect();
+    Ok((sets, stopped || runner::interrupted()))
 }
 
 #[cfg(test)]
@@ -100,51 +162,133 @@ mod tests {
     fn rounds_interleave_and_warmups_are_dropped() {
         let mut order = Vec::new();
         let progress = Progress::new(9, "runs");
-        let (sets, stopped) = run_rounds(&configs(&["a", "b", "c"]), 2, 1, &progress, |args| {
-            order.push(args[0].clone());
-            let mut r = result(args);
-            r.push(crate::result::Metric::info("seq", "n", order.len() as f64));
-            Ok(r)
-        })
+        let (sets, stopped) = run_rounds(
+            &configs(&["a", "b", "c"]),
+            2,
+            1,
+            &progress,
+            Record::default(),
+            |args| {
+                order.push(args[0].clone());
+                let mut r = result(args);
+                r.push(crate::result::Metric::info("seq", "n", order.len() as f64));
+                Ok(r)
+            },
+        )
         .unwrap();
         assert!(!stopped);
-        assert_eq!(order, s(&["a", "b", "c", "a", "b", "c", "a", "b", "c"]));
+        // Rotated by one each round: no configuration always first.
+        assert_eq!(order, s(&["a", "b", "c", "b", "c", "a", "c", "a", "b"]));
         // The warmup round (runs 1-3) is not kept.
         let seq: Vec<Vec<f64>> = sets
             .iter()
             .map(|st| st.runs.iter().map(|r| r.metric("seq").unwrap()).collect())
             .collect();
-        assert_eq!(seq, [vec![4.0, 7.0], vec![5.0, 8.0], vec![6.0, 9.0]]);
+        assert_eq!(seq, [vec![6.0, 8.0], vec![4.0, 9.0], vec![5.0, 7.0]]);
     }
 
     #[test]
     fn an_interrupted_child_stops_the_rounds_and_is_kept() {
         let progress = Progress::new(10, "runs");
         let mut n = 0;
-        let (sets, stopped) = run_rounds(&configs(&["a", "b"]), 5, 0, &progress, |args| {
-            n += 1;
-            let mut r = result(args);
-            r.interrupted = n == 3;
-            Ok(r)
-        })
+        let (sets, stopped) = run_rounds(
+            &configs(&["a", "b"]),
+            5,
+            0,
+            &progress,
+            Record::default(),
+            |args| {
+                n += 1;
+                let mut r = result(args);
+                r.interrupted = n == 3;
+                Ok(r)
+            },
+        )
         .unwrap();
         assert!(stopped);
         assert_eq!(n, 3);
-        assert_eq!((sets[0].runs.len(), sets[1].runs.len()), (2, 1));
-        assert!(sets[0].runs[1].interrupted);
+        // Round 2 starts with b (rotated): b's run is the interrupted one.
+        assert_eq!((sets[0].runs.len(), sets[1].runs.len()), (1, 2));
+        assert!(sets[1].runs[1].interrupted);
     }
 
     #[test]
     fn a_failed_child_names_its_configuration() {
         let progress = Progress::new(1, "runs");
-        let e = run_rounds(&configs(&["cleanup=sync"]), 1, 0, &progress, |_| {
-            anyhow::bail!("boom")
-        })
+        let e = run_rounds(
+            &configs(&["cleanup=sync"]),
+            1,
+            0,
+            &progress,
+            Record::default(),
+            |_| anyhow::bail!("boom"),
+        )
         .unwrap_err();
         let msg = format!("{e:#}");
         assert!(
             msg.contains("run 1/1 of configuration `cleanup=sync` failed: boom"),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn a_failed_child_keeps_the_finished_runs_and_a_resume_runs_the_rest() {
+        let t = tempfile::tempdir().unwrap();
+        let path = t.path().join("cmp.journal.jsonl");
+        let cfgs = configs(&["a", "b"]);
+        let header = super::super::journal::Header::new("storm", &cfgs, 3, 0);
+        let progress = Progress::new(6, "runs");
+        let mut j = Journal::create(&path, &header).unwrap();
+        let mut n = 0;
+        let e = run_rounds(
+            &cfgs,
+            3,
+            0,
+            &progress,
+            Record {
+                done: vec![],
+                journal: Some(&mut j),
+            },
+            |args| {
+                n += 1;
+                if n == 4 {
+                    anyhow::bail!("child killed");
+                }
+                Ok(result(args))
+            },
+        )
+        .unwrap_err();
+        let msg = format!("{e:#}");
+        assert!(msg.contains("3 finished runs are kept in"), "{msg}");
+        assert!(msg.contains("--resume"), "{msg}");
+        drop(j);
+        // The resume runs only the 3 missing ones, and every set is whole.
+        let (mut j, done) = Journal::resume(&path, &header).unwrap();
+        assert_eq!(done.len(), 3);
+        let mut ran = Vec::new();
+        let (sets, stopped) = run_rounds(
+            &cfgs,
+            3,
+            0,
+            &progress,
+            Record {
+                done,
+                journal: Some(&mut j),
+            },
+            |args| {
+                ran.push(args[0].clone());
+                Ok(result(args))
+            },
+        )
+        .unwrap();
+        assert!(!stopped);
+        assert_eq!(
+            ran,
+            s(&["a", "a", "b"]),
+            "round 1 from a, then round 2 (a, b)"
+        );
+        assert_eq!((sets[0].runs.len(), sets[1].runs.len()), (3, 3));
+        let (_, all) = Journal::resume(&path, &header).unwrap();
+        assert_eq!(all.len(), 6);
     }
 }

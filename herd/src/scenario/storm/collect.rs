@@ -1,6 +1,16 @@
 //! What the storm learns from its threads' records once they have exited:
 //! the create/start/exit latency histograms and where each thread started
 //! and exited (placement), and their shapes in the run result.
+//!
+//! Exit latency is three histograms, because three different paths end a
+//! storm thread and mixing them made the percentiles meaningless:
+//! * `exit`: stopped while asleep (the request found the thread blocked
+//!   in its sleep): request to exit destructor, the exit path proper;
+//! * `exit_spinning`: the request came while the thread still spun; a
+//!   deferred cancel (or the stop flag) acts only at the sleep, so this
+//!   latency includes the rest of the spin;
+//! * `exit_own`: the sleep ran out before any request: end of the sleep to
+//!   exit destructor.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -17,10 +27,14 @@ pub(super) struct Collector {
     pub(super) create: Histogram<u64>,
     pub(super) start: Histogram<u64>,
     pub(super) exit: Histogram<u64>,
+    pub(super) exit_spinning: Histogram<u64>,
+    pub(super) exit_own: Histogram<u64>,
     pub(super) exit_hook: Histogram<u64>,
     pub(super) per_cpu_start: BTreeMap<i32, u64>,
     pub(super) per_cpu_exit: BTreeMap<i32, u64>,
     pub(super) ended_by_request: u64,
+    /// Of `ended_by_request`, those asked while still spinning.
+    pub(super) ended_spinning: u64,
     pub(super) ended_on_own: u64,
     pub(super) harvested: u64,
 }
@@ -36,10 +50,13 @@ impl Collector {
             create: histogram(),
             start: histogram(),
             exit: histogram(),
+            exit_spinning: histogram(),
+            exit_own: histogram(),
             exit_hook: histogram(),
             per_cpu_start: BTreeMap::new(),
             per_cpu_exit: BTreeMap::new(),
             ended_by_request: 0,
+            ended_spinning: 0,
             ended_on_own: 0,
             harvested: 0,
         }
@@ -64,16 +81,21 @@ impl Collector {
             .or_default() += 1;
         let own = r.self_end_ns.load(Ordering::Relaxed);
         let req = r.cancel_ns.load(Ordering::Relaxed);
-        let from = if own != 0 {
+        let spin_end = r.spin_end_ns.load(Ordering::Relaxed);
+        let (hist, from) = if own != 0 {
             self.ended_on_own += 1;
-            own
+            (&mut self.exit_own, own)
+        } else if spin_end == 0 || req < spin_end {
+            // Asked while spinning (or a spin that never ended).
+            self.ended_by_request += 1;
+            self.ended_spinning += 1;
+            (&mut self.exit_spinning, req)
         } else {
             self.ended_by_request += 1;
-            req
+            (&mut self.exit, req)
         };
         if from != 0 {
-            self.exit
-                .saturating_record(exit.saturating_sub(from).max(1));
+            hist.saturating_record(exit.saturating_sub(from).max(1));
         }
         if r.body.hooks.on_exit.is_some() {
             self.exit_hook
@@ -165,4 +187,56 @@ pub(super) fn placement(cfg: &Config, c: &Collector) -> serde_json::Value {
         "outside_requested_start": outside(&c.per_cpu_start),
         "outside_requested_exit": outside(&c.per_cpu_exit),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spawn::{Body, Cancel};
+
+    fn rec(body: &'static Body, spin_end: u64, cancel: u64, own: u64, exit: u64) -> ThreadRec {
+        let r = ThreadRec::new(body, 0, crate::spawn::NO_PIN);
+        r.create_ns.store(1, Ordering::Relaxed);
+        r.start_ns.store(2, Ordering::Relaxed);
+        r.spin_end_ns.store(spin_end, Ordering::Relaxed);
+        r.cancel_ns.store(cancel, Ordering::Relaxed);
+        r.self_end_ns.store(own, Ordering::Relaxed);
+        r.exit_ns.store(exit, Ordering::Release);
+        r
+    }
+
+    #[test]
+    fn exit_latencies_of_the_three_paths_are_kept_apart() {
+        let body = Body {
+            spin: 0,
+            sleep_ns: 0,
+            cancel: Cancel::Pthread,
+            pin_masks: Vec::new(),
+            hooks: Default::default(),
+            exits: Default::default(),
+        }
+        .leak();
+        let mut c = Collector::new();
+        // Asleep when cancelled: 1 us exit path.
+        c.add(&rec(body, 100, 1_000, 0, 2_000));
+        c.add(&rec(body, 100, 1_000, 0, 2_000));
+        // Cancelled mid-spin: 5 ms, most of it the rest of the spin.
+        c.add(&rec(body, 5_000_000, 1_000, 0, 5_001_000));
+        // Ended on its own: 3 us after its sleep ran out.
+        c.add(&rec(body, 100, 0, 10_000, 13_000));
+        assert_eq!(
+            (c.exit.len(), c.exit_spinning.len(), c.exit_own.len()),
+            (2, 1, 1)
+        );
+        assert!(
+            c.exit.max() < 1_100,
+            "the mid-spin 5 ms is not in exit: {}",
+            c.exit.max()
+        );
+        assert!(c.exit_spinning.min() >= 4_990_000);
+        assert_eq!(
+            (c.ended_by_request, c.ended_spinning, c.ended_on_own),
+            (3, 1, 1)
+        );
+    }
 }

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::usage;
 use crate::export::run::OutputArgs;
+use crate::host::futex_hash::Choice as FutexChoice;
 use crate::host::{format_cpu_list, parse_cpu_list_for, HostFacts};
 use crate::perf::PerfArgs;
 use crate::spawn::recycled::{StackRelease, Stacks};
@@ -91,6 +92,12 @@ pub struct Args {
     /// (failures are then counted and named).
     #[arg(long)]
     pub force: bool,
+    /// Futex hash table: `default` (the kernel's choice: a private table
+    /// per process since 6.16), `global` (the shared table, as before
+    /// 6.16), or a private table of N buckets (a power of two) [default:
+    /// default].
+    #[arg(long, value_name = "default|global|N")]
+    pub futex_hash: Option<String>,
     /// Exit-cleanup strategy and its size (`herd::cleanup`).
     #[command(flatten)]
     pub cleanup: crate::cleanup::CleanupArgs,
@@ -139,6 +146,9 @@ pub struct Config {
     pub pin: Pin,
     /// Run despite a pre-flight refusal.
     pub force: bool,
+    /// The futex hash the storm runs on (`host/futex_hash.rs`).
+    #[serde(default)]
+    pub futex_hash: FutexChoice,
     /// Exit-cleanup strategy (`cleanup`, `cleanup_work`, ... at top level).
     #[serde(flatten)]
     pub cleanup: crate::cleanup::CleanupArgs,
@@ -323,6 +333,10 @@ impl Config {
             cpus,
             pin: a.pin.unwrap_or(Pin::None),
             force: a.force,
+            futex_hash: match &a.futex_hash {
+                None => FutexChoice::Default,
+                Some(s) => s.parse().map_err(|e| usage("--futex-hash", e))?,
+            },
             cleanup: {
                 a.cleanup.validate()?;
                 a.cleanup.clone()
@@ -355,7 +369,11 @@ impl Config {
                 Pin::None => "none",
                 Pin::RoundRobin => "round-robin",
             }
-        ) + &match self.cleanup.cleanup {
+        ) + &match self.futex_hash {
+            FutexChoice::Default => String::new(),
+            FutexChoice::Global => "; futex hash global".into(),
+            FutexChoice::Private(n) => format!("; futex hash {n} buckets"),
+        } + &match self.cleanup.cleanup {
             crate::cleanup::Strategy::None => String::new(),
             s => format!(
                 "; cleanup {} ({} words)",

@@ -197,6 +197,7 @@ mod tests {
             cpus: vec![0],
             pin: Pin::None,
             force: false,
+            futex_hash: Default::default(),
             cleanup: Default::default(),
         }
     }

@@ -32,6 +32,8 @@ pub(super) fn build(m: &Measured<'_>, perf: &perf::Report) -> Result<RunResult> 
     push_hist(&mut r, "create", &m.collector.create);
     push_hist(&mut r, "start", &m.collector.start);
     push_hist(&mut r, "exit", &m.collector.exit);
+    push_hist(&mut r, "exit_spinning", &m.collector.exit_spinning);
+    push_hist(&mut r, "exit_own", &m.collector.exit_own);
     if !m.collector.exit_hook.is_empty() {
         push_hist(&mut r, "exit_hook", &m.collector.exit_hook);
     }
@@ -50,6 +52,21 @@ pub(super) fn build(m: &Measured<'_>, perf: &perf::Report) -> Result<RunResult> 
             r.push(x);
         }
         r.warnings.extend(s.warnings());
+        let canaries = s.stats().canary_violations;
+        if canaries > 0 {
+            r.checks_failed.push(format!(
+                "stacks: {canaries} pooled stacks failed their canary check"
+            ));
+        }
+    }
+    // The futex hash the waves ran on, read after them (a private table is
+    // made at a process's first thread and grows with its thread count).
+    let hash = crate::host::futex_hash::FutexHash::read();
+    if let Some(n) = hash.slots {
+        r.push(Metric::info("futex_hash_buckets", "buckets", n as f64));
+    }
+    if let Some(h) = r.host.as_object_mut() {
+        h.insert("futex_hash".into(), serde_json::to_value(&hash)?);
     }
     let place = placement(cfg, &m.collector);
     r.push(Metric::info(
@@ -64,8 +81,11 @@ pub(super) fn build(m: &Measured<'_>, perf: &perf::Report) -> Result<RunResult> 
         for x in c.metrics(m.exits) {
             r.push(x);
         }
-        r.warnings.extend(c.problems());
+        // The strategy's own checks (violations, missing or repeated
+        // cleanups): the run is written in full, and exits 4.
+        r.checks_failed.extend(c.problems());
     }
+    r.checks_failed.extend(perf.checks());
     r.perf = perf.to_json();
     for x in crate::spawn::recycled::mmap_lock_metrics(&r.perf) {
         r.push(x);
@@ -78,6 +98,7 @@ pub(super) fn build(m: &Measured<'_>, perf: &perf::Report) -> Result<RunResult> 
         "waves_run": m.waves_run,
         "threads_requested": cfg.total_threads(),
         "ended_by_request": m.collector.ended_by_request,
+        "ended_while_spinning": m.collector.ended_spinning,
         "ended_on_own": m.collector.ended_on_own,
         "never_exited": m.never_exited,
         "detached": m.counts.detached,
@@ -87,6 +108,8 @@ pub(super) fn build(m: &Measured<'_>, perf: &perf::Report) -> Result<RunResult> 
             "create": hist_json(&m.collector.create),
             "start": hist_json(&m.collector.start),
             "exit": hist_json(&m.collector.exit),
+            "exit_spinning": hist_json(&m.collector.exit_spinning),
+            "exit_own": hist_json(&m.collector.exit_own),
             "exit_hook": hist_json(&m.collector.exit_hook),
         },
         "placement": place,
@@ -96,7 +119,7 @@ pub(super) fn build(m: &Measured<'_>, perf: &perf::Report) -> Result<RunResult> 
     });
     if runner::is_child() {
         // Children print JSON only; the parent shows stderr as is.
-        for w in &r.warnings {
+        for w in r.warnings.iter().chain(&r.checks_failed) {
             eprintln!("herd: {w}");
         }
     }
@@ -265,6 +288,15 @@ pub fn extra_sections(r: &RunResult) -> String {
             let _ = writeln!(out, "  - {w}");
         }
     }
+    if !r.checks_failed.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nchecks FAILED (exit 4; the figures above are not to be trusted):"
+        );
+        for w in &r.checks_failed {
+            let _ = writeln!(out, "  - {w}");
+        }
+    }
     out
 }
 
@@ -293,6 +325,7 @@ mod tests {
             cpus,
             pin: Pin::RoundRobin,
             force: false,
+            futex_hash: Default::default(),
             cleanup: Default::default(),
         }
     }

@@ -127,6 +127,8 @@ impl SweepDoc {
                 }
             })
             .collect();
+        let mut metrics: Vec<SweepMetric> = metrics;
+        let tests = adjust_sweep(&mut metrics, alpha);
         SweepDoc {
             schema: SCHEMA_VERSION,
             kind: "herd-sweep".into(),
@@ -140,7 +142,7 @@ impl SweepDoc {
             alpha,
             metrics,
             points,
-            notes: Vec::new(),
+            notes: vec![crate::stats::family_note(tests, alpha)],
         }
     }
 
@@ -204,6 +206,7 @@ impl SweepDoc {
             "max",
             "pct_change",
             "p_value",
+            "q_value",
             "significant",
         ])?;
         for m in &self.metrics {
@@ -228,6 +231,7 @@ impl SweepDoc {
                         sm.max.to_string(),
                         opt(ch.and_then(|c| c.pct)),
                         opt(ch.and_then(|c| c.welch).map(|w| w.p)),
+                        opt(ch.and_then(|c| c.q)),
                         ch.map(|c| c.significant.to_string()).unwrap_or_default(),
                     ])?;
                 }
@@ -297,6 +301,31 @@ impl SweepDoc {
         }
         Ok(written)
     }
+}
+
+/// Every change of the sweep is one test of one family (all metrics,
+/// values and series): Benjamini–Hochberg over them ([`crate::stats::adjust_family`]).
+fn adjust_sweep(metrics: &mut [SweepMetric], alpha: f64) -> usize {
+    let mut members = Vec::new();
+    for m in metrics.iter_mut() {
+        let better = m.better;
+        let base: Vec<Option<f64>> = m.summaries[0]
+            .iter()
+            .map(|s| s.as_ref().map(|s| s.mean))
+            .collect();
+        for (s, row) in m.changes.iter_mut().enumerate() {
+            for (v, ch) in row.iter_mut().enumerate() {
+                let mean_b = m.summaries[s][v].as_ref().map(|x| x.mean);
+                members.extend(crate::stats::FamilyMember::of(
+                    ch.as_mut(),
+                    base[v],
+                    mean_b,
+                    better,
+                ));
+            }
+        }
+    }
+    crate::stats::adjust_family(&mut members, alpha)
 }
 
 #[cfg(test)]

@@ -1,0 +1,244 @@
+//! compare's journal: every finished child run written as it finishes, so
+//! a child that fails (or a Ctrl-C, or a reboot) an hour in loses nothing,
+//! and `herd compare ... --resume FILE` runs only what is missing.
+//!
+//! The file is JSON Lines: a header (the plan: scenario, every
+//! configuration's label and arguments, runs, warm-up rounds), then one
+//! line per finished run (round, configuration, its [`RunResult`]). Each
+//! line is flushed and synced before the next child starts. A resume must
+//! be of the same plan (the header is compared, a mismatch is a usage
+//! error naming it); a last line cut short by a crash is ignored.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use super::Config;
+use crate::error::usage;
+use crate::result::RunResult;
+
+/// Value of [`Header::kind`].
+pub const KIND: &str = "herd-compare-journal";
+
+/// What the journal is a record of.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Header {
+    /// Always [`KIND`].
+    pub kind: String,
+    /// The scenario.
+    pub scenario: String,
+    /// Every configuration: label and complete arguments.
+    pub configs: Vec<(String, Vec<String>)>,
+    /// Measured rounds.
+    pub runs: usize,
+    /// Warm-up rounds (run first, discarded).
+    pub warmup: usize,
+}
+
+impl Header {
+    /// The header of a plan.
+    pub fn new(scenario: &str, configs: &[Config], runs: usize, warmup: usize) -> Header {
+        Header {
+            kind: KIND.into(),
+            scenario: scenario.into(),
+            configs: configs
+                .iter()
+                .map(|c| (c.label.clone(), c.args.clone()))
+                .collect(),
+            runs,
+            warmup,
+        }
+    }
+}
+
+/// One finished run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Entry {
+    /// Round, warm-up rounds first (0-based).
+    pub round: usize,
+    /// Configuration index.
+    pub config: usize,
+    /// What the child reported.
+    pub result: RunResult,
+}
+
+/// An open journal.
+#[derive(Debug)]
+pub struct Journal {
+    file: File,
+    path: PathBuf,
+}
+
+impl Journal {
+    /// Starts a new journal at `path` (truncated) for `header`.
+    pub fn create(path: &Path, header: &Header) -> Result<Journal> {
+        let file = File::create(path)
+            .with_context(|| format!("cannot create the journal {}", path.display()))?;
+        let mut j = Journal {
+            file,
+            path: path.to_path_buf(),
+        };
+        j.line(&serde_json::to_string(header)?)?;
+        Ok(j)
+    }
+
+    /// Reopens the journal at `path` to continue `header`'s plan: its
+    /// finished runs, and the journal to append to.
+    pub fn resume(path: &Path, header: &Header) -> Result<(Journal, Vec<Entry>)> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("--resume: cannot read {}", path.display()))
+            .map_err(|e| usage("--resume", format!("{e:#}")))?;
+        let mut lines = text.split_inclusive('\n');
+        let first = lines
+            .next()
+            .ok_or_else(|| usage("--resume", format!("{} is empty", path.display())))?;
+        let found: Header = serde_json::from_str(first.trim_end()).map_err(|e| {
+            usage(
+                "--resume",
+                format!("{} is not a herd compare journal: {e}", path.display()),
+            )
+        })?;
+        if let Some(diff) = difference(&found, header) {
+            return Err(usage(
+                "--resume",
+                format!(
+                    "{} is the journal of another comparison ({diff}); give the same \
+                     command line as the run it records",
+                    path.display()
+                ),
+            ));
+        }
+        let mut done = Vec::new();
+        let mut valid = first.len();
+        for line in lines {
+            // A line cut short by a crash is the run that did not finish:
+            // it and anything after it are cut off before appending.
+            match serde_json::from_str::<Entry>(line.trim_end()) {
+                Ok(e) if line.ends_with('\n') && e.config < header.configs.len() => {
+                    done.push(e);
+                    valid += line.len();
+                }
+                _ => break,
+            }
+        }
+        let file = OpenOptions::new()
+            .append(true)
+            .open(path)
+            .with_context(|| format!("cannot append to {}", path.display()))?;
+        file.set_len(valid as u64)
+            .with_context(|| format!("cannot truncate {}", path.display()))?;
+        Ok((
+            Journal {
+                file,
+                path: path.to_path_buf(),
+            },
+            done,
+        ))
+    }
+
+    /// Records one finished run (flushed and synced).
+    pub fn record(&mut self, e: &Entry) -> Result<()> {
+        self.line(&serde_json::to_string(e)?)
+    }
+
+    /// Where the journal is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn line(&mut self, s: &str) -> Result<()> {
+        writeln!(self.file, "{s}")
+            .and_then(|_| self.file.sync_data())
+            .with_context(|| format!("cannot write the journal {}", self.path.display()))
+    }
+}
+
+/// What differs between two plans, for the error message.
+fn difference(found: &Header, want: &Header) -> Option<String> {
+    if found.kind != want.kind {
+        Some(format!("kind {}", found.kind))
+    } else if found.scenario != want.scenario {
+        Some(format!("scenario {} vs {}", found.scenario, want.scenario))
+    } else if found.configs != want.configs {
+        let labels = |h: &Header| {
+            h.configs
+                .iter()
+                .map(|(l, a)| format!("{l}: {}", a.join(" ")))
+                .collect::<Vec<_>>()
+                .join("; ")
+        };
+        Some(format!(
+            "configurations [{}] vs [{}]",
+            labels(found),
+            labels(want)
+        ))
+    } else if (found.runs, found.warmup) != (want.runs, want.warmup) {
+        Some(format!(
+            "-r {} --warmup {} vs -r {} --warmup {}",
+            found.runs, found.warmup, want.runs, want.warmup
+        ))
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(label: &str) -> Config {
+        Config {
+            label: label.into(),
+            args: vec![format!("--{label}")],
+        }
+    }
+
+    #[test]
+    fn records_resume_and_refuse_another_plan() {
+        let t = tempfile::tempdir().unwrap();
+        let path = t.path().join("j.jsonl");
+        let h = Header::new("storm", &[cfg("a"), cfg("b")], 3, 1);
+        let mut j = Journal::create(&path, &h).unwrap();
+        let r = RunResult::new("storm", vec![], Default::default(), Default::default());
+        for (round, config) in [(0, 0), (0, 1), (1, 1)] {
+            j.record(&Entry {
+                round,
+                config,
+                result: r.clone(),
+            })
+            .unwrap();
+        }
+        drop(j);
+        // A crash mid-line: the torn line is not a run.
+        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        write!(f, "{{\"round\":2,\"con").unwrap();
+        drop(f);
+        let (mut j, done) = Journal::resume(&path, &h).unwrap();
+        let got: Vec<(usize, usize)> = done.iter().map(|e| (e.round, e.config)).collect();
+        assert_eq!(got, [(0, 0), (0, 1), (1, 1)]);
+        // Appending after the cut: the next resume sees every run.
+        j.record(&Entry {
+            round: 1,
+            config: 0,
+            result: r.clone(),
+        })
+        .unwrap();
+        drop(j);
+        let (_, done) = Journal::resume(&path, &h).unwrap();
+        assert_eq!(done.len(), 4);
+        assert_eq!((done[3].round, done[3].config), (1, 0));
+        // Another plan: refused with exit 2, naming the difference.
+        let other = Header::new("storm", &[cfg("a"), cfg("b")], 5, 1);
+        let e = Journal::resume(&path, &other).unwrap_err();
+        assert_eq!(crate::error::exit_code_for(&e), 2);
+        assert!(
+            format!("{e:#}").contains("-r 3 --warmup 1 vs -r 5"),
+            "{e:#}"
+        );
+        let e = Journal::resume(&t.path().join("none"), &h).unwrap_err();
+        assert_eq!(crate::error::exit_code_for(&e), 2, "{e:#}");
+    }
+}
