@@ -2,14 +2,17 @@
 # exitq's performance targets as ratios against their baselines, measured in
 # the same run and repeated: criterion's `defer` (exitq and crossbeam-epoch
 # at 1, 2 and 4 threads, interleaved per thread count) and `read_guard`
-# (the relaxed load+store baseline, `Domain::read`, `Reader::read`) groups,
-# run N times (default 3). Prints each run's medians and ratios, then the
+# (the relaxed load+store baseline, `Domain::read`, `Reader::read`; the
+# typed pointer `RcuCell::load` under a `Reader` guard against the same
+# guard with a plain Acquire load, and crossbeam-epoch's `Atomic::load`)
+# groups, run N times (default 3). Prints each run's medians and ratios, then the
 # median ratio over the runs. Timing is noisy on a shared machine: quote the
 # median ratio, and the spread.
 #
-#   scripts/bench-ratios.sh [-n RUNS] [--quick]
+#   scripts/bench-ratios.sh [-n RUNS] [--quick] [--read]
 #
 # --quick: shorter criterion runs (1 s warm-up, 2 s measurement).
+# --read: the read_guard group only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=3
@@ -19,11 +22,15 @@ while [[ $# -gt 0 ]]; do
         -n) [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]*$ ]] || { echo "bench-ratios: -n needs a positive count" >&2; exit 2; }
             runs=$2; shift 2 ;;
         --quick) extra=(--warm-up-time 1 --measurement-time 2); shift ;;
-        -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --read) read_only=1; shift ;;
+        -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench-ratios: unknown argument '$1' (try --help)" >&2; exit 2 ;;
     esac
 done
-filter='^(defer/(exitq|crossbeam-epoch)/|read_guard/(relaxed-load-store|exitq-membarrier|exitq-reader)$)'
+read_only=${read_only:-0}
+reads='read_guard/(relaxed-load-store|exitq-membarrier|exitq-reader|exitq-reader-acquire|exitq-reader-cell|exitq-read-cell|crossbeam-epoch-atomic)$'
+filter="^(defer/(exitq|crossbeam-epoch)/|$reads)"
+[ "$read_only" = 1 ] && filter="^($reads)"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 for i in $(seq "$runs"); do
@@ -58,6 +65,13 @@ for i in range(1, runs + 1):
         g = m.get(f"read_guard/{k}")
         if g and base:
             rows.setdefault(f"read guard, {label} / load+store (target <= 2)", []).append((g / base, f"{g:.3f} vs {base:.3f} ns"))
+    acq = m.get("read_guard/exitq-reader-acquire")
+    for k, label, target in (("exitq-reader-cell", "Reader + RcuCell::load", " (target <= 1.2)"),
+                             ("exitq-read-cell", "Domain::read + RcuCell::load", ""),
+                             ("crossbeam-epoch-atomic", "crossbeam pin + Atomic::load", "")):
+        g = m.get(f"read_guard/{k}")
+        if g and acq:
+            rows.setdefault(f"{label} / Reader + Acquire load{target}", []).append((g / acq, f"{g:.3f} vs {acq:.3f} ns"))
 if not rows:
     sys.exit("bench-ratios: no criterion results parsed")
 print(f"{'ratio':58} {'median':>7}   per run (ratio: exitq vs baseline)")

@@ -599,7 +599,7 @@ fn parse() -> Result<Opts, String> {
 
 fn slots() -> Vec<Slot> {
     let fast = Duration::from_micros(100);
-    let configs: Vec<(&'static str, exitq::Builder)> = vec![
+    let configs: Vec<(&'static str, exitq::DomainBuilder)> = vec![
         ("default", Domain::builder()),
         (
             "offload, batch 2",

@@ -1,4 +1,4 @@
-//! Configuration: the [`Builder`], who runs callbacks ([`Reclaimer`],
+//! Configuration: the [`DomainBuilder`], who runs callbacks ([`Reclaimer`],
 //! [`Callbacks`]), and stall reports ([`Stall`]).
 use std::fmt;
 use std::sync::Arc;
@@ -9,6 +9,7 @@ use crate::expedite::Expedite;
 /// Who drives grace periods and runs the work no live thread will run
 /// (batches of exited and idle threads, exit hooks).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Reclaimer {
     /// A dedicated thread (the default). It runs grace periods while any
     /// thread waits for one, polls every `flush_latency` while some thread
@@ -31,6 +32,7 @@ pub enum Reclaimer {
 
 /// Where a live thread's deferred callbacks run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Callbacks {
     /// On the thread that deferred them (the default), as the kernel runs
     /// RCU callbacks on the CPU that queued them: once a sealed batch's
@@ -53,6 +55,7 @@ pub enum Callbacks {
 
 /// A reader that held up a grace period for longer than the stall timeout.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Stall {
     /// Kernel thread id of the reader (as in `/proc/self/task/<tid>`).
     pub tid: i32,
@@ -80,7 +83,10 @@ impl fmt::Display for Stall {
 /// A stall handler: called on the thread running the grace period.
 pub type StallHandler = Arc<dyn Fn(&Stall) + Send + Sync>;
 
-/// Upper bound of [`Builder::batch_size`].
+/// The name `inner.rs` still uses (to be renamed there).
+pub(crate) use DomainBuilder as Builder;
+
+/// Upper bound of [`DomainBuilder::batch_size`].
 pub(crate) const MAX_BATCH_SIZE: usize = 1 << 16;
 
 /// Configures and builds a [`Domain`](crate::Domain).
@@ -101,7 +107,7 @@ pub(crate) const MAX_BATCH_SIZE: usize = 1 << 16;
 /// assert_eq!(domain.stats().callbacks_run, 1);
 /// ```
 #[derive(Clone)]
-pub struct Builder {
+pub struct DomainBuilder {
     pub(crate) first_check_delay: Duration,
     pub(crate) batch_size: usize,
     pub(crate) flush_latency: Duration,
@@ -115,9 +121,9 @@ pub struct Builder {
     pub(crate) thread_name: String,
 }
 
-impl fmt::Debug for Builder {
+impl fmt::Debug for DomainBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Builder")
+        f.debug_struct("DomainBuilder")
             .field("first_check_delay", &self.first_check_delay)
             .field("batch_size", &self.batch_size)
             .field("flush_latency", &self.flush_latency)
@@ -133,9 +139,9 @@ impl fmt::Debug for Builder {
     }
 }
 
-impl Default for Builder {
+impl Default for DomainBuilder {
     fn default() -> Self {
-        Builder {
+        DomainBuilder {
             first_check_delay: Duration::from_micros(25),
             batch_size: 256,
             flush_latency: Duration::from_millis(10),
@@ -151,7 +157,7 @@ impl Default for Builder {
     }
 }
 
-impl Builder {
+impl DomainBuilder {
     /// Sleep this long after starting a normal grace period before the first
     /// check of the readers (default 25 µs): short readers finish meanwhile
     /// and concurrent callers join the same grace period. Zero disables it.
@@ -187,9 +193,9 @@ impl Builder {
     /// needs and runs what is ready (or, while fewer reclaim passes than
     /// half the CPUs, at least 2, run, helps with the domain's queue).
     /// Inside a read guard or a callback waiting would deadlock: the
-    /// overrun is counted instead ([`Stats::backlog_overruns`]).
+    /// overrun is counted instead ([`DomainStats::backlog_overruns`]).
     ///
-    /// [`Stats::backlog_overruns`]: crate::Stats::backlog_overruns
+    /// [`DomainStats::backlog_overruns`]: crate::DomainStats::backlog_overruns
     pub fn backlog_limit(mut self, n: usize) -> Self {
         self.backlog_limit = n.max(1);
         self

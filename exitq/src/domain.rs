@@ -1,5 +1,6 @@
-//! The public face of a domain: [`Domain`] and its methods, the guards,
-//! [`Reader`], and building and shutting down.
+//! The public face of a domain: [`Domain`] and its methods, and building
+//! and shutting down. The guards are in `guard`, [`Reader`](crate::Reader)
+//! in `reader`, typed pointers in `cell`.
 //!
 //! Each method is a thin entry point: it checks what the docs promise
 //! (not inside a read section where waiting would deadlock, not in the
@@ -9,33 +10,33 @@
 //! (exit hooks), `reclaimer` (the thread).
 use std::fmt;
 use std::io;
-use std::marker::PhantomData;
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 
 use crate::batch::Deferred;
-use crate::config::{Builder, Reclaimer};
+use crate::config::{DomainBuilder, Reclaimer};
 use crate::exit;
 use crate::expedite::Fences;
 use crate::grace;
+use crate::guard::Guard;
 use crate::inner::{lock, Inner};
 use crate::local;
 use crate::reclaim::{self, Steal};
 use crate::reclaimer;
-use crate::record::{Kind, Record, IN_USE, ORPHANED, RETIRED, RUN_PENDING, TEMPORARY};
+use crate::record::{Kind, Record, IN_USE, ORPHANED, TEMPORARY};
 use crate::run;
-use crate::stats::{Counters, Stats};
-use crate::sync::{self, AtomicU64, Ordering};
+use crate::stats::{Counters, DomainStats};
+use crate::sync::{self, Ordering};
 use crate::thread as this_thread;
 
-impl Builder {
+impl DomainBuilder {
     /// Builds the domain.
     ///
     /// # Panics
     ///
     /// If [`Expedite::Membarrier`](crate::Expedite::Membarrier) was asked
     /// for and the kernel refuses it, or the reclaimer thread cannot be
-    /// spawned; use [`try_build`](Builder::try_build) to handle those.
+    /// spawned; use [`try_build`](DomainBuilder::try_build) to handle those.
     pub fn build(self) -> Domain {
         match self.try_build() {
             Ok(domain) => domain,
@@ -162,7 +163,8 @@ fn shutdown(arc: &Arc<Inner>, reclaimer: Option<JoinHandle<()>>) {
             unsafe { Arc::increment_strong_count(Arc::as_ptr(arc)) };
         }
     }
-    // No handle is left, so no read guard exists (each borrows a handle),
+    // No handle is left, so no read guard exists (each borrows a handle
+    // or a `Reader`, which owns one),
     // and no thread holds batches (stolen above; none can defer): run
     // everything without a grace period.
     loop {
@@ -179,7 +181,8 @@ impl Domain {
     ///
     /// # Panics
     ///
-    /// If the reclaimer thread cannot be spawned (see [`Builder::try_build`]).
+    /// If the reclaimer thread cannot be spawned (see
+    /// [`try_new`](Domain::try_new)).
     ///
     /// # Examples
     ///
@@ -188,12 +191,29 @@ impl Domain {
     /// domain.synchronize();
     /// ```
     pub fn new() -> Domain {
-        Builder::default().build()
+        DomainBuilder::default().build()
+    }
+
+    /// A domain with the default settings, or why not: the reclaimer
+    /// thread could not be spawned (`RLIMIT_NPROC`, `kernel.threads-max`,
+    /// memory), as [`DomainBuilder::try_build`] reports it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # fn main() -> std::io::Result<()> {
+    /// let domain = exitq::Domain::try_new()?;
+    /// domain.synchronize();
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn try_new() -> io::Result<Domain> {
+        DomainBuilder::default().try_build()
     }
 
     /// A builder to configure a domain.
-    pub fn builder() -> Builder {
-        Builder::default()
+    pub fn builder() -> DomainBuilder {
+        DomainBuilder::default()
     }
 
     /// Whether this handle is the child-of-`fork()` copy of a domain
@@ -237,13 +257,25 @@ impl Domain {
         match this_thread::cached(&self.inner) {
             Some(r) => {
                 self.enter(r);
-                Guard {
-                    record: r,
-                    _not_send: PhantomData,
-                }
+                Guard::entered(r, &self.inner)
             }
             None => self.read_slow(),
         }
+    }
+
+    /// Claims a record that is not the thread's main one (a `Reader`'s, a
+    /// temporary guard's) and links it into the thread's auxiliary list, so
+    /// the deadlock checks see its sections.
+    pub(crate) fn claim_aux(&self, kind: Kind) -> &Record {
+        let (r, new) =
+            self.inner
+                .registry
+                .claim(Arc::as_ptr(&self.inner) as *const (), self.inner.id, kind);
+        if new {
+            Counters::add(&self.inner.stats.participants, 1);
+        }
+        this_thread::link_aux(r);
+        r
     }
 
     #[cold]
@@ -253,24 +285,13 @@ impl Domain {
             // The thread's exitq state is gone (called from a later
             // thread-local destructor): a record for this guard only.
             None => {
-                let (r, new) = self.inner.registry.claim(
-                    Arc::as_ptr(&self.inner) as *const (),
-                    self.inner.id,
-                    Kind::Temporary,
-                );
-                if new {
-                    Counters::add(&self.inner.stats.participants, 1);
-                }
+                let r = self.claim_aux(Kind::Temporary);
                 r.flags.set(TEMPORARY);
-                this_thread::link_aux(r);
                 r
             }
         };
         self.enter(record);
-        Guard {
-            record,
-            _not_send: PhantomData,
-        }
+        Guard::entered(record, &self.inner)
     }
 
     #[inline(always)]
@@ -380,6 +401,30 @@ impl Domain {
             Some(r) => local::defer(&self.inner, r, d),
             None => local::defer_alone(&self.inner, d),
         }
+    }
+
+    /// Drops `value` after a grace period: [`defer`](Domain::defer) of
+    /// `move || drop(value)` (one word in the batch), the `call_rcu(free)`
+    /// of a value unlinked from a structure readers traverse, such as a
+    /// list node. The value's `Drop` runs where callbacks run.
+    ///
+    /// For a value published through one pointer, [`RcuCell`] does the
+    /// unlinking and the deferring, without any `unsafe`.
+    ///
+    /// [`RcuCell`]: crate::RcuCell
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let domain = exitq::Domain::new();
+    /// let node = Box::new([0u8; 64]);
+    /// domain.defer_drop(node);
+    /// domain.barrier();
+    /// assert_eq!(domain.stats().callbacks_run, 1);
+    /// ```
+    #[inline]
+    pub fn defer_drop<T: ?Sized + Send + 'static>(&self, value: Box<T>) {
+        self.defer(move || drop(value));
     }
 
     /// Seals this thread's open batch now and runs those of its batches
@@ -508,7 +553,7 @@ impl Domain {
     }
 
     /// A snapshot of the domain's counters.
-    pub fn stats(&self) -> Stats {
+    pub fn stats(&self) -> DomainStats {
         self.inner.snapshot()
     }
 
@@ -516,210 +561,6 @@ impl Domain {
     /// only a compiler fence).
     pub fn uses_membarrier(&self) -> bool {
         self.inner.gp.hot.fences.membarrier
-    }
-}
-
-/// A read-side critical section of a [`Domain`]; ends when dropped.
-///
-/// Not `Send`: a section belongs to the thread that entered it.
-#[must_use = "the read section ends when the guard is dropped"]
-pub struct Guard<'a> {
-    record: &'a Record,
-    _not_send: PhantomData<*const ()>,
-}
-
-impl fmt::Debug for Guard<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Guard")
-            .field("domain", &self.record.domain_id)
-            .field("nesting", &self.record.nesting())
-            .finish()
-    }
-}
-
-impl Drop for Guard<'_> {
-    #[inline]
-    fn drop(&mut self) {
-        let r = self.record;
-        // Outermost exit: one load of `flags`, on the line just written.
-        if grace::reader_exit(&r.ctr) && r.flags.get() != 0 {
-            if let Some(o) = section_ended(r) {
-                o.release(); // after the last use of the record
-            }
-        }
-    }
-}
-
-/// The outermost exit of a section whose record has `flags` set: a
-/// temporary record or a retired main record is released; ready batches
-/// waiting for the section's end run.
-#[cold]
-#[must_use]
-fn section_ended(r: &Record) -> Option<exit::Orphan> {
-    let flags = r.flags.get();
-    if flags & (TEMPORARY | RETIRED) != 0 {
-        this_thread::unlink_aux(r);
-        if flags & RETIRED != 0 {
-            return exit::release_main(r);
-        }
-        r.release();
-        return None;
-    }
-    r.flags.set(flags & !RUN_PENDING);
-    // SAFETY: the record is in use by this thread (its section just
-    // ended, the guard borrowed the domain).
-    let inner = unsafe { r.domain() };
-    local::section_ended(inner);
-    None
-}
-
-/// A reader registered once: a record of its own, so [`Reader::read`]
-/// skips the thread-local lookup that [`Domain::read`] makes (the
-/// counterpart of crossbeam-epoch's `LocalHandle`), and takes `&mut self`:
-/// a reader's sections cannot nest (the borrow checker refuses a second
-/// guard while one lives), so entering is one store of the epoch into the
-/// reader word and leaving is one store of 0, with no load of the word to
-/// track nesting. For hot loops that enter and leave read sections
-/// millions of times; nest with [`Domain::read`] or a second reader.
-///
-/// The record is released when the reader drops. A reader's guard is a
-/// read section of the thread holding it, for grace periods and for the
-/// deadlock checks of [`Domain::synchronize`] and [`Domain::barrier`]
-/// (they panic inside one); one thread may hold several readers. Not
-/// `Send`.
-///
-/// # Examples
-///
-/// ```
-/// let domain = exitq::Domain::new();
-/// let mut reader = domain.reader();
-/// for _ in 0..1000 {
-///     let _guard = reader.read();
-///     // ... read shared data; `domain.read()` may nest in here ...
-/// }
-/// drop(reader);
-/// domain.synchronize();
-/// ```
-///
-/// A reader's sections do not nest:
-///
-/// ```compile_fail
-/// let domain = exitq::Domain::new();
-/// let mut reader = domain.reader();
-/// let outer = reader.read();
-/// let inner = reader.read(); // error: `reader` is already borrowed
-/// drop((outer, inner));
-/// ```
-pub struct Reader<'a> {
-    /// What `read` touches, copied here so entering a section follows no
-    /// pointer but the reader's own: the reader word, the domain's epoch
-    /// word, and the fence mode.
-    record: &'a Record,
-    gp_ctr: &'a AtomicU64,
-    fences: Fences,
-    domain: &'a Domain,
-    _not_send: PhantomData<*const ()>,
-}
-
-impl Domain {
-    /// Registers a [`Reader`]: claims a record for it (a free one is
-    /// reused; otherwise one allocation).
-    ///
-    /// # Panics
-    ///
-    /// In the child of a `fork()`.
-    pub fn reader(&self) -> Reader<'_> {
-        self.inner.check_fork();
-        let (record, new) = self.inner.registry.claim(
-            Arc::as_ptr(&self.inner) as *const (),
-            self.inner.id,
-            Kind::Reader,
-        );
-        if new {
-            Counters::add(&self.inner.stats.participants, 1);
-        }
-        this_thread::link_aux(record);
-        Reader {
-            record,
-            gp_ctr: &self.inner.gp.hot.gp_ctr,
-            fences: self.inner.gp.hot.fences,
-            domain: self,
-            _not_send: PhantomData,
-        }
-    }
-}
-
-impl Reader<'_> {
-    /// Enters a read section: stores the current epoch into the reader's
-    /// word, then a compiler fence (a full fence without membarrier). The
-    /// section ends when the guard drops (a store of 0).
-    #[inline]
-    pub fn read(&mut self) -> ReaderGuard<'_> {
-        let ctr = &self.record.ctr;
-        // The word is 0 here: the previous guard (which borrowed `self`
-        // mutably) stored 0 when it dropped, or `mem::forget`ed it and this
-        // overwrite ends that section (as a thread exit would). Acquire:
-        // pairs with the leader's Release store of the epoch
-        // (`grace::start_grace_period`); the store is the same as
-        // `grace::reader_enter`'s outermost entry (nesting 1).
-        ctr.store(self.gp_ctr.load(Ordering::Acquire), Ordering::Relaxed);
-        // Orders the store before the section's loads (pairs with the
-        // leader's membarrier, or its fence in fallback mode).
-        self.fences.light();
-        ReaderGuard {
-            record: self.record,
-            _not_send: PhantomData,
-        }
-    }
-
-    /// The domain this reader belongs to.
-    pub fn domain(&self) -> &Domain {
-        self.domain
-    }
-}
-
-/// A read section of a [`Reader`]; ends when dropped.
-#[must_use = "the read section ends when the guard is dropped"]
-pub struct ReaderGuard<'r> {
-    record: &'r Record,
-    _not_send: PhantomData<*const ()>,
-}
-
-impl Drop for ReaderGuard<'_> {
-    #[inline]
-    fn drop(&mut self) {
-        // Release: the section's accesses happen-before a grace period
-        // leader's Acquire load that sees 0 (`grace::holds_grace_period`),
-        // as `grace::reader_exit`.
-        // Nothing else: a reader's record is never retired or temporary,
-        // and its sections never get `RUN_PENDING` (local.rs).
-        self.record.ctr.store(0, Ordering::Release);
-    }
-}
-
-impl fmt::Debug for ReaderGuard<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ReaderGuard").finish_non_exhaustive()
-    }
-}
-
-impl fmt::Debug for Reader<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Reader")
-            .field("domain", &self.record.domain_id)
-            .field("reading", &(self.record.nesting() > 0))
-            .finish()
-    }
-}
-
-impl Drop for Reader<'_> {
-    fn drop(&mut self) {
-        // Guards borrow the reader mutably, so none is left (a forgotten
-        // one would stall grace periods forever: end it, as a thread exit
-        // does). Release: as a guard's exit.
-        self.record.ctr.store(0, Ordering::Release);
-        this_thread::unlink_aux(self.record);
-        self.record.release();
     }
 }
 

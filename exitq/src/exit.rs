@@ -20,7 +20,7 @@
 //! grace period (reverse registration order within a thread), with the
 //! batches. Because the exit path cannot wake the reclaimer (that would be
 //! a futex syscall), an idle reclaimer polls every
-//! [`exit_poll`](crate::Builder::exit_poll) while hooks are armed; any
+//! [`exit_poll`](crate::DomainBuilder::exit_poll) while hooks are armed; any
 //! reclaim pass, `barrier` or `exit_barrier` also picks the hooks up.
 //!
 //! # When the destructor runs

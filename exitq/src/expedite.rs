@@ -43,12 +43,13 @@ use crate::sync;
 
 /// How the writer side forces readers' memory accesses into order.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Expedite {
     /// membarrier(2) when available, fences otherwise (the default).
     #[default]
     Auto,
     /// Require membarrier(2) `PRIVATE_EXPEDITED`;
-    /// [`Builder::try_build`](crate::Builder::try_build) fails without it.
+    /// [`DomainBuilder::try_build`](crate::DomainBuilder::try_build) fails without it.
     Membarrier,
     /// Never use membarrier: readers pay a full fence on entry.
     Fallback,
@@ -157,7 +158,7 @@ impl Fences {
 }
 
 /// membarrier(2) calls that failed after a successful registration, in this
-/// process (reported in every domain's `Stats::membarrier_failures`).
+/// process (reported in every domain's `DomainStats::membarrier_failures`).
 static FAILURES: AtomicU64 = AtomicU64::new(0);
 
 /// The process's membarrier failures so far.

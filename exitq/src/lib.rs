@@ -17,7 +17,9 @@
 //!   read-side critical section. Entering costs a thread-local lookup, a
 //!   load and a store of the thread's reader word and a compiler fence: the
 //!   writer side pays instead, with membarrier(2) (see [`expedite`]). A
-//!   [`Reader`] registered once ([`Domain::reader`]) skips the lookup.
+//!   [`Reader`] registered once ([`Domain::reader`]) skips the lookup; it
+//!   owns a handle of the domain, so it can live in a worker's struct or a
+//!   `thread_local!`.
 //! * **grace periods**: [`Domain::synchronize`] returns once every read
 //!   section that started before the call has ended; concurrent callers
 //!   share grace periods. [`Domain::synchronize_expedited`] trades CPU for
@@ -46,44 +48,115 @@
 //! (how another thread takes a thread's batches), `local` (the owner's
 //! batches), `reclaim` (passes, stealing, `barrier`), `reclaimer` (the
 //! thread), `run` (running work), [`exit`], `cancel` (see [Cancellation](crate#cancellation)),
-//! `fork`; `domain` is the public facade.
+//! `fork`; `domain` is the public facade, `guard` and `reader` its two
+//! kinds of read section, [`cell`] the typed pointers.
 //!
 //! # Example
 //!
 //! ```
-//! use std::sync::atomic::{AtomicPtr, Ordering};
-//! use std::sync::Arc;
+//! use exitq::{Domain, RcuCell};
 //!
 //! struct Config { verbose: bool }
 //!
-//! let domain = exitq::Domain::new();
-//! let current = Arc::new(AtomicPtr::new(Box::into_raw(Box::new(Config { verbose: false }))));
+//! let domain = Domain::new();
+//! let current = RcuCell::new(&domain, Config { verbose: false });
 //!
-//! // Readers, on any thread:
+//! // Readers, on any thread: the reference lives as long as the guard.
 //! {
-//!     let _guard = domain.read();
-//!     // SAFETY (example): the object is freed only after a grace period.
-//!     let verbose = unsafe { (*current.load(Ordering::Acquire)).verbose };
-//!     assert!(!verbose);
+//!     let guard = domain.read();
+//!     assert!(!current.load(&guard).verbose);
 //! }
 //!
-//! // A writer replaces the object and defers freeing the old one.
-//! let old = current.swap(Box::into_raw(Box::new(Config { verbose: true })), Ordering::AcqRel);
-//! let old = old as usize; // raw pointers are not Send
-//! domain.defer(move || {
-//!     // SAFETY (example): every reader that could see `old` has left.
-//!     drop(unsafe { Box::from_raw(old as *mut Config) });
-//! });
+//! // A writer replaces the object; the old one is dropped after a grace
+//! // period (every reader that could see it has left).
+//! current.store(Config { verbose: true });
 //!
 //! // A thread registers its cleanup; it runs after the thread exits.
 //! let d = domain.clone();
 //! std::thread::spawn(move || d.register_exit(|| println!("thread cleaned up")))
 //!     .join()
 //!     .unwrap();
-//! domain.barrier(); // the deferred free and the exit hook have run
+//! domain.barrier(); // the deferred drop and the exit hook have run
 //! assert_eq!(domain.stats().exits_run, 1);
-//! # drop(unsafe { Box::from_raw(current.load(Ordering::Acquire)) });
 //! ```
+//!
+//! [`RcuCell`] and [`RcuOption`] are the typed RCU pointers (liburcu's
+//! `rcu_dereference` / `rcu_assign_pointer` / `rcu_xchg_pointer`,
+//! crossbeam-epoch's `Atomic`, without `unsafe`: see [`cell`]);
+//! [`Domain::defer`] and [`Domain::defer_drop`] defer anything else.
+//!
+//! # In a thread pool
+//!
+//! A pool author needs two hooks: at a worker's start, register its
+//! cleanup ([`Domain::register_exit`]: the node is allocated then, not at
+//! exit); at its stop, hand the cleanup over ([`Domain::retire_thread`]:
+//! one compare-and-swap, no lock, no syscall; without it the thread's
+//! exit does the same a little later). The cleanups run on the reclaimer
+//! after a grace period, in batches. tokio's runtime:
+//!
+//! ```
+//! use std::sync::atomic::{AtomicUsize, Ordering};
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//!
+//! let domain = exitq::Domain::new();
+//! let (started, cleaned) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+//! let (start, stop, s, c) = (domain.clone(), domain.clone(), started.clone(), cleaned.clone());
+//! let rt = tokio::runtime::Builder::new_multi_thread()
+//!     .worker_threads(2)
+//!     .thread_keep_alive(Duration::from_millis(10)) // idle blocking threads retire
+//!     .on_thread_start(move || {
+//!         s.fetch_add(1, Ordering::Relaxed);
+//!         let (c, state) = (c.clone(), vec![0u8; 4096]); // this worker's state
+//!         start.register_exit(move || {
+//!             drop(state);
+//!             c.fetch_add(1, Ordering::Relaxed);
+//!         });
+//!     })
+//!     .on_thread_stop(move || stop.retire_thread())
+//!     .build()
+//!     .unwrap();
+//! rt.block_on(async { tokio::task::spawn_blocking(|| ()).await.unwrap() });
+//! drop(rt); // waits for every runtime thread to stop
+//! domain.exit_barrier();
+//! assert_eq!(cleaned.load(Ordering::Relaxed), started.load(Ordering::Relaxed));
+//! ```
+//!
+//! rayon's thread pools take the same two lines
+//! (`ThreadPoolBuilder::start_handler` and `exit_handler`):
+//!
+//! ```
+//! use std::sync::atomic::{AtomicUsize, Ordering};
+//! use std::sync::Arc;
+//!
+//! let domain = exitq::Domain::new();
+//! let (cleaned, stopped) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+//! let (start, stop, c, s) = (domain.clone(), domain.clone(), cleaned.clone(), stopped.clone());
+//! let pool = rayon::ThreadPoolBuilder::new()
+//!     .num_threads(4)
+//!     .start_handler(move |_index| {
+//!         let c = c.clone();
+//!         start.register_exit(move || { c.fetch_add(1, Ordering::Relaxed); });
+//!     })
+//!     .exit_handler(move |_index| {
+//!         stop.retire_thread();
+//!         s.fetch_add(1, Ordering::Release);
+//!     })
+//!     .build()
+//!     .unwrap();
+//! pool.install(|| ());
+//! drop(pool); // rayon's workers exit on their own
+//! while stopped.load(Ordering::Acquire) < 4 {
+//!     std::thread::yield_now();
+//! }
+//! domain.exit_barrier();
+//! assert_eq!(cleaned.load(Ordering::Relaxed), 4);
+//! ```
+//!
+//! `examples/tokio_pool.rs` and `examples/rayon_pool.rs` keep per-worker
+//! statistics shards in an [`RcuCell`] registry this way; the tests
+//! `tokio_pool` and `rayon_pool` count every cleanup (exactly once) and the
+//! syscalls of the hand-over (none). [`pool`] is exitq's own pool.
 //!
 //! # Guarantees
 //!
@@ -111,7 +184,7 @@
 //!   alive wait for those threads' exit, then run inline (no reader can
 //!   exist any more).
 //! * **Panics.** A panicking callback or hook is caught, counted
-//!   ([`Stats::callbacks_panicked`]) and the rest still run.
+//!   ([`DomainStats::callbacks_panicked`]) and the rest still run.
 //! * **Stalls.** A reader that holds up a grace period for longer than the
 //!   stall timeout is counted and reported (a stall handler, or one line on
 //!   stderr naming the thread); the grace period keeps waiting. A guard
@@ -126,7 +199,7 @@
 //!   thread past the limit waits for its oldest batch's grace period and
 //!   runs it, or helps with the domain's queue (except inside a read guard
 //!   or a callback, where waiting would deadlock: counted in
-//!   [`Stats::backlog_overruns`]).
+//!   [`DomainStats::backlog_overruns`]).
 //! * **No deadlock by misuse.** `synchronize`, `barrier` and friends panic
 //!   with a message instead of deadlocking when called inside a read
 //!   section of the same domain, of any kind (a `Domain::read` guard, a
@@ -143,14 +216,16 @@
 //! | operation | cost |
 //! |---|---|
 //! | `read()` + drop | TLS lookup; one load + one store of the thread's reader word on entry (plus a load of the epoch) and on exit; a compiler fence (a full fence in fallback mode) |
-//! | [`Reader::read`] + drop | no TLS lookup and no nesting (`&mut self`): one store of the epoch on entry, one store of 0 and one load of the record's flags on exit, the fence as above |
+//! | [`Reader::read`] + drop | no TLS lookup and no nesting (`&mut self`): one store of the epoch on entry, one store of 0 on exit, the fence as above |
+//! | [`RcuCell::load`] | one load and a compare (the guard's domain key against the cell's), then the Acquire load of the pointer |
 //! | `defer(f)` | TLS lookup, the closure's captured words written into the batch (one word for `move \|\| drop(p)`; a two-word run header when the closure type changes), 2 plain stores + 1 load (steal handshake); closures over 3 words are boxed |
 //! | full batch (default 256) | sealed: a full fence and a load for its grace period, two counters; the thread's ready batches run; a wake-up syscall only if the reclaimer sleeps |
 //! | thread exit | one CAS on the list head, one CAS on the thread's own record |
 //! | grace period | one membarrier (IPI to every CPU running a thread of the process), a 25 µs sleep (normal), a scan of the records |
 //! | `barrier()` | one membarrier to take every thread's batches, one reclaim pass, waits for passes and threads' runs that took earlier work |
 //!
-//! Figures and the commands that reproduce them: `docs/exitq.md`.
+//! Figures and the commands that reproduce them: `docs/exitq.md#benchmarks`
+//! in the repository.
 //!
 //! # Cancellation
 //!
@@ -182,23 +257,34 @@
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 compile_error!(
-    "exitq supports Linux with glibc only: it uses membarrier(2), gettid(2), \
-     tgkill(2), pthread_setcancelstate and glibc's thread-exit destructor order"
+    "exitq supports Linux with glibc only (target_os = \"linux\", target_env = \"gnu\"): \
+     it uses membarrier(2), gettid(2), tgkill(2), futex(2), pidfd_open(2), \
+     pthread_tryjoin_np, pthread_setcancelstate and glibc's thread-exit destructor \
+     order (__cxa_thread_atexit_impl); musl, Android (bionic), the BSDs, macOS and \
+     Windows have no equivalent of some of them"
+);
+#[cfg(not(all(target_has_atomic = "64", target_has_atomic = "ptr")))]
+compile_error!(
+    "exitq needs 64-bit and pointer-sized atomics (target_has_atomic = \"64\" and \"ptr\"): \
+     its reader words and epoch are AtomicU64"
 );
 
 mod batch;
 mod cancel;
+pub mod cell;
 mod config;
 mod domain;
 pub mod exit;
 pub mod expedite;
 mod fork;
 mod grace;
+mod guard;
 mod handshake;
 mod inner;
 pub mod llist;
 mod local;
 pub mod pool;
+mod reader;
 mod reclaim;
 mod reclaimer;
 mod record;
@@ -278,7 +364,15 @@ pub mod model {
     }
 }
 
-pub use config::{Builder, Callbacks, Reclaimer, Stall, StallHandler};
-pub use domain::{Domain, Guard, Reader, ReaderGuard};
+/// The crate README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
+pub use cell::{CompareExchangeError, RcuCell, RcuOption};
+pub use config::{Callbacks, DomainBuilder, Reclaimer, Stall, StallHandler};
+pub use domain::Domain;
 pub use expedite::{membarrier_available, Expedite};
-pub use stats::Stats;
+pub use guard::{Guard, ReadSection};
+pub use reader::{Reader, ReaderGuard};
+pub use stats::DomainStats;

@@ -29,7 +29,7 @@
 //!
 //! * **Few wake-ups.** The job queue is a lock-free
 //!   [`crossbeam_queue::SegQueue`]; submitting takes no lock. A worker that
-//!   runs dry polls the queue for [`Builder::spin`] before parking, and
+//!   runs dry polls the queue for [`PoolBuilder::spin`] before parking, and
 //!   while one does a submit makes no syscall. At most one wake-up is in
 //!   flight: while a notified (or just started) worker is on its way to the
 //!   queue, submits wake nobody else, and that worker wakes the next one if
@@ -39,15 +39,15 @@
 //! Why a worker-side chain and not a wake per submit: idle workers are
 //! retained longer here (they retire K at a time), so a burst finds many
 //! of them; waking all at once on a machine with few CPUs buys nothing but
-//! context switches (measured with `herd agent`, see the README).
+//! context switches (measured with `herd agent`: `docs/results-agent.md`).
 //!
 //! # Layout
 //! One mechanism per file; the protocol reasoning is in each file's docs.
 //!
 //! | file | what |
 //! |---|---|
-//! | `pool.rs` | this facade: [`Pool`] and [`Builder::build`] |
-//! | `pool/config.rs` | [`Builder`], the validated settings, the shared default domain |
+//! | `pool.rs` | this facade: [`Pool`] and [`PoolBuilder::build`] |
+//! | `pool/config.rs` | [`PoolBuilder`], the validated settings, the shared default domain |
 //! | `pool/inner.rs` | the state shared by the handle, workers, scopes and exit hooks |
 //! | `pool/submit.rs` | submitting and shutting down (the `submit_state` word) |
 //! | `pool/wake.rs` | getting a worker to each job: spinners, the chained wake-up, the Dekker pairs |
@@ -158,7 +158,7 @@ mod worker;
 #[doc(hidden)]
 pub use idle::model as slot_model;
 
-pub use config::{Builder, RetireReason, Retirement};
+pub use config::{PoolBuilder, RetireReason, Retirement};
 pub use job::{Job, Rejected};
 pub use join::{JoinError, JoinHandle};
 pub use scope::Scope;
@@ -172,7 +172,7 @@ use std::sync::Arc;
 
 use inner::Inner;
 
-impl Builder {
+impl PoolBuilder {
     /// Builds the pool and starts `min_workers` workers.
     ///
     /// # Errors
@@ -208,17 +208,17 @@ impl fmt::Debug for Pool {
 }
 
 impl Pool {
-    /// A pool with the default settings (see [`Builder`]).
+    /// A pool with the default settings (see [`PoolBuilder`]).
     ///
     /// # Errors
     /// Never fails with default settings (no minimum workers to start).
     pub fn new() -> io::Result<Pool> {
-        Builder::default().build()
+        PoolBuilder::default().build()
     }
 
-    /// A [`Builder`] with the default settings.
-    pub fn builder() -> Builder {
-        Builder::default()
+    /// A [`PoolBuilder`] with the default settings.
+    pub fn builder() -> PoolBuilder {
+        PoolBuilder::default()
     }
 
     /// Runs `f` on a worker. Returns `f` back if the pool is shut down.

@@ -36,8 +36,8 @@
 //!
 //! # Bounds
 //!
-//! Idle (pooled) stacks are capped by [`Builder::max_pooled`] and
-//! [`Builder::max_pooled_bytes`] (the smaller wins). A stack returned while
+//! Idle (pooled) stacks are capped by [`StackPoolBuilder::max_pooled`] and
+//! [`StackPoolBuilder::max_pooled_bytes`] (the smaller wins). A stack returned while
 //! the pool is full is unmapped at once, by whoever recycles it (the
 //! reclaimer, or the owner in [`PooledThread::join`]), never by the exiting
 //! thread. Stacks in use are not capped: a thread that needs a stack when
@@ -84,8 +84,8 @@
 //!
 //! | file | what |
 //! |---|---|
-//! | `stacks.rs` | this facade: [`StackPool`] and [`Builder::build`] |
-//! | `stacks/config.rs` | [`Builder`], [`Release`] |
+//! | `stacks.rs` | this facade: [`StackPool`] and [`StackPoolBuilder::build`] |
+//! | `stacks/config.rs` | [`StackPoolBuilder`], [`Release`] |
 //! | `stacks/shared.rs` | the pool's shared state and each stack's header; who owns a stack when |
 //! | `stacks/mapping.rs` | mapping a stack with its guard page, and unmapping it |
 //! | `stacks/canary.rs` | canary words: hand-out and recycle checks, quarantine |
@@ -94,7 +94,7 @@
 //! | `stacks/reap.rs` | when a stack is free (the proof), [`Reap`], the reclaimer |
 //! | `stacks/thread.rs` | [`PooledThread`], the trampoline, the exit path |
 //! | `stacks/sys.rs` | the C library's and the system's part |
-//! | `stacks/error.rs`, `stacks/stats.rs` | [`SpawnError`], [`Stats`] |
+//! | `stacks/error.rs`, `stacks/stats.rs` | [`SpawnError`], [`StackPoolStats`] |
 
 mod canary;
 mod config;
@@ -109,10 +109,10 @@ mod sys;
 mod thread;
 
 pub use canary::{canary_free, canary_in_use, CANARY_QUARANTINED, CANARY_WORDS};
-pub use config::{Builder, Release};
+pub use config::{Release, StackPoolBuilder};
 pub use error::SpawnError;
 pub use reap::Reap;
-pub use stats::Stats;
+pub use stats::StackPoolStats;
 pub use sys::{default_stack_size, StartRoutine};
 pub use thread::PooledThread;
 
@@ -130,7 +130,7 @@ use shared::{Shared, HEADER_RESERVE};
 use stats::Counters;
 use sys::{page_size, round_up};
 
-impl Builder {
+impl StackPoolBuilder {
     /// Builds the pool: creates its pthread key and starts its reclaimer.
     pub fn build(self) -> std::io::Result<StackPool> {
         use std::io::Error;
@@ -196,7 +196,7 @@ struct Geometry {
     cap: usize,
 }
 
-impl Builder {
+impl StackPoolBuilder {
     /// The mapping's sizes: page-rounded, at least the minimum a pthread
     /// needs, and without overflow.
     fn geometry(&self) -> std::io::Result<Geometry> {
@@ -280,12 +280,12 @@ impl Drop for StackPool {
 impl StackPool {
     /// A pool of stacks of `stack_size` usable bytes with the defaults.
     pub fn new(stack_size: usize) -> std::io::Result<StackPool> {
-        Builder::default().stack_size(stack_size).build()
+        StackPoolBuilder::default().stack_size(stack_size).build()
     }
 
     /// A builder with the defaults.
-    pub fn builder() -> Builder {
-        Builder::default()
+    pub fn builder() -> StackPoolBuilder {
+        StackPoolBuilder::default()
     }
 
     /// Bytes of stack a pooled thread gets (what `pthread_attr_getstack`
@@ -336,7 +336,7 @@ impl StackPool {
     }
 
     /// A snapshot of the pool's counters.
-    pub fn stats(&self) -> Stats {
+    pub fn stats(&self) -> StackPoolStats {
         let sh = &*self.shared;
         let pooled = sh.free.as_ref().map_or(0, |q| q.len()) as u64;
         sh.c.snapshot(sh.mapping, pooled)

@@ -1,10 +1,11 @@
-//! The domain's counters ([`Stats`], a snapshot) and their atomic store.
+//! The domain's counters ([`DomainStats`], a snapshot) and their atomic store.
 use crate::sync::{AtomicU64, Ordering};
 
 /// Counters of a domain since it was built (a snapshot; see
 /// [`Domain::stats`](crate::Domain::stats)).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Stats {
+#[non_exhaustive]
+pub struct DomainStats {
     /// Grace periods completed.
     pub grace_periods: u64,
     /// Calls to [`Domain::synchronize_expedited`](crate::Domain::synchronize_expedited).
@@ -51,7 +52,10 @@ pub struct Stats {
     pub membarrier_failures: u64,
 }
 
-/// The live counters behind [`Stats`].
+/// The name `inner.rs` still uses (to be renamed there).
+pub(crate) use DomainStats as Stats;
+
+/// The live counters behind [`DomainStats`].
 #[derive(Default)]
 pub(crate) struct Counters {
     pub(crate) grace_periods: AtomicU64,

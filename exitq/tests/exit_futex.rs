@@ -35,7 +35,7 @@
 //! Needs root (or `kernel.perf_event_paranoid <= 1`) and a mounted tracefs;
 //! otherwise it prints `SKIPPED: <why>` to stderr and returns. CI on the
 //! project machine runs as root and `scripts/test.sh` mounts tracefs, so it
-//! runs there. Reproduce the figures in the README with
+//! runs there. Reproduce the figures in `docs/exitq.md#tests` with
 //! `cargo test -p exitq --release --test exit_futex -- --nocapture`.
 use std::ffi::c_void;
 use std::io::{self, Write};
@@ -537,7 +537,7 @@ fn futex_wake() {
 /// (`start_thread` sets `exiting` under it), then waits for it with a futex
 /// call and wakes with another: 0 to 2 futex calls per cancelled thread,
 /// hook or not, by timing alone. Waiting here takes that race out so the
-/// comparison is exact; the raced figure is in the README.
+/// comparison is exact; the raced figure is in `docs/exitq.md#tests`.
 struct AwaitCanceller(Option<Arc<Slot>>);
 
 impl Drop for AwaitCanceller {

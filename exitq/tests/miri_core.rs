@@ -8,36 +8,13 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread;
-use std::time::Duration;
 
-use exitq::{Callbacks, Domain, Reclaimer};
+use exitq::Domain;
+
+mod miri_util;
+use miri_util::domains;
 
 const N: usize = if cfg!(miri) { 40 } else { 4000 };
-
-fn domains() -> Vec<(&'static str, Domain)> {
-    let fast = Duration::from_micros(100);
-    vec![
-        (
-            "thread, local",
-            Domain::builder().batch_size(4).flush_latency(fast).build(),
-        ),
-        (
-            "thread, offload",
-            Domain::builder()
-                .batch_size(3)
-                .callbacks(Callbacks::Offload)
-                .flush_latency(fast)
-                .build(),
-        ),
-        (
-            "inline",
-            Domain::builder()
-                .batch_size(2)
-                .reclaimer(Reclaimer::Inline)
-                .build(),
-        ),
-    ]
-}
 
 /// Frees boxes the thread allocated; every one exactly once (miri: no
 /// leak, no double free).

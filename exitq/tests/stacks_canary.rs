@@ -176,7 +176,7 @@ struct Outcome {
     /// grows.
     #[allow(clippy::vec_box)]
     recs: Vec<Box<Rec>>,
-    stats: exitq::stacks::Stats,
+    stats: exitq::stacks::StackPoolStats,
 }
 
 /// Waves of threads; wave i-LAG is cancelled (every third thread is left

@@ -71,7 +71,13 @@ fn metric(r: &serde_json::Value, name: &str) -> f64 {
 
 #[test]
 fn every_mode_runs_every_job_and_reports_churn() {
-    for mode in ["thread", "mutex-pool", "exitq-pool"] {
+    for mode in [
+        "thread",
+        "mutex-pool",
+        "exitq-pool",
+        "tokio-blocking",
+        "rayon",
+    ] {
         let r = run_json(mode, &[]);
         assert_eq!(r["scenario"], "agent");
         assert_eq!(r["config"]["mode"], mode);
@@ -85,11 +91,24 @@ fn every_mode_runs_every_job_and_reports_churn() {
         ] {
             assert!(metric(&r, m) >= 0.0);
         }
+        // A job completes after it starts (quantiles of 3 significant digits).
+        for q in ["p50", "p99"] {
+            let (start, end) = (
+                metric(&r, &format!("latency_{q}_us")),
+                metric(&r, &format!("completion_{q}_us")),
+            );
+            assert!(end >= start * 0.999 - 1.0, "{mode}: {q} {start} > {end}");
+        }
         let spawned = metric(&r, "threads_spawned");
         let exits = metric(&r, "thread_exits");
         match mode {
             // One thread per job.
             "thread" => assert_eq!(spawned, 600.0),
+            // A fixed pool of --max-workers, started once, never retiring.
+            "rayon" => {
+                assert_eq!(spawned, 8.0);
+                assert_eq!(exits, 0.0);
+            }
             // The pools grow in each burst (at most 8 workers at a time) and
             // shrink in each 40 ms gap (keep-alive 10 ms, jitter 5 ms), so
             // they reuse threads: far fewer spawns than the 600 jobs. On a
@@ -99,6 +118,26 @@ fn every_mode_runs_every_job_and_reports_churn() {
             _ => {
                 assert!((1.0..=150.0).contains(&spawned), "{mode}: {spawned}");
                 assert!(exits >= 1.0 && exits <= spawned, "{mode}: {exits}");
+            }
+        }
+        // Per retired worker: the measured phase's totals over its
+        // retirements; absent without retirements (or without perf).
+        let has = |n: &str| {
+            r["metrics"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|m| m["name"] == n)
+        };
+        for (total, per) in [
+            ("futex_calls", "futex_per_exit"),
+            ("lock_contentions", "contentions_per_exit"),
+        ] {
+            if has(total) && exits > 0.0 {
+                let (t, p) = (metric(&r, total), metric(&r, per));
+                assert!((p * exits - t).abs() <= 1e-9 * t.max(1.0), "{mode}: {per}");
+            } else {
+                assert!(!has(per), "{mode}: {per} without retirements or perf");
             }
         }
     }

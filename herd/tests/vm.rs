@@ -306,7 +306,7 @@ fn guest() -> Option<&'static Guest> {
             let cpus = guest_cpus();
             let nodes = guest_nodes();
             assert!(
-                nodes >= 2 && cpus % nodes == 0,
+                nodes >= 2 && cpus.is_multiple_of(nodes),
                 "the guest tests want at least 2 NUMA nodes of equal size \
                  (HERD_VM_CPUS={cpus}, HERD_VM_NUMA={nodes})"
             );

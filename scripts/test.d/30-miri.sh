@@ -4,7 +4,10 @@
 # `defer` (exitq/src/batch.rs unit tests: closures of every size, panics),
 # and on the domain's core (exitq/tests/miri_core.rs: batches sealed,
 # drained a few callbacks at a time, stolen by a barrier, pushed at thread
-# exit, orphaned at shutdown): checks data races, use-after-free,
+# exit, orphaned at shutdown), and on the typed RCU pointers and the owned
+# reader (exitq/tests/miri_cell.rs: loads under both kinds of guard while
+# writers store, swap, CAS, update and replace; a reader in a thread-local
+# released at thread exit): checks data races, use-after-free,
 # provenance, aliasing and leaks in the raw-pointer code. Installs the nightly miri component if it is
 # missing; skips LOUDLY if there is no nightly toolchain at all.
 set -euo pipefail
@@ -26,3 +29,6 @@ MIRIFLAGS="${MIRIFLAGS:-} -Zmiri-strict-provenance" \
 echo "miri: cargo +nightly miri test -p exitq --test miri_core" >&2
 MIRIFLAGS="${MIRIFLAGS:-} -Zmiri-strict-provenance" \
     cargo +nightly miri test -p exitq --test miri_core --target-dir target/miri
+echo "miri: cargo +nightly miri test -p exitq --test miri_cell" >&2
+MIRIFLAGS="${MIRIFLAGS:-} -Zmiri-strict-provenance" \
+    cargo +nightly miri test -p exitq --test miri_cell --target-dir target/miri

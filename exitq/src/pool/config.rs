@@ -1,5 +1,5 @@
-//! The pool's [`Builder`], the settings it validates into a [`Config`], what
-//! its [`on_retire`](Builder::on_retire) callback is told ([`Retirement`]),
+//! The pool's [`PoolBuilder`], the settings it validates into a [`Config`], what
+//! its [`on_retire`](PoolBuilder::on_retire) callback is told ([`Retirement`]),
 //! and the exitq domain shared by pools built without one of their own.
 
 use std::fmt;
@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 /// Why a worker left.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum RetireReason {
     /// It was idle past its (jittered) keep-alive and the pool was above
     /// `min_workers`.
@@ -19,8 +20,9 @@ pub enum RetireReason {
 }
 
 /// One worker's retirement, passed to
-/// [`Builder::on_retire`].
+/// [`PoolBuilder::on_retire`].
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct Retirement {
     /// Index of the worker's slot (`0..max_workers`).
     pub slot: usize,
@@ -33,12 +35,12 @@ pub struct Retirement {
     pub cleaned_at: Instant,
 }
 
-/// The [`Builder::on_retire`] callback.
+/// The [`PoolBuilder::on_retire`] callback.
 pub(super) type RetireCallback = Arc<dyn Fn(&Retirement) + Send + Sync + 'static>;
 
 /// Configures a [`Pool`](super::Pool); see each setter for its default.
 #[derive(Clone)]
-pub struct Builder {
+pub struct PoolBuilder {
     min_workers: usize,
     max_workers: usize,
     keep_alive: Duration,
@@ -52,9 +54,9 @@ pub struct Builder {
     domain: Option<crate::Domain>,
 }
 
-impl fmt::Debug for Builder {
+impl fmt::Debug for PoolBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Builder")
+        f.debug_struct("PoolBuilder")
             .field("min_workers", &self.min_workers)
             .field("max_workers", &self.max_workers)
             .field("keep_alive", &self.keep_alive)
@@ -70,7 +72,7 @@ impl fmt::Debug for Builder {
     }
 }
 
-impl Default for Builder {
+impl Default for PoolBuilder {
     fn default() -> Self {
         Self {
             min_workers: 0,
@@ -88,8 +90,8 @@ impl Default for Builder {
     }
 }
 
-impl Builder {
-    /// Workers kept even when idle (started by [`Builder::build`]). Default 0.
+impl PoolBuilder {
+    /// Workers kept even when idle (started by [`PoolBuilder::build`]). Default 0.
     pub fn min_workers(mut self, n: usize) -> Self {
         self.min_workers = n;
         self
@@ -166,8 +168,8 @@ impl Builder {
     /// Default: one domain shared by every pool of the process (built on
     /// first use, its reclaimer thread named `exitq-pool-reclaim`). How
     /// soon an exit is cleaned up, and so the pace of retirement with
-    /// [`Builder::retire_batch`], follows the domain's
-    /// [`exit_poll`](crate::Builder::exit_poll) and grace periods.
+    /// [`PoolBuilder::retire_batch`], follows the domain's
+    /// [`exit_poll`](crate::DomainBuilder::exit_poll) and grace periods.
     pub fn domain(mut self, domain: crate::Domain) -> Self {
         self.domain = Some(domain);
         self
@@ -177,11 +179,11 @@ impl Builder {
         self.keep_alive_jitter.unwrap_or(self.keep_alive / 2)
     }
 
-    /// The settings checked and resolved for [`Builder::build`]: defaults
+    /// The settings checked and resolved for [`PoolBuilder::build`]: defaults
     /// filled in, the domain chosen (the shared one if none was given).
     ///
     /// # Errors
-    /// `InvalidInput` for inconsistent settings (see [`Builder::build`]);
+    /// `InvalidInput` for inconsistent settings (see [`PoolBuilder::build`]);
     /// the shared domain's error if it cannot be built.
     pub(super) fn into_config(self) -> io::Result<(Config, crate::Domain)> {
         let invalid = |m: &str| Err(io::Error::new(io::ErrorKind::InvalidInput, m.to_string()));
@@ -239,7 +241,7 @@ pub(super) struct Config {
     pub(super) on_retire: Option<RetireCallback>,
 }
 
-/// The domain shared by pools built without [`Builder::domain`].
+/// The domain shared by pools built without [`PoolBuilder::domain`].
 ///
 /// Lock-free (a leaked box behind an atomic pointer), so a `fork()` that
 /// happens while another thread builds it cannot leave a lock held in the

@@ -3,7 +3,7 @@
 //! after the worker thread has exited and a grace period has passed.
 //!
 //! This is why a worker's exit takes no pool lock: the live thread count,
-//! the retirement counters, the [`Builder::on_retire`](super::Builder::on_retire)
+//! the retirement counters, the [`PoolBuilder::on_retire`](super::PoolBuilder::on_retire)
 //! record, the retirement token (`retire.rs`) and the shutdown hand-shake are
 //! all updated here, on the reclaimer, in a batch with other exits. The
 //! worker itself only writes its [`ExitRecord`] and returns.

@@ -5,6 +5,7 @@ use std::fmt;
 use std::sync::mpsc;
 
 /// Why [`JoinHandle::join`] has no value.
+#[non_exhaustive]
 pub enum JoinError {
     /// The job panicked; this is the panic payload.
     Panicked(Box<dyn Any + Send + 'static>),

@@ -10,6 +10,7 @@ use super::inner::Inner;
 /// Counters of a pool; see [`Pool::stats`](super::Pool::stats). Monotonic
 /// counters count since the pool was built.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PoolStats {
     /// Workers available now (not retiring): never more than `max_workers`.
     pub workers: usize,

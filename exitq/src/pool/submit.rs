@@ -48,6 +48,7 @@ const SUBMITTER: usize = 2;
 
 /// What [`Pool::shutdown`](super::Pool::shutdown) observed.
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct ShutdownReport {
     /// Final counters (every worker gone, every exit hook run).
     pub stats: PoolStats,

@@ -4,7 +4,7 @@
 //!
 //! # Counters a submitter reads
 //! * `Inner::spinning`: workers polling the queue before they park
-//!   ([`Builder::spin`](super::Builder::spin)). While one spins, a submit
+//!   ([`PoolBuilder::spin`](super::PoolBuilder::spin)). While one spins, a submit
 //!   makes no syscall: the spinner takes the job.
 //! * `Inner::waking`: workers notified, or just spawned, that have not
 //!   looked at the queue yet. While one is on its way, submits wake nobody

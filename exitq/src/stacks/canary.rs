@@ -2,7 +2,7 @@
 //!
 //! # Canaries
 //!
-//! With [`Builder::canary`](crate::stacks::Builder::canary) (the default),
+//! With [`StackPoolBuilder::canary`](crate::stacks::StackPoolBuilder::canary) (the default),
 //! the four lowest words of each stack hold a state word and three pattern
 //! words:
 //! * hand-out: the spawner swaps the state from `FREE(gen)` to
@@ -29,7 +29,7 @@
 //! party to any protocol.
 //!
 //! A stack failing either check is counted in
-//! [`Stats::canary_violations`](crate::stacks::Stats::canary_violations) and
+//! [`StackPoolStats::canary_violations`](crate::stacks::StackPoolStats::canary_violations) and
 //! quarantined: never handed out again, unmapped only when the pool is
 //! drained. The test suite uses this to show that an unsound recycling rule
 //! (returning the stack from the exit destructor) is caught, and that the

@@ -1,4 +1,4 @@
-//! Configuring a [`StackPool`](super::StackPool): the [`Builder`] and what a
+//! Configuring a [`StackPool`](super::StackPool): the [`StackPoolBuilder`] and what a
 //! recycled stack's pages become ([`Release`]).
 
 use std::time::Duration;
@@ -18,6 +18,7 @@ use super::sys::page_size;
 /// [`StackPool::trim`](super::StackPool::trim) does the same on demand for
 /// every idle stack.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Release {
     /// Keep the pages: no system call, no page fault on reuse (default).
     Keep,
@@ -39,7 +40,7 @@ impl Release {
 
 /// Configures a [`StackPool`](super::StackPool).
 #[derive(Clone, Debug)]
-pub struct Builder {
+pub struct StackPoolBuilder {
     pub(super) stack_size: usize,
     pub(super) guard_size: usize,
     pub(super) max_pooled: usize,
@@ -51,9 +52,9 @@ pub struct Builder {
     pub(super) unsound_recycle_at_exit: bool,
 }
 
-impl Default for Builder {
+impl Default for StackPoolBuilder {
     fn default() -> Self {
-        Builder {
+        StackPoolBuilder {
             stack_size: 0,
             guard_size: page_size(),
             max_pooled: 1024,
@@ -67,7 +68,7 @@ impl Default for Builder {
     }
 }
 
-impl Builder {
+impl StackPoolBuilder {
     /// Usable stack bytes per thread (rounded up to pages; the guard and
     /// the pool's 128-byte header come on top). 0 (the default) means
     /// glibc's default thread stack size (`pthread_getattr_default_np`,
@@ -105,7 +106,7 @@ impl Builder {
 
     /// Check canary words at hand-out and recycle (default on). A stack
     /// failing either check is counted in
-    /// [`Stats::canary_violations`](super::Stats::canary_violations) and
+    /// [`StackPoolStats::canary_violations`](super::StackPoolStats::canary_violations) and
     /// quarantined: never handed out again, unmapped only when the pool is
     /// drained.
     pub fn canary(mut self, on: bool) -> Self {

@@ -5,6 +5,7 @@ use std::fmt;
 
 /// Why [`StackPool::spawn`](super::StackPool::spawn) failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SpawnError {
     /// `mmap` of a new stack failed (`errno`): address space, overcommit or
     /// `vm.max_map_count`.

@@ -1,5 +1,5 @@
 //! The pool's counters ([`Counters`], written by spawners and recyclers) and
-//! their snapshot ([`Stats`]).
+//! their snapshot ([`StackPoolStats`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -7,7 +7,8 @@ use crossbeam_utils::CachePadded;
 
 /// Counters of a [`StackPool`](super::StackPool) (a snapshot; each field is read separately).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Stats {
+#[non_exhaustive]
+pub struct StackPoolStats {
     /// Stacks mapped now (pooled + lent + quarantined + in the reclaimer).
     pub mapped: u64,
     /// Most stacks mapped at once.
@@ -36,7 +37,7 @@ pub struct Stats {
     pub tryjoin_busy: u64,
     /// Reclaimer rounds that found work.
     pub reclaim_rounds: u64,
-    /// Canary checks that failed (see [`Builder::canary`](super::Builder::canary)).
+    /// Canary checks that failed (see [`StackPoolBuilder::canary`](super::StackPoolBuilder::canary)).
     pub canary_violations: u64,
     /// Stacks set aside after a failed canary check.
     pub quarantined: u64,
@@ -75,10 +76,10 @@ pub(super) struct Counters {
 impl Counters {
     /// A snapshot: each counter read separately. `mapping` is the bytes of
     /// one stack mapping, `pooled` the stacks idle in the free queue now.
-    pub(super) fn snapshot(&self, mapping: usize, pooled: u64) -> Stats {
+    pub(super) fn snapshot(&self, mapping: usize, pooled: u64) -> StackPoolStats {
         let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let mapped = r(&self.mapped);
-        Stats {
+        StackPoolStats {
             mapped,
             peak_mapped: r(&self.peak_mapped),
             mapped_bytes: mapped * mapping as u64,

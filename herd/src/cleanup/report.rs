@@ -37,7 +37,7 @@ pub struct Report {
     pub exitq: Option<ExitqStats>,
 }
 
-/// The subset of [`exitq::Stats`] a comparison shows.
+/// The subset of [`exitq::DomainStats`] a comparison shows.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExitqStats {
     /// Grace periods completed.

@@ -93,7 +93,7 @@ impl Chunks {
         if self.len >= MAX_EVENTS {
             return false;
         }
-        if self.chunks.last().map_or(true, |c| c.len() == c.capacity()) {
+        if self.chunks.last().is_none_or(|c| c.len() == c.capacity()) {
             self.chunks.push(Vec::with_capacity(CHUNK));
             self.growths += 1;
         }

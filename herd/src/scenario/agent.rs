@@ -6,7 +6,11 @@
 //!   keep-alive, shaped like tokio's blocking pool ([`mutex_pool`]);
 //! * `--mode exitq-pool`: [`exitq::pool::Pool`]: lock-free queue and idle
 //!   stack, jittered keep-alive, at most K retirements per grace period,
-//!   exit bookkeeping deferred to exitq's reclaimer.
+//!   exit bookkeeping deferred to exitq's reclaimer;
+//! * `--mode tokio-blocking`: tokio's blocking pool (`spawn_blocking`),
+//!   the pool people run ([`tokio_blocking`]);
+//! * `--mode rayon`: a rayon pool of `--max-workers` threads, fixed size,
+//!   no retirement ([`rayon_mode`]).
 //!
 //! With a keep-alive shorter than the gap, both pools shrink in every gap
 //! and grow again in every burst, so the idle workers of a burst retire in
@@ -28,8 +32,10 @@
 //! the figures into the run result.
 
 mod mutex_pool;
+mod rayon_mode;
 mod report;
 mod runner;
+mod tokio_blocking;
 
 pub use mutex_pool::{MutexPool, MutexPoolStats};
 
@@ -59,6 +65,10 @@ pub enum Mode {
     MutexPool,
     /// exitq::pool: lock-free, staggered retirement through exitq.
     ExitqPool,
+    /// tokio's blocking pool: `spawn_blocking`, plain keep-alive.
+    TokioBlocking,
+    /// A rayon pool of --max-workers threads (fixed size, no keep-alive).
+    Rayon,
 }
 
 impl Mode {
@@ -67,6 +77,8 @@ impl Mode {
             Mode::Thread => "thread",
             Mode::MutexPool => "mutex-pool",
             Mode::ExitqPool => "exitq-pool",
+            Mode::TokioBlocking => "tokio-blocking",
+            Mode::Rayon => "rayon",
         }
     }
 }

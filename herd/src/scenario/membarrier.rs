@@ -446,7 +446,7 @@ fn run_once(args: &Args) -> Result<RunResult> {
             if done >= deadline {
                 break;
             }
-            if calls.load(Ordering::Relaxed) % 64 == 0 && runner::interrupted() {
+            if calls.load(Ordering::Relaxed).is_multiple_of(64) && runner::interrupted() {
                 completed = false;
                 break;
             }

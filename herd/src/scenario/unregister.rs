@@ -460,7 +460,7 @@ fn run_once(args: &Args) -> Result<RunResult> {
         // runs it after the start (a loaded machine can spend a short
         // --duration on thread start-up): the stop is checked after it.
         loop {
-            let timed = ops % every == 0;
+            let timed = ops.is_multiple_of(every);
             let t = if timed { Some(Instant::now()) } else { None };
             let i = mine[next];
             next = if next + 1 == mine.len() { 0 } else { next + 1 };
@@ -633,7 +633,7 @@ fn run_once(args: &Args) -> Result<RunResult> {
     Ok(result)
 }
 
-fn stats_delta(a: &exitq::Stats, b: &exitq::Stats) -> serde_json::Value {
+fn stats_delta(a: &exitq::DomainStats, b: &exitq::DomainStats) -> serde_json::Value {
     serde_json::json!({
         "grace_periods": b.grace_periods - a.grace_periods,
         "expedited": b.expedited - a.expedited,

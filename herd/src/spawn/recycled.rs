@@ -30,7 +30,7 @@
 
 use std::time::Duration;
 
-use exitq::stacks::{Release, StackPool, Stats};
+use exitq::stacks::{Release, StackPool, StackPoolStats};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -172,7 +172,7 @@ impl Recycled {
     }
 
     /// The pool's counters.
-    pub fn stats(&self) -> Stats {
+    pub fn stats(&self) -> StackPoolStats {
         self.pool.stats()
     }
 

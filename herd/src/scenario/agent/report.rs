@@ -87,18 +87,23 @@ fn push_time_and_cpu(r: &mut RunResult, m: &Measured<'_>) {
     ));
 }
 
-/// Queueing latency (submit to start) over all jobs that ran; a job that
-/// never ran is a bug in the runner and fails the run.
+/// Queueing latency (submit to start) and completion latency (submit to
+/// end: what the submitter waits for; a pool with more threads than CPUs
+/// starts jobs sooner and finishes them later) over all jobs that ran; a
+/// job that never ran is a bug in the runner and fails the run.
 fn push_latency(r: &mut RunResult, m: &Measured<'_>) -> Result<()> {
     let mut lat = hdrhistogram::Histogram::<u64>::new(3)?;
+    let mut done = hdrhistogram::Histogram::<u64>::new(3)?;
     let mut missing = 0u64;
     for i in 0..(m.waves.done * m.cfg.jobs) {
         let s = m.log.started_ns[i].load(Ordering::Relaxed);
+        let e = m.log.ended_ns[i].load(Ordering::Relaxed);
         let q = m.submitted[i].load(Ordering::Relaxed);
         if s == 0 {
             missing += 1;
         } else {
             lat.record(s.saturating_sub(q) / 1000)?;
+            done.record(e.saturating_sub(q) / 1000)?;
         }
     }
     if missing > 0 {
@@ -108,16 +113,12 @@ fn push_latency(r: &mut RunResult, m: &Measured<'_>) -> Result<()> {
         );
     }
     if !lat.is_empty() {
-        r.push(Metric::lower(
-            "latency_p50_us",
-            "us",
-            lat.value_at_quantile(0.5) as f64,
-        ));
-        r.push(Metric::lower(
-            "latency_p99_us",
-            "us",
-            lat.value_at_quantile(0.99) as f64,
-        ));
+        for (what, h) in [("latency", &lat), ("completion", &done)] {
+            for (q, p) in [(0.5, "p50"), (0.99, "p99")] {
+                let name = format!("{what}_{p}_us");
+                r.push(Metric::lower(&name, "us", h.value_at_quantile(q) as f64));
+            }
+        }
     }
     Ok(())
 }
@@ -174,6 +175,19 @@ fn push_perf(r: &mut RunResult, m: &Measured<'_>) {
     ] {
         if let Some(x) = perf_metrics.iter().find(|x| x.name == total_name) {
             r.push(Metric::lower(name, "calls", m.per_job(x.value)));
+        }
+    }
+    // The whole measured phase's counts over the workers that retired in
+    // it (absent when none did: rayon).
+    let exits = m.churn.exits_ns.len();
+    for (total_name, name) in [
+        ("futex_calls", "futex_per_exit"),
+        ("lock_contentions", "contentions_per_exit"),
+    ] {
+        if let Some(x) = perf_metrics.iter().find(|x| x.name == total_name) {
+            if exits > 0 {
+                r.push(Metric::lower(name, "calls", x.value / exits as f64));
+            }
         }
     }
     r.perf = report.to_json();

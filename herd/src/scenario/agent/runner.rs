@@ -1,5 +1,5 @@
-//! What runs `herd agent`'s jobs: a thread per job, the mutex pool or
-//! exitq::pool ([`Runner`]), the job body and its timing log, the
+//! What runs `herd agent`'s jobs: a thread per job, the mutex pool,
+//! exitq::pool, tokio's blocking pool or a rayon pool ([`Runner`]), the job body and its timing log, the
 //! submitters' share of a wave, and the churn each runner reports when it
 //! is shut down (threads spawned, exits, failed creations).
 
@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
+use super::rayon_mode::RayonPool;
+use super::tokio_blocking::TokioBlocking;
 use super::{Config, Mode, MutexPool};
 
 /// Exit and spawn bookkeeping gathered by one run.
@@ -72,6 +74,8 @@ pub(super) enum Runner {
     Thread(Mutex<Vec<thread::JoinHandle<()>>>, Mutex<Churn>),
     MutexPool(MutexPool),
     ExitqPool(exitq::pool::Pool, Arc<Mutex<Vec<Instant>>>),
+    TokioBlocking(TokioBlocking),
+    Rayon(RayonPool),
 }
 
 impl Runner {
@@ -96,6 +100,8 @@ impl Runner {
                     (rejected.0)();
                 }
             }
+            Runner::TokioBlocking(p) => p.execute(f),
+            Runner::Rayon(p) => p.execute(f),
         }
     }
 }
@@ -152,6 +158,8 @@ impl Runner {
                     .context("cannot start the exitq pool's minimum workers")?;
                 Runner::ExitqPool(pool, exits)
             }
+            Mode::TokioBlocking => Runner::TokioBlocking(TokioBlocking::start(cfg)?),
+            Mode::Rayon => Runner::Rayon(RayonPool::start(cfg)?),
         })
     }
 
@@ -255,6 +263,8 @@ pub(super) fn finish(runner: Runner, log: &JobLog) -> Result<Churn> {
                 ran_on_caller: report.stats.ran_on_caller,
             }
         }
+        Runner::TokioBlocking(p) => p.finish(ns)?,
+        Runner::Rayon(p) => p.finish()?,
     })
 }
 

@@ -1,0 +1,241 @@
+//! [`Reader`]: a registered reader that owns a handle of its domain, and
+//! its guard, [`ReaderGuard`].
+//!
+//! A reader claims a record of its own (`Kind::Reader`) and links it into
+//! the thread's auxiliary list, so the deadlock checks of `synchronize` and
+//! `barrier` see its sections as the thread's. It copies what entering a
+//! section touches (the record, the domain's epoch word, the fence mode)
+//! into itself, so [`Reader::read`] follows no pointer but its own fields.
+//! Those pointers stay valid because the reader owns a [`Domain`] clone:
+//! the domain's shared state, which holds the records and the epoch word,
+//! outlives the reader.
+use std::fmt;
+use std::marker::PhantomData;
+
+use crate::domain::Domain;
+use crate::expedite::Fences;
+use crate::guard::{sealed, ReadSection};
+use crate::record::{Kind, Record};
+use crate::sync::{AtomicU64, Ordering};
+use crate::thread as this_thread;
+
+/// A reader registered once: a record of its own, so [`Reader::read`]
+/// skips the thread-local lookup that [`Domain::read`] makes (the
+/// counterpart of crossbeam-epoch's `LocalHandle`), and takes `&mut self`:
+/// a reader's sections cannot nest (the borrow checker refuses a second
+/// guard while one lives), so entering is one store of the epoch into the
+/// reader word and leaving is one store of 0, with no load of the word to
+/// track nesting. For hot loops that enter and leave read sections
+/// millions of times; nest with [`Domain::read`] or a second reader.
+///
+/// A reader owns a handle of its domain (it keeps the domain alive, as a
+/// [`Domain`] clone does) and borrows nothing, so it can live in a worker's
+/// struct or in a `thread_local!`. Its record is released when it drops.
+/// A reader's guard is a read section of the thread holding it, for grace
+/// periods and for the deadlock checks of [`Domain::synchronize`] and
+/// [`Domain::barrier`] (they panic inside one); one thread may hold several
+/// readers. Not `Send`: the reader is registered with the thread that
+/// created it.
+///
+/// # Examples
+///
+/// ```
+/// let domain = exitq::Domain::new();
+/// let mut reader = domain.reader();
+/// for _ in 0..1000 {
+///     let _guard = reader.read();
+///     // ... read shared data; `domain.read()` may nest in here ...
+/// }
+/// drop(reader);
+/// domain.synchronize();
+/// ```
+///
+/// In a worker's state, built on the worker thread:
+///
+/// ```
+/// struct Worker {
+///     reader: exitq::Reader,
+///     seen: u64,
+/// }
+///
+/// let domain = exitq::Domain::new();
+/// let d = domain.clone();
+/// std::thread::spawn(move || {
+///     let mut w = Worker { reader: d.reader(), seen: 0 };
+///     drop(d); // the reader keeps the domain alive
+///     for _ in 0..10 {
+///         let _guard = w.reader.read();
+///         w.seen += 1;
+///     }
+/// })
+/// .join()
+/// .unwrap();
+/// domain.synchronize();
+/// ```
+///
+/// In a thread-local, claimed on the thread's first use and released at its
+/// exit:
+///
+/// ```
+/// use std::cell::RefCell;
+/// use std::sync::OnceLock;
+///
+/// static DOMAIN: OnceLock<exitq::Domain> = OnceLock::new();
+/// thread_local! {
+///     static READER: RefCell<exitq::Reader> =
+///         RefCell::new(DOMAIN.get_or_init(exitq::Domain::new).reader());
+/// }
+///
+/// let sum: u64 = READER.with_borrow_mut(|reader| {
+///     let _guard = reader.read();
+///     40 + 2
+/// });
+/// assert_eq!(sum, 42);
+/// ```
+///
+/// A reader's sections do not nest:
+///
+/// ```compile_fail,E0499
+/// let domain = exitq::Domain::new();
+/// let mut reader = domain.reader();
+/// let outer = reader.read();
+/// let inner = reader.read(); // error: `reader` is already borrowed
+/// drop((outer, inner));
+/// ```
+///
+/// and a reader stays on its thread:
+///
+/// ```compile_fail,E0277
+/// let reader = exitq::Domain::new().reader();
+/// std::thread::spawn(move || drop(reader)); // error: `Reader` is not `Send`
+/// ```
+pub struct Reader {
+    /// What `read` touches, copied here so entering a section follows no
+    /// pointer but the reader's own: the reader's record (its reader word),
+    /// the domain's epoch word, and the fence mode. Both pointers point
+    /// into the domain's shared state, kept alive by `domain`. The raw
+    /// pointers also make the reader neither `Send` nor `Sync`.
+    record: *const Record,
+    gp_ctr: *const AtomicU64,
+    fences: Fences,
+    domain: Domain,
+}
+
+impl Domain {
+    /// Registers a [`Reader`] on the calling thread: claims a record for it
+    /// (a free one is reused; otherwise one allocation). The reader holds a
+    /// handle of the domain.
+    ///
+    /// # Panics
+    ///
+    /// In the child of a `fork()`.
+    pub fn reader(&self) -> Reader {
+        self.inner.check_fork();
+        let record = self.claim_aux(Kind::Reader);
+        Reader {
+            record,
+            gp_ctr: &self.inner.gp.hot.gp_ctr,
+            fences: self.inner.gp.hot.fences,
+            domain: self.clone(),
+        }
+    }
+}
+
+impl Reader {
+    /// Enters a read section: stores the current epoch into the reader's
+    /// word, then a compiler fence (a full fence without membarrier). The
+    /// section ends when the guard drops (a store of 0).
+    #[inline]
+    pub fn read(&mut self) -> ReaderGuard<'_> {
+        // SAFETY: the record was claimed for this reader and stays in the
+        // registry of the domain, whose shared state `self.domain` keeps
+        // alive; only this thread writes it (the reader is not `Send`).
+        let record = unsafe { &*self.record };
+        // SAFETY: the epoch word lives in the same shared state.
+        let gp_ctr = unsafe { &*self.gp_ctr };
+        // The word is 0 here: the previous guard (which borrowed `self`
+        // mutably) stored 0 when it dropped, or `mem::forget`ed it and this
+        // overwrite ends that section (as a thread exit would). Acquire:
+        // pairs with the leader's Release store of the epoch
+        // (`grace::start_grace_period`); the store is the same as
+        // `grace::reader_enter`'s outermost entry (nesting 1).
+        record
+            .ctr
+            .store(gp_ctr.load(Ordering::Acquire), Ordering::Relaxed);
+        // Orders the store before the section's loads (pairs with the
+        // leader's membarrier, or its fence in fallback mode).
+        self.fences.light();
+        ReaderGuard {
+            record,
+            // The domain's key (`guard::key`): the epoch word's address.
+            key: self.gp_ctr.cast(),
+            _not_send: PhantomData,
+        }
+    }
+
+    /// The domain this reader belongs to.
+    pub fn domain(&self) -> &Domain {
+        &self.domain
+    }
+}
+
+/// A read section of a [`Reader`]; ends when dropped.
+#[must_use = "the read section ends when the guard is dropped"]
+pub struct ReaderGuard<'r> {
+    record: &'r Record,
+    /// The domain's key (`guard::key`), compared by [`ReadSection`] users
+    /// only.
+    key: *const (),
+    _not_send: PhantomData<*const ()>,
+}
+
+impl Drop for ReaderGuard<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        // Release: the section's accesses happen-before a grace period
+        // leader's Acquire load that sees 0 (`grace::holds_grace_period`),
+        // as `grace::reader_exit`.
+        // Nothing else: a reader's record is never retired or temporary,
+        // and its sections never get `RUN_PENDING` (local.rs).
+        self.record.ctr.store(0, Ordering::Release);
+    }
+}
+
+impl ReadSection for ReaderGuard<'_> {}
+
+impl sealed::Sealed for ReaderGuard<'_> {
+    #[inline(always)]
+    fn domain_key(&self) -> *const () {
+        self.key
+    }
+}
+
+impl fmt::Debug for ReaderGuard<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReaderGuard").finish_non_exhaustive()
+    }
+}
+
+impl fmt::Debug for Reader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // SAFETY: as in `read`.
+        let record = unsafe { &*self.record };
+        f.debug_struct("Reader")
+            .field("domain", &record.domain_id)
+            .field("reading", &(record.nesting() > 0))
+            .finish()
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        // SAFETY: as in `read`; `self.domain` is dropped after this body.
+        let record = unsafe { &*self.record };
+        // Guards borrow the reader mutably, so none is left (a forgotten
+        // one would stall grace periods forever: end it, as a thread exit
+        // does). Release: as a guard's exit.
+        record.ctr.store(0, Ordering::Release);
+        this_thread::unlink_aux(record);
+        record.release();
+    }
+}

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The declared rust-version of each package against what its locked
+# dependencies need (scripts/msrv-check.py); the package's own code is
+# checked against it by clippy's incompatible_msrv lint in .ci/run.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+if ! command -v python3 >/dev/null 2>&1; then
+    echo "SKIPPED: the rust-version check needs python3" >&2
+    exit 0
+fi
+echo "msrv: scripts/msrv-check.py" >&2
+python3 scripts/msrv-check.py
