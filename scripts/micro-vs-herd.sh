@@ -68,7 +68,7 @@ if [ -z "$perf" ]; then
     if command -v perf >/dev/null && perf stat -e "$events" -x, -o /dev/null -- true 2>/dev/null; then
         with_perf=1
     else
-        echo "micro-vs-herd: perf stat cannot count herd's events here; the C-under-perf-stat reference is skipped" >&2
+        echo "micro-vs-herd: perf stat cannot count herd's events here; the C-under-perf-stat reference is skipped"
     fi
 fi
 tmp=$(mktemp -d)
