@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 mod cpus;
 pub mod futex_hash;
+pub mod numa;
 
 pub use cpus::{
     allowed_cpus, current_cpu, format_cpu_list, online_cpus, parse_cpu_list, parse_cpu_list_for,
@@ -395,20 +396,7 @@ pub fn human_bytes(v: u64) -> String {
 }
 
 fn numa_nodes() -> Vec<NumaNode> {
-    let Some(list) = read_trim("/sys/devices/system/node/online") else {
-        return Vec::new();
-    };
-    let Ok(ids) = parse_cpu_list(&list) else {
-        return Vec::new();
-    };
-    ids.into_iter()
-        .map(|id| NumaNode {
-            id,
-            cpus: read_trim(format!("/sys/devices/system/node/node{id}/cpulist"))
-                .and_then(|l| parse_cpu_list(&l).ok())
-                .unwrap_or_default(),
-        })
-        .collect()
+    numa::NodeMap::read().nodes().to_vec()
 }
 
 fn mem_total() -> Option<u64> {

@@ -56,7 +56,8 @@
 //! scope through the cgroup) keeps each CPU's value, scaled for
 //! multiplexing on its own; the totals are their sums. The table shows a
 //! summary over the CPUs, `--no-aggregate` (`-A`) every CPU; see
-//! [`percpu`].
+//! [`percpu`]. They are also summed per NUMA node (JSON always, the table
+//! on a multi-node machine and with `--per-node`); see [`pernode`].
 //!
 //! # When a counter cannot be opened
 //! The run goes on; the counter is reported unavailable with the reason and
@@ -87,6 +88,7 @@ pub mod lock_sample;
 pub mod method;
 pub mod mm_lock;
 pub mod percpu;
+pub mod pernode;
 pub mod report;
 pub mod sampler;
 pub mod session;
@@ -118,7 +120,7 @@ pub struct PerfArgs {
     #[arg(long, value_enum, default_value_t = Scope::Process)]
     pub perf_scope: Scope,
     /// Open no perf counters at all.
-    #[arg(long, conflicts_with_all = ["require_perf", "contention", "no_aggregate"])]
+    #[arg(long, conflicts_with_all = ["require_perf", "contention", "no_aggregate", "per_node"])]
     pub no_perf: bool,
     /// Refuse the run (exit 3) when any counter cannot be opened, instead of reporting it unavailable.
     #[arg(long)]
@@ -135,7 +137,13 @@ pub struct PerfArgs {
     /// Table output: every CPU's counter values, one row per CPU (as `perf
     /// stat -A`), instead of the per-counter summary over CPUs. The JSON
     /// always has every CPU (`perf.counters[].per_cpu`).
-    #[arg(short = 'A', long)]
+    #[arg(short = 'A', long, conflicts_with = "per_node")]
     #[serde(default)]
     pub no_aggregate: bool,
+    /// Table output: the counters summed per NUMA node, one row per node
+    /// per counter (as `perf stat --per-node`), and the storm's placement
+    /// per node. The JSON always has them (`perf.counters[].per_node`).
+    #[arg(long)]
+    #[serde(default)]
+    pub per_node: bool,
 }

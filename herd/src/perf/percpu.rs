@@ -14,13 +14,15 @@
 //! the CPUs, imbalance = max/mean, how many CPUs saw any, and the busiest
 //! CPUs), not a column per CPU: on a 104-CPU server that is what shows
 //! whether the contention was spread out or piled onto a few CPUs.
-//! `--no-aggregate` (`-A`, perf stat's name) prints one row per CPU instead.
+//! `--no-aggregate` (`-A`, perf stat's name) prints one row per CPU instead,
+//! `--per-node` one row per NUMA node per counter; on a machine with more
+//! than one node the summary also gets per-node totals ([`super::pernode`]).
 
 use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use super::{CounterReading, Method, Report, Scope};
+use super::{pernode, CounterReading, Method, Report, Scope};
 use crate::format::fmt_value;
 
 /// One CPU's value of one counter.
@@ -213,11 +215,13 @@ pub fn section(r: &Report) -> Option<String> {
     if busy.is_empty() && zero.is_empty() {
         // Per-thread (inherited) counters have no CPU. Say so only when the
         // user asked for the per-CPU table.
-        return r.no_aggregate.then(|| {
-            "\nperf per CPU: not available: process scope fell back to per-thread \
-             inherited counters, which have no CPU (see the note on stderr); \
-             --perf-scope system counts per CPU\n"
-                .to_string()
+        let what = if r.per_node { "node" } else { "CPU" };
+        return (r.no_aggregate || r.per_node).then(|| {
+            format!(
+                "\nperf per {what}: not available: process scope fell back to per-thread \
+                 inherited counters, which have no CPU (see the note on stderr); \
+                 --perf-scope system counts per CPU\n"
+            )
         });
     }
     let ncpus = busy
@@ -230,6 +234,15 @@ pub fn section(r: &Report) -> Option<String> {
     if r.no_aggregate {
         let _ = writeln!(out, "\nperf per CPU ({}), {ncpus} CPUs:", scope_words(r));
         out.push_str(&full_table(&busy));
+    } else if r.per_node {
+        let all: Vec<&CounterReading> = busy.iter().chain(&zero).copied().collect();
+        let _ = writeln!(
+            out,
+            "\nperf per node ({}), {ncpus} CPUs; {}",
+            scope_words(r),
+            pernode::legend(&all, &r.nodes)
+        );
+        out.push_str(&pernode::per_node_table(&busy));
     } else {
         let _ = writeln!(
             out,
@@ -237,6 +250,9 @@ pub fn section(r: &Report) -> Option<String> {
             scope_words(r)
         );
         out.push_str(&summary_table(&busy));
+        if pernode::multi_node(&busy) {
+            out.push_str(&pernode::totals_table(&busy, &r.nodes));
+        }
     }
     if !zero.is_empty() {
         let names: Vec<&str> = zero.iter().map(|c| c.metric.as_str()).collect();
@@ -499,6 +515,7 @@ mod tests {
             optional: false,
             unavailable: None,
             per_cpu: values.iter().enumerate().map(|(i, &v)| cv(i, v)).collect(),
+            per_node: Vec::new(),
         }
     }
 
@@ -602,5 +619,51 @@ mod tests {
         old.as_object_mut().unwrap().remove("no_aggregate");
         let back = Report::from_json(&old).expect("old JSON parses");
         assert!(back.counters[0].per_cpu.is_empty());
+    }
+
+    #[test]
+    fn multi_node_summary_gets_node_totals_and_per_node_replaces_it() {
+        let nodes = vec![
+            crate::host::NumaNode {
+                id: 0,
+                cpus: vec![0, 1],
+            },
+            crate::host::NumaNode {
+                id: 1,
+                cpus: vec![2, 3],
+            },
+        ];
+        let map = crate::host::numa::NodeMap::from_nodes(nodes.clone());
+        let mut counters = vec![counter("sys_futex", &[1.0, 2.0, 3.0, 4.0])];
+        pernode::fill(&mut counters, &map);
+        let mut r = report(false, counters);
+        r.nodes = nodes;
+        let t = section(&r).unwrap();
+        eprintln!("{t}");
+        assert!(t.contains("imbalance"), "{t}");
+        assert!(t.contains("nodes: N0 0-1, N1 2-3"), "{t}");
+        let row: Vec<&str> = t
+            .lines()
+            .filter(|l| l.trim_start().starts_with("sys_futex "))
+            .nth(1)
+            .unwrap()
+            .split_whitespace()
+            .collect();
+        assert_eq!(row, ["sys_futex", "3", "7"]);
+        r.per_node = true;
+        let t = section(&r).unwrap();
+        eprintln!("{t}");
+        assert!(t.contains("perf per node (system scope"), "{t}");
+        assert!(!t.contains("imbalance"), "{t}");
+        assert!(
+            t.lines().any(|l| l
+                .split_whitespace()
+                .eq(["N1", "2", "7", "70.0%", "sys_futex"])),
+            "{t}"
+        );
+        // One node: the summary only.
+        let mut one = vec![counter("sys_futex", &[1.0, 2.0])];
+        pernode::fill(&mut one, &Default::default());
+        assert!(!section(&report(false, one)).unwrap().contains("nodes:"));
     }
 }

@@ -9,9 +9,9 @@ use super::budget::FdBudget;
 use super::contention::ContentionReport;
 use super::events::{self, EventSpec};
 use super::method::Method;
-use super::percpu;
 use super::sys::Unavailable;
 use super::Scope;
+use super::{percpu, pernode};
 use crate::result::Metric;
 
 pub(super) fn note_for(what: &str, u: &Unavailable) -> String {
@@ -55,6 +55,10 @@ pub struct CounterReading {
     /// per-thread inherited counters. The values sum to `value`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub per_cpu: Vec<percpu::CpuValue>,
+    /// `per_cpu` summed per NUMA node ([`pernode`]), one entry per node
+    /// with a CPU in it; empty when `per_cpu` is.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per_node: Vec<pernode::NodeValue>,
 }
 
 impl CounterReading {
@@ -81,6 +85,7 @@ impl CounterReading {
             optional: spec.optional,
             unavailable: None,
             per_cpu: a.per_cpu,
+            per_node: Vec::new(),
         }
     }
 
@@ -99,6 +104,7 @@ impl CounterReading {
             optional: spec.optional,
             unavailable: Some(u.clone()),
             per_cpu: Vec::new(),
+            per_node: Vec::new(),
         }
     }
 
@@ -139,6 +145,13 @@ pub struct Report {
     /// `--no-aggregate`: the table shows every CPU, not the summary.
     #[serde(default)]
     pub no_aggregate: bool,
+    /// `--per-node`: the table shows the counters per NUMA node.
+    #[serde(default)]
+    pub per_node: bool,
+    /// The NUMA nodes at the run, as sysfs listed them (`per_node` of the
+    /// counters is grouped by these; see `host/numa.rs` for the rules).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<crate::host::NumaNode>,
     /// The descriptors the counters took and the limit (see `budget.rs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fd_budget: Option<FdBudget>,
@@ -458,6 +471,7 @@ mod tests {
             optional: false,
             unavailable: v.is_none().then(|| Unavailable::absent("nope")),
             per_cpu: Vec::new(),
+            per_node: Vec::new(),
         }
     }
 

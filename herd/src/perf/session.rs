@@ -301,6 +301,8 @@ impl Session {
         // Display order is the catalog's.
         let order = events::catalog(self.args.perf_scope);
         counters.sort_by_key(|c| order.iter().position(|e| e.metric == c.metric));
+        let nodes = crate::host::numa::NodeMap::read();
+        super::pernode::fill(&mut counters, &nodes);
 
         let mut fds = Vec::new();
         let contention = self.sampler.take().map(|sm| {
@@ -333,6 +335,8 @@ impl Session {
             contention,
             contention_unavailable: self.contention_unavailable.clone(),
             no_aggregate: self.args.no_aggregate,
+            per_node: self.args.per_node,
+            nodes: nodes.nodes().to_vec(),
             fd_budget: Some(self.budget.clone()),
             open_us: self.open_us,
             read_us,

@@ -19,6 +19,7 @@ use hdrhistogram::Histogram;
 use serde_json::json;
 
 use super::Config;
+use crate::host::numa::NodeMap;
 use crate::result::{Metric, RunResult};
 use crate::spawn::ThreadRec;
 
@@ -152,8 +153,9 @@ pub(super) fn push_hist(r: &mut RunResult, name: &str, h: &Histogram<u64>) {
 
 /// Placement summary: per-CPU counts at start and exit, CPUs used,
 /// imbalance (largest per-CPU start count over the mean across the
-/// requested CPUs; 1.0 is perfectly even).
-pub(super) fn placement(cfg: &Config, c: &Collector) -> serde_json::Value {
+/// requested CPUs; 1.0 is perfectly even), and the same per NUMA node of
+/// `nodes` (see [`per_node`]).
+pub(super) fn placement(cfg: &Config, c: &Collector, nodes: &NodeMap) -> serde_json::Value {
     let pairs = |m: &BTreeMap<i32, u64>| -> Vec<(i64, u64)> {
         m.iter().map(|(&k, &v)| (k as i64, v)).collect()
     };
@@ -186,9 +188,45 @@ pub(super) fn placement(cfg: &Config, c: &Collector) -> serde_json::Value {
         "imbalance": imbalance,
         "outside_requested_start": outside(&c.per_cpu_start),
         "outside_requested_exit": outside(&c.per_cpu_exit),
+        "per_node": per_node(cfg, c, nodes),
     })
 }
 
+/// Threads per NUMA node at start and at exit: `[{node, cpus,
+/// cpus_requested, start, exit}]` by node id (`cpus`: the requested CPUs
+/// in the node), for every node with a requested CPU or a thread. A
+/// thread whose CPU is unknown (-1) is in no node (it is counted in
+/// `outside_requested_*`).
+pub(super) fn per_node(cfg: &Config, c: &Collector, nodes: &NodeMap) -> serde_json::Value {
+    let mut rows: BTreeMap<usize, (Vec<usize>, u64, u64)> = BTreeMap::new();
+    for &cpu in &cfg.cpus {
+        rows.entry(nodes.node_of(cpu)).or_default().0.push(cpu);
+    }
+    for (m, start) in [(&c.per_cpu_start, true), (&c.per_cpu_exit, false)] {
+        for (&cpu, &n) in m {
+            let Ok(cpu) = usize::try_from(cpu) else {
+                continue;
+            };
+            let row = rows.entry(nodes.node_of(cpu)).or_default();
+            if start {
+                row.1 += n;
+            } else {
+                row.2 += n;
+            }
+        }
+    }
+    rows.into_iter()
+        .map(|(node, (cpus, start, exit))| {
+            json!({
+                "node": node,
+                "cpus": cpus,
+                "cpus_requested": cpus.len(),
+                "start": start,
+                "exit": exit,
+            })
+        })
+        .collect()
+}
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,6 +12,7 @@ use super::collect::{hist_json, placement, push_hist};
 use super::Measured;
 use crate::export::format::fmt_value;
 use crate::host::format_cpu_list;
+use crate::host::numa::NodeMap;
 use crate::perf;
 use crate::result::{Metric, RunResult};
 use crate::runner;
@@ -68,7 +69,7 @@ pub(super) fn build(m: &Measured<'_>, perf: &perf::Report) -> Result<RunResult> 
     if let Some(h) = r.host.as_object_mut() {
         h.insert("futex_hash".into(), serde_json::to_value(&hash)?);
     }
-    let place = placement(cfg, &m.collector);
+    let place = placement(cfg, &m.collector, &NodeMap::read());
     r.push(Metric::info(
         "cpus_used",
         "cpus",
@@ -243,10 +244,21 @@ pub fn extra_sections(r: &RunResult) -> String {
                 "  threads seen outside the requested CPUs: {os} at start, {oe} at exit"
             );
         }
-        for (label, list) in [
-            ("start", starts),
-            ("exit", p["per_cpu_exit"].as_array().unwrap_or(starts)),
-        ] {
+        let nodes = p["per_node"].as_array().map_or(&[][..], Vec::as_slice);
+        let per_node = perf::Report::from_json(&r.perf).is_some_and(|p| p.per_node);
+        if per_node || nodes.len() > 1 {
+            out.push_str(&nodes_section(nodes));
+        }
+        let lists = if per_node {
+            // --per-node: the per-CPU lists are in the JSON only.
+            Vec::new()
+        } else {
+            vec![
+                ("start", starts),
+                ("exit", p["per_cpu_exit"].as_array().unwrap_or(starts)),
+            ]
+        };
+        for (label, list) in lists {
             let items: Vec<String> = list
                 .iter()
                 .filter_map(|e| Some(format!("cpu{}:{}", e.get(0)?, e.get(1)?)))
@@ -300,6 +312,33 @@ pub fn extra_sections(r: &RunResult) -> String {
     out
 }
 
+/// Threads per NUMA node at start and exit, one line per node, from
+/// `placement.per_node`.
+fn nodes_section(nodes: &[serde_json::Value]) -> String {
+    let mut out = String::from("  threads per node at start / exit:\n");
+    for n in nodes {
+        let cpus: Vec<usize> = n["cpus"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_u64())
+                    .map(|v| v as usize)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "    N{} ({} requested CPUs: {}): {} / {}",
+            n["node"],
+            cpus.len(),
+            format_cpu_list(&cpus),
+            n["start"],
+            n["exit"]
+        );
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -342,7 +381,7 @@ mod tests {
             c.per_cpu_start.insert(cpu as i32, n);
             c.per_cpu_exit.insert(cpu as i32, n);
         }
-        let p = placement(&cfg, &c);
+        let p = placement(&cfg, &c, &NodeMap::default());
         assert_eq!(p["cpus_used"], 256);
         assert_eq!(p["cpus_requested"].as_array().unwrap().len(), 256);
         assert_eq!(p["per_cpu_start"][200], serde_json::json!([328, 2]));
@@ -368,13 +407,88 @@ mod tests {
         let mut c = Collector::new();
         c.per_cpu_start.insert(1, 10);
         c.per_cpu_exit.insert(1, 10);
-        let p = placement(&cfg, &c);
+        let p = placement(&cfg, &c, &NodeMap::default());
         assert_eq!(p["cpus_used"], 1);
         assert_eq!(p["imbalance"], 5.0);
         assert_eq!(p["outside_requested_start"], 0);
         // A thread that exited on CPU 7, outside 0-4, is reported.
         c.per_cpu_exit.insert(7, 1);
-        let p = placement(&cfg, &c);
+        let p = placement(&cfg, &c, &NodeMap::default());
         assert_eq!(p["outside_requested_exit"], 1);
+    }
+
+    /// Placement per node on a fake 4-node machine with sparse ids (0, 1,
+    /// 3, 6): round-robin over 16 CPUs, node k holding CPUs 4k..4k+4.
+    #[test]
+    fn placement_per_node_sums_threads_per_node() {
+        let map = NodeMap::from_nodes(
+            [0, 1, 3, 6]
+                .iter()
+                .enumerate()
+                .map(|(k, &id)| crate::host::NumaNode {
+                    id,
+                    cpus: (4 * k..4 * k + 4).collect(),
+                })
+                .collect(),
+        );
+        let cfg = cfg_with_cpus((0..16).collect());
+        let mut c = Collector::new();
+        for cpu in 0..16 {
+            c.per_cpu_start.insert(cpu, 10);
+            c.per_cpu_exit.insert(cpu, 10);
+        }
+        // One thread migrated from CPU 0 (N0) to CPU 15 (N6) before exit,
+        // one whose CPU is unknown.
+        *c.per_cpu_exit.get_mut(&0).unwrap() -= 1;
+        *c.per_cpu_exit.get_mut(&15).unwrap() += 1;
+        c.per_cpu_exit.insert(-1, 1);
+        let p = placement(&cfg, &c, &map);
+        let nodes = p["per_node"].as_array().unwrap();
+        let row = |i: usize| {
+            let n = &nodes[i];
+            (
+                n["node"].as_u64().unwrap(),
+                n["cpus_requested"].as_u64().unwrap(),
+                n["start"].as_u64().unwrap(),
+                n["exit"].as_u64().unwrap(),
+            )
+        };
+        assert_eq!(nodes.len(), 4);
+        assert_eq!(row(0), (0, 4, 40, 39));
+        assert_eq!(row(1), (1, 4, 40, 40));
+        assert_eq!(row(3), (6, 4, 40, 41));
+        assert_eq!(nodes[2]["cpus"], json!([8, 9, 10, 11]));
+
+        let mut r = RunResult::new("storm", vec![], Default::default(), Default::default());
+        r.details = json!({ "placement": p });
+        let text = extra_sections(&r);
+        assert!(text.contains("threads per node at start / exit:"), "{text}");
+        assert!(
+            text.contains("N6 (4 requested CPUs: 12-15): 40 / 41"),
+            "{text}"
+        );
+        assert!(
+            text.contains("cpu15:"),
+            "per-CPU lists without --per-node: {text}"
+        );
+        // --per-node: the node lines only, the per-CPU lists in the JSON.
+        r.perf = crate::perf::Report {
+            enabled: true,
+            per_node: true,
+            ..Default::default()
+        }
+        .to_json();
+        let text = extra_sections(&r);
+        assert!(
+            text.contains("N3 (4 requested CPUs: 8-11): 40 / 40"),
+            "{text}"
+        );
+        assert!(!text.contains("cpu15:"), "{text}");
+        // One node: no node lines unless asked for.
+        let p = placement(&cfg, &c, &NodeMap::default());
+        assert_eq!(p["per_node"].as_array().unwrap().len(), 1);
+        r.perf = serde_json::Value::Null;
+        r.details = json!({ "placement": p });
+        assert!(!extra_sections(&r).contains("threads per node"));
     }
 }
