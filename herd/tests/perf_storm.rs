@@ -145,13 +145,46 @@ fn no_perf_opens_nothing() {
 
 #[test]
 fn no_perf_conflicts_with_contention_and_require_perf() {
-    for extra in ["--contention", "--require-perf", "-A", "--no-aggregate"] {
+    for extra in [
+        "--contention",
+        "--require-perf",
+        "-A",
+        "--no-aggregate",
+        "--per-node",
+    ] {
         let out = Command::cargo_bin("herd")
             .unwrap()
             .args(["storm", "--no-perf", extra])
             .output()
             .unwrap();
         assert_eq!(out.status.code(), Some(2), "{extra}");
+    }
+}
+
+/// `--per-node` and `-A` ask for two different tables: a usage error that
+/// names both, exit 2, on every scenario with perf flags.
+#[test]
+fn per_node_conflicts_with_no_aggregate() {
+    for scenario in ["storm", "gp", "membarrier", "agent"] {
+        let out = Command::cargo_bin("herd")
+            .unwrap()
+            .args([scenario, "--per-node", "-A"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{scenario}: {err}");
+        assert!(
+            err.contains("--per-node") && err.contains("--no-aggregate"),
+            "{scenario}: {err}"
+        );
+        let out = Command::cargo_bin("herd")
+            .unwrap()
+            .args([scenario, "--per-node", "--no-perf"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{scenario}: {err}");
+        assert!(err.contains("--no-perf"), "{scenario}: {err}");
     }
 }
 

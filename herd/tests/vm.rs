@@ -410,6 +410,15 @@ fn guest_script(cpus: usize, nodes: usize) -> String {
         "run perf_table herd storm --waves 2 --spin 1000 --sleep-ms 10 --per-wave {cpus} \
          --perf-scope system\n"
     ));
+    // --per-node: counters and placement per NUMA node, JSON and table.
+    s.push_str(&format!(
+        "run perf_pernode herd storm {QUICK_STORM} --per-wave {cpus} --pin round-robin \
+         --perf-scope system --per-node --json\n"
+    ));
+    s.push_str(&format!(
+        "run pernode_table herd storm --waves 2 --spin 1000 --sleep-ms 10 --per-wave {cpus} \
+         --pin round-robin --perf-scope system --per-node\n"
+    ));
     s
 }
 
@@ -897,8 +906,21 @@ fn perf_table_summarises_the_cpus() {
         let section: Vec<&str> = table
             .lines()
             .skip_while(|l| !l.starts_with("perf per CPU"))
-            .take_while(|l| !l.is_empty())
+            .take_while(|l| !l.is_empty() && !l.starts_with("  nodes:"))
             .collect();
+        // On this multi-node guest the summary is followed by the node
+        // totals: one column per node.
+        let nodes = table
+            .lines()
+            .find(|l| l.starts_with("  nodes: "))
+            .unwrap_or_else(|| panic!("no per-node totals on a {}-node guest:\n{table}", g.nodes));
+        let want: Vec<String> = (0..g.nodes)
+            .map(|n| {
+                let (a, b) = node_range(g.cpus, g.nodes, n);
+                format!("N{n} {a}-{b}")
+            })
+            .collect();
+        assert_eq!(nodes, format!("  nodes: {}", want.join(", ")), "{table}");
         assert!(
             section.len() <= 18,
             "one row per counter, not per CPU:\n{table}"
@@ -931,4 +953,104 @@ fn contention_profile_runs_with_a_ring_per_cpu() {
         let ends = c["ends"].as_u64().unwrap();
         assert!(pairs <= ends, "{c}");
     });
+}
+
+/// `--per-node` on the multi-node guest: each counter's per-node values
+/// sum to its total, each node counted its own CPUs, and the round-robin
+/// placement per node is each node's share of the threads; the table shows
+/// perf stat's per-node rows and the threads per node.
+#[test]
+fn per_node_counters_sum_to_the_totals_and_placement_follows_the_nodes() {
+    with_guest(
+        "per_node_counters_sum_to_the_totals_and_placement_follows_the_nodes",
+        |g| {
+            let run = g.json("perf_pernode");
+            let perf = &run["perf"];
+            assert_eq!(perf["per_node"], true);
+            let per = (g.cpus / g.nodes) as u64;
+            let nodes = perf["nodes"].as_array().expect("perf.nodes");
+            assert_eq!(nodes.len(), g.nodes, "{}", perf["nodes"]);
+            for (n, node) in nodes.iter().enumerate() {
+                assert_eq!(node["id"].as_u64(), Some(n as u64));
+                assert_eq!(u64s(&node["cpus"]), g.node_cpus(n));
+            }
+            let open: Vec<&Value> = perf["counters"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|c| c["unavailable"].is_null())
+                .collect();
+            assert!(!open.is_empty(), "{perf}");
+            for c in &open {
+                let total = c["value"].as_f64().unwrap();
+                let pn = c["per_node"]
+                    .as_array()
+                    .unwrap_or_else(|| panic!("{}: no per_node", c["metric"]));
+                let ids: Vec<u64> = pn.iter().map(|n| n["node"].as_u64().unwrap()).collect();
+                assert_eq!(ids, range(0, g.nodes - 1), "{}", c["metric"]);
+                assert!(
+                    pn.iter().all(|n| n["cpus"].as_u64() == Some(per)),
+                    "{}: {pn:?}",
+                    c["metric"]
+                );
+                let sum: f64 = pn.iter().map(|n| n["value"].as_f64().unwrap()).sum();
+                assert!(
+                    (sum - total).abs() <= 1e-9 * total.abs().max(1.0),
+                    "{}: nodes sum to {sum}, total {total}",
+                    c["metric"]
+                );
+            }
+            // The storm's threads were created on every node.
+            let created = open
+                .iter()
+                .find(|c| c["metric"] == "tasks_created")
+                .expect("tasks_created counted");
+            for n in created["per_node"].as_array().unwrap() {
+                assert!(n["value"].as_f64().unwrap() >= (4 * per) as f64, "{n}");
+            }
+            // Round-robin: 4 waves x `cpus` threads, 4 per CPU, so 4 x the
+            // node's CPUs per node, at start and at exit.
+            check_round_robin(&run, &range(0, g.cpus - 1), 4);
+            let place = run["details"]["placement"]["per_node"]
+                .as_array()
+                .expect("placement.per_node");
+            assert_eq!(place.len(), g.nodes);
+            for (n, p) in place.iter().enumerate() {
+                assert_eq!(p["node"].as_u64(), Some(n as u64), "{p}");
+                assert_eq!(u64s(&p["cpus"]), g.node_cpus(n));
+                assert_eq!(p["start"].as_u64(), Some(4 * per), "{p}");
+                assert_eq!(p["exit"].as_u64(), Some(4 * per), "{p}");
+            }
+
+            assert_eq!(
+                g.status("pernode_table"),
+                0,
+                "{}",
+                g.file("pernode_table.err")
+            );
+            let table = g.file("pernode_table.out");
+            assert!(table.contains("perf per node (system scope"), "{table}");
+            let rows: Vec<Vec<&str>> = table
+                .lines()
+                .map(|l| l.split_whitespace().collect())
+                .filter(|r: &Vec<&str>| r.len() == 5 && r[4] == "tasks_created")
+                .collect();
+            let ids: Vec<&str> = rows.iter().map(|r| r[0]).collect();
+            let want: Vec<String> = (0..g.nodes).map(|n| format!("N{n}")).collect();
+            assert_eq!(ids, want, "{table}");
+            assert!(rows.iter().all(|r| r[1] == per.to_string()), "{table}");
+            for n in 0..g.nodes {
+                let (a, b) = node_range(g.cpus, g.nodes, n);
+                let line = format!(
+                    "N{n} ({per} requested CPUs: {a}-{b}): {t} / {t}",
+                    t = 2 * per
+                );
+                assert!(table.contains(&line), "no '{line}' in:\n{table}");
+            }
+            assert!(
+                !table.contains(&format!("cpu{}:", g.cpus - 1)),
+                "--per-node: no per-CPU lists:\n{table}"
+            );
+        },
+    );
 }
