@@ -1000,12 +1000,15 @@ fn per_node_counters_sum_to_the_totals_and_placement_follows_the_nodes() {
                     c["metric"]
                 );
             }
-            // The storm's threads were created on every node.
-            let created = open
+            // The pinned threads exit on their own CPUs (sched_process_exit
+            // fires on the exiting task's CPU; task_newtask would not do:
+            // it fires on the creator's), so every node counts at least
+            // its 4 x `per` threads' exits.
+            let exits = open
                 .iter()
-                .find(|c| c["metric"] == "tasks_created")
-                .expect("tasks_created counted");
-            for n in created["per_node"].as_array().unwrap() {
+                .find(|c| c["metric"] == "task_exits")
+                .expect("task_exits counted");
+            for n in exits["per_node"].as_array().unwrap() {
                 assert!(n["value"].as_f64().unwrap() >= (4 * per) as f64, "{n}");
             }
             // Round-robin: 4 waves x `cpus` threads, 4 per CPU, so 4 x the
@@ -1033,7 +1036,7 @@ fn per_node_counters_sum_to_the_totals_and_placement_follows_the_nodes() {
             let rows: Vec<Vec<&str>> = table
                 .lines()
                 .map(|l| l.split_whitespace().collect())
-                .filter(|r: &Vec<&str>| r.len() == 5 && r[4] == "tasks_created")
+                .filter(|r: &Vec<&str>| r.len() == 5 && r[4] == "task_exits")
                 .collect();
             let ids: Vec<&str> = rows.iter().map(|r| r[0]).collect();
             let want: Vec<String> = (0..g.nodes).map(|n| format!("N{n}")).collect();

@@ -35,7 +35,8 @@
 //! * exit latency: the stop request (cancel or flag, or for a thread that
 //!   ended on its own, the end of its sleep) to its exit destructor;
 //! * placement: the CPU at start and at exit (`sched_getcpu`), summarised
-//!   per CPU with CPUs used and imbalance.
+//!   per CPU with CPUs used and imbalance, and per NUMA node
+//!   (`host/numa.rs`: threads per node at start and exit).
 //!
 //! # Extension points (kept small on purpose)
 //! * Per-thread hooks: [`make_hooks`] builds the [`Hooks`] every thread
