@@ -250,10 +250,10 @@ pub fn section(r: &Report) -> Option<String> {
             scope_words(r)
         );
         out.push_str(&summary_table(&busy));
-        if pernode::multi_node(&busy) {
-            out.push_str(&pernode::totals_table(&busy, &r.nodes));
-        }
     }
+    // Below the summary and its notes on a multi-node host: the node totals.
+    let node_totals = (!r.no_aggregate && !r.per_node && pernode::multi_node(&busy))
+        .then(|| pernode::totals_table(&busy, &r.nodes));
     if !zero.is_empty() {
         let names: Vec<&str> = zero.iter().map(|c| c.metric.as_str()).collect();
         let _ = writeln!(out, "  zero on every CPU: {}", names.join(", "));
@@ -280,6 +280,7 @@ pub fn section(r: &Report) -> Option<String> {
             multiplexed.join(", ")
         );
     }
+    out.extend(node_totals);
     Some(out)
 }
 
