@@ -57,6 +57,8 @@ fn real_kernel_counters() {
     process_scope_inherited_counters_count_the_same();
     eprintln!("-- inherited counters on a kernel that misses exits: reported, not 0");
     inherited_exits_missed_are_reported_unavailable();
+    eprintln!("-- --per-node with inherited counters: a usage error (exit 2)");
+    per_node_needs_per_cpu_counters();
     eprintln!("-- enable/disable alternating: only enabled periods count");
     counts_accumulate_over_enabled_periods_only();
     eprintln!("-- system scope");
@@ -161,6 +163,36 @@ impl Kernel for InheritOnly {
     fn is_root(&self) -> bool {
         RealKernel.is_root()
     }
+}
+
+fn per_node_needs_per_cpu_counters() {
+    quiesce();
+    let args = PerfArgs {
+        per_node: true,
+        ..Default::default()
+    };
+    let err = match Session::open_with(&args, &[], &InheritOnly) {
+        Ok(_) => panic!("--per-node opened per-thread counters"),
+        Err(e) => e,
+    };
+    assert_eq!(herd::error::exit_code_for(&err), 2, "{err:#}");
+    let msg = format!("{err:#}");
+    assert!(
+        msg.contains("--per-node") && msg.contains("--perf-scope system"),
+        "{msg}"
+    );
+    // The cgroup method has per-CPU values: --per-node opens.
+    let mut s = Session::open_with(&args, &[], &RealKernel).unwrap();
+    let r = s.finish().unwrap();
+    assert_eq!(r.method, Method::Cgroup, "{:?}", r.method_fallback);
+    assert!(r.per_node);
+    assert!(
+        r.counters
+            .iter()
+            .filter(|c| c.value.is_some())
+            .all(|c| !c.per_node.is_empty()),
+        "every counted counter has per-node values"
+    );
 }
 
 fn process_scope_inherited_counters_count_the_same() {

@@ -87,6 +87,21 @@ impl Session {
             s.open_sampler(kernel, c, &attached);
         }
         s.keep(attached);
+        // --per-node sums per-CPU values: per-thread counters have none.
+        if args.per_node && s.method == Method::Inherit {
+            let why = s
+                .method_fallback
+                .as_ref()
+                .map_or(String::new(), |u| format!(" ({})", u.reason));
+            return Err(crate::error::usage(
+                "--per-node",
+                format!(
+                    "needs per-CPU counters, and process scope fell back to per-thread \
+                     inherited counters{why}, which have no CPU; --perf-scope system counts \
+                     per CPU"
+                ),
+            ));
+        }
         s.open_us = t0.elapsed().as_micros() as u64;
         s.check_required()?;
         Ok(s)
