@@ -182,7 +182,7 @@ fn per_node_needs_per_cpu_counters() {
         "{msg}"
     );
     // The cgroup method has per-CPU values: --per-node opens.
-    let mut s = Session::open_with(&args, &[], &RealKernel).unwrap();
+    let s = Session::open_with(&args, &[], &RealKernel).unwrap();
     let r = s.finish().unwrap();
     assert_eq!(r.method, Method::Cgroup, "{:?}", r.method_fallback);
     assert!(r.per_node);
