@@ -165,12 +165,43 @@ fn json_document_is_complete() {
         "ctx_voluntary",
         "create_rate",
         "create_p99_us",
-        "exit_max_us",
         "start_p90_us",
         "peak_rss_kib",
     ] {
         assert!(metric(&r, m) >= 0.0, "{m}");
     }
+    // Exit latency is split by path (stopped asleep, asked mid-spin, ended
+    // on its own); which paths the 12 threads took depends on the
+    // scheduler, so check each path's metric against its own count.
+    let d = &r["details"];
+    let count = |k: &str| d[k].as_u64().unwrap_or_else(|| panic!("{k} in {d}"));
+    let (by_request, spinning, own) = (
+        count("ended_by_request"),
+        count("ended_while_spinning"),
+        count("ended_on_own"),
+    );
+    assert_eq!(by_request + own, 12, "{d}");
+    let has = |m: &str| {
+        r["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|x| x["name"] == m)
+    };
+    let mut any = false;
+    for (path, n) in [
+        ("exit", by_request - spinning),
+        ("exit_spinning", spinning),
+        ("exit_own", own),
+    ] {
+        let present = has(&format!("{path}_max_us"));
+        assert!(
+            !present || n > 0,
+            "{path}_max_us without a thread on that path: {d}"
+        );
+        any |= present;
+    }
+    assert!(any, "no exit latency metric at all: {}", r["metrics"]);
     assert!(metric(&r, "peak_rss_kib") > 0.0);
     assert_eq!(
         r["args"],
