@@ -217,15 +217,7 @@ pub fn extra_sections(r: &RunResult) -> String {
     }
     let p = &r.details["placement"];
     if let Some(starts) = p["per_cpu_start"].as_array() {
-        let requested: Vec<usize> = p["cpus_requested"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_u64())
-                    .map(|v| v as usize)
-                    .collect()
-            })
-            .unwrap_or_default();
+        let requested = cpu_numbers(&p["cpus_requested"]);
         let _ = writeln!(
             out,
             "\nplacement: {} CPUs used of {} requested ({}), imbalance {} (max/mean threads per CPU at start)",
@@ -312,20 +304,25 @@ pub fn extra_sections(r: &RunResult) -> String {
     out
 }
 
+/// A JSON array of CPU numbers (placement's `cpus_requested`, a node's
+/// `cpus`) as numbers; anything else is an empty list.
+fn cpu_numbers(v: &serde_json::Value) -> Vec<usize> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_u64())
+                .map(|v| v as usize)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Threads per NUMA node at start and exit, one line per node, from
 /// `placement.per_node`.
 fn nodes_section(nodes: &[serde_json::Value]) -> String {
     let mut out = String::from("  threads per node at start / exit:\n");
     for n in nodes {
-        let cpus: Vec<usize> = n["cpus"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_u64())
-                    .map(|v| v as usize)
-                    .collect()
-            })
-            .unwrap_or_default();
+        let cpus = cpu_numbers(&n["cpus"]);
         let _ = writeln!(
             out,
             "    N{} ({} requested CPUs: {}): {} / {}",
