@@ -83,8 +83,11 @@ fn bursts_exactly_once(spin: Duration) {
             h.join().unwrap();
         }
         if b % 3 == 0 {
-            // Long enough for some workers to retire.
-            thread::sleep(Duration::from_millis(8));
+            // A gap in which the idle workers retire (awaited, not slept
+            // for: a stalled worker may wait far past its keep-alive).
+            wait_until("the idle workers retire between bursts", || {
+                pool.stats().workers == 0
+            });
         }
     }
     let report = pool.shutdown();
@@ -352,32 +355,67 @@ fn live_workers_respect_min_and_max() {
     assert_eq!(report.stats.live_threads, 0);
 }
 
+/// `burst_then_idle`'s keep-alive.
+const KEEP_ALIVE: Duration = Duration::from_millis(30);
+
+/// One idle period after a burst, as the pool's `on_retire` saw it.
+struct IdleRun {
+    /// The burst workers' retirements, by `decided_at`.
+    retirements: Vec<Retirement>,
+    /// `stats().retire_deferred`: times a worker was denied a token.
+    deferred: u64,
+    /// Taken before the burst's jobs could return: every worker's last
+    /// idle period began after it.
+    idle_from: Instant,
+}
+
 /// Retirements of one idle period after a burst of `n` workers.
-/// `hook_delay` stretches each exit's bookkeeping (a slow grace period).
+/// `hook_delay` stretches each exit's bookkeeping (a slow grace period);
+/// with `hold_first_until_deferred` the first exit's bookkeeping also waits
+/// until some other worker has been denied a token (so one surely was).
 fn burst_then_idle(
     n: usize,
     jitter: Duration,
     k: usize,
     hook_delay: Duration,
-) -> (Vec<Retirement>, u64) {
+    hold_first_until_deferred: bool,
+) -> IdleRun {
     let log = Arc::new(Mutex::new(Vec::new()));
+    // The pool, for the hook to read its stats (weak: no cycle through the
+    // hook the pool owns).
+    let me: Arc<std::sync::OnceLock<std::sync::Weak<Pool>>> = Arc::default();
     // A domain of its own: the hook delay must not slow other tests' pools.
     let domain = exitq::Domain::new();
     let pool = {
-        let log = log.clone();
-        Pool::builder()
-            .domain(domain.clone())
-            .max_workers(n)
-            .keep_alive(Duration::from_millis(30))
-            .keep_alive_jitter(jitter)
-            .retire_batch(k)
-            .on_retire(move |r| {
-                log.lock().unwrap().push(*r);
-                thread::sleep(hook_delay);
-            })
-            .build()
-            .unwrap()
+        let (log, me) = (log.clone(), me.clone());
+        Arc::new(
+            Pool::builder()
+                .domain(domain.clone())
+                .max_workers(n)
+                .keep_alive(KEEP_ALIVE)
+                .keep_alive_jitter(jitter)
+                .retire_batch(k)
+                .on_retire(move |r| {
+                    let first = {
+                        let mut log = log.lock().unwrap();
+                        log.push(*r);
+                        log.len() == 1
+                    };
+                    thread::sleep(hook_delay);
+                    if first && hold_first_until_deferred {
+                        // Holding the only token: the other workers' keep-
+                        // alives expire meanwhile and they are denied.
+                        let pool = me.get().and_then(std::sync::Weak::upgrade).unwrap();
+                        wait_until("a worker is denied a token", || {
+                            pool.stats().retire_deferred > 0
+                        });
+                    }
+                })
+                .build()
+                .unwrap(),
+        )
     };
+    me.set(Arc::downgrade(&pool)).unwrap();
     let gate = Arc::new(Barrier::new(n + 1));
     for _ in 0..n {
         let gate = gate.clone();
@@ -386,6 +424,7 @@ fn burst_then_idle(
         })
         .unwrap();
     }
+    let idle_from = Instant::now();
     gate.wait(); // n workers exist and go idle together
     wait_until("every burst worker retired", || {
         log.lock().unwrap().len() == n
@@ -398,48 +437,95 @@ fn burst_then_idle(
     let mut v = log.lock().unwrap().clone();
     v.sort_by_key(|r| r.decided_at);
     assert!(v.iter().all(|r| r.reason == RetireReason::Idle));
-    (v, deferred)
+    // Nobody left before its own keep-alive: its last idle period began
+    // after `idle_from`, and lasted at least the keep-alive it drew.
+    for r in &v {
+        assert!(
+            r.decided_at >= idle_from + r.keep_alive,
+            "slot {} left {:?} after the burst, before its keep-alive {:?}",
+            r.slot,
+            r.decided_at - idle_from,
+            r.keep_alive
+        );
+    }
+    IdleRun {
+        retirements: v,
+        deferred,
+        idle_from,
+    }
+}
+
+/// With `retire_batch(1)`: a worker decides to leave only after the
+/// previous one's exit bookkeeping ran (and returned the only token), which
+/// took at least `hook_delay`: no two exits overlap.
+fn assert_one_exit_at_a_time(v: &[Retirement], hook_delay: Duration) {
+    for w in v.windows(2) {
+        assert!(
+            w[1].decided_at >= w[0].cleaned_at + hook_delay,
+            "two retirements in flight at once with retire_batch(1): \
+             slot {} decided {:?} after slot {}'s bookkeeping began",
+            w[1].slot,
+            w[1].decided_at.saturating_duration_since(w[0].cleaned_at),
+            w[0].slot
+        );
+    }
 }
 
 #[test]
 fn staggered_retirement_spreads_exits_over_time() {
-    let n = 12;
-    let (v, deferred) = burst_then_idle(n, Duration::from_millis(120), 1, Duration::ZERO);
-    // K = 1: a worker decides to leave only after the previous one's exit
-    // bookkeeping ran: no two exits overlap.
-    for w in v.windows(2) {
+    // What the pool guarantees, whatever the scheduler does: each worker
+    // waits its own jittered keep-alive (checked in `burst_then_idle`), the
+    // draws really are jittered, and K = 1 lets one exit be in flight at a
+    // time. How far apart the exits land in time depends on when the
+    // workers get to run, so no span is asserted.
+    let (n, jitter) = (12, Duration::from_millis(120));
+    let run = burst_then_idle(n, jitter, 1, Duration::ZERO, false);
+    let v = &run.retirements;
+    assert_one_exit_at_a_time(v, Duration::ZERO);
+    for r in v {
         assert!(
-            w[1].decided_at >= w[0].cleaned_at,
-            "two retirements in flight at once with retire_batch(1)"
+            r.keep_alive >= KEEP_ALIVE && r.keep_alive < KEEP_ALIVE + jitter,
+            "slot {} drew {:?}, outside [{KEEP_ALIVE:?}, {:?})",
+            r.slot,
+            r.keep_alive,
+            KEEP_ALIVE + jitter
         );
     }
-    let span = v[n - 1].decided_at - v[0].decided_at;
-    // 12 keep-alives drawn uniformly from [30, 150) ms: a span under 40 ms
-    // has probability < 1e-6.
-    assert!(
-        span >= Duration::from_millis(40),
-        "exits not spread: span {span:?}"
+    let (lo, hi) = (
+        v.iter().map(|r| r.keep_alive).min().unwrap(),
+        v.iter().map(|r| r.keep_alive).max().unwrap(),
     );
-    eprintln!("staggered: {n} exits over {span:?}, {deferred} token waits");
+    // 12 draws from 120 ms of nanoseconds: all equal only if jitter is
+    // ignored.
+    assert!(lo < hi, "every worker drew the same keep-alive {lo:?}");
+    let span = v[n - 1].decided_at - v[0].decided_at;
+    eprintln!(
+        "staggered: {n} exits over {span:?} (keep-alives {lo:?}..{hi:?}), \
+         first {:?} after the burst, {} token waits",
+        v[0].decided_at - run.idle_from,
+        run.deferred
+    );
 }
 
 #[test]
 fn retire_batch_alone_staggers_a_plain_keep_alive() {
     // No jitter: every worker's keep-alive expires in the same instant, the
     // herd of other pools. K = 1 still admits one exit at a time: with each
-    // exit's bookkeeping taking 3 ms (a slow grace period), the others must
-    // wait for a token, and the exits spread over at least (n-1) * 3 ms.
-    let n = 8;
-    let (v, deferred) = burst_then_idle(n, Duration::ZERO, 1, Duration::from_millis(3));
-    for w in v.windows(2) {
-        assert!(w[1].decided_at >= w[0].cleaned_at);
-    }
-    assert!(deferred > 0, "the token made some workers wait");
-    let span = v[n - 1].decided_at - v[0].decided_at;
+    // exit's bookkeeping taking 3 ms (a slow grace period), each decision
+    // comes at least 3 ms after the previous one's bookkeeping began, so
+    // the exits spread over at least (n-1) * 3 ms. The first exit's
+    // bookkeeping holds the token until another worker was denied one.
+    let (n, hook_delay) = (8, Duration::from_millis(3));
+    let run = burst_then_idle(n, Duration::ZERO, 1, hook_delay, true);
+    let v = &run.retirements;
     assert!(
-        span >= Duration::from_millis(3 * (n as u64 - 1)),
-        "span {span:?}"
+        v.iter().all(|r| r.keep_alive == KEEP_ALIVE),
+        "no jitter: every draw is the keep-alive"
     );
+    assert_one_exit_at_a_time(v, hook_delay);
+    assert!(run.deferred > 0, "the token made some workers wait");
+    let span = v[n - 1].decided_at - v[0].decided_at;
+    assert!(span >= hook_delay * (n as u32 - 1), "span {span:?}");
 }
 
 #[test]

@@ -33,6 +33,14 @@ pub struct Retirement {
     /// When its exit bookkeeping ran (on the reclaimer, after the thread
     /// was gone): `cleaned_at - decided_at` is the deferral.
     pub cleaned_at: Instant,
+    /// For [`RetireReason::Idle`]: the keep-alive this worker drew for the
+    /// idle period it left from, `keep_alive + uniform[0, jitter)` (see
+    /// [`PoolBuilder::keep_alive_jitter`]). The worker was idle at least
+    /// this long before `decided_at`: longer when it had to wait for a
+    /// retirement token ([`PoolBuilder::retire_batch`]) or stayed at
+    /// `min_workers` for a while. [`Duration::ZERO`] for
+    /// [`RetireReason::Shutdown`].
+    pub keep_alive: Duration,
 }
 
 /// The [`PoolBuilder::on_retire`] callback.

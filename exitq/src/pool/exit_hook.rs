@@ -32,15 +32,17 @@ pub(crate) struct ExitRecord {
     pub(crate) slot: u32,
     reason: AtomicU8,
     decided_ns: AtomicU64,
+    keep_alive_ns: AtomicU64,
 }
 
 impl ExitRecord {
-    /// Records why and when (since the pool's epoch) the worker leaves.
-    pub(crate) fn set(&self, reason: RetireReason, at: Duration) {
-        self.decided_ns.store(
-            at.as_nanos().min(u64::MAX as u128) as u64,
-            Ordering::Relaxed,
-        );
+    /// Records why and when (since the pool's epoch) the worker leaves,
+    /// and the keep-alive it drew for its last idle period (zero at
+    /// shutdown).
+    pub(crate) fn set(&self, reason: RetireReason, at: Duration, keep_alive: Duration) {
+        self.decided_ns.store(saturating_ns(at), Ordering::Relaxed);
+        self.keep_alive_ns
+            .store(saturating_ns(keep_alive), Ordering::Relaxed);
         let r = match reason {
             RetireReason::Idle => IDLE,
             RetireReason::Shutdown => SHUTDOWN,
@@ -65,6 +67,16 @@ impl ExitRecord {
     pub(crate) fn decided_ns(&self) -> u64 {
         self.decided_ns.load(Ordering::Relaxed)
     }
+
+    /// The keep-alive of the worker's last idle period.
+    pub(crate) fn keep_alive(&self) -> Duration {
+        Duration::from_nanos(self.keep_alive_ns.load(Ordering::Relaxed))
+    }
+}
+
+/// `d` in nanoseconds, `u64::MAX` beyond 584 years.
+fn saturating_ns(d: Duration) -> u64 {
+    d.as_nanos().min(u64::MAX as u128) as u64
 }
 
 thread_local! {
@@ -85,6 +97,7 @@ pub(crate) fn register(inner: &Arc<Inner>, slot: u32) -> Arc<ExitRecord> {
         slot,
         reason: AtomicU8::new(UNSET),
         decided_ns: AtomicU64::new(0),
+        keep_alive_ns: AtomicU64::new(0),
     });
     let inner = Arc::clone(inner);
     let rec = Arc::clone(&record);
@@ -110,6 +123,7 @@ fn worker_exited(inner: &Inner, record: &ExitRecord) {
             reason,
             decided_at: inner.epoch + Duration::from_nanos(record.decided_ns()),
             cleaned_at,
+            keep_alive: record.keep_alive(),
         };
         let _ = panic::catch_unwind(AssertUnwindSafe(|| cb(&r)));
     }

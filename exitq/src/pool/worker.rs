@@ -11,7 +11,7 @@
 
 use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::config::RetireReason;
 use super::exit_hook;
@@ -26,8 +26,8 @@ enum AfterIdle {
     Work,
     /// Was notified: counted in `waking` until it looks at the queue.
     Woken,
-    /// Leaves.
-    Retire,
+    /// Leaves, after an idle period whose drawn keep-alive this is.
+    Retire(Duration),
 }
 
 /// The worker thread of slot `slot_idx`.
@@ -69,7 +69,11 @@ pub(super) fn main(inner: Arc<Inner>, slot_idx: u32) {
                 // freed above (the release half), and with the SeqCst loads
                 // of `workers` in `begin_shutdown` and `grow_for_queued_job`.
                 inner.workers.fetch_sub(1, Ordering::SeqCst);
-                record.set(RetireReason::Shutdown, inner.epoch.elapsed());
+                record.set(
+                    RetireReason::Shutdown,
+                    inner.epoch.elapsed(),
+                    Duration::ZERO,
+                );
                 break;
             }
             continue;
@@ -80,8 +84,8 @@ pub(super) fn main(inner: Arc<Inner>, slot_idx: u32) {
                 inner.arrived();
                 woken = true;
             }
-            AfterIdle::Retire => {
-                record.set(RetireReason::Idle, inner.epoch.elapsed());
+            AfterIdle::Retire(keep_alive) => {
+                record.set(RetireReason::Idle, inner.epoch.elapsed(), keep_alive);
                 break;
             }
         }
@@ -97,7 +101,10 @@ fn idle_wait(inner: &Inner, i: u32, rng: &mut u64) -> AfterIdle {
     if let Some(after) = go_idle(inner, i) {
         return after;
     }
-    let mut deadline = Instant::now() + inner.keep_alive(rng);
+    // What `Retirement::keep_alive` reports: the first draw of this idle
+    // period (a worker at `min_workers` draws again; those only add).
+    let keep_alive = inner.keep_alive(rng);
+    let mut deadline = Instant::now() + keep_alive;
     loop {
         let now = Instant::now();
         let wait = deadline.saturating_duration_since(now);
@@ -135,7 +142,7 @@ fn idle_wait(inner: &Inner, i: u32, rng: &mut u64) -> AfterIdle {
             // Our last access to the slot: frees it now, or leaves that to
             // the popper of our entry if it is still in the stack.
             inner.slots.retire(i);
-            return AfterIdle::Retire;
+            return AfterIdle::Retire(keep_alive);
         }
         // Denied (no token, or at min_workers): idle again, retry later.
         slot.state.store(RUNNING, Ordering::Relaxed);
