@@ -339,15 +339,21 @@ pub fn summary_table(counters: &[&CounterReading]) -> String {
     out
 }
 
-/// `perf stat -A` as a matrix: one row per CPU, one column per counter
-/// (those with a non-zero total), and a total row.
-pub fn full_table(counters: &[&CounterReading]) -> String {
+/// The CPUs any of `counters` has a value on, ascending, each once.
+pub fn counted_cpus(counters: &[&CounterReading]) -> Vec<usize> {
     let mut cpus: Vec<usize> = counters
         .iter()
         .flat_map(|c| c.per_cpu.iter().map(|v| v.cpu))
         .collect();
     cpus.sort_unstable();
     cpus.dedup();
+    cpus
+}
+
+/// `perf stat -A` as a matrix: one row per CPU, one column per counter
+/// (those with a non-zero total), and a total row.
+pub fn full_table(counters: &[&CounterReading]) -> String {
+    let cpus = counted_cpus(counters);
     let cell = |c: &CounterReading, cpu: usize| {
         c.per_cpu
             .iter()

@@ -29,7 +29,7 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use super::percpu::CpuValue;
+use super::percpu::{counted_cpus, CpuValue};
 use super::CounterReading;
 use crate::format::fmt_value;
 use crate::host::format_cpu_list;
@@ -93,12 +93,8 @@ pub fn multi_node(counters: &[&CounterReading]) -> bool {
 /// run read (`perf.nodes`), for the nodes the counters were on.
 pub fn legend(counters: &[&CounterReading], nodes: &[crate::host::NumaNode]) -> String {
     let map = NodeMap::from_nodes(nodes.to_vec());
-    let cpus: Vec<usize> = counters
-        .iter()
-        .flat_map(|c| c.per_cpu.iter().map(|v| v.cpu))
-        .collect();
     let parts: Vec<String> = map
-        .group(&cpus)
+        .group(&counted_cpus(counters))
         .iter()
         .map(|(n, members)| format!("N{n} {}", format_cpu_list(members)))
         .collect();
