@@ -1,0 +1,149 @@
+//! The run's verdict: the watchdog (no role may stop making progress),
+//! the checks once every role stopped, and the report.
+
+use std::collections::HashMap;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::world::{inc, world};
+use crate::Opts;
+
+/// Fails the run if some role stops making progress.
+pub(crate) fn watchdog(start: Instant, limit: Duration) {
+    let w = world();
+    let snapshot = || {
+        let o = &w.ops;
+        [
+            o.reads.load(Ordering::Relaxed),
+            o.barriers.load(Ordering::Relaxed),
+            o.exit_threads.load(Ordering::Relaxed),
+            o.cancelled_threads.load(Ordering::Relaxed),
+            o.churned_domains.load(Ordering::Relaxed),
+        ]
+    };
+    let names = [
+        "readers",
+        "barriers",
+        "exit threads",
+        "cancelled threads",
+        "domain churn",
+    ];
+    let mut last = snapshot();
+    let mut since = [Instant::now(); 5];
+    while !w.stop.load(Ordering::Relaxed) {
+        thread::sleep(Duration::from_millis(200));
+        let now = snapshot();
+        for k in 0..5 {
+            if now[k] != last[k] {
+                since[k] = Instant::now();
+            } else if since[k].elapsed() > limit {
+                eprintln!(
+                    "torture: FAILURE: no progress of {} for {:?} (at {:?} into the run): a hang",
+                    names[k],
+                    limit,
+                    start.elapsed()
+                );
+                std::process::exit(1);
+            }
+        }
+        last = now;
+    }
+}
+
+/// After every role stopped: each domain's counted callbacks all ran once,
+/// the panics were counted, nothing is pending; every hook ran.
+pub(crate) fn final_checks() {
+    let w = world();
+    for slot in &w.slots {
+        slot.domain.barrier();
+        let (issued, ran) = (
+            slot.issued.load(Ordering::Relaxed),
+            slot.ran.load(Ordering::Relaxed),
+        );
+        if ran < issued {
+            w.v.callback_missing
+                .fetch_add(issued - ran, Ordering::Relaxed);
+        }
+        if ran > issued {
+            w.v.callback_twice
+                .fetch_add(ran - issued, Ordering::Relaxed);
+        }
+        // Retire callbacks defer the final free: a second barrier runs it.
+        slot.domain.barrier();
+        let s = slot.domain.stats();
+        if s.callbacks_panicked != slot.panics.load(Ordering::Relaxed) {
+            inc(&w.v.panics_miscounted);
+        }
+        if s.pending != 0 {
+            w.v.pending_left.fetch_add(s.pending, Ordering::Relaxed);
+        }
+    }
+    // Hooks of exited threads: an exit barrier per domain, then count.
+    for slot in &w.slots {
+        slot.domain.exit_barrier();
+    }
+    let missing = w
+        .hooks
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|c| c.load(Ordering::Relaxed) == 0)
+        .count() as u64;
+    w.v.hook_missing.fetch_add(missing, Ordering::Relaxed);
+}
+
+pub(crate) fn report(opts: &Opts, took: Duration, role_panics: &HashMap<&str, u32>) -> ExitCode {
+    let w = world();
+    let o = &w.ops;
+    let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    println!(
+        "torture: {:.1} s: {} reads, {} replaces by defer, {} by synchronize, {} counted defers, \
+         {} barriers, {} exited and {} cancelled threads, {} of {} exit hooks ran, {} domains dropped under live threads",
+        took.as_secs_f64(),
+        g(&o.reads),
+        g(&o.replaces_deferred),
+        g(&o.replaces_synchronized),
+        g(&o.counted_defers),
+        g(&o.barriers),
+        g(&o.exit_threads),
+        g(&o.cancelled_threads),
+        g(&o.hooks_ran),
+        g(&o.hooks_registered),
+        g(&o.churned_domains),
+    );
+    for slot in &w.slots {
+        let s = slot.domain.stats();
+        println!(
+            "torture: domain '{}': {} grace periods, {} callbacks run ({} batches, {} run by their thread), \
+             {} stolen, {} passes, {} panics caught, {} backlog waits, {} overruns",
+            slot.name,
+            s.grace_periods,
+            s.callbacks_run,
+            s.batches,
+            s.batches_run_locally,
+            s.stolen_batches,
+            s.passes,
+            s.callbacks_panicked,
+            s.backlog_waits,
+            s.backlog_overruns
+        );
+    }
+    let mut failed = false;
+    for (what, n) in w.v.all() {
+        println!("torture: {what}: {n}");
+        failed |= n != 0;
+    }
+    for (role, n) in role_panics {
+        println!("torture: {n} {role} thread(s) panicked");
+        failed = true;
+    }
+    if failed {
+        println!("torture: FAILURE (seed {})", opts.seed);
+        ExitCode::from(1)
+    } else {
+        println!("torture: SUCCESS");
+        ExitCode::SUCCESS
+    }
+}

@@ -1,0 +1,233 @@
+//! Threads that end while the domains run: short-lived threads with exit
+//! hooks (`exiter`), raw pthreads cancelled in `nanosleep` or between two
+//! `synchronize` calls (`canceller`), and domains dropped under their live
+//! threads (`churner`).
+
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use exitq::{Callbacks, Domain, Reclaimer};
+
+use crate::workers::{check_current, counted_defer};
+use crate::world::{inc, world, Rng};
+
+/// Registers a hook of the calling thread on `domain`: it must run once,
+/// after `finished` is set.
+pub(crate) fn register_hook(domain: &Domain, finished: &Arc<AtomicBool>) {
+    let w = world();
+    let count = Arc::new(AtomicU32::new(0));
+    w.hooks.lock().unwrap().push(count.clone());
+    let finished = finished.clone();
+    domain.register_exit(move || {
+        // Acquire: pairs with the thread's (or canceller's) Release.
+        if !finished.load(Ordering::Acquire) {
+            inc(&world().v.hook_early);
+        }
+        if count.fetch_add(1, Ordering::Relaxed) != 0 {
+            inc(&world().v.hook_twice);
+        }
+        inc(&world().ops.hooks_ran);
+    });
+    inc(&w.ops.hooks_registered);
+}
+
+/// Spawns short-lived threads that register exit hooks and return.
+pub(crate) fn exiter(seed: u64) {
+    let w = world();
+    let rng = Rng::new(seed ^ 0xE417);
+    while !w.stop.load(Ordering::Relaxed) {
+        let n = 1 + rng.below(8);
+        let handles: Vec<_> = (0..n)
+            .map(|k| {
+                let seed = rng.next() ^ k;
+                thread::spawn(move || {
+                    let rng = Rng::new(seed);
+                    let finished = Arc::new(AtomicBool::new(false));
+                    for _ in 0..1 + rng.below(3) {
+                        let slot = &world().slots[rng.below(world().slots.len() as u64) as usize];
+                        register_hook(&slot.domain, &finished);
+                        for _ in 0..rng.below(20) {
+                            counted_defer(slot, &rng);
+                        }
+                        let _g = slot.domain.read();
+                        check_current(slot, &rng);
+                    }
+                    // Release: pairs with the hooks' Acquire.
+                    finished.store(true, Ordering::Release);
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().expect("exit thread panicked");
+        }
+        w.ops.exit_threads.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+extern "C-unwind" {
+    /// Declared "C-unwind": a cancellation acting here unwinds through it.
+    fn nanosleep(req: *const libc::timespec, rem: *mut libc::timespec) -> libc::c_int;
+}
+
+/// What a cancellable pthread is told.
+pub(crate) struct CancelArg {
+    slot: usize,
+    /// Loop over `synchronize` (cancelled between two) instead of sleeping.
+    synchronizer: bool,
+    started: Arc<AtomicBool>,
+    finished: Arc<AtomicBool>,
+    seed: u64,
+}
+
+/// Registers hooks and defers, then waits in `nanosleep` (or loops over
+/// `synchronize`) until cancelled. No value with a destructor is live at a
+/// cancellation point: everything is set up in `cancel_setup`, which
+/// returns before the loop.
+pub(crate) extern "C-unwind" fn cancellable(arg: *mut c_void) -> *mut c_void {
+    let (slot, synchronizer) = cancel_setup(arg);
+    let domain: &'static Domain = &world().slots[slot].domain;
+    let ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 100_000,
+    };
+    loop {
+        if synchronizer {
+            // Cancellation is disabled inside: it acts at the sleep below.
+            domain.synchronize();
+        }
+        // SAFETY: a valid timespec; a cancellation point.
+        unsafe { nanosleep(&ts, std::ptr::null_mut()) };
+    }
+}
+
+pub(crate) fn cancel_setup(arg: *mut c_void) -> (usize, bool) {
+    // SAFETY: `arg` is the `Box<CancelArg>` leaked by `canceller`.
+    let arg = unsafe { Box::from_raw(arg.cast::<CancelArg>()) };
+    let rng = Rng::new(arg.seed);
+    let slot = &world().slots[arg.slot];
+    register_hook(&slot.domain, &arg.finished);
+    for _ in 0..rng.below(10) {
+        counted_defer(slot, &rng);
+    }
+    // Release: the canceller waits for this before cancelling.
+    arg.started.store(true, Ordering::Release);
+    (arg.slot, arg.synchronizer)
+}
+
+/// Spawns raw pthreads and cancels them.
+pub(crate) fn canceller(seed: u64) {
+    let w = world();
+    let rng = Rng::new(seed ^ 0xCA4C);
+    while !w.stop.load(Ordering::Relaxed) {
+        let started = Arc::new(AtomicBool::new(false));
+        let finished = Arc::new(AtomicBool::new(false));
+        let arg = Box::new(CancelArg {
+            slot: rng.below(w.slots.len() as u64) as usize,
+            synchronizer: rng.chance(30),
+            started: started.clone(),
+            finished: finished.clone(),
+            seed: rng.next(),
+        });
+        let mut tid: libc::pthread_t = 0;
+        // SAFETY: valid out-pointer, default attributes; the routine takes
+        // the leaked box. The transmute only changes the ABI name: glibc
+        // unwinds through the routine on cancellation, which C-unwind
+        // permits.
+        let rc = unsafe {
+            libc::pthread_create(
+                &mut tid,
+                std::ptr::null(),
+                std::mem::transmute::<
+                    extern "C-unwind" fn(*mut c_void) -> *mut c_void,
+                    extern "C" fn(*mut c_void) -> *mut c_void,
+                >(cancellable),
+                Box::into_raw(arg).cast(),
+            )
+        };
+        if rc != 0 {
+            // A resource limit on a loaded machine: wait and try again.
+            thread::sleep(Duration::from_millis(10));
+            continue;
+        }
+        // Acquire: pairs with the thread's Release.
+        while !started.load(Ordering::Acquire) {
+            thread::yield_now();
+        }
+        thread::sleep(Duration::from_micros(rng.below(3000)));
+        // Release: the hooks may run from now on.
+        finished.store(true, Ordering::Release);
+        // SAFETY: a live, joinable thread we created.
+        unsafe { libc::pthread_cancel(tid) };
+        let mut ret: *mut c_void = std::ptr::null_mut();
+        // SAFETY: joinable, joined once.
+        unsafe { libc::pthread_join(tid, &mut ret) };
+        inc(&w.ops.cancelled_threads);
+    }
+}
+
+/// Builds short-lived domains, lets threads use them and drops the last
+/// handle while the threads still live.
+pub(crate) fn churner(seed: u64) {
+    let w = world();
+    let rng = Rng::new(seed ^ 0xC4A7);
+    while !w.stop.load(Ordering::Relaxed) {
+        let mut b = Domain::builder()
+            .batch_size(1 + rng.below(16) as usize)
+            .flush_latency(Duration::from_micros(100 + rng.below(2000)));
+        if rng.chance(40) {
+            b = b.reclaimer(Reclaimer::Inline);
+        }
+        if rng.chance(30) {
+            b = b.callbacks(Callbacks::Offload);
+        }
+        let domain = b.build();
+        let ran = Arc::new(AtomicU64::new(0));
+        let (go, hold) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(true)),
+        );
+        let n = 1 + rng.below(4);
+        let handles: Vec<_> = (0..n)
+            .map(|_| {
+                let (d, ran, go, hold) = (domain.clone(), ran.clone(), go.clone(), hold.clone());
+                let finished = Arc::new(AtomicBool::new(false));
+                thread::spawn(move || {
+                    register_hook(&d, &finished);
+                    for _ in 0..10 {
+                        let ran = ran.clone();
+                        d.defer(move || {
+                            ran.fetch_add(1, Ordering::Relaxed);
+                        });
+                    }
+                    drop(d.read());
+                    drop(d); // our handle; the record stays ours
+                    go.store(true, Ordering::Release);
+                    while hold.load(Ordering::Acquire) {
+                        thread::sleep(Duration::from_micros(200));
+                    }
+                    finished.store(true, Ordering::Release);
+                })
+            })
+            .collect();
+        while !go.load(Ordering::Acquire) {
+            thread::yield_now();
+        }
+        drop(domain); // the last handle, while the threads live
+        hold.store(false, Ordering::Release);
+        for h in handles {
+            h.join().expect("churn thread panicked");
+        }
+        // The last handle's drop ran every callback; the threads' exits
+        // ran their hooks.
+        let ran = ran.load(Ordering::Relaxed);
+        if ran != n * 10 {
+            w.v.callback_missing
+                .fetch_add((n * 10).abs_diff(ran), Ordering::Relaxed);
+        }
+        inc(&w.ops.churned_domains);
+        thread::sleep(Duration::from_micros(rng.below(1000)));
+    }
+}

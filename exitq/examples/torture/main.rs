@@ -1,0 +1,222 @@
+//! exitq's torture test, in the spirit of the kernel's rcutorture: many
+//! threads mix every API at random for a while, every guarantee is checked
+//! as it is exercised, every violation is counted, and the run ends with
+//! `SUCCESS` (exit 0) or `FAILURE` (exit 1).
+//!
+//!     cargo run --release -p exitq --example torture -- --seconds 60
+//!
+//! Options: `--seconds N` (default 10), `--threads N` (workers, default 12),
+//! `--seed N` (default: from the clock; printed, so a failure can be
+//! rerun). Exit 2 on bad usage.
+//!
+//! What runs, on several domains at once (default; offloaded callbacks with
+//! batches of 2; the inline reclaimer with batches of 3; batches of 1 with
+//! a backlog limit of 8 and no first-check delay; fence mode with batches
+//! of 7), all with flush latencies of 100-200 µs except the default:
+//!
+//! * readers, through `Domain::read` (nested at random) and `Reader`s,
+//!   load a domain's current object and check, inside the section and
+//!   again before leaving it after a random delay, that no callback has
+//!   poisoned it (a use after free, had it been freed);
+//! * writers replace the object and retire the old one: `defer` (the
+//!   callback poisons it, checks it was not already poisoned, and defers
+//!   its free: a second grace period), or `synchronize` /
+//!   `synchronize_expedited` and then poison and free; sometimes from
+//!   inside a read guard (the callbacks must wait for the guard's end);
+//!   `flush` at random;
+//! * counted defers (some of which panic with a payload whose `Drop`
+//!   panics too) and `barrier` checkers: every callback whose `defer`
+//!   returned before a `barrier` started must have run when it returns;
+//! * short-lived threads that register exit hooks and defer, then return;
+//!   raw pthreads that do the same and are cancelled in `nanosleep`, or
+//!   while they loop over `synchronize` (cancellation is deferred there);
+//!   a hook must run exactly once, and never before its thread finished
+//!   (was cancelled);
+//! * a churner builds short-lived domains (random settings, both
+//!   reclaimer kinds), lets threads use them, and drops the last handle
+//!   while those threads still live: their hooks must wait for their exit
+//!   and then run exactly once;
+//! * at the end, per domain: every counted callback ran exactly once, the
+//!   panics were all counted, nothing is pending.
+//!
+//! A watchdog fails the run if any role stops making progress for 60 s.
+//!
+//! Layout: `world.rs` (the shared state and counters), `workers.rs`
+//! (readers, writers, barrier checkers), `exits.rs` (exiting, cancelled
+//! and churned threads), `checks.rs` (watchdog, final checks, report);
+//! this file parses the options, builds the domains and runs the roles.
+
+mod checks;
+mod exits;
+mod workers;
+mod world;
+
+use std::collections::HashMap;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use exitq::{Callbacks, Domain, Expedite, Reclaimer};
+
+use checks::{final_checks, report, watchdog};
+use exits::{canceller, churner, exiter};
+use workers::{checker, worker, Bomb};
+use world::{new_obj, world, Ops, Slot, Violations, World, WORLD};
+
+/// Parsed options.
+pub(crate) struct Opts {
+    pub(crate) seconds: u64,
+    pub(crate) threads: usize,
+    pub(crate) seed: u64,
+}
+
+fn parse() -> Result<Opts, String> {
+    let mut o = Opts {
+        seconds: 10,
+        threads: 12,
+        seed: Instant::now().elapsed().as_nanos() as u64
+            ^ std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(7, |d| d.as_nanos() as u64),
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut value = |name: &str| -> Result<u64, String> {
+            let v = args.next().ok_or_else(|| format!("{name} needs a value"))?;
+            v.parse::<u64>()
+                .map_err(|_| format!("{name}: not a number: '{v}'"))
+        };
+        match a.as_str() {
+            "--seconds" => o.seconds = value("--seconds")?,
+            "--threads" => o.threads = value("--threads")? as usize,
+            "--seed" => o.seed = value("--seed")?,
+            "-h" | "--help" => {
+                println!("usage: torture [--seconds N] [--threads N] [--seed N]");
+                std::process::exit(0);
+            }
+            other => return Err(format!("unknown argument '{other}' (try --help)")),
+        }
+    }
+    if o.seconds == 0 || o.threads == 0 || o.threads > 1024 {
+        return Err("--seconds must be positive and --threads in 1..=1024".into());
+    }
+    Ok(o)
+}
+
+fn slots() -> Vec<Slot> {
+    let fast = Duration::from_micros(100);
+    let configs: Vec<(&'static str, exitq::DomainBuilder)> = vec![
+        ("default", Domain::builder()),
+        (
+            "offload, batch 2",
+            Domain::builder()
+                .callbacks(Callbacks::Offload)
+                .batch_size(2)
+                .flush_latency(fast),
+        ),
+        (
+            "inline, batch 3",
+            Domain::builder()
+                .reclaimer(Reclaimer::Inline)
+                .batch_size(3)
+                .flush_latency(fast),
+        ),
+        (
+            "batch 1, backlog 8",
+            Domain::builder()
+                .batch_size(1)
+                .backlog_limit(8)
+                .first_check_delay(Duration::ZERO)
+                .flush_latency(Duration::from_micros(200)),
+        ),
+        (
+            "fences, batch 7",
+            Domain::builder()
+                .expedite(Expedite::Fallback)
+                .batch_size(7)
+                .flush_latency(fast),
+        ),
+    ];
+    configs
+        .into_iter()
+        .map(|(name, b)| Slot {
+            name,
+            domain: b.stall_timeout(Duration::from_secs(30)).build(),
+            current: AtomicPtr::new(new_obj(0)),
+            issued: AtomicU64::new(0),
+            ran: AtomicU64::new(0),
+            panics: AtomicU64::new(0),
+        })
+        .collect()
+}
+
+fn main() -> ExitCode {
+    let opts = match parse() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("torture: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    // Expected panics (with a payload whose drop panics) are counted, not
+    // printed.
+    std::panic::set_hook(Box::new(|info| {
+        if info.payload().downcast_ref::<Bomb>().is_none()
+            && !info.to_string().contains("(expected)")
+        {
+            eprintln!("torture: unexpected panic: {info}");
+        }
+    }));
+    WORLD
+        .set(World {
+            slots: slots(),
+            stop: AtomicBool::new(false),
+            v: Violations::default(),
+            ops: Ops::default(),
+            hooks: Mutex::new(Vec::new()),
+        })
+        .unwrap_or_else(|_| unreachable!("set once"));
+    let w = world();
+    println!(
+        "torture: {} s, {} workers, seed {} ({} domains: {})",
+        opts.seconds,
+        opts.threads,
+        opts.seed,
+        w.slots.len(),
+        w.slots
+            .iter()
+            .map(|s| s.name)
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+    let start = Instant::now();
+    let mut roles: Vec<(&str, thread::JoinHandle<()>)> = Vec::new();
+    let seed = opts.seed;
+    for id in 0..opts.threads {
+        let h = thread::Builder::new()
+            .name(format!("worker-{id}"))
+            .spawn(move || worker(id, seed))
+            .expect("spawn worker");
+        roles.push(("worker", h));
+    }
+    for id in 0..2 {
+        roles.push(("checker", thread::spawn(move || checker(id, seed))));
+    }
+    roles.push(("exiter", thread::spawn(move || exiter(seed))));
+    roles.push(("canceller", thread::spawn(move || canceller(seed))));
+    roles.push(("churner", thread::spawn(move || churner(seed))));
+    let dog = thread::spawn(move || watchdog(start, Duration::from_secs(60)));
+    thread::sleep(Duration::from_secs(opts.seconds));
+    w.stop.store(true, Ordering::Relaxed);
+    let mut role_panics = HashMap::new();
+    for (name, h) in roles {
+        if h.join().is_err() {
+            *role_panics.entry(name).or_insert(0u32) += 1;
+        }
+    }
+    dog.join().expect("watchdog");
+    final_checks();
+    report(&opts, start.elapsed(), &role_panics)
+}

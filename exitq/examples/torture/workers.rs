@@ -1,0 +1,170 @@
+//! The readers and writers (`worker`: every read and retire API at
+//! random) and the barrier checkers (`checker`).
+
+use std::sync::atomic::Ordering;
+use std::thread;
+use std::time::Duration;
+
+use crate::world::{inc, new_obj, world, Obj, Rng, Slot, ALIVE, POISONED};
+
+/// Inside a read section of `slot`: the current object is alive, now and
+/// after a random delay.
+pub(crate) fn check_current(slot: &Slot, rng: &Rng) {
+    let p = slot.current.load(Ordering::Acquire);
+    // SAFETY: objects are freed only two grace periods after they were
+    // unpublished, and we are in a read section (the property under test:
+    // a violation shows as a poisoned object long before a free).
+    let obj = unsafe { &*p };
+    if obj.state.load(Ordering::Acquire) != ALIVE {
+        inc(&world().v.read_after_poison);
+    }
+    match rng.below(100) {
+        0 => thread::sleep(Duration::from_micros(200 + rng.below(800))),
+        1..=30 => {
+            for _ in 0..rng.below(300) {
+                std::hint::spin_loop();
+            }
+        }
+        _ => {}
+    }
+    if obj.state.load(Ordering::Acquire) != ALIVE
+        || std::hint::black_box(obj.generation) == u64::MAX
+    {
+        inc(&world().v.read_after_poison);
+    }
+    inc(&world().ops.reads);
+}
+
+/// The callback that retires `old`: poison it (it must not have been
+/// poisoned already), and free it one more grace period later.
+pub(crate) fn retire(slot_index: usize, old: usize) {
+    let obj = old as *mut Obj;
+    // SAFETY: `old` is an object unpublished before the `defer` that runs
+    // us, freed only by the callback we defer below.
+    let prev = unsafe { (*obj).state.swap(POISONED, Ordering::AcqRel) };
+    if prev != ALIVE {
+        inc(&world().v.callback_twice);
+        return; // freeing twice would be worse
+    }
+    world().slots[slot_index].domain.defer(move || {
+        // SAFETY: poisoned above, after a grace period; freed once here,
+        // another grace period later.
+        drop(unsafe { Box::from_raw(old as *mut Obj) });
+    });
+}
+
+/// Replaces `slot`'s object and retires the old one, by `defer` or by
+/// `synchronize`.
+pub(crate) fn replace(slot_index: usize, rng: &Rng, generation: u64) {
+    let slot = &world().slots[slot_index];
+    let old = slot.current.swap(new_obj(generation), Ordering::AcqRel) as usize;
+    match rng.below(10) {
+        0 => {
+            if rng.chance(50) {
+                slot.domain.synchronize();
+            } else {
+                slot.domain.synchronize_expedited();
+            }
+            let obj = old as *mut Obj;
+            // SAFETY: a grace period passed since `old` was unpublished.
+            unsafe { (*obj).state.store(POISONED, Ordering::Release) };
+            // SAFETY: no reader can hold it; nothing else frees it.
+            drop(unsafe { Box::from_raw(obj) });
+            inc(&world().ops.replaces_synchronized);
+        }
+        _ => {
+            slot.domain.defer(move || retire(slot_index, old));
+            inc(&world().ops.replaces_deferred);
+        }
+    }
+}
+
+/// A panic payload whose own `Drop` panics.
+pub(crate) struct Bomb;
+
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        if !thread::panicking() {
+            panic!("torture: a panic payload whose drop panics (expected)");
+        }
+    }
+}
+
+/// A counted defer (for the barrier checks); a few of them panic.
+pub(crate) fn counted_defer(slot: &'static Slot, rng: &Rng) {
+    let panics = rng.chance(1);
+    if panics {
+        inc(&slot.panics);
+    }
+    slot.domain.defer(move || {
+        slot.ran.fetch_add(1, Ordering::Relaxed);
+        if panics {
+            std::panic::panic_any(Bomb);
+        }
+    });
+    // Release: the defer happens-before a checker that reads this count.
+    slot.issued.fetch_add(1, Ordering::Release);
+    inc(&world().ops.counted_defers);
+}
+
+/// Readers and writers: every API at random.
+pub(crate) fn worker(id: usize, seed: u64) {
+    let w = world();
+    let rng = Rng::new(seed ^ (id as u64) << 32);
+    let mut readers: Vec<_> = w.slots.iter().map(|s| s.domain.reader()).collect();
+    let mut generation = 0u64;
+    while !w.stop.load(Ordering::Relaxed) {
+        let i = rng.below(w.slots.len() as u64) as usize;
+        let slot = &w.slots[i];
+        generation += 1;
+        match rng.below(100) {
+            0..=39 => {
+                let _g = slot.domain.read();
+                if rng.chance(20) {
+                    let _nested = slot.domain.read();
+                    check_current(slot, &rng);
+                } else {
+                    check_current(slot, &rng);
+                }
+            }
+            40..=59 => {
+                let _g = readers[i].read();
+                check_current(slot, &rng);
+                if rng.chance(10) {
+                    // Defer inside a Reader's section: must not wait for it.
+                    counted_defer(slot, &rng);
+                }
+            }
+            60..=84 => replace(i, &rng, generation),
+            85..=89 => {
+                // Retire from inside a guard: the callback must wait.
+                let _g = slot.domain.read();
+                let old = slot.current.swap(new_obj(generation), Ordering::AcqRel) as usize;
+                slot.domain.defer(move || retire(i, old));
+                inc(&w.ops.replaces_deferred);
+            }
+            90..=97 => counted_defer(slot, &rng),
+            _ => slot.domain.flush(),
+        }
+    }
+    drop(readers.drain(..));
+}
+
+/// Barrier checkers.
+pub(crate) fn checker(id: usize, seed: u64) {
+    let w = world();
+    let rng = Rng::new(seed ^ 0xBA44 ^ (id as u64) << 40);
+    while !w.stop.load(Ordering::Relaxed) {
+        let slot = &w.slots[rng.below(w.slots.len() as u64) as usize];
+        // Acquire: pairs with the Release after each counted defer.
+        let before = slot.issued.load(Ordering::Acquire);
+        slot.domain.barrier();
+        if slot.ran.load(Ordering::Relaxed) < before {
+            inc(&w.v.barrier_early);
+        }
+        inc(&w.ops.barriers);
+        if rng.chance(30) {
+            thread::sleep(Duration::from_micros(rng.below(2000)));
+        }
+    }
+}

@@ -1,0 +1,134 @@
+//! What every role shares: the domains under test ([`Slot`]), the
+//! violation and operation counters, the per-thread random generator.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use exitq::Domain;
+
+pub(crate) const ALIVE: u64 = 0xA11E;
+pub(crate) const POISONED: u64 = 0xDEAD;
+
+/// The object readers validate and writers retire.
+pub(crate) struct Obj {
+    pub(crate) state: AtomicU64,
+    pub(crate) generation: u64,
+}
+
+/// A long-lived domain under test and what the checks need of it.
+pub(crate) struct Slot {
+    pub(crate) name: &'static str,
+    pub(crate) domain: Domain,
+    pub(crate) current: AtomicPtr<Obj>,
+    /// Counted defers whose `defer` returned (Release after it returns).
+    pub(crate) issued: AtomicU64,
+    /// Counted callbacks that ran.
+    pub(crate) ran: AtomicU64,
+    /// Counted callbacks made to panic.
+    pub(crate) panics: AtomicU64,
+}
+
+/// Violations, one counter per guarantee.
+#[derive(Default)]
+pub(crate) struct Violations {
+    pub(crate) read_after_poison: AtomicU64,
+    pub(crate) callback_twice: AtomicU64,
+    pub(crate) barrier_early: AtomicU64,
+    pub(crate) hook_early: AtomicU64,
+    pub(crate) hook_twice: AtomicU64,
+    pub(crate) hook_missing: AtomicU64,
+    pub(crate) callback_missing: AtomicU64,
+    pub(crate) panics_miscounted: AtomicU64,
+    pub(crate) pending_left: AtomicU64,
+}
+
+impl Violations {
+    pub(crate) fn all(&self) -> [(&'static str, u64); 9] {
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        [
+            (
+                "read after poison (use after free)",
+                g(&self.read_after_poison),
+            ),
+            ("callback ran twice", g(&self.callback_twice)),
+            (
+                "barrier returned before an earlier callback ran",
+                g(&self.barrier_early),
+            ),
+            (
+                "exit hook ran before its thread finished",
+                g(&self.hook_early),
+            ),
+            ("exit hook ran twice", g(&self.hook_twice)),
+            ("exit hook never ran", g(&self.hook_missing)),
+            ("counted callback never ran", g(&self.callback_missing)),
+            ("panics not counted as panics", g(&self.panics_miscounted)),
+            ("callbacks still pending at the end", g(&self.pending_left)),
+        ]
+    }
+}
+
+/// Operation counts, for the report and the watchdog.
+#[derive(Default)]
+pub(crate) struct Ops {
+    pub(crate) reads: AtomicU64,
+    pub(crate) replaces_deferred: AtomicU64,
+    pub(crate) replaces_synchronized: AtomicU64,
+    pub(crate) counted_defers: AtomicU64,
+    pub(crate) barriers: AtomicU64,
+    pub(crate) exit_threads: AtomicU64,
+    pub(crate) cancelled_threads: AtomicU64,
+    pub(crate) hooks_registered: AtomicU64,
+    pub(crate) hooks_ran: AtomicU64,
+    pub(crate) churned_domains: AtomicU64,
+}
+
+pub(crate) struct World {
+    pub(crate) slots: Vec<Slot>,
+    pub(crate) stop: AtomicBool,
+    pub(crate) v: Violations,
+    pub(crate) ops: Ops,
+    /// Per-hook run counts, to find hooks that never ran.
+    pub(crate) hooks: Mutex<Vec<Arc<AtomicU32>>>,
+}
+
+pub(crate) static WORLD: OnceLock<World> = OnceLock::new();
+
+pub(crate) fn world() -> &'static World {
+    WORLD.get().expect("initialised in main")
+}
+
+/// xorshift64*: a per-thread generator, seeded from the run's seed.
+pub(crate) struct Rng(Cell<u64>);
+
+impl Rng {
+    pub(crate) fn new(seed: u64) -> Rng {
+        Rng(Cell::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1))
+    }
+    pub(crate) fn next(&self) -> u64 {
+        let mut x = self.0.get();
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0.set(x);
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    pub(crate) fn below(&self, n: u64) -> u64 {
+        self.next() % n
+    }
+    pub(crate) fn chance(&self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+pub(crate) fn inc(a: &AtomicU64) {
+    a.fetch_add(1, Ordering::Relaxed);
+}
+
+pub(crate) fn new_obj(generation: u64) -> *mut Obj {
+    Box::into_raw(Box::new(Obj {
+        state: AtomicU64::new(ALIVE),
+        generation,
+    }))
+}
