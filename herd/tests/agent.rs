@@ -33,7 +33,14 @@ fn bad_flags_exit_2_and_name_the_flag() {
         .stderr(contains("--mode"));
 }
 
+/// `herd agent --mode MODE` on 3 waves of 200 jobs, 8 workers at most,
+/// keep-alive 10 ms unless `extra` gives one.
 fn run_json(mode: &str, extra: &[&str]) -> serde_json::Value {
+    let keep_alive = if extra.iter().any(|a| a.starts_with("--keep-alive-ms")) {
+        &[][..]
+    } else {
+        &["--keep-alive-ms=10"][..]
+    };
     let out = herd()
         .args([
             "agent",
@@ -43,10 +50,10 @@ fn run_json(mode: &str, extra: &[&str]) -> serde_json::Value {
             "--jobs=200",
             "--job-us=5",
             "--gap-ms=40",
-            "--keep-alive-ms=10",
             "--max-workers=8",
             "--json",
         ])
+        .args(keep_alive)
         .args(extra)
         .output()
         .unwrap();
@@ -110,14 +117,17 @@ fn every_mode_runs_every_job_and_reports_churn() {
                 assert_eq!(exits, 0.0);
             }
             // The pools grow in each burst (at most 8 workers at a time) and
-            // shrink in each 40 ms gap (keep-alive 10 ms, jitter 5 ms), so
-            // they reuse threads: far fewer spawns than the 600 jobs. On a
-            // loaded machine a worker can also time out within a burst and
-            // be replaced, so the bound is reuse (>= 4 jobs per thread on
-            // average), not the quiet-machine figure of 8 per wave.
+            // shrink in each 40 ms gap (keep-alive 10 ms, jitter 5 ms). How
+            // many threads they start, and how many time out in a gap
+            // (`thread_exits`: idle retirements, not the shutdown), depends
+            // on when the scheduler runs them, so only what the pools
+            // guarantee is checked here: at least one thread, at most one
+            // per job, no more time-outs than threads. That they reuse
+            // threads is `pools_reuse_their_workers_when_none_times_out`;
+            // that idle workers do retire, exitq's tests/pool.rs.
             _ => {
-                assert!((1.0..=150.0).contains(&spawned), "{mode}: {spawned}");
-                assert!(exits >= 1.0 && exits <= spawned, "{mode}: {exits}");
+                assert!((1.0..=600.0).contains(&spawned), "{mode}: {spawned}");
+                assert!(exits <= spawned, "{mode}: {exits} exits of {spawned}");
             }
         }
         // Per retired worker: the measured phase's totals over its
@@ -140,6 +150,23 @@ fn every_mode_runs_every_job_and_reports_churn() {
                 assert!(!has(per), "{mode}: {per} without retirements or perf");
             }
         }
+    }
+}
+
+/// With a keep-alive far longer than the run no worker can time out, so
+/// the elastic pools never hold more than `--max-workers` threads and never
+/// replace one: at most 8 spawns for 600 jobs and no idle retirement,
+/// whatever the scheduler does.
+#[test]
+fn pools_reuse_their_workers_when_none_times_out() {
+    for mode in ["mutex-pool", "exitq-pool", "tokio-blocking"] {
+        let r = run_json(mode, &["--keep-alive-ms=600000"]);
+        let (spawned, exits) = (metric(&r, "threads_spawned"), metric(&r, "thread_exits"));
+        assert!(
+            (1.0..=8.0).contains(&spawned),
+            "{mode}: {spawned} threads for 600 jobs with --max-workers 8"
+        );
+        assert_eq!(exits, 0.0, "{mode}: a worker timed out within 10 minutes");
     }
 }
 

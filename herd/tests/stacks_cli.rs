@@ -36,62 +36,81 @@ const SMALL: &[&str] = &[
 fn recycled_works_with_every_sound_cancel_and_reap_mode() {
     for reap in ["join", "detach"] {
         for cancel in ["pthread", "flag", "none"] {
-            let mut args = SMALL.to_vec();
-            args.extend(["--stacks", "recycled", "--reap", reap, "--cancel", cancel]);
-            let r = storm_json(&args);
+            // Whether any stack is reused depends on the scheduler: the
+            // reaper (join) or the pool's reclaimer (detach) must recycle a
+            // stack before the wave loop, which never waits for them, spawns
+            // its last thread. Every run's invariants are checked; the reuse
+            // itself gets three runs (deterministic reuse is proven in
+            // exitq's tests/stacks*.rs, where the test forces it).
             let what = format!("reap {reap} cancel {cancel}");
-            assert_eq!(r["config"]["stacks"], "recycled");
-            let created = metric(&r, "threads_created").unwrap();
-            assert_eq!(created, 1200.0, "{what}");
-            assert_eq!(metric(&r, "threads_exited").unwrap(), created, "{what}");
-            assert_eq!(metric(&r, "threads_failed").unwrap(), 0.0, "{what}");
-            let st = &r["details"]["stacks"];
-            let s = &st["stats"];
-            assert_eq!(
-                st["reaped_by"],
-                if reap == "join" { "owner" } else { "reclaimer" },
-                "{what}"
-            );
-            assert_eq!(s["spawned"].as_f64().unwrap(), created, "{what}");
-            assert_eq!(
-                s["recycled"].as_f64().unwrap(),
-                created,
-                "{what}: every stack came back"
-            );
-            assert_eq!(s["canary_violations"], 0, "{what}");
-            assert_eq!(s["mapped_at_end"], 0, "{what}: drained and unmapped");
-            // Reuse counts depend on scheduling (a busy machine delays the
-            // reaper); the invariants do not. Deterministic reuse is proven
-            // in exitq's tests.
-            let maps = s["maps"].as_f64().unwrap();
-            let reused = s["reused"].as_f64().unwrap();
-            assert_eq!(
-                maps + reused,
-                created,
-                "{what}: each thread got a new or a reused stack: {s}"
-            );
-            assert!(reused > 0.0, "{what}: stacks were reused: {s}");
-            assert!(s["peak_mapped"].as_f64().unwrap() <= maps, "{what}: {s}");
-            assert_eq!(
-                s["unmaps"].as_f64().unwrap(),
-                maps,
-                "{what}: every map undone: {s}"
-            );
-            if reap == "detach" {
-                assert_eq!(
-                    s["exit_pushes"].as_f64().unwrap(),
-                    created,
-                    "{what}: one exit push each"
-                );
-            }
-            assert_eq!(metric(&r, "stack_canary_violations"), Some(0.0));
+            let reused = (0..3)
+                .map(|_| recycled_run(reap, cancel))
+                .find(|&r| r > 0.0);
             assert!(
-                r["warnings"].as_array().unwrap().is_empty(),
-                "{what}: {}",
-                r["warnings"]
+                reused.is_some(),
+                "{what}: no stack was reused in 3 runs of 1200 threads"
             );
         }
     }
+}
+
+/// One `--stacks recycled` storm: every invariant of the pool's figures;
+/// returns how many stacks were reused.
+fn recycled_run(reap: &str, cancel: &str) -> f64 {
+    let mut args = SMALL.to_vec();
+    args.extend(["--stacks", "recycled", "--reap", reap, "--cancel", cancel]);
+    let r = storm_json(&args);
+    let what = format!("reap {reap} cancel {cancel}");
+    assert_eq!(r["config"]["stacks"], "recycled");
+    let created = metric(&r, "threads_created").unwrap();
+    assert_eq!(created, 1200.0, "{what}");
+    assert_eq!(metric(&r, "threads_exited").unwrap(), created, "{what}");
+    assert_eq!(metric(&r, "threads_failed").unwrap(), 0.0, "{what}");
+    let st = &r["details"]["stacks"];
+    let s = &st["stats"];
+    assert_eq!(
+        st["reaped_by"],
+        if reap == "join" { "owner" } else { "reclaimer" },
+        "{what}"
+    );
+    assert_eq!(s["spawned"].as_f64().unwrap(), created, "{what}");
+    assert_eq!(
+        s["recycled"].as_f64().unwrap(),
+        created,
+        "{what}: every stack came back"
+    );
+    assert_eq!(s["canary_violations"], 0, "{what}");
+    assert_eq!(s["mapped_at_end"], 0, "{what}: drained and unmapped");
+    // Reuse counts depend on scheduling (a busy machine delays the
+    // reaper); the invariants do not. Deterministic reuse is proven
+    // in exitq's tests.
+    let maps = s["maps"].as_f64().unwrap();
+    let reused = s["reused"].as_f64().unwrap();
+    assert_eq!(
+        maps + reused,
+        created,
+        "{what}: each thread got a new or a reused stack: {s}"
+    );
+    assert!(s["peak_mapped"].as_f64().unwrap() <= maps, "{what}: {s}");
+    assert_eq!(
+        s["unmaps"].as_f64().unwrap(),
+        maps,
+        "{what}: every map undone: {s}"
+    );
+    if reap == "detach" {
+        assert_eq!(
+            s["exit_pushes"].as_f64().unwrap(),
+            created,
+            "{what}: one exit push each"
+        );
+    }
+    assert_eq!(metric(&r, "stack_canary_violations"), Some(0.0));
+    assert!(
+        r["warnings"].as_array().unwrap().is_empty(),
+        "{what}: {}",
+        r["warnings"]
+    );
+    reused
 }
 
 #[test]

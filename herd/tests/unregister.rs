@@ -68,23 +68,39 @@ fn expedited_counts_every_expedited_grace_period() {
 
 #[test]
 fn deferred_batches_and_runs_every_callback_once() {
-    let r = run_json(&[
-        "--sync",
-        "deferred",
-        "--duration",
-        "100ms",
-        "--batch-size",
-        "64",
-    ]);
-    assert_eq!(m(&r, "violations"), 0.0);
-    assert_eq!(m(&r, "callbacks_run"), m(&r, "ops"));
-    assert!(m(&r, "ops") >= 2.0, "{:?}", r.metrics);
-    // The point of deferring: many frees share one grace period.
-    assert!(m(&r, "grace_periods") >= 1.0);
-    assert!(m(&r, "frees_per_gp") > 1.0, "{:?}", r.metrics);
-    assert_eq!(
-        r.details["domain"]["pending_after_barrier"].as_f64(),
-        Some(0.0)
+    // Every run: no violation, every deferred free ran once, nothing left
+    // pending, at least one grace period (the scenario guarantees one
+    // operation per updater). That frees share a grace period needs the
+    // updater to run more than one operation, which a scheduler stall of
+    // the whole 100 ms can deny it: up to three runs for that one check.
+    let mut shared = None;
+    for _ in 0..3 {
+        let r = run_json(&[
+            "--sync",
+            "deferred",
+            "--duration",
+            "100ms",
+            "--batch-size",
+            "64",
+        ]);
+        assert_eq!(m(&r, "violations"), 0.0);
+        assert!(m(&r, "ops") >= 1.0, "{:?}", r.metrics);
+        assert_eq!(m(&r, "callbacks_run"), m(&r, "ops"));
+        assert!(m(&r, "grace_periods") >= 1.0);
+        assert_eq!(
+            r.details["domain"]["pending_after_barrier"].as_f64(),
+            Some(0.0)
+        );
+        // The point of deferring: many frees share one grace period.
+        if m(&r, "frees_per_gp") > 1.0 {
+            shared = Some(r);
+            break;
+        }
+        eprintln!("NOTE: no grace period shared this run: {:?}", r.metrics);
+    }
+    assert!(
+        shared.is_some(),
+        "--sync deferred --batch-size 64: in 3 runs no grace period freed more than one object"
     );
 }
 
