@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Guest tests: herd inside a qemu guest with many vCPUs (herd/tests/vm.rs,
+# Guest tests: herd inside a qemu guest with many vCPUs (herd/tests/vm/,
 # driving scripts/vm-run.sh). CI runs them at HERD_VM_CPUS vCPUs in
 # HERD_VM_NUMA nodes (default: see below); the big check, as in the docs:
 #
