@@ -21,7 +21,7 @@
 //! nothing to `defer_destroy` by hand. Emptiness is a type, as in
 //! `arc-swap` (`ArcSwap` / `ArcSwapOption`): an [`RcuCell`] is never
 //! empty and its readers never test for null; an
-//! [`RcuOption`](crate::RcuOption) is, with no allocation for "empty".
+//! [`RcuOption`] is, with no allocation for "empty".
 //!
 //! # What the compiler enforces
 //!

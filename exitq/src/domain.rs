@@ -321,7 +321,7 @@ impl Domain {
     /// # Panics
     ///
     /// If the calling thread is inside a read section of this domain (a
-    /// guard of [`read`](Domain::read) or of a [`Reader`]: that would
+    /// guard of [`read`](Domain::read) or of a [`Reader`](crate::Reader): that would
     /// deadlock), or in the child of a `fork()`.
     ///
     /// # Examples

@@ -2,7 +2,7 @@
 //! thread ends, done five ways (`herd storm --cleanup ...`).
 //!
 //! # The work (same for every strategy but `none`)
-//! At thread start ([`Cleanup::thread_start`]) a thread
+//! At thread start ([`Hooks::thread_start`]) a thread
 //! * links an entry into a shared **registry of live threads** (a doubly
 //!   linked list; writers serialise on a lock, readers walk the `next`
 //!   pointers without it, the way the kernel's `list_del_rcu` lists work);

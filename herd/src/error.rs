@@ -7,7 +7,7 @@
 //! | 1 | a runtime failure ([`anyhow::Error`] of any other kind) |
 //! | 2 | usage: an invalid command line ([`UsageError`]: bad value, lag >= slots, unknown CPU) |
 //! | 3 | a resource refusal before the run ([`ResourceError`]: pre-flight predicts thread creation fails, `--require-perf` counters unavailable, `--futex-hash` unsupported) |
-//! | 4 | the run completed, its results are written in full, but its own checks failed ([`RunResult::checks_failed`]: cleanup violations, missing or repeated cleanups, lost contention samples unless `--allow-lost-samples`, reads of freed objects) |
+//! | 4 | the run completed, its results are written in full, but its own checks failed ([`RunResult::checks_failed`](crate::result::RunResult::checks_failed): cleanup violations, missing or repeated cleanups, lost contention samples unless `--allow-lost-samples`, reads of freed objects) |
 //! | 130 | stopped by Ctrl-C (partial results written) |
 //!
 //! Code returns `anyhow::Result` and wraps usage and resource problems in

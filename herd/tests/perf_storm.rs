@@ -394,7 +394,7 @@ fn the_descriptor_limit_is_raised_as_root_or_the_run_is_refused_naming_the_need(
     let stderr = String::from_utf8_lossy(&out.stderr);
     if !has_cap_sys_resource() {
         // Root without CAP_SYS_RESOURCE (this machine's container): refused
-        // with the root's fix. The guest test (tests/vm.rs) has the cap.
+        // with the root's fix. The guest test (tests/vm/) has the cap.
         eprintln!("NOTE: no CAP_SYS_RESOURCE here: checking the refusal instead of the raise");
         assert_eq!(out.status.code(), Some(3), "{stderr}");
         assert!(

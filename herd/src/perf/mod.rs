@@ -25,7 +25,7 @@
 //! # Scopes
 //! * [`Scope::Process`]: every thread of this process. Preferred method
 //!   ([`Method::Cgroup`]): the process moves into a cgroup of its own
-//!   ([`sys::CgroupScope`]) and each event gets one counter per online CPU
+//!   ([`cgroup::CgroupScope`]) and each event gets one counter per online CPU
 //!   on that cgroup, which costs nothing per thread. Fallback
 //!   ([`Method::Inherit`], with a note): one counter per event per thread
 //!   at `open` time, `inherit`ed by every thread those create afterwards;

@@ -12,7 +12,7 @@
 //!
 //! [`locate`] is the decision on explicit facts (is there an `events/`
 //! directory, may we mount, what did the mount answer), so tests can play
-//! every case; [`RealTracefs`] is the process-wide answer on this machine.
+//! every case; [`real`] is the process-wide answer on this machine.
 
 use std::io;
 use std::path::{Path, PathBuf};

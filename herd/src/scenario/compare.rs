@@ -41,7 +41,7 @@ use crate::export::comparison_output::{check_alpha, ComparisonOutput};
 use crate::export::progress::Progress;
 use crate::result::checks_code;
 
-/// Scenarios that produce a [`RunResult`] and can be compared.
+/// Scenarios that produce a [`RunResult`](crate::result::RunResult) and can be compared.
 pub const SCENARIOS: &[&str] = &["storm", "unregister", "gp", "membarrier", "agent"];
 
 /// What varies between configurations: shared by `compare` and `sweep`.

@@ -84,7 +84,7 @@ pub struct Args {
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub metrics: Vec<String>,
     /// Output directory for data.json, data.csv and one SVG per metric
-    /// (default: sweep-<flag>).
+    /// (default: `sweep-<flag>`).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Print the sweep document as JSON instead of the table.

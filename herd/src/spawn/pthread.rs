@@ -13,7 +13,7 @@
 //!   ABI is `"C-unwind"`; crossing a plain `extern "C"` boundary is
 //!   undefined behaviour. So both boundaries the unwind crosses are
 //!   declared `"C-unwind"`: the start routine glibc calls ([`start`]) and
-//!   the cancellation point we call ([`nanosleep`], declared below with
+//!   the cancellation point we call ([`nanosleep_unwind`], declared below with
 //!   `"C-unwind"` instead of libc's `"C"`). `pthread_create` is declared
 //!   here too, so its start-routine parameter has the `"C-unwind"` type.
 //! * A *forced* unwind is defined only through "plain old frames": frames

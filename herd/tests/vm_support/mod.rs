@@ -1,4 +1,4 @@
-//! Helpers shared by the tests of scripts/vm-run.sh: `vm.rs` (guests) and
+//! Helpers shared by the tests of scripts/vm-run.sh: `vm/` (guests) and
 //! `vm_script.rs` (the script's options and qemu command line, no guest).
 
 #![allow(dead_code)]

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# rustdoc's own checks as errors: broken intra-doc links, unclosed HTML in
+# doc comments. exitq is a library, so its public docs are what users read;
+# herd is a binary whose docs are for its maintainers, so its private items
+# are documented too (and links from a public module doc to a private item
+# are expected there).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+echo "doc-links: cargo doc -p exitq, -p herd --document-private-items (-D warnings)" >&2
+RUSTDOCFLAGS="-D warnings" cargo doc -q -p exitq --no-deps --target-dir target/doc-check
+RUSTDOCFLAGS="-D warnings -A rustdoc::private_intra_doc_links" \
+    cargo doc -q -p herd --no-deps --document-private-items --target-dir target/doc-check
