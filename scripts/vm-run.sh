@@ -85,6 +85,9 @@ Options:
                      set an environment variable for herd in the guest
                      (repeatable)
   --qemu-arg ARG     extra qemu argument (repeatable)
+  --append ARGS      extra guest kernel command line, after vm-run.sh's own
+                     (repeatable; e.g. "maxcpus=64" boots 64 vCPUs and leaves
+                     the others for the script to bring online through sysfs)
   -v, --verbose      show the whole guest console live (kernel messages too)
   -q, --quiet        do not relay herd's stderr live (still shown on failure)
   --keep             keep the work directory (initramfs, console log); on
@@ -152,6 +155,7 @@ prepare=0
 dry_run=0
 envs=()
 qemu_extra=()
+append_extra=()
 home=${HOME:-$(getent passwd "$(id -u)" 2>/dev/null | cut -d: -f6)}
 cache=${HERD_VM_CACHE:-${XDG_CACHE_HOME:-${home:-/tmp}/.cache}/herd-vm}
 
@@ -185,6 +189,8 @@ while [ "$#" -gt 0 ]; do
         --env=*) envs+=("${1#*=}"); shift ;;
         --qemu-arg) need_arg "$@"; qemu_extra+=("$2"); shift 2 ;;
         --qemu-arg=*) qemu_extra+=("${1#*=}"); shift ;;
+        --append) need_arg "$@"; append_extra+=("$2"); shift 2 ;;
+        --append=*) append_extra+=("${1#*=}"); shift ;;
         -v | --verbose) verbose=1; shift ;;
         -q | --quiet) quiet=1; shift ;;
         --keep) keep=1; shift ;;
@@ -658,6 +664,7 @@ mhz=$(awk -F': *' '/^cpu MHz/ {printf "%d", $2; exit}' /proc/cpuinfo 2>/dev/null
 [ -n "$mhz" ] && [ "$mhz" -gt 0 ] || mhz=2500
 append="console=ttyS0 quiet loglevel=3 panic=-1 nowatchdog nosoftlockup rcupdate.rcu_cpu_stall_suppress=1 tsc=reliable lpj=$((mhz * 4000)) mitigations=off"
 [ "$verbose" = 1 ] && append=${append/ quiet loglevel=3/ loglevel=7}
+for a in ${append_extra[@]+"${append_extra[@]}"}; do append+=" $a"; done
 
 # Topology: one socket per NUMA node, as on a multi-socket server, when the
 # vCPUs divide evenly. qemu numbers APIC ids by socket, core and thread

@@ -34,6 +34,7 @@ fn help_lists_every_option() {
         "--out-dir",
         "--env",
         "--qemu-arg",
+        "--append",
         "--x2apic-ids",
         "--prepare",
         "--dry-run",
@@ -267,6 +268,27 @@ fn a_512_vcpu_guest_in_4_nodes_is_q35_with_x2apic_and_a_thread_per_vcpu() {
     assert!(values(&cmd, "-object")
         .iter()
         .all(|o| o.ends_with(",size=1152M")));
+}
+
+#[test]
+fn append_adds_to_the_guest_kernel_command_line() {
+    let q = fake_qemu("10.0.2", true);
+    let Some(cmd) = dry_run(
+        &q,
+        &[
+            "--cpus",
+            "16",
+            "--append",
+            "maxcpus=4",
+            "--append=no_timer_check",
+        ],
+    ) else {
+        return;
+    };
+    let line = one(&cmd, "-append");
+    // vm-run.sh's own settings stay, the extra ones come after them.
+    assert!(line.starts_with("console=ttyS0 "), "{line}");
+    assert!(line.ends_with(" maxcpus=4 no_timer_check"), "{line}");
 }
 
 #[test]
