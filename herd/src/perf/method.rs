@@ -14,8 +14,9 @@
 //!   probe ([`inherited_exits_counted`]) finds kernels on which inherited
 //!   counters miss every thread exit.
 //!
-//! [`attach`] picks the method and opens the event catalog with it; the
-//! [`super::Session`] keeps what it opened.
+//! [`attach`] picks the method and opens the event catalog with it, per
+//! CPU in one perf group per CPU ([`super::group`]), per thread ungrouped;
+//! the [`super::Session`] keeps what it opened.
 
 use std::time::Instant;
 
@@ -26,6 +27,7 @@ use serde::{Deserialize, Serialize};
 use super::budget::FdBudget;
 use super::cgroup::CgroupScope;
 use super::events::{self, EventSpec, Source};
+use super::group::{self, CounterSet, Role, LEADER_FORMAT, SINGLE_FORMAT};
 use super::sys::{self, Kernel, OpenContext, Target, Unavailable};
 use super::Scope;
 
@@ -44,15 +46,6 @@ pub enum Method {
     PerCpu,
 }
 
-/// One event's open file descriptors (one per thread or per CPU).
-#[derive(Debug)]
-pub(super) struct Open {
-    pub(super) spec: EventSpec,
-    pub(super) counters: Vec<Counter>,
-    /// The CPU of each counter; empty for per-thread (inherited) counters.
-    pub(super) cpus: Vec<usize>,
-}
-
 /// What [`attach`] opened, and how.
 #[derive(Debug)]
 pub(super) struct Attached {
@@ -65,7 +58,8 @@ pub(super) struct Attached {
     pub(super) helpers_excluded: usize,
     /// Why helper threads are counted after all, when they are.
     pub(super) helpers_counted: Option<String>,
-    pub(super) open: Vec<Open>,
+    /// The counters, grouped per CPU where they are per CPU (group.rs).
+    pub(super) open: CounterSet,
     pub(super) unavailable: Vec<(EventSpec, Unavailable)>,
     /// Declared last: dropped after the counters, it moves the process back.
     pub(super) cgroup: Option<CgroupScope>,
@@ -167,9 +161,8 @@ fn attach_inherited(
         open_all(kernel, scope, Target::Threads(&pids), online, budget);
     drop(probe);
     if exits_counted == Some(false) {
-        if let Some(i) = open.iter().position(|o| o.spec.metric == EXITS_METRIC) {
-            let o = open.remove(i);
-            unavailable.push((o.spec, inherited_exits_missed()));
+        if let Some(spec) = open.remove_single(EXITS_METRIC) {
+            unavailable.push((spec, inherited_exits_missed()));
         }
     }
     Attached {
@@ -184,44 +177,66 @@ fn attach_inherited(
     }
 }
 
-/// Opens every event of the catalog for `target`.
+/// Opens every event of the catalog for `target`: per CPU, grouped per
+/// CPU ([`group`]); per thread, ungrouped.
 fn open_all(
     kernel: &dyn Kernel,
     scope: Scope,
     target: Target<'_>,
     cpus: &[usize],
     budget: &FdBudget,
-) -> (Vec<Open>, Vec<(EventSpec, Unavailable)>) {
-    let (mut open, mut unavailable) = (Vec::new(), Vec::new());
+) -> (CounterSet, Vec<(EventSpec, Unavailable)>) {
+    let Target::Threads(pids) = target else {
+        return open_per_cpu(kernel, scope, target, cpus, budget);
+    };
+    let (mut open, mut unavailable) = (CounterSet::default(), Vec::new());
     for spec in events::catalog(scope) {
-        match open_event(kernel, &spec, target, cpus, budget) {
-            Ok(counters) => {
-                let cpus = match target {
-                    Target::Threads(_) => Vec::new(),
-                    Target::Cgroup(_) | Target::AnyTask => cpus.to_vec(),
-                };
-                open.push(Open {
-                    spec,
-                    counters,
-                    cpus,
-                })
-            }
+        match open_threads(kernel, &spec, pids, budget) {
+            Ok(counters) => open.push_singles(spec, Vec::new(), counters),
             Err(u) => unavailable.push((spec, u)),
         }
     }
     (open, unavailable)
 }
 
-/// Opens one event for every thread (inherited, any CPU) or on every CPU
-/// (a cgroup, or any task).
-fn open_event(
+/// The catalog on every CPU of `cpus` (a cgroup's tasks, or any task),
+/// one group per CPU.
+fn open_per_cpu<'a>(
     kernel: &dyn Kernel,
-    spec: &EventSpec,
-    target: Target<'_>,
+    scope: Scope,
+    target: Target<'a>,
     cpus: &[usize],
     budget: &FdBudget,
-) -> Result<Vec<Counter>, Unavailable> {
-    let mut builder = match spec.source {
+) -> (CounterSet, Vec<(EventSpec, Unavailable)>) {
+    let ctx = OpenContext::of(kernel, true, Some(budget));
+    group::open_per_cpu(
+        events::catalog(scope),
+        cpus,
+        |spec| {
+            let mut b = builder(kernel, spec)?;
+            match target {
+                Target::Cgroup(f) => b.observe_cgroup(f),
+                _ => b.any_pid(),
+            };
+            Ok(b)
+        },
+        |b: &mut Builder<'a>, spec, cpu, role| {
+            b.one_cpu(cpu);
+            let opened = match role {
+                Role::Alone => kernel.open(b.enabled(false).read_format(SINGLE_FORMAT)),
+                Role::Leader => kernel.open(b.enabled(false).read_format(LEADER_FORMAT)),
+                Role::Member(leader) => {
+                    kernel.open_member(b.enabled(true).read_format(SINGLE_FORMAT), leader)
+                }
+            };
+            opened.map_err(|e| sys::explain_open_error(&e, spec.kind(), &ctx))
+        },
+    )
+}
+
+/// The counter of `spec` with what every target shares.
+fn builder<'a>(kernel: &dyn Kernel, spec: &EventSpec) -> Result<Builder<'a>, Unavailable> {
+    let mut b = match spec.source {
         Source::Tracepoint(sys_name, name) => {
             Builder::new(Tracepoint::with_id(kernel.tracepoint_id(sys_name, name)?))
         }
@@ -229,33 +244,29 @@ fn open_event(
         Source::Software(e) => Builder::new(e),
         Source::Hardware(e) => Builder::new(e),
     };
-    builder.include_kernel().exclude_user(false);
-    let per_cpu = !matches!(target, Target::Threads(_));
-    let ctx = OpenContext::of(kernel, per_cpu, Some(budget));
-    let explain = |e: &std::io::Error| sys::explain_open_error(e, spec.kind(), &ctx);
+    b.include_kernel().exclude_user(false);
+    Ok(b)
+}
+
+/// Opens one event on every thread of `pids`, inherited by the threads
+/// they create (any CPU).
+fn open_threads(
+    kernel: &dyn Kernel,
+    spec: &EventSpec,
+    pids: &[i32],
+    budget: &FdBudget,
+) -> Result<Vec<Counter>, Unavailable> {
+    let mut b = builder(kernel, spec)?;
+    let ctx = OpenContext::of(kernel, false, Some(budget));
+    b.inherit(true).any_cpu();
     let mut counters = Vec::new();
-    match target {
-        Target::Threads(pids) => {
-            builder.inherit(true).any_cpu();
-            for &pid in pids {
-                builder.observe_pid(pid);
-                match kernel.open(&builder) {
-                    Ok(c) => counters.push(c),
-                    // A thread that exited between listing and opening.
-                    Err(e) if e.raw_os_error() == Some(libc::ESRCH) && pid != pids[0] => {}
-                    Err(e) => return Err(explain(&e)),
-                }
-            }
-        }
-        Target::Cgroup(_) | Target::AnyTask => {
-            match target {
-                Target::Cgroup(f) => builder.observe_cgroup(f),
-                _ => builder.any_pid(),
-            };
-            for &cpu in cpus {
-                builder.one_cpu(cpu);
-                counters.push(kernel.open(&builder).map_err(|e| explain(&e))?);
-            }
+    for &pid in pids {
+        b.observe_pid(pid);
+        match kernel.open(&b) {
+            Ok(c) => counters.push(c),
+            // A thread that exited between listing and opening.
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) && pid != pids[0] => {}
+            Err(e) => return Err(sys::explain_open_error(&e, spec.kind(), &ctx)),
         }
     }
     Ok(counters)

@@ -159,9 +159,24 @@ pub struct Report {
     /// descriptor per event per CPU it grows with the CPUs.
     #[serde(default)]
     pub open_us: u64,
+    /// Time to enable every counter (and the sampler), µs, summed over
+    /// the enable calls: one ioctl per CPU group and per ungrouped counter.
+    #[serde(default)]
+    pub enable_us: u64,
+    /// Time to disable them, µs, summed over the disable calls.
+    #[serde(default)]
+    pub disable_us: u64,
     /// Time to read every counter at the end, µs.
     #[serde(default)]
     pub read_us: u64,
+    /// `read()` calls that took the counters' values at the end: one per
+    /// CPU group, one per ungrouped counter (hardware events, per-thread
+    /// counters; see `group.rs`).
+    #[serde(default)]
+    pub reads: usize,
+    /// Per-CPU perf groups (one per CPU counted; 0 for per-thread counters).
+    #[serde(default)]
+    pub groups: usize,
     /// herd's helper threads (progress bar, contention drain) left out of
     /// process-scope counting (`helpers.rs`).
     #[serde(default)]

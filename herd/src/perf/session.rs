@@ -8,7 +8,7 @@
 //! Nothing here stops a run for a counter that cannot be opened unless
 //! `--require-perf` asked for it.
 
-use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -19,10 +19,10 @@ use super::cgroup::CgroupScope;
 use super::closer;
 use super::contention;
 use super::events;
+use super::group::CounterSet;
 use super::kallsyms::Symbols;
 use super::lock_sample::Layout;
-use super::method::{self, Attached, Method, Open};
-use super::percpu;
+use super::method::{self, Attached, Method};
 use super::report::{note_for, CounterReading, Report};
 use super::sampler::{self, ContentionSampler, Drain};
 use super::sys::{Kernel, RealKernel, Unavailable};
@@ -34,7 +34,7 @@ pub struct Session {
     args: PerfArgs,
     cpus: Vec<usize>,
     targets: usize,
-    open: Vec<Open>,
+    open: CounterSet,
     unavailable: Vec<(events::EventSpec, Unavailable)>,
     sampler: Option<ContentionSampler>,
     contention_unavailable: Option<Unavailable>,
@@ -48,6 +48,9 @@ pub struct Session {
     helpers_counted: Option<String>,
     /// Time to open every counter and the sampler, µs.
     open_us: u64,
+    /// Time spent enabling, and disabling, the counters (every call), µs.
+    enable_us: u64,
+    disable_us: u64,
     /// Declared last: dropped after the counters, it moves the process back.
     cgroup: Option<CgroupScope>,
 }
@@ -117,7 +120,7 @@ impl Session {
                 cpus.to_vec()
             },
             targets: 0,
-            open: Vec::new(),
+            open: CounterSet::default(),
             unavailable: Vec::new(),
             sampler: None,
             contention_unavailable: None,
@@ -130,6 +133,8 @@ impl Session {
             helpers_excluded: 0,
             helpers_counted: None,
             open_us: 0,
+            enable_us: 0,
+            disable_us: 0,
             cgroup: None,
         }
     }
@@ -248,17 +253,16 @@ impl Session {
         if self.enabled_at.is_some() {
             return Ok(());
         }
-        for o in &mut self.open {
-            for c in &mut o.counters {
-                c.enable()
-                    .with_context(|| format!("perf: cannot enable {}", o.spec.event))?;
-            }
-        }
+        let t0 = Instant::now();
+        // One ioctl per CPU group, one per ungrouped counter (group.rs).
+        self.open.enable()?;
         if let Some(sm) = &self.sampler {
             sm.enable()
                 .context("perf: cannot enable contention sampling")?;
         }
-        self.enabled_at = Some(Instant::now());
+        let now = Instant::now();
+        self.enable_us += (now - t0).as_micros() as u64;
+        self.enabled_at = Some(now);
         Ok(())
     }
 
@@ -267,16 +271,13 @@ impl Session {
         if self.enabled_at.is_none() {
             return Ok(());
         }
+        let t0 = Instant::now();
         if let Some(sm) = &self.sampler {
             sm.disable()
                 .context("perf: cannot disable contention sampling")?;
         }
-        for o in &mut self.open {
-            for c in &mut o.counters {
-                c.disable()
-                    .with_context(|| format!("perf: cannot disable {}", o.spec.event))?;
-            }
-        }
+        self.open.disable()?;
+        self.disable_us += t0.elapsed().as_micros() as u64;
         if let Some(t) = self.enabled_at.take() {
             self.enabled_s += t.elapsed().as_secs_f64();
         }
@@ -294,22 +295,17 @@ impl Session {
             self.disable()?;
         }
         let t_read = Instant::now();
-        let mut counters = Vec::new();
-        for o in &mut self.open {
-            let mut samples = Vec::with_capacity(o.counters.len());
-            for c in &mut o.counters {
-                let d = c
-                    .read_full()
-                    .with_context(|| format!("perf: cannot read {}", o.spec.event))?;
-                samples.push(percpu::Sample {
-                    count: d.count(),
-                    enabled_ns: d.time_enabled().map_or(0, |t| t.as_nanos() as u64),
-                    running_ns: d.time_running().map_or(0, |t| t.as_nanos() as u64),
-                });
-            }
-            counters.push(CounterReading::counted(&o.spec, &samples, &o.cpus));
-        }
+        // One read() per CPU group, one per ungrouped counter (group.rs).
+        let readings = self.open.read()?;
         let read_us = t_read.elapsed().as_micros() as u64;
+        let groups = self.open.groups.len();
+        let mut counters: Vec<CounterReading> = self
+            .open
+            .events
+            .iter()
+            .zip(&readings.samples)
+            .map(|(p, samples)| CounterReading::counted(&p.spec, samples, &p.cpus))
+            .collect();
         for (spec, u) in &self.unavailable {
             counters.push(CounterReading::unavailable(spec, u));
         }
@@ -354,7 +350,11 @@ impl Session {
             nodes: nodes.nodes().to_vec(),
             fd_budget: Some(self.budget.clone()),
             open_us: self.open_us,
+            enable_us: self.enable_us,
+            disable_us: self.disable_us,
             read_us,
+            reads: readings.reads,
+            groups,
             helpers_excluded: self.helpers_excluded,
             helpers_counted: self.helpers_counted.clone(),
             allow_lost_samples: self.args.allow_lost_samples,
@@ -368,13 +368,8 @@ impl Session {
     /// the cgroup (see closer.rs: the last close of a tracepoint waits
     /// for a grace period).
     fn close(&mut self, mut more: Vec<OwnedFd>) {
-        for o in self.open.drain(..) {
-            for c in o.counters {
-                // SAFETY: `into_raw_fd` gives up the Counter's ownership,
-                // so the OwnedFd is the descriptor's only owner.
-                more.push(unsafe { OwnedFd::from_raw_fd(c.into_raw_fd()) });
-            }
-        }
+        // Group members before their leaders (group.rs).
+        more.extend(std::mem::take(&mut self.open).into_fds());
         let cgroup = self.cgroup.take();
         if closer::plan() != closer::Plan::Deferred {
             drop(more);

@@ -2,8 +2,8 @@
 //!
 //! Everything [`super::Session`] asks of the kernel goes through the
 //! [`Kernel`] trait: tracepoint ids and formats from tracefs, the
-//! `perf_event_open` call itself, `perf_event_paranoid`, the effective
-//! uid and the process's own cgroup. [`RealKernel`] talks to Linux; tests
+//! `perf_event_open` call itself (alone, or into a per-CPU group),
+//! `perf_event_paranoid`, the effective uid and the process's own cgroup. [`RealKernel`] talks to Linux; tests
 //! implement the trait to fake the answers ("permission denied with
 //! paranoid 2", "tracefs not mounted", "no PMU in this VM"), the way
 //! perf-event's own `hooks` module lets its tests fake system calls.
@@ -39,6 +39,19 @@ pub trait Kernel: Send + Sync {
 
     /// Opens one counter as `builder` describes (the `perf_event_open` call).
     fn open(&self, builder: &Builder) -> io::Result<Counter>;
+
+    /// Opens one counter as `builder` describes into the group that
+    /// `leader` leads (same CPU; see `group.rs`). The default refuses
+    /// (`Unsupported`): the counter is then opened alone through
+    /// [`Kernel::open`], disabled, so a fake that answers only `open` sees
+    /// every counter herd opens, ungrouped.
+    fn open_member(&self, builder: &Builder, leader: &mut Counter) -> io::Result<Counter> {
+        let _ = (builder, leader);
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "this kernel interface opens no group members",
+        ))
+    }
 
     /// `/proc/sys/kernel/perf_event_paranoid`, when readable.
     fn paranoid(&self) -> Option<i32>;
@@ -124,6 +137,10 @@ impl Kernel for RealKernel {
 
     fn open(&self, builder: &Builder) -> io::Result<Counter> {
         builder.build()
+    }
+
+    fn open_member(&self, builder: &Builder, leader: &mut Counter) -> io::Result<Counter> {
+        builder.build_with_group(leader)
     }
 
     fn paranoid(&self) -> Option<i32> {
