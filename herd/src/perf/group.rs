@@ -426,18 +426,17 @@ mod tests {
     }
 
     type Fails = dyn Fn(&EventSpec, usize, &Role<'_, Fd>) -> bool;
-
-    /// Opens the catalog on `cpus` with a fake kernel that refuses the
-    /// opens `fails` says.
-    fn place(
-        specs: Vec<EventSpec>,
-        cpus: &[usize],
-        fails: &Fails,
-    ) -> (
+    /// What [`place`] opened: the fake kernel, the counters, the events
+    /// found unavailable.
+    type Outcome = (
         Rc<RefCell<Kernel>>,
         CounterSet<Fd>,
         Vec<(EventSpec, Unavailable)>,
-    ) {
+    );
+
+    /// Opens the catalog on `cpus` with a fake kernel that refuses the
+    /// opens `fails` says.
+    fn place(specs: Vec<EventSpec>, cpus: &[usize], fails: &Fails) -> Outcome {
         let k = Rc::new(RefCell::new(Kernel::default()));
         let (layout, unavailable) = open_per_cpu(
             specs,
