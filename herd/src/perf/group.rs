@@ -308,22 +308,20 @@ impl CounterSet<Counter> {
     /// Starts counting: each group's leader (its members follow it) and
     /// each ungrouped counter.
     pub(super) fn enable(&mut self) -> Result<()> {
-        let (events, groups, singles) = (&self.events, &mut self.groups, &mut self.singles);
-        for s in groups.iter_mut().map(|g| &mut g.leader).chain(singles) {
-            s.counter
-                .enable()
-                .with_context(|| format!("perf: cannot enable {}", events[s.event].spec.event))?;
-        }
-        Ok(())
+        self.switch("enable", Counter::enable)
     }
 
     /// Stops counting, as [`CounterSet::enable`] started it.
     pub(super) fn disable(&mut self) -> Result<()> {
+        self.switch("disable", Counter::disable)
+    }
+
+    /// `ioctl` (through `f`) every leader and ungrouped counter, one each.
+    fn switch(&mut self, what: &str, f: fn(&mut Counter) -> std::io::Result<()>) -> Result<()> {
         let (events, groups, singles) = (&self.events, &mut self.groups, &mut self.singles);
         for s in groups.iter_mut().map(|g| &mut g.leader).chain(singles) {
-            s.counter
-                .disable()
-                .with_context(|| format!("perf: cannot disable {}", events[s.event].spec.event))?;
+            f(&mut s.counter)
+                .with_context(|| format!("perf: cannot {what} {}", events[s.event].spec.event))?;
         }
         Ok(())
     }
