@@ -80,7 +80,7 @@ pub mod cgroup;
 pub mod closer;
 pub mod contention;
 pub mod events;
-pub mod group;
+mod group;
 pub mod helpers;
 pub mod kallsyms;
 pub mod keeper;
