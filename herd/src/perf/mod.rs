@@ -45,9 +45,11 @@
 //! probe at open finds out, and `task_exits` is then reported unavailable
 //! with the reason, never as 0 (see `inherited_exits_counted`).
 //!
-//! Counters are independent (not a perf group): `inherit` and group reads
-//! do not mix on many kernels, and software/tracepoint events never
-//! multiplex anyway. Each counter reports `time_enabled`/`time_running`;
+//! Per-CPU counters form one perf group per CPU, enabled, disabled and
+//! read through its leader (`group.rs`: one ioctl and one `read()` per CPU
+//! instead of one per counter); hardware events and inherited per-thread
+//! counters stay ungrouped (a group is scheduled on the PMU all or nothing,
+//! and `inherit` and group reads do not mix on many kernels). Each counter reports `time_enabled`/`time_running`;
 //! when a hardware counter was multiplexed (running < enabled) its value is
 //! scaled as `perf stat` does and a note says by how much.
 //!
