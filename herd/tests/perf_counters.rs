@@ -80,7 +80,7 @@ fn helper_threads_are_not_counted() {
         ("real kernel", &RealKernel as &dyn Kernel),
         ("inherited", &InheritOnly),
     ] {
-        quiesce();
+        common::quiesce();
         let go = Arc::new(AtomicBool::new(false));
         let done = Arc::new(AtomicBool::new(false));
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
@@ -134,18 +134,6 @@ fn helper_threads_are_not_counted() {
     }
 }
 
-/// Waits until the harness's main thread has no other test thread
-/// running (it may still be exiting), so only this test's threads count.
-fn quiesce() {
-    for _ in 0..500 {
-        if herd::host::own_threads().len() <= 2 {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    panic!("threads left over: {:?}", herd::host::own_threads());
-}
-
 /// The real kernel without the cgroup method: process scope falls back to
 /// counters inherited thread by thread.
 struct InheritOnly;
@@ -166,7 +154,7 @@ impl Kernel for InheritOnly {
 }
 
 fn per_node_needs_per_cpu_counters() {
-    quiesce();
+    common::quiesce();
     let args = PerfArgs {
         per_node: true,
         ..Default::default()
@@ -196,7 +184,7 @@ fn per_node_needs_per_cpu_counters() {
 }
 
 fn process_scope_inherited_counters_count_the_same() {
-    quiesce();
+    common::quiesce();
     let mut s = Session::open_with(&PerfArgs::default(), &[], &InheritOnly).unwrap();
     s.enable().unwrap();
     let exits = futex_storm(3, 16);
@@ -248,7 +236,7 @@ impl Kernel for ExitsMissed {
 }
 
 fn inherited_exits_missed_are_reported_unavailable() {
-    quiesce();
+    common::quiesce();
     let mut s = Session::open_with(&PerfArgs::default(), &[], &ExitsMissed).unwrap();
     s.enable().unwrap();
     let exits = futex_storm(2, 8);
@@ -275,7 +263,7 @@ fn inherited_exits_missed_are_reported_unavailable() {
     // Everything else still counts; the probe's thread is not counted.
     assert_eq!(r.value("tasks_created"), Some(exits as f64));
     // With --require-perf a counter that cannot count is fatal.
-    quiesce();
+    common::quiesce();
     let strict = PerfArgs {
         require_perf: true,
         ..Default::default()
@@ -288,7 +276,7 @@ fn inherited_exits_missed_are_reported_unavailable() {
 }
 
 fn counts_accumulate_over_enabled_periods_only() {
-    quiesce();
+    common::quiesce();
     let mut s = Session::open(&PerfArgs::default(), &[]).unwrap();
     s.enable().unwrap();
     let a = futex_storm(1, 8);
@@ -315,7 +303,7 @@ fn counts_accumulate_over_enabled_periods_only() {
 }
 
 fn measure(args: &PerfArgs, work: impl FnOnce() -> u64) -> (Report, u64) {
-    quiesce();
+    common::quiesce();
     let mut s = Session::open(args, &[]).expect("open");
     s.enable().unwrap();
     let exits = work();

@@ -33,20 +33,8 @@ fn threads(n: usize) -> u64 {
     n
 }
 
-/// Waits until the test harness's other threads are gone (process scope
-/// counts every thread of this process).
-fn quiesce() {
-    for _ in 0..500 {
-        if herd::host::own_threads().len() <= 2 {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    panic!("threads left over: {:?}", herd::host::own_threads());
-}
-
 fn measure(args: &PerfArgs, cpus: &[usize], kernel: &dyn Kernel, n: usize) -> (Report, u64) {
-    quiesce();
+    common::quiesce();
     let mut s = Session::open_with(args, cpus, kernel).expect("open");
     s.enable().unwrap();
     let exited = threads(n);

@@ -191,3 +191,16 @@ pub fn perf_skip_reason() -> Option<String> {
     }
     None
 }
+
+/// Waits until the test harness's other threads are gone (process-scope
+/// counters count every thread of this process; the harness's main thread
+/// and this test's remain), so only this test's threads count.
+pub fn quiesce() {
+    for _ in 0..500 {
+        if herd::host::own_threads().len() <= 2 {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("threads left over: {:?}", herd::host::own_threads());
+}
