@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Compare herd's pthread backend with the plain C micro (benches/c/storm_micro.c)
-# on the same settings, interleaved C herd C herd ..., and report the process
-# wall times, their medians, the ratio of the medians and the median of the
-# per-round (paired) ratios, which is robust to load drifting between rounds
-# (target: herd within 5% of C).
+# on the same settings, and report the process wall times, their medians,
+# the ratio of the medians and the median of the per-round (paired) ratios,
+# which is robust to load drifting between rounds, with a bootstrap 95%
+# interval and a sign count (target: herd within 5% of C; with --counters
+# within 3%).
 #
 # Usage: scripts/micro-vs-herd.sh [--rounds N] [--waves N] [--per-wave N]
 #            [--slots N] [--lag N] [--spin N] [--sleep-ms N] [--counters]
@@ -13,15 +14,18 @@
 #   counters (what a user runs). Both programs are measured the same way:
 #   process wall time and user+sys CPU time (getrusage of the child); the C
 #   micro prints what it created and how many creations failed, so the work
-#   can be checked equal. With --counters, each round also runs the C micro
-#   under `perf stat` with the same events as herd's defaults (the software
-#   counters and the futex, lock-contention, exit and new-task
-#   tracepoints): what counting costs the kernel when perf itself counts,
-#   so herd's own share of its overhead can be told from the kernel's.
+#   can be checked equal. With --counters each round also runs herd with
+#   --no-perf (so herd's cost of counting is told from herd's own) and the
+#   C micro under `perf stat` with the same events as herd's defaults (the
+#   software counters and the futex, lock-contention, exit and new-task
+#   tracepoints: what counting costs when perf itself counts), and the
+#   summary gives herd's counter phases (open, enable, disable, read).
+#   The programs of a round run in an order rotated from round to round
+#   (C herd, herd C, ...), so that neither always runs first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-rounds=3 waves=1000 per_wave=100 slots=20 lag=5 spin=1000000 sleep_ms=1000 perf=--no-perf
+rounds=3 waves=1000 per_wave=100 slots=20 lag=5 spin=1000000 sleep_ms=1000 counters=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --rounds) rounds=$2; shift 2 ;;
@@ -31,8 +35,8 @@ while [ $# -gt 0 ]; do
         --lag) lag=$2; shift 2 ;;
         --spin) spin=$2; shift 2 ;;
         --sleep-ms) sleep_ms=$2; shift 2 ;;
-        --counters) perf=; shift ;;
-        -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --counters) counters=1; shift ;;
+        -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -42,6 +46,23 @@ mkdir -p target
 gcc -O2 -pthread -o target/storm_micro benches/c/storm_micro.c
 cargo build --release -q -p herd
 herd=target/release/herd
+micro=(target/storm_micro "$waves" "$per_wave" "$slots" "$lag" "$spin" "$sleep_ms")
+storm=("$herd" storm --spawn pthread --cancel pthread --reap leak --json
+    --waves "$waves" --per-wave "$per_wave" --slots "$slots" --lag "$lag"
+    --spin "$spin" --sleep-ms "$sleep_ms")
+events=task-clock,context-switches,cpu-migrations,page-faults,syscalls:sys_enter_futex,syscalls:sys_enter_futex_wait,syscalls:sys_enter_futex_wake,syscalls:sys_enter_futex_waitv,syscalls:sys_enter_futex_requeue,lock:contention_begin,sched:sched_process_exit,task:task_newtask
+
+# The programs of a round: c (the micro), herd (counters as asked), and
+# with --counters off (herd --no-perf) and pstat (the micro under perf stat).
+arms=(c herd)
+if [ "$counters" = 1 ]; then
+    arms+=(off)
+    if command -v perf >/dev/null && perf stat -e "$events" -x, -o /dev/null -- true 2>/dev/null; then
+        arms+=(pstat)
+    else
+        echo "micro-vs-herd: perf stat cannot count herd's events here; the C-under-perf-stat reference is skipped"
+    fi
+fi
 
 # Runs a command; prints its stdout to $1, then "wall_s cpu_s" (process
 # wall time, and user+sys CPU time of the command and its threads).
@@ -61,59 +82,85 @@ print(f"{t1 - t0:.3f} {cpu:.3f}")
 PY
 }
 
-c_walls=() h_walls=() c_cpus=() h_cpus=() p_walls=()
-events=task-clock,context-switches,cpu-migrations,page-faults,syscalls:sys_enter_futex,syscalls:sys_enter_futex_wait,syscalls:sys_enter_futex_wake,syscalls:sys_enter_futex_waitv,syscalls:sys_enter_futex_requeue,lock:contention_begin,sched:sched_process_exit,task:task_newtask
-with_perf=0
-if [ -z "$perf" ]; then
-    if command -v perf >/dev/null && perf stat -e "$events" -x, -o /dev/null -- true 2>/dev/null; then
-        with_perf=1
-    else
-        echo "micro-vs-herd: perf stat cannot count herd's events here; the C-under-perf-stat reference is skipped"
-    fi
-fi
+# "herd created failed" of herd's JSON (threads), or its counter phases.
+created() {
+    python3 -c 'import json,sys; m={x["name"]:x["value"] for x in json.load(open(sys.argv[1]))["metrics"]}; print(int(m["threads_created"]), int(m["threads_failed"]))' "$1"
+}
+
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+: >"$tmp/runs.tsv"
 for r in $(seq 1 "$rounds"); do
-    read -r cw cc < <(measure "$tmp/c" target/storm_micro "$waves" "$per_wave" "$slots" "$lag" "$spin" "$sleep_ms")
-    # shellcheck disable=SC2086 # $perf is one flag or none
-    read -r hw hc < <(measure "$tmp/h" "$herd" storm --spawn pthread --cancel pthread --reap leak $perf --json \
-        --waves "$waves" --per-wave "$per_wave" --slots "$slots" --lag "$lag" \
-        --spin "$spin" --sleep-ms "$sleep_ms")
-    c_walls+=("$cw") h_walls+=("$hw") c_cpus+=("$cc") h_cpus+=("$hc")
-    if [ "$with_perf" = 1 ]; then
-        read -r pw _ < <(measure "$tmp/p" perf stat -e "$events" -x, -o "$tmp/perf.csv" -- \
-            target/storm_micro "$waves" "$per_wave" "$slots" "$lag" "$spin" "$sleep_ms")
-        p_walls+=("$pw")
-        printf 'round %d: C under perf stat %.3f s\n' "$r" "$pw"
-    fi
-    c_out=$(cat "$tmp/c")
-    h_created=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); m={x["name"]:x["value"] for x in r["metrics"]}; print(int(m["threads_created"]), int(m["threads_failed"]))' "$tmp/h")
-    printf 'round %d: C %.3f s, cpu %.2f s (%s) | herd %.3f s, cpu %.2f s (created/failed %s)\n' \
-        "$r" "$cw" "$cc" "$c_out" "$hw" "$hc" "$h_created"
+    n=${#arms[@]}
+    order=()
+    for i in $(seq 0 $((n - 1))); do order+=("${arms[$(((i + r - 1) % n))]}"); done
+    declare -A wall=() cpu=()
+    for a in "${order[@]}"; do
+        case $a in
+            c) cmd=("${micro[@]}") ;;
+            herd) if [ "$counters" = 1 ]; then cmd=("${storm[@]}"); else cmd=("${storm[@]}" --no-perf); fi ;;
+            off) cmd=("${storm[@]}" --no-perf) ;;
+            pstat) cmd=(perf stat -e "$events" -x, -o "$tmp/perf.csv" -- "${micro[@]}") ;;
+        esac
+        read -r w c < <(measure "$tmp/$a" "${cmd[@]}")
+        wall[$a]=$w cpu[$a]=$c
+        printf '%s\t%s\t%s\t%s\n' "$a" "$r" "$w" "$c" >>"$tmp/runs.tsv"
+        [ "$a" = herd ] && cp "$tmp/herd" "$tmp/herd.$r.json"
+    done
+    line=$(printf 'round %d: C %.3f s, cpu %.2f s (%s) | herd %.3f s, cpu %.2f s (created/failed %s)' \
+        "$r" "${wall[c]}" "${cpu[c]}" "$(cat "$tmp/c")" "${wall[herd]}" "${cpu[herd]}" "$(created "$tmp/herd")")
+    [ -n "${wall[off]:-}" ] && line+=$(printf ' | herd --no-perf %.3f s, cpu %.2f s (created/failed %s)' "${wall[off]}" "${cpu[off]}" "$(created "$tmp/off")")
+    [ -n "${wall[pstat]:-}" ] && line+=$(printf ' | C under perf stat %.3f s' "${wall[pstat]}")
+    echo "$line (order: ${order[*]})"
+    unset wall cpu
 done
-python3 - "${c_cpus[*]}" "${h_cpus[*]}" <<'PY'
-import statistics, sys
-c = [float(x) for x in sys.argv[1].split()]
-h = [float(x) for x in sys.argv[2].split()]
-print(f"median cpu (user+sys): C {statistics.median(c):.2f} s, herd {statistics.median(h):.2f} s; "
-      f"herd/C {statistics.median(h) / statistics.median(c):.3f}")
-PY
-python3 - "${c_walls[*]}" "${h_walls[*]}" <<'PY'
-import statistics, sys
-c = [float(x) for x in sys.argv[1].split()]
-h = [float(x) for x in sys.argv[2].split()]
-mc, mh = statistics.median(c), statistics.median(h)
-ratios = [b / a for a, b in zip(c, h)]
-print(f"median wall: C {mc:.3f} s, herd {mh:.3f} s; herd/C {mh / mc:.3f} "
+python3 - "$tmp" "$rounds" <<'PY'
+import json, random, statistics, sys
+tmp, rounds = sys.argv[1], int(sys.argv[2])
+wall, cpu = {}, {}
+for line in open(f"{tmp}/runs.tsv"):
+    a, r, w, c = line.split()
+    wall.setdefault(a, {})[int(r)] = float(w)
+    cpu.setdefault(a, {})[int(r)] = float(c)
+med = statistics.median
+rs = range(1, rounds + 1)
+
+def paired(num, den, series=wall):
+    return [series[num][r] / series[den][r] for r in rs]
+
+def interval(ratios):
+    """Percentile bootstrap 95% interval of the median (fixed seed), and
+    in how many rounds the ratio was above 1."""
+    above = sum(x > 1 for x in ratios)
+    if len(ratios) < 5:
+        return f"{above} of {len(ratios)} rounds above 1; too few rounds for an interval"
+    rng = random.Random(1)
+    boots = sorted(med(rng.choices(ratios, k=len(ratios))) for _ in range(10000))
+    return (f"bootstrap 95% interval {boots[249]:.3f}-{boots[9749]:.3f}; "
+            f"{above} of {len(ratios)} rounds above 1")
+
+c, h = wall["c"], wall["herd"]
+print(f"median cpu (user+sys): C {med(cpu['c'].values()):.2f} s, herd {med(cpu['herd'].values()):.2f} s; "
+      f"herd/C {med(cpu['herd'].values()) / med(cpu['c'].values()):.3f} "
+      f"(median per-round ratio {med(paired('herd', 'c', cpu)):.3f})")
+ratios = paired("herd", "c")
+print(f"median wall: C {med(c.values()):.3f} s, herd {med(h.values()):.3f} s; "
+      f"herd/C {med(h.values()) / med(c.values()):.3f} "
       f"(per-round ratios {', '.join(f'{x:.3f}' for x in ratios)}; "
-      f"median per-round ratio {statistics.median(ratios):.3f})")
+      f"median per-round ratio {med(ratios):.3f})")
+print(f"paired herd/C: {interval(ratios)}")
+if "off" in wall:
+    on_off, off_c = paired("herd", "off"), paired("off", "c")
+    print(f"median wall: herd --no-perf {med(wall['off'].values()):.3f} s; "
+          f"herd/herd-no-perf {med(on_off):.3f} ({interval(on_off)}), "
+          f"herd-no-perf/C {med(off_c):.3f} (median per-round ratios)")
+    phases = [json.load(open(f"{tmp}/herd.{r}.json")).get("perf") or {} for r in rs]
+    ms = lambda k: med(p.get(k, 0) for p in phases) / 1000
+    print(f"herd's counters (medians): open {ms('open_us'):.2f} ms, enable {ms('enable_us'):.2f} ms, "
+          f"disable {ms('disable_us'):.2f} ms, read {ms('read_us'):.2f} ms")
+if "pstat" in wall:
+    p = wall["pstat"]
+    print(f"median wall: C under perf stat {med(p.values()):.3f} s; "
+          f"perf-stat/C {med(paired('pstat', 'c')):.3f}, "
+          f"herd/perf-stat {med(paired('herd', 'pstat')):.3f} (median per-round ratios)")
 PY
-if [ "$with_perf" = 1 ]; then
-    python3 - "${c_walls[*]}" "${h_walls[*]}" "${p_walls[*]}" <<'PY'
-import statistics, sys
-c, h, p = ([float(x) for x in a.split()] for a in sys.argv[1:4])
-print(f"median wall: C under perf stat {statistics.median(p):.3f} s; "
-      f"perf-stat/C {statistics.median([b / a for a, b in zip(c, p)]):.3f}, "
-      f"herd/perf-stat {statistics.median([b / a for a, b in zip(p, h)]):.3f} (median per-round ratios)")
-PY
-fi

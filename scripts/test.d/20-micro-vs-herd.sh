@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Smoke test of scripts/micro-vs-herd.sh: one tiny interleaved round (herd
+# Smoke test of scripts/micro-vs-herd.sh: tiny interleaved rounds (herd
 # with --no-perf, then with its default counters); both
-# programs must create the same number of threads. (The real comparison is
+# programs must create the same number of threads, and the order of the
+# programs must rotate from round to round. (The real comparison is
 # a benchmark, run by hand: see docs/results-herd.md.)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -9,8 +10,10 @@ if ! command -v gcc >/dev/null; then
     echo "SKIPPED: micro-vs-herd smoke test: gcc not installed (scripts/test.sh installs it as root)"
     exit 0
 fi
-out=$(scripts/micro-vs-herd.sh --rounds 1 --waves 20 --per-wave 10 --spin 1000 --sleep-ms 10)
+out=$(scripts/micro-vs-herd.sh --rounds 2 --waves 20 --per-wave 10 --spin 1000 --sleep-ms 10)
 echo "$out"
+echo "$out" | grep -q '^round 1: .*(order: c herd)$' || { echo "round 1 did not run C first" >&2; exit 1; }
+echo "$out" | grep -q '^round 2: .*(order: herd c)$' || { echo "round 2 did not run herd first" >&2; exit 1; }
 echo "$out" | grep -q 'created 200 failed 0' || { echo "C micro did not create 200 threads" >&2; exit 1; }
 echo "$out" | grep -q 'created/failed 200 0' || { echo "herd did not create 200 threads" >&2; exit 1; }
 echo "$out" | grep -q '^median wall: C' || { echo "no summary line" >&2; exit 1; }
@@ -19,6 +22,10 @@ out=$(scripts/micro-vs-herd.sh --counters --rounds 1 --waves 20 --per-wave 10 --
 echo "$out"
 echo "$out" | grep -q 'created/failed 200 0' || { echo "herd with counters did not create 200 threads" >&2; exit 1; }
 echo "$out" | grep -q '^median wall: C' || { echo "no summary line (--counters)" >&2; exit 1; }
+# --counters adds herd --no-perf to each round, and herd's counter phases.
+echo "$out" | grep -q '| herd --no-perf .*(created/failed 200 0)' || { echo "no herd --no-perf run (--counters)" >&2; exit 1; }
+echo "$out" | grep -q '^median wall: herd --no-perf' || { echo "no herd/herd-no-perf line (--counters)" >&2; exit 1; }
+echo "$out" | grep -Eq "^herd's counters \(medians\): open [0-9.]+ ms" || { echo "no counter phases (--counters)" >&2; exit 1; }
 # The C-under-perf-stat reference: run whenever perf can count herd's events
 # (as root with tracefs, which scripts/test.sh sets up); said loudly when not.
 if echo "$out" | grep -q 'the C-under-perf-stat reference is skipped'; then
