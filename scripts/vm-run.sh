@@ -57,6 +57,11 @@ Options:
                      above). q35 comes with an Intel IOMMU doing interrupt
                      remapping (intremap=on, eim=on) and x2APIC in the CPU
                      model, which Linux needs for APIC ids above 255
+  --boot-cpus K      vCPUs the kernel brings up at boot (maxcpus=K); the
+                     guest's init brings the others online through sysfs
+                     before running herd (default: \$HERD_VM_BOOT_CPUS, else
+                     $boot_cpus_doc). With K below --cpus the
+                     guest has no PIT, HPET, MTRRs or PAT (see below)
   --x2apic-ids       give the second half of the vCPUs APIC ids from 256 on
                      (a second socket, and NUMA node with --numa 2), so a
                      small guest takes the x2APIC path of one above 255
@@ -108,11 +113,18 @@ Under TCG (nested KVM is not available here) every vCPU is emulated; on
 this 2-CPU host one thread for all vCPUs boots small guests faster and one
 thread per vCPU big ones (docs/guest.md has the figures). The guest
 kernel's watchdogs are off, as a busy host starves vCPUs for long.
+Until late in its boot the kernel cannot stop an idle CPU's tick, so a
+guest booting all of hundreds of vCPUs spends the host on ticks; hence
+--boot-cpus. A CPU brought online after boot costs a stop_machine over
+every online CPU where the kernel keeps MTRRs or PAT in step, and every
+update of the legacy timer interrupt visits every vCPU in qemu, so such
+a guest runs without MTRRs, PAT (nopat), PIT and HPET, with the APIC
+timer's rate given (qemu's is 1 GHz) instead of calibrated against them.
 Packages needed (installed automatically when run as root):
 qemu-system-x86, busybox-static, cpio, and apt for the kernel.
 
 Environment: HERD_VM_CPUS, HERD_VM_MEM, HERD_VM_TIMEOUT, HERD_VM_KERNEL,
-HERD_VM_QEMU (defaults of the options above), HERD_VM_CACHE (kernel and
+HERD_VM_QEMU, HERD_VM_BOOT_CPUS (defaults of the options above), HERD_VM_CACHE (kernel and
 qemu cache directory), HERD_VM_OMIT_LIBGCC=1 (tests only: leave
 libgcc_s.so.1 out to show why it is needed).
 
@@ -135,10 +147,16 @@ usage_error() {
 # 2-CPU host, docs/guest.md).
 tcg_multi_from=64
 tcg_auto_doc="single below $tcg_multi_from vCPUs, multi from $tcg_multi_from on"
+# --boot-cpus default: every vCPU up to this many, else this many at boot
+# and the rest through sysfs (measured on this host, docs/guest.md).
+boot_all_upto=255
+boot_late_cpus=64
+boot_cpus_doc="all up to $boot_all_upto vCPUs, $boot_late_cpus above"
 max_cpus=4096
 cpus=${HERD_VM_CPUS:-128}
 mem=${HERD_VM_MEM:-}
 numa=1
+boot_cpus=${HERD_VM_BOOT_CPUS:-}
 machine=auto
 x2apic_ids=0
 tcg=auto
@@ -170,6 +188,8 @@ while [ "$#" -gt 0 ]; do
         --numa=*) numa=${1#*=}; shift ;;
         --machine) need_arg "$@"; machine=$2; shift 2 ;;
         --machine=*) machine=${1#*=}; shift ;;
+        --boot-cpus) need_arg "$@"; boot_cpus=$2; shift 2 ;;
+        --boot-cpus=*) boot_cpus=${1#*=}; shift ;;
         --x2apic-ids) x2apic_ids=1; shift ;;
         --tcg) need_arg "$@"; tcg=$2; shift 2 ;;
         --tcg=*) tcg=${1#*=}; shift ;;
@@ -209,6 +229,12 @@ is_uint "$cpus" && [ "$cpus" -ge 1 ] && [ "$cpus" -le "$max_cpus" ] ||
     usage_error "--cpus must be an integer in 1-$max_cpus (got '$cpus'; $max_cpus is qemu's q35 limit)"
 is_uint "$numa" && [ "$numa" -ge 1 ] && [ "$numa" -le "$cpus" ] ||
     usage_error "--numa must be an integer in 1-$cpus, at most one node per vCPU (got '$numa')"
+if [ -z "$boot_cpus" ]; then
+    boot_cpus=$cpus
+    [ "$cpus" -le "$boot_all_upto" ] || boot_cpus=$boot_late_cpus
+fi
+is_uint "$boot_cpus" && [ "$boot_cpus" -ge 1 ] && [ "$boot_cpus" -le "$cpus" ] ||
+    usage_error "--boot-cpus must be an integer in 1-$cpus, at most --cpus (got '$boot_cpus')"
 if [ "$x2apic_ids" = 1 ]; then
     [ "$machine" != pc ] || usage_error "--x2apic-ids needs x2APIC, which --machine pc has not"
     machine=q35
@@ -589,6 +615,8 @@ q() { local s=${1//\'/\'\\\'\'}; printf "'%s'" "$s"; }
         printf 'export %s=%s\n' "${kv%%=*}" "$(q "${kv#*=}")"
     done
 } >"$root/vm/env"
+# --boot-cpus below --cpus: init brings CPUs boot_cpus..cpus-1 online.
+[ "$boot_cpus" -lt "$cpus" ] && printf '%s %s\n' "$boot_cpus" "$cpus" >"$root/vm/late"
 if [ -n "$script" ]; then
     cp "$script" "$root/vm/script"
     printf 'sh /vm/script\n' >"$root/vm/cmd"
@@ -630,6 +658,30 @@ ulimit -c 0
 export HERD_VM_OUT=/result/out HOME=/root TMPDIR=/tmp
 mkdir -p /root
 cd "$HERD_VM_OUT"
+# --boot-cpus: the kernel booted the first of the vCPUs (maxcpus=); bring
+# the others online one by one (the kernel serializes CPU bring-up).
+if [ -r /vm/late ]; then
+    read -r first total </vm/late
+    read -r t0 _ </proc/uptime
+    echo "herd-vm: online: $(grep -c ^processor /proc/cpuinfo) CPUs up at boot (maxcpus=$first); bringing CPUs $first-$((total - 1)) online through sysfs"
+    n=0
+    failed=0
+    for c in $(seq "$first" $((total - 1))); do
+        f=/sys/devices/system/cpu/cpu$c/online
+        if [ -e "$f" ] && [ "$(cat "$f")" = 0 ] && echo 1 >"$f"; then
+            n=$((n + 1))
+            if [ $((n % 64)) = 0 ]; then
+                read -r t _ </proc/uptime
+                echo "herd-vm: online: $n CPUs brought online after $(awk -v a="$t0" -v b="$t" 'BEGIN {printf "%.1f", b - a}')s"
+            fi
+        else
+            failed=$((failed + 1))
+            echo "herd-vm: online: warning: could not bring CPU $c online"
+        fi
+    done
+    read -r t1 _ </proc/uptime
+    echo "herd-vm: online: brought $n CPUs online in $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}')s of guest time ($failed failed); online: $(cat /sys/devices/system/cpu/online)"
+fi
 read -r up _ </proc/uptime
 nodes=$(ls -d /sys/devices/system/node/node[0-9]* 2>/dev/null | wc -l)
 echo "herd-vm: guest up in ${up}s with $(grep -c ^processor /proc/cpuinfo) CPUs in $nodes NUMA node(s); running: $(cat /vm/cmd)"
@@ -664,6 +716,28 @@ mhz=$(awk -F': *' '/^cpu MHz/ {printf "%d", $2; exit}' /proc/cpuinfo 2>/dev/null
 [ -n "$mhz" ] && [ "$mhz" -gt 0 ] || mhz=2500
 append="console=ttyS0 quiet loglevel=3 panic=-1 nowatchdog nosoftlockup rcupdate.rcu_cpu_stall_suppress=1 tsc=reliable lpj=$((mhz * 4000)) mitigations=off"
 [ "$verbose" = 1 ] && append=${append/ quiet loglevel=3/ loglevel=7}
+# Fewer vCPUs at boot (--boot-cpus): the guest's init brings the others
+# online. Until fs_initcall the kernel's clocksource is jiffies, with which
+# no CPU can stop its tick, and under TCG every tick of every vCPU costs
+# host time (about 3% of a host CPU per idle vCPU here): 512 ticking vCPUs
+# leave nothing for the one bringing up the next. After boot an idle CPU
+# is tickless. What a CPU brought online after boot costs:
+# - nopat and no MTRRs in the CPU model (below): where the kernel keeps
+#   MTRRs or PAT in step, each CPU brought online after boot is a
+#   stop_machine over every online CPU (cache_ap_online), seconds each
+#   under TCG;
+# - no PIT or HPET (below): each update of the legacy timer interrupt
+#   (IRQ 0, which the HPET drives in legacy mode) loops over every vCPU
+#   in qemu's pic_irq_request, on qemu's main thread. Without them the
+#   kernel's timer check must be skipped (else: "IO-APIC + timer doesn't
+#   work") and the APIC timer's rate given, as there is nothing to
+#   calibrate it against: qemu's APIC timer runs at 1 GHz, 4,000,000
+#   ticks per 4 ms jiffy (HZ=250).
+late_online=0
+if [ "$boot_cpus" -lt "$cpus" ]; then
+    late_online=1
+    append+=" maxcpus=$boot_cpus nopat no_timer_check lapic_timer_period=4000000"
+fi
 for a in ${append_extra[@]+"${append_extra[@]}"}; do append+=" $a"; done
 
 # Topology: one socket per NUMA node, as on a multi-socket server, when the
@@ -712,6 +786,15 @@ fi
 machine_args=(-machine pc)
 # shellcheck disable=SC2054 # the commas are qemu's option syntax
 [ "$machine" = q35 ] && machine_args=(-machine q35 -cpu "$q35_cpu" -device "$q35_iommu")
+if [ "$late_online" = 1 ]; then
+    # No PIT, HPET or MTRRs for a guest bringing CPUs online after boot
+    # (see the kernel command line above).
+    # shellcheck disable=SC2054 # the commas are qemu's option syntax
+    case $machine in
+        q35) machine_args=(-machine q35,pit=off,hpet=off -cpu "$q35_cpu,mtrr=off" -device "$q35_iommu") ;;
+        pc) machine_args=(-machine pc,pit=off,hpet=off -cpu qemu64,mtrr=off) ;;
+    esac
+fi
 console=$work/console.log
 result=$work/result.tar
 : >"$console"
@@ -738,13 +821,13 @@ env ${qemu_env[@]+"${qemu_env[@]}"} "${qemu[@]}" </dev/null >"$work/qemu.out" 2>
 qemu_pid=$!
 
 # Relay the console: all of it with --verbose, else only herd's output
-# between the init's markers.
+# between the init's markers and the progress of --boot-cpus.
 if [ "$quiet" = 0 ]; then
     if [ "$verbose" = 1 ]; then
         tail -n +1 -F --pid="$qemu_pid" "$console" >&2 2>/dev/null &
     else
         tail -n +1 -F --pid="$qemu_pid" "$console" 2>/dev/null |
-            awk '/herd-vm: ---- output ends/ {on = 0} on {print; fflush()} /herd-vm: ---- output begins/ {on = 1}' >&2 &
+            awk '/herd-vm: ---- output ends/ {on = 0} on || /^herd-vm: online: / {print; fflush()} /herd-vm: ---- output begins/ {on = 1}' >&2 &
     fi
     relay_pid=$!
 fi
@@ -820,7 +903,9 @@ if [ "$quiet" = 1 ] && [ "$rc" != 0 ]; then console_tail 30; fi
 # Guest-side times (guest uptime at herd's start and end) from the console.
 up0=$(sed -n 's/^herd-vm: guest up in \([0-9.]*\)s.*/\1/p' "$console" | head -n1)
 up1=$(sed -n 's/^herd-vm: exit status .* after \([0-9.]*\)s of guest uptime.*/\1/p' "$console" | head -n1)
+online_s=$(sed -n 's/^herd-vm: online: brought .* CPUs online in \([0-9.]*\)s of guest time.*/\1/p' "$console" | head -n1)
 phases=
-[ -n "$up0" ] && [ -n "$up1" ] && phases=$(awk -v a="$up0" -v b="$up1" 'BEGIN {printf "; guest clock: boot %.1fs, command %.1fs", a, b - a}')
+[ -n "$up0" ] && [ -n "$up1" ] && phases=$(awk -v a="$up0" -v b="$up1" -v o="${online_s:-}" \
+    'BEGIN {printf "; guest clock: boot %.1fs%s, command %.1fs", a, (o == "" ? "" : sprintf(" (%.1fs of it bringing CPUs online)", o)), b - a}')
 say "guest finished in ${elapsed}s wall ($cpus vCPUs$phases); exit status $rc"
 exit "$rc"

@@ -36,6 +36,7 @@ fn help_lists_every_option() {
         "--qemu-arg",
         "--append",
         "--x2apic-ids",
+        "--boot-cpus",
         "--prepare",
         "--dry-run",
         "x2APIC",
@@ -68,6 +69,9 @@ fn bad_options_are_usage_errors_naming_the_option() {
             "--x2apic-ids",
         ),
         (&["--x2apic-ids", "--machine", "pc"], "--x2apic-ids"),
+        (&["--boot-cpus", "0"], "--boot-cpus"),
+        (&["--cpus", "8", "--boot-cpus", "9"], "--boot-cpus"),
+        (&["--boot-cpus", "some"], "--boot-cpus"),
         (&["--qemu", "/nonexistent/qemu-system-x86_64"], "--qemu"),
         (&["--qemu", "no-such-qemu-on-path"], "--qemu"),
         (&["--frobnicate"], "--frobnicate"),
@@ -248,8 +252,11 @@ fn a_512_vcpu_guest_in_4_nodes_is_q35_with_x2apic_and_a_thread_per_vcpu() {
     let Some(cmd) = dry_run(&q, &["--cpus", "512", "--numa", "4"]) else {
         return;
     };
-    assert_eq!(one(&cmd, "-machine"), "q35");
-    assert_eq!(one(&cmd, "-cpu"), "qemu64,x2apic=on");
+    // 64 vCPUs at boot, the others brought online by the guest's init:
+    // no PIT, HPET, MTRRs or PAT (see boot_cpus_below_cpus_...).
+    assert_eq!(one(&cmd, "-machine"), "q35,pit=off,hpet=off");
+    assert_eq!(one(&cmd, "-cpu"), "qemu64,x2apic=on,mtrr=off");
+    assert!(one(&cmd, "-append").contains(" maxcpus=64 "));
     assert_eq!(one(&cmd, "-device"), "intel-iommu,intremap=on,eim=on");
     assert_eq!(one(&cmd, "-accel"), "tcg,thread=multi");
     assert_eq!(one(&cmd, "-smp"), "512,sockets=4,cores=128,threads=1");
@@ -289,6 +296,58 @@ fn append_adds_to_the_guest_kernel_command_line() {
     // vm-run.sh's own settings stay, the extra ones come after them.
     assert!(line.starts_with("console=ttyS0 "), "{line}");
     assert!(line.ends_with(" maxcpus=4 no_timer_check"), "{line}");
+}
+
+/// `--boot-cpus K` below `--cpus`: the kernel boots K (maxcpus=K), and the
+/// guest runs without the devices and the cache control that make each
+/// later CPU expensive; at K = --cpus (the default up to 255) nothing
+/// changes.
+#[test]
+fn boot_cpus_below_cpus_boot_that_many_without_pit_hpet_mtrr_or_pat() {
+    let q = fake_qemu("10.0.2", true);
+    let late = "maxcpus=8 nopat no_timer_check lapic_timer_period=4000000";
+    for (args, machine, cpu) in [
+        (
+            &["--cpus", "16", "--boot-cpus", "8"][..],
+            "pc,pit=off,hpet=off",
+            Some("qemu64,mtrr=off"),
+        ),
+        (
+            &["--cpus", "16", "--x2apic-ids", "--boot-cpus", "8"],
+            "q35,pit=off,hpet=off",
+            Some("qemu64,x2apic=on,mtrr=off"),
+        ),
+        (&["--cpus", "16", "--boot-cpus", "16"], "pc", None),
+        (&["--cpus", "255"], "pc", None),
+    ] {
+        let Some(cmd) = dry_run(&q, args) else {
+            return;
+        };
+        assert_eq!(one(&cmd, "-machine"), machine, "{args:?}");
+        assert_eq!(values(&cmd, "-cpu").first().copied(), cpu, "{args:?}");
+        let line = one(&cmd, "-append");
+        assert_eq!(line.contains(late), cpu.is_some(), "{args:?}: {line}");
+        assert_eq!(line.contains("maxcpus="), cpu.is_some(), "{args:?}: {line}");
+    }
+    // HERD_VM_BOOT_CPUS is the default.
+    let out = vm_run(
+        &[
+            "--dry-run",
+            "--cpus",
+            "16",
+            "--qemu",
+            q.bin.to_str().unwrap(),
+            "--kernel",
+            q.kernel.to_str().unwrap(),
+            "--herd",
+            herd_bin(),
+        ],
+        &[("HERD_VM_BOOT_CPUS", "8")],
+    );
+    // (The host tools are there: the dry runs above did not skip.)
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(late), "{text}");
 }
 
 #[test]

@@ -107,6 +107,7 @@ fn guest_script(cpus: usize, nodes: usize) -> String {
     );
     s.push_str("run nproc nproc\n");
     s.push_str("run online cat /sys/devices/system/cpu/online\n");
+    s.push_str("run cmdline cat /proc/cmdline\n");
     s.push_str("run cpuinfo cat /proc/cpuinfo\n");
     s.push_str("run dmesg dmesg\n");
     s.push_str("run env herd env --json\n");

@@ -22,6 +22,46 @@ fn guest_kernel_has_all_the_cpus_online() {
     });
 }
 
+/// The vCPUs vm-run.sh boots the kernel with (`--boot-cpus`): what
+/// HERD_VM_BOOT_CPUS says, else every vCPU up to 255 and 64 above.
+fn boot_cpus(cpus: usize) -> usize {
+    match std::env::var("HERD_VM_BOOT_CPUS") {
+        Ok(v) => v.parse().expect("HERD_VM_BOOT_CPUS is a number"),
+        Err(_) if cpus > 255 => 64,
+        Err(_) => cpus,
+    }
+}
+
+/// With fewer vCPUs at boot than in the guest, the kernel booted that many
+/// (maxcpus=) without PAT, and the guest's init brought every other CPU
+/// online (the test above sees them all online).
+#[test]
+fn cpus_not_booted_are_brought_online_by_init() {
+    with_guest("cpus_not_booted_are_brought_online_by_init", |g| {
+        assert_eq!(g.status("cmdline"), 0);
+        let cmdline = g.file("cmdline.out");
+        let words: Vec<&str> = cmdline.split_whitespace().collect();
+        let boot = boot_cpus(g.cpus);
+        if boot < g.cpus {
+            assert!(
+                words.contains(&format!("maxcpus={boot}").as_str()),
+                "{cmdline}"
+            );
+            assert!(words.contains(&"nopat"), "{cmdline}");
+        } else {
+            assert!(
+                !words.iter().any(|w| w.starts_with("maxcpus=")),
+                "{cmdline}"
+            );
+            skipped(&format!(
+                "cpus_not_booted_are_brought_online_by_init: the guest booted all {} vCPUs \
+                 (HERD_VM_BOOT_CPUS unset at or below 255 vCPUs; CI's x2APIC guest sets it)",
+                g.cpus
+            ));
+        }
+    });
+}
+
 /// `(processor, apicid)` of every CPU in the guest's /proc/cpuinfo.
 fn apic_ids(cpuinfo: &str) -> Vec<(u64, u64)> {
     let mut out = Vec::new();
