@@ -208,6 +208,52 @@ fn push_warnings(r: &mut RunResult, m: &Measured<'_>) {
     }
 }
 
+/// Up to this many CPUs with threads the placement lists every CPU; above,
+/// a summary (as the per-CPU counters are summarised), every CPU with
+/// `-A/--no-aggregate` or in the JSON.
+const LIST_EVERY_CPU_UPTO: usize = 64;
+
+/// One placement list, `(cpu, threads)` for the CPUs that had threads: all
+/// of them, 8 to a line, or above [`LIST_EVERY_CPU_UPTO`] (unless
+/// `every_cpu`) the range and the busiest CPUs.
+fn threads_per_cpu(label: &str, counts: &[(i64, u64)], every_cpu: bool) -> String {
+    let mut out = String::new();
+    if counts.len() > LIST_EVERY_CPU_UPTO && !every_cpu {
+        let mut n: Vec<u64> = counts.iter().map(|&(_, k)| k).collect();
+        n.sort_unstable();
+        let mut busiest = counts.to_vec();
+        // Most threads first, lower CPU first among equals.
+        busiest.sort_by_key(|&(cpu, k)| (std::cmp::Reverse(k), cpu));
+        let top: Vec<String> = busiest
+            .iter()
+            .take(5)
+            .map(|(cpu, k)| format!("cpu{cpu}:{k}"))
+            .collect();
+        let _ = writeln!(
+            out,
+            "  threads per CPU at {label}: {} CPUs with threads, min {}, median {}, max {}; \
+             busiest {} (every CPU: -A/--no-aggregate or the JSON)",
+            counts.len(),
+            n[0],
+            n[n.len() / 2],
+            n[n.len() - 1],
+            top.join(" ")
+        );
+        return out;
+    }
+    let _ = write!(out, "  threads per CPU at {label}:");
+    for (i, (cpu, k)) in counts.iter().enumerate() {
+        if i % 8 == 0 {
+            let _ = write!(out, "\n    ");
+        } else {
+            out.push_str("  ");
+        }
+        let _ = write!(out, "cpu{cpu}:{k}");
+    }
+    out.push('\n');
+    out
+}
+
 /// The storm's own sections below the metrics table: the `--contention`
 /// profile, placement, failures, warnings.
 pub fn extra_sections(r: &RunResult) -> String {
@@ -237,7 +283,9 @@ pub fn extra_sections(r: &RunResult) -> String {
             );
         }
         let nodes = p["per_node"].as_array().map_or(&[][..], Vec::as_slice);
-        let per_node = perf::Report::from_json(&r.perf).is_some_and(|p| p.per_node);
+        let report = perf::Report::from_json(&r.perf);
+        let per_node = report.as_ref().is_some_and(|p| p.per_node);
+        let every_cpu = report.as_ref().is_some_and(|p| p.no_aggregate);
         if per_node || nodes.len() > 1 {
             out.push_str(&nodes_section(nodes));
         }
@@ -251,20 +299,12 @@ pub fn extra_sections(r: &RunResult) -> String {
             ]
         };
         for (label, list) in lists {
-            let items: Vec<String> = list
+            // CPU -1: threads whose CPU was not known.
+            let counts: Vec<(i64, u64)> = list
                 .iter()
-                .filter_map(|e| Some(format!("cpu{}:{}", e.get(0)?, e.get(1)?)))
+                .filter_map(|e| Some((e.get(0)?.as_i64()?, e.get(1)?.as_u64()?)))
                 .collect();
-            let _ = write!(out, "  threads per CPU at {label}:");
-            for (i, it) in items.iter().enumerate() {
-                if i % 8 == 0 {
-                    let _ = write!(out, "\n    ");
-                } else {
-                    out.push_str("  ");
-                }
-                out.push_str(it);
-            }
-            out.push('\n');
+            out.push_str(&threads_per_cpu(label, &counts, every_cpu));
         }
     }
     let pre = &r.details["preflight"];
@@ -384,7 +424,7 @@ mod tests {
         assert_eq!(p["per_cpu_start"][200], serde_json::json!([328, 2]));
         let total = 2.0 * 255.0 + 4.0;
         assert!((p["imbalance"].as_f64().unwrap() - 4.0 / (total / 256.0)).abs() < 1e-9);
-        let r = {
+        let mut r = {
             let mut r = RunResult::new("storm", vec![], Default::default(), Default::default());
             r.details = json!({ "placement": p });
             r
@@ -394,7 +434,44 @@ mod tests {
             text.contains("256 CPUs used of 256 requested (0-127,256-383)"),
             "{text}"
         );
+        // 256 CPUs: summarised, the busiest first, not one line per 8.
+        assert!(
+            text.contains(
+                "threads per CPU at start: 256 CPUs with threads, min 2, median 2, max 4; \
+                 busiest cpu300:4 cpu0:2 cpu1:2 cpu2:2 cpu3:2 (every CPU: -A/--no-aggregate or the JSON)"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("cpu383:2"), "{text}");
+        assert!(text.lines().count() < 10, "{text}");
+        // -A/--no-aggregate: every CPU.
+        r.perf = crate::perf::Report {
+            enabled: true,
+            no_aggregate: true,
+            ..Default::default()
+        }
+        .to_json();
+        let text = extra_sections(&r);
         assert!(text.contains("cpu383:2"), "{text}");
+        assert!(!text.contains("busiest"), "{text}");
+    }
+
+    /// Up to 64 CPUs with threads every CPU is listed; one more and the
+    /// list is summarised.
+    #[test]
+    fn placement_lists_every_cpu_up_to_64() {
+        let counts: Vec<(i64, u64)> = (0..64).map(|c| (c, 1 + c as u64 % 3)).collect();
+        let text = threads_per_cpu("exit", &counts, false);
+        assert_eq!(text.lines().count(), 1 + 8, "{text}");
+        assert!(text.contains("cpu63:1"), "{text}");
+        let mut more = counts.clone();
+        more.push((64, 9));
+        let text = threads_per_cpu("exit", &more, false);
+        assert_eq!(
+            text,
+            "  threads per CPU at exit: 65 CPUs with threads, min 1, median 2, max 9; \
+             busiest cpu64:9 cpu2:3 cpu5:3 cpu8:3 cpu11:3 (every CPU: -A/--no-aggregate or the JSON)\n"
+        );
     }
 
     #[test]
