@@ -305,7 +305,7 @@ fn append_adds_to_the_guest_kernel_command_line() {
 #[test]
 fn boot_cpus_below_cpus_boot_that_many_without_pit_hpet_mtrr_or_pat() {
     let q = fake_qemu("10.0.2", true);
-    let late = "maxcpus=8 nopat no_timer_check lapic_timer_period=4000000";
+    let late = "maxcpus=8 nopat no_timer_check tsc_early_khz=";
     for (args, machine, cpu) in [
         (
             &["--cpus", "16", "--boot-cpus", "8"][..],
