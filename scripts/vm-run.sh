@@ -78,7 +78,9 @@ Options:
                      or 900, plus 3 s per vCPU above 255)
   --kernel PATH      kernel image to boot (default: \$HERD_VM_KERNEL, else
                      Debian's cloud kernel, fetched once with apt-get download
-                     into \$HERD_VM_CACHE, default ~/.cache/herd-vm)
+                     into \$HERD_VM_CACHE, default ~/.cache/herd-vm; above 255
+                     vCPUs the one from the release's backports, fetched
+                     with a private apt as the qemu is)
   --herd PATH        binary to run as \`herd\` (default: cargo build --release
                      and target/release/herd)
   --script FILE      run FILE with the guest's sh instead of \`herd ARGS\`;
@@ -374,6 +376,34 @@ qemu_can_x2apic() {
             -display none -S -qmp stdio -machine q35 -accel tcg,thread=single -cpu "$q35_cpu" \
             -device "$q35_iommu" -smp 1,maxcpus=256 -m 128M 2>&1 >/dev/null)
 }
+# A private apt for the running Debian release and its updates and
+# backports: sets apt (a new directory in $cache, which the caller removes)
+# and apt_o (apt-get's options using it), codename, and runs apt-get update
+# on it. $1 is what is fetched, $2 what the user can do instead.
+private_apt() {
+    local what=$1 instead=$2 site
+    codename=$(. /etc/os-release 2>/dev/null && printf '%s' "${VERSION_CODENAME:-}")
+    [ -n "$codename" ] || die "cannot tell the Debian release (no VERSION_CODENAME in /etc/os-release) to fetch $what from its backports; $instead"
+    # shellcheck disable=SC2016 # $(SITE) is apt's format, not the shell's
+    site=$(apt-get indextargets --format '$(SITE) $(RELEASE)' 2>/dev/null | awk -v r="$codename" '$2 == r {print $1; exit}')
+    [ -n "$site" ] || die "the system's apt sources have no $codename archive (run 'apt-get update' as root?); $instead"
+    apt=$(mktemp -d "$cache/apt.XXXXXX")
+    chmod 755 "$apt"
+    mkdir -p "$apt"/{lists/partial,cache/archives/partial,state,deb,empty.d}
+    : >"$apt/preferences"
+    local opt= suite
+    [ -r /usr/share/keyrings/debian-archive-keyring.gpg ] && opt="[signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] "
+    for suite in "$codename" "$codename-updates" "$codename-backports"; do
+        printf 'deb %s%s %s main\n' "$opt" "$site" "$suite"
+    done >"$apt/sources.list"
+    apt_o=(-o "Dir::Etc::SourceList=$apt/sources.list" -o "Dir::Etc::SourceParts=$apt/empty.d"
+        -o "Dir::Etc::Preferences=$apt/preferences" -o "Dir::Etc::PreferencesParts=$apt/empty.d"
+        -o "Dir::State=$apt/state" -o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt/cache"
+        -o Dir::State::status=/var/lib/dpkg/status -o Debug::NoLocking=1)
+    [ "$(id -u)" = 0 ] && apt_o+=(-o APT::Sandbox::User=root)
+    say "fetching $what from $codename-backports into $cache (once; private apt lists, the system's sources untouched)"
+    apt-get "${apt_o[@]}" -qq update >&2 || { rm -rf "$apt"; die "apt-get update of the private $codename-backports lists failed"; }
+}
 # Fetch qemu-system-x86 from the running Debian release's backports into
 # $cache/qemu-VERSION/, with a private sources list, apt state and package
 # cache: nothing of the system's apt configuration or installed packages
@@ -390,30 +420,8 @@ fetch_qemu() {
         printf '%s\n' "${found%/usr/bin/qemu-system-x86_64}"
         return 0
     fi
-    local codename site
-    codename=$(. /etc/os-release 2>/dev/null && printf '%s' "${VERSION_CODENAME:-}")
-    [ -n "$codename" ] || die "cannot tell the Debian release (no VERSION_CODENAME in /etc/os-release) to fetch a newer qemu from its backports; install qemu 8.1 or newer and pass --qemu PATH"
-    # shellcheck disable=SC2016 # $(SITE) is apt's format, not the shell's
-    site=$(apt-get indextargets --format '$(SITE) $(RELEASE)' 2>/dev/null | awk -v r="$codename" '$2 == r {print $1; exit}')
-    [ -n "$site" ] || die "the system's apt sources have no $codename archive (run 'apt-get update' as root?); install qemu 8.1 or newer and pass --qemu PATH"
-    local apt
-    apt=$(mktemp -d "$cache/apt.XXXXXX")
-    chmod 755 "$apt"
-    mkdir -p "$apt"/{lists/partial,cache/archives/partial,state,deb,empty.d}
-    : >"$apt/preferences"
-    local opt=
-    [ -r /usr/share/keyrings/debian-archive-keyring.gpg ] && opt="[signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] "
-    local suite
-    for suite in "$codename" "$codename-updates" "$codename-backports"; do
-        printf 'deb %s%s %s main\n' "$opt" "$site" "$suite"
-    done >"$apt/sources.list"
-    local o=(-o "Dir::Etc::SourceList=$apt/sources.list" -o "Dir::Etc::SourceParts=$apt/empty.d"
-        -o "Dir::Etc::Preferences=$apt/preferences" -o "Dir::Etc::PreferencesParts=$apt/empty.d"
-        -o "Dir::State=$apt/state" -o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt/cache"
-        -o Dir::State::status=/var/lib/dpkg/status -o Debug::NoLocking=1)
-    [ "$(id -u)" = 0 ] && o+=(-o APT::Sandbox::User=root)
-    say "fetching qemu from $codename-backports into $cache (once; private apt lists, the system's sources untouched)"
-    apt-get "${o[@]}" -qq update >&2 || { rm -rf "$apt"; die "apt-get update of the private $codename-backports lists failed"; }
+    private_apt "qemu" "install qemu 8.1 or newer and pass --qemu PATH"
+    local o=("${apt_o[@]}")
     # What the backports qemu needs beyond what is installed (the system's
     # qemu brought the shared libraries): usually qemu-system-x86,
     # -common, -data and seabios. Lines: 'URI' NAME_VERSION_ARCH.deb SIZE HASH.
@@ -473,7 +481,41 @@ fi
 # ---------------------------------------------------------------- kernel
 # Debian's cloud kernel has what an initramfs-only boot needs built in: the
 # 8250 serial console, devtmpfs, gzip initrd, tracefs, perf events, and the
-# lock:contention_begin/end tracepoints.
+# lock:contention_begin/end tracepoints. Above 255 vCPUs the one from the
+# release's backports (6.12 on bookworm), fetched with a private apt into
+# $cache/backports/: at 512 vCPUs 6.1 took 1.5 times as long to bring the
+# CPUs online and did not finish a 4-wave round-robin storm in 9 minutes,
+# which 6.12 ran in 2 (docs/guest.md).
+fetch_backports_kernel() {
+    local dir=$cache/backports found
+    mkdir -p "$dir"
+    exec 9>"$dir/.lock"
+    flock 9
+    found=$(find "$dir" -maxdepth 1 -name 'vmlinuz-*' | sort -V | tail -n1)
+    if [ -n "$found" ]; then
+        exec 9>&-
+        printf '%s\n' "$found"
+        return 0
+    fi
+    ensure_tools apt-get dpkg-deb
+    private_apt "the guest kernel" "pass --kernel PATH"
+    local pkg
+    pkg=$(apt-cache "${apt_o[@]}" -o "APT::Default-Release=$codename-backports" depends linux-image-cloud-amd64 2>/dev/null |
+        awk '/Depends: linux-image-/ {print $2; exit}')
+    [ -n "$pkg" ] || { rm -rf "$apt"; die "cannot resolve linux-image-cloud-amd64 in $codename-backports (pass --kernel PATH)"; }
+    (cd "$apt/deb" && apt-get "${apt_o[@]}" -qq download "$pkg" >&2) ||
+        { rm -rf "$apt"; die "apt-get download $pkg failed (pass --kernel PATH)"; }
+    dpkg-deb -x "$apt"/deb/*.deb "$apt/x" || { rm -rf "$apt"; die "dpkg-deb -x failed on $pkg"; }
+    local img
+    img=$(find "$apt/x/boot" -name 'vmlinuz-*' | head -n1)
+    [ -n "$img" ] || { rm -rf "$apt"; die "$pkg holds no /boot/vmlinuz-*"; }
+    cp "$apt"/x/boot/config-* "$dir/" 2>/dev/null || true
+    mv "$img" "$dir/"
+    rm -rf "$apt"
+    exec 9>&-
+    say "kernel $pkg fetched into $dir"
+    printf '%s/%s\n' "$dir" "$(basename "$img")"
+}
 fetch_kernel() {
     ensure_tools apt-get dpkg-deb
     mkdir -p "$cache"
@@ -510,7 +552,11 @@ fetch_kernel() {
     printf '%s/%s\n' "$cache" "$(basename "$img")"
 }
 if [ -z "$kernel" ]; then
-    kernel=$(fetch_kernel)
+    if [ "$cpus" -gt 255 ]; then
+        kernel=$(fetch_backports_kernel)
+    else
+        kernel=$(fetch_kernel)
+    fi
 fi
 if [ "$prepare" = 1 ]; then
     [ "$machine" = pc ] || say "qemu for q35: ${qemu_cmd[0]} ($(qemu_version))"

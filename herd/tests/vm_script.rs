@@ -458,3 +458,44 @@ fn x2apic_ids_put_half_the_vcpus_in_a_socket_from_id_256() {
         ]
     );
 }
+
+/// The default guest kernel: the release's cloud kernel up to 255 vCPUs,
+/// the backports one above (`$HERD_VM_CACHE/backports/`), each fetched once
+/// and found in the cache after (here both are there already).
+#[test]
+fn above_255_vcpus_the_guest_kernel_is_the_backports_one() {
+    let q = fake_qemu("10.0.2", true);
+    let cache = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(cache.path().join("backports")).unwrap();
+    let release = cache.path().join("vmlinuz-6.1.0-99-cloud-amd64");
+    let backports = cache.path().join("backports/vmlinuz-6.12.0-99-cloud-amd64");
+    std::fs::write(&release, "fake").unwrap();
+    std::fs::write(&backports, "fake").unwrap();
+    for (cpus, want) in [("16", &release), ("255", &release), ("256", &backports)] {
+        let out = vm_run(
+            &[
+                "--prepare",
+                "--cpus",
+                cpus,
+                "--qemu",
+                q.bin.to_str().unwrap(),
+            ],
+            &[("HERD_VM_CACHE", cache.path().to_str().unwrap())],
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        if code(&out) == 125 && err.contains("error: missing") {
+            skipped(&format!(
+                "vm-run.sh --prepare: host tools missing and not root ({})",
+                err.trim()
+            ));
+            return;
+        }
+        assert_eq!(code(&out), 0, "--cpus {cpus}: {err}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            stdout.lines().last(),
+            Some(want.to_str().unwrap()),
+            "--cpus {cpus}"
+        );
+    }
+}
