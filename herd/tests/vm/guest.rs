@@ -59,8 +59,8 @@ fn guest() -> Option<&'static Guest> {
             std::fs::write(&script, guest_script(cpus, nodes)).unwrap();
             let out_dir = dir.path().join("out");
             // docs/guest.md: the 16-vCPU guest runs this in ~25 s, 264
-            // vCPUs in ~9 min on this busy 2-CPU host; 512 did not boot
-            // within 28 min under load.
+            // vCPUs in ~9 min on this busy 2-CPU host; 512 take 12 min
+            // to come up (64 booted, 448 brought online after).
             let timeout = (300 + 12 * cpus).to_string();
             let (cpus_s, nodes_s) = (cpus.to_string(), nodes.to_string());
             let mut args = vec![
