@@ -486,6 +486,19 @@ fi
 # $cache/backports/: at 512 vCPUs 6.1 took 1.5 times as long to bring the
 # CPUs online and did not finish a 4-wave round-robin storm in 9 minutes,
 # which 6.12 ran in 2 (docs/guest.md).
+# Unpacks the kernel package in DEBDIR (under the scratch directory WORK,
+# removed after) and moves its vmlinuz and config into DEST; prints the
+# vmlinuz's path. $4 is the package's name, for the errors.
+unpack_kernel() {
+    local debdir=$1 work=$2 dest=$3 pkg=$4 img
+    dpkg-deb -x "$debdir"/*.deb "$work/x" || { rm -rf "$work"; die "dpkg-deb -x failed on $pkg"; }
+    img=$(find "$work/x/boot" -name 'vmlinuz-*' | head -n1)
+    [ -n "$img" ] || { rm -rf "$work"; die "$pkg holds no /boot/vmlinuz-*"; }
+    cp "$work"/x/boot/config-* "$dest/" 2>/dev/null || true
+    mv "$img" "$dest/"
+    rm -rf "$work"
+    printf '%s/%s\n' "$dest" "$(basename "$img")"
+}
 fetch_backports_kernel() {
     local dir=$cache/backports found
     mkdir -p "$dir"
@@ -505,16 +518,9 @@ fetch_backports_kernel() {
     [ -n "$pkg" ] || { rm -rf "$apt"; die "cannot resolve linux-image-cloud-amd64 in $codename-backports (pass --kernel PATH)"; }
     (cd "$apt/deb" && apt-get "${apt_o[@]}" -qq download "$pkg" >&2) ||
         { rm -rf "$apt"; die "apt-get download $pkg failed (pass --kernel PATH)"; }
-    dpkg-deb -x "$apt"/deb/*.deb "$apt/x" || { rm -rf "$apt"; die "dpkg-deb -x failed on $pkg"; }
-    local img
-    img=$(find "$apt/x/boot" -name 'vmlinuz-*' | head -n1)
-    [ -n "$img" ] || { rm -rf "$apt"; die "$pkg holds no /boot/vmlinuz-*"; }
-    cp "$apt"/x/boot/config-* "$dir/" 2>/dev/null || true
-    mv "$img" "$dir/"
-    rm -rf "$apt"
+    unpack_kernel "$apt/deb" "$apt" "$dir" "$pkg"
     exec 9>&-
     say "kernel $pkg fetched into $dir"
-    printf '%s/%s\n' "$dir" "$(basename "$img")"
 }
 fetch_kernel() {
     ensure_tools apt-get dpkg-deb
@@ -541,15 +547,8 @@ fetch_kernel() {
     say "downloading kernel package $pkg into $cache (once)"
     (cd "$dl" && apt-get download -o APT::Sandbox::User=root "$pkg" >&2) ||
         { rm -rf "$dl"; die "apt-get download $pkg failed (pass --kernel PATH to use another kernel)"; }
-    dpkg-deb -x "$dl"/*.deb "$dl/x" || { rm -rf "$dl"; die "dpkg-deb -x failed on $pkg"; }
-    local img
-    img=$(find "$dl/x/boot" -name 'vmlinuz-*' | head -n1)
-    [ -n "$img" ] || { rm -rf "$dl"; die "$pkg holds no /boot/vmlinuz-*"; }
-    cp "$dl"/x/boot/config-* "$cache/" 2>/dev/null || true
-    mv "$img" "$cache/"
-    rm -rf "$dl"
+    unpack_kernel "$dl" "$dl" "$cache" "$pkg"
     exec 9>&-
-    printf '%s/%s\n' "$cache" "$(basename "$img")"
 }
 if [ -z "$kernel" ]; then
     if [ "$cpus" -gt 255 ]; then
