@@ -62,6 +62,12 @@ Options:
                      before running herd (default: \$HERD_VM_BOOT_CPUS, else
                      $boot_cpus_doc). With K below --cpus the
                      guest has no PIT, HPET, MTRRs or PAT (see below)
+  --trace-online     trace the kernel's CPU hotplug states (the cpuhp
+                     tracepoints) while init brings CPUs online: the
+                     console gets the states that cost most, for the first
+                     and the last CPUs brought online, and
+                     \$HERD_VM_OUT/online-trace.txt the raw trace (see
+                     --out-dir); needs --boot-cpus below --cpus
   --x2apic-ids       give the second half of the vCPUs APIC ids from 256 on
                      (a second socket, and NUMA node with --numa 2), so a
                      small guest takes the x2APIC path of one above 255
@@ -162,6 +168,7 @@ numa=1
 boot_cpus=${HERD_VM_BOOT_CPUS:-}
 machine=auto
 x2apic_ids=0
+trace_online=0
 tcg=auto
 timeout_s=${HERD_VM_TIMEOUT:-}
 kernel=${HERD_VM_KERNEL:-}
@@ -194,6 +201,7 @@ while [ "$#" -gt 0 ]; do
         --boot-cpus) need_arg "$@"; boot_cpus=$2; shift 2 ;;
         --boot-cpus=*) boot_cpus=${1#*=}; shift ;;
         --x2apic-ids) x2apic_ids=1; shift ;;
+        --trace-online) trace_online=1; shift ;;
         --tcg) need_arg "$@"; tcg=$2; shift 2 ;;
         --tcg=*) tcg=${1#*=}; shift ;;
         --qemu) need_arg "$@"; qemu_bin=$2; shift 2 ;;
@@ -238,6 +246,8 @@ if [ -z "$boot_cpus" ]; then
 fi
 is_uint "$boot_cpus" && [ "$boot_cpus" -ge 1 ] && [ "$boot_cpus" -le "$cpus" ] ||
     usage_error "--boot-cpus must be an integer in 1-$cpus, at most --cpus (got '$boot_cpus')"
+[ "$trace_online" = 0 ] || [ "$boot_cpus" -lt "$cpus" ] ||
+    usage_error "--trace-online traces the CPUs init brings online, and with --boot-cpus $boot_cpus of --cpus $cpus there are none: give --boot-cpus below --cpus"
 if [ "$x2apic_ids" = 1 ]; then
     [ "$machine" != pc ] || usage_error "--x2apic-ids needs x2APIC, which --machine pc has not"
     machine=q35
@@ -663,6 +673,7 @@ q() { local s=${1//\'/\'\\\'\'}; printf "'%s'" "$s"; }
 } >"$root/vm/env"
 # --boot-cpus below --cpus: init brings CPUs boot_cpus..cpus-1 online.
 [ "$boot_cpus" -lt "$cpus" ] && printf '%s %s\n' "$boot_cpus" "$cpus" >"$root/vm/late"
+[ "$trace_online" = 1 ] && : >"$root/vm/trace-online"
 if [ -n "$script" ]; then
     cp "$script" "$root/vm/script"
     printf 'sh /vm/script\n' >"$root/vm/cmd"
@@ -710,6 +721,17 @@ if [ -r /vm/late ]; then
     read -r first total </vm/late
     read -r t0 _ </proc/uptime
     echo "herd-vm: online: $(grep -c ^processor /proc/cpuinfo) CPUs up at boot (maxcpus=$first); bringing CPUs $first-$((total - 1)) online through sysfs"
+    if [ -r /vm/trace-online ]; then
+        # --trace-online: the cpuhp tracepoints, on the global trace clock
+        # (the states of one CPU run on the CPU bringing it up and on the
+        # CPU itself), read as they come so no buffer overflows.
+        tr=/sys/kernel/tracing
+        echo global >$tr/trace_clock && echo 512 >$tr/buffer_size_kb &&
+            echo 1 >$tr/events/cpuhp/enable ||
+            echo "herd-vm: online: warning: could not enable the cpuhp tracepoints"
+        cat $tr/trace_pipe >"$HERD_VM_OUT/online-trace.txt" &
+        trace_pid=$!
+    fi
     n=0
     failed=0
     for c in $(seq "$first" $((total - 1))); do
@@ -727,6 +749,63 @@ if [ -r /vm/late ]; then
     done
     read -r t1 _ </proc/uptime
     echo "herd-vm: online: brought $n CPUs online in $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}')s of guest time ($failed failed); online: $(cat /sys/devices/system/cpu/online)"
+fi
+if [ -n "${trace_pid:-}" ]; then
+    echo 0 >$tr/events/cpuhp/enable
+    sleep 1
+    kill "$trace_pid"
+    wait "$trace_pid" 2>/dev/null
+    grep -v '^#' $tr/trace >>"$HERD_VM_OUT/online-trace.txt"
+    lost=$(cat $tr/per_cpu/cpu*/stats 2>/dev/null | awk '/^overrun:/ {s += $2} END {print s + 0}')
+    # Per hotplug state: its callback's time summed over the CPUs, and its
+    # mean for the first and the last 32 CPUs brought online (in the
+    # order they came); a state whose cost grows with the CPUs online
+    # shows a last mean above its first.
+    awk -v lost="$lost" '
+        {
+            ev = ""
+            for (i = 2; i <= NF; i++)
+                if ($i ~ /^cpuhp_(enter|multi_enter|exit):$/) { ev = $i; ts = $(i - 1); break }
+            if (ev == "") next
+            sub(/:$/, "", ts)
+            cpu = ""; step = ""
+            for (j = i + 1; j < NF; j++) {
+                if ($j == "cpu:") cpu = $(j + 1) + 0
+                if ($j == "step:") step = $(j + 1) + 0
+            }
+            if (!(cpu in order)) { order[cpu] = ++ncpu; first_ts[cpu] = ts }
+            last_ts[cpu] = ts
+            k = cpu SUBSEP step
+            if (ev == "cpuhp_exit:") {
+                if (!(k in start)) next
+                d = ts - start[k]; f = fn[k]; delete start[k]
+                total[f] += d; calls[f]++
+                rank[f, order[cpu]] += d
+                seen[f] = 1
+            } else {
+                start[k] = ts
+                f = $NF; gsub(/[()]/, "", f); fn[k] = f
+            }
+        }
+        END {
+            m = ncpu < 64 ? int(ncpu / 2) : 32
+            if (m < 1) { print "herd-vm: online: trace: no hotplug events traced"; exit }
+            span1 = 0; span2 = 0
+            for (c in order) {
+                if (order[c] <= m) span1 += last_ts[c] - first_ts[c]
+                if (order[c] > ncpu - m) span2 += last_ts[c] - first_ts[c]
+            }
+            printf "herd-vm: online: trace: %d CPUs traced (%d events lost); first hotplug event to last per CPU: %.0f ms for the first %d, %.0f ms for the last %d\n", ncpu, lost, span1 / m * 1000, m, span2 / m * 1000, m
+            for (shown = 0; shown < 12; shown++) {
+                best = ""
+                for (f in seen) if (best == "" || total[f] > total[best]) best = f
+                if (best == "") break
+                a = 0; b = 0
+                for (r = 1; r <= m; r++) { a += rank[best, r]; b += rank[best, ncpu - m + r] }
+                printf "herd-vm: online: trace: %-36s %8.2f s in all, %7.1f ms per CPU first, %7.1f ms last\n", best, total[best], a / m * 1000, b / m * 1000
+                delete seen[best]
+            }
+        }' "$HERD_VM_OUT/online-trace.txt"
 fi
 read -r up _ </proc/uptime
 nodes=$(ls -d /sys/devices/system/node/node[0-9]* 2>/dev/null | wc -l)
