@@ -8,6 +8,7 @@
 #
 # Usage: scripts/micro-vs-herd.sh [--rounds N] [--waves N] [--per-wave N]
 #            [--slots N] [--lag N] [--spin N] [--sleep-ms N] [--counters]
+#            [--layouts N]
 #   Defaults: the posted micro (1000 100 20 5 1000000 1000), 3 rounds.
 #   herd runs `storm --spawn pthread --cancel pthread --reap leak` with the
 #   same settings and --no-perf, or with --counters its default perf
@@ -22,10 +23,16 @@
 #   summary gives herd's counter phases (open, enable, disable, read).
 #   The programs of a round run in an order rotated from round to round
 #   (C herd, herd C, ...), so that neither always runs first.
+#   --layouts N: round r runs every program with (r-1) mod N extra
+#   mappings made before main (benches/c/extra_maps.c, preloaded), so the
+#   process's VMA tree has N shapes in turn. Past the ~32K threads that
+#   vm.max_map_count leaves the leak mode (the posted 1000 waves), every
+#   further pthread_create fails, and what a failure costs depends on that
+#   shape more than on the program (docs/results-herd.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-rounds=3 waves=1000 per_wave=100 slots=20 lag=5 spin=1000000 sleep_ms=1000 counters=0
+rounds=3 waves=1000 per_wave=100 slots=20 lag=5 spin=1000000 sleep_ms=1000 counters=0 layouts=1
 while [ $# -gt 0 ]; do
     case "$1" in
         --rounds) rounds=$2; shift 2 ;;
@@ -36,14 +43,25 @@ while [ $# -gt 0 ]; do
         --spin) spin=$2; shift 2 ;;
         --sleep-ms) sleep_ms=$2; shift 2 ;;
         --counters) counters=1; shift ;;
-        -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --layouts) layouts=$2; shift 2 ;;
+        -h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
     esac
 done
 
+[[ $layouts =~ ^[1-9][0-9]{0,3}$ ]] || { echo "--layouts wants a count in 1-9999 (got '$layouts')" >&2; exit 2; }
 command -v gcc >/dev/null || { echo "gcc is needed (apt-get install gcc)" >&2; exit 1; }
 mkdir -p target
 gcc -O2 -pthread -o target/storm_micro benches/c/storm_micro.c
+layout=()
+if [ "$layouts" -gt 1 ]; then
+    gcc -O2 -shared -fPIC -o target/extra_maps.so benches/c/extra_maps.c
+fi
+# Past the map-count wall of the leak mode, say what the figures then hold.
+max_maps=$(cat /proc/sys/vm/max_map_count 2>/dev/null || echo 0)
+if [ $((waves * per_wave)) -gt $((max_maps / 2)) ] && [ "$layouts" = 1 ]; then
+    echo "micro-vs-herd: $((waves * per_wave)) threads, but vm.max_map_count = $max_maps leaves the leak mode room for about $((max_maps / 2)): the rest fail, and what a failure costs depends on the shape of the process's VMA tree (--layouts N varies it; docs/results-herd.md)"
+fi
 cargo build --release -q -p herd
 herd=target/release/herd
 micro=(target/storm_micro "$waves" "$per_wave" "$slots" "$lag" "$spin" "$sleep_ms")
@@ -82,7 +100,7 @@ print(f"{t1 - t0:.3f} {cpu:.3f}")
 PY
 }
 
-# "herd created failed" of herd's JSON (threads), or its counter phases.
+# "herd created failed" of herd's JSON (threads).
 created() {
     python3 -c 'import json,sys; m={x["name"]:x["value"] for x in json.load(open(sys.argv[1]))["metrics"]}; print(int(m["threads_created"]), int(m["threads_failed"]))' "$1"
 }
@@ -95,6 +113,9 @@ for r in $(seq 1 "$rounds"); do
     order=()
     for i in $(seq 0 $((n - 1))); do order+=("${arms[$(((i + r - 1) % n))]}"); done
     declare -A wall=() cpu=()
+    if [ "$layouts" -gt 1 ]; then
+        layout=(env "LD_PRELOAD=$PWD/target/extra_maps.so" "HERD_EXTRA_MAPS=$(((r - 1) % layouts))")
+    fi
     for a in "${order[@]}"; do
         case $a in
             c) cmd=("${micro[@]}") ;;
@@ -102,7 +123,7 @@ for r in $(seq 1 "$rounds"); do
             off) cmd=("${storm[@]}" --no-perf) ;;
             pstat) cmd=(perf stat -e "$events" -x, -o "$tmp/perf.csv" -- "${micro[@]}") ;;
         esac
-        read -r w c < <(measure "$tmp/$a" "${cmd[@]}")
+        read -r w c < <(measure "$tmp/$a" ${layout[@]+"${layout[@]}"} "${cmd[@]}")
         wall[$a]=$w cpu[$a]=$c
         printf '%s\t%s\t%s\t%s\n' "$a" "$r" "$w" "$c" >>"$tmp/runs.tsv"
         [ "$a" = herd ] && cp "$tmp/herd" "$tmp/herd.$r.json"
@@ -111,6 +132,7 @@ for r in $(seq 1 "$rounds"); do
         "$r" "${wall[c]}" "${cpu[c]}" "$(cat "$tmp/c")" "${wall[herd]}" "${cpu[herd]}" "$(created "$tmp/herd")")
     [ -n "${wall[off]:-}" ] && line+=$(printf ' | herd --no-perf %.3f s, cpu %.2f s (created/failed %s)' "${wall[off]}" "${cpu[off]}" "$(created "$tmp/off")")
     [ -n "${wall[pstat]:-}" ] && line+=$(printf ' | C under perf stat %.3f s' "${wall[pstat]}")
+    [ "$layouts" -gt 1 ] && line+=" (layout: $(((r - 1) % layouts)) extra mappings)"
     echo "$line (order: ${order[*]})"
     unset wall cpu
 done

@@ -769,9 +769,11 @@ if [ -n "${trace_pid:-}" ]; then
             if (ev == "") next
             sub(/:$/, "", ts)
             cpu = ""; step = ""
+            # cpu: 0064 is decimal (busybox awk reads a leading 0 as octal).
             for (j = i + 1; j < NF; j++) {
-                if ($j == "cpu:") cpu = $(j + 1) + 0
-                if ($j == "step:") step = $(j + 1) + 0
+                v = $(j + 1); sub(/^0+/, "", v)
+                if ($j == "cpu:") cpu = v + 0
+                if ($j == "step:") step = v + 0
             }
             if (!(cpu in order)) { order[cpu] = ++ncpu; first_ts[cpu] = ts }
             last_ts[cpu] = ts
