@@ -72,6 +72,12 @@ fn bad_options_are_usage_errors_naming_the_option() {
         (&["--boot-cpus", "0"], "--boot-cpus"),
         (&["--cpus", "8", "--boot-cpus", "9"], "--boot-cpus"),
         (&["--boot-cpus", "some"], "--boot-cpus"),
+        // Nothing to trace: every vCPU boots.
+        (&["--cpus", "8", "--trace-online"], "--trace-online"),
+        (
+            &["--cpus", "8", "--boot-cpus", "8", "--trace-online"],
+            "--trace-online",
+        ),
         (&["--qemu", "/nonexistent/qemu-system-x86_64"], "--qemu"),
         (&["--qemu", "no-such-qemu-on-path"], "--qemu"),
         (&["--frobnicate"], "--frobnicate"),

@@ -98,25 +98,26 @@ impl Failures {
     /// wall) is diagnosed once, so a 65K-line `/proc/self/maps` is not
     /// re-read for every failing wave.
     pub fn record(&mut self, errno: i32, wave: u32, created: u64, ctx: &DiagContext) {
-        let (limit, evidence) = match self.cached.get(&errno) {
-            Some((w, c, l, e)) if *w == wave || *c == created => (*l, e.clone()),
-            _ => {
-                let (l, e) = diagnose(errno, ctx);
-                self.cached.insert(errno, (wave, created, l, e.clone()));
-                (l, e)
-            }
-        };
+        let stale = !matches!(self.cached.get(&errno), Some((w, c, _, _)) if *w == wave || *c == created);
+        if stale {
+            let (l, e) = diagnose(errno, ctx);
+            self.cached.insert(errno, (wave, created, l, e));
+        }
+        // The evidence is copied only into a new group: past a limit every
+        // creation fails (the leak mode: hundreds of thousands), and this
+        // runs once per failure, in the measured phase.
+        let (_, _, limit, evidence) = &self.cached[&errno];
         self.groups
-            .entry((errno, limit))
+            .entry((errno, *limit))
             .or_insert_with(|| FailureGroup {
                 errno,
                 errno_name: errno_name(errno).to_string(),
-                limit,
+                limit: *limit,
                 limit_name: limit.name().to_string(),
                 count: 0,
                 first_wave: wave,
                 created_before: created,
-                evidence,
+                evidence: evidence.clone(),
             })
             .count += 1;
     }

@@ -134,6 +134,56 @@ fn verbose_relays_the_kernel_console() {
     assert_guest_exit(&out, 0, &["Linux version", "herd-vm: guest up in"]);
 }
 
+/// `--trace-online`: the cpuhp tracepoints while init brings CPUs online;
+/// the summary names every CPU brought online (CPUs 8 and 9 among them,
+/// whose trace numbers 0008 and 0009 are not octal) and the raw trace
+/// comes back in the out directory.
+#[test]
+fn trace_online_summarises_the_hotplug_states_of_every_cpu_brought_online() {
+    if !small_guests_enabled("trace_online_summarises_the_hotplug_states_of_every_cpu_brought_online") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("out");
+    let out = vm_run(
+        &[
+            "--cpus",
+            "10",
+            "--boot-cpus",
+            "2",
+            "--trace-online",
+            "--herd",
+            herd_bin(),
+            "--out-dir",
+            out_dir.to_str().unwrap(),
+            "--",
+            "env",
+        ],
+        &[],
+    );
+    let err = assert_guest_exit(
+        &out,
+        0,
+        &[
+            "brought 8 CPUs online",
+            "herd-vm: online: trace: 8 CPUs traced (0 events lost)",
+        ],
+    );
+    // The states the kernel runs for every CPU it brings up.
+    for state in ["sched_cpu_activate", "smpboot_create_threads"] {
+        assert!(
+            err.lines()
+                .any(|l| l.starts_with("herd-vm: online: trace: ") && l.contains(state)),
+            "no {state} in the summary:\n{err}"
+        );
+    }
+    let trace = std::fs::read_to_string(out_dir.join("online-trace.txt")).unwrap();
+    for cpu in 2..10 {
+        let tag = format!("cpuhp_enter: cpu: {cpu:04} ");
+        assert!(trace.contains(&tag), "no {tag:?} in the trace");
+    }
+}
+
 /// A C program that cancels threads but does not link libgcc_s (ldd does
 /// not list it); glibc dlopens libgcc_s.so.1 at the first pthread_cancel.
 fn build_cancel_program(dir: &Path) -> Option<PathBuf> {
