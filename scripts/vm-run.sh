@@ -133,7 +133,10 @@ Packages needed (installed automatically when run as root):
 qemu-system-x86, busybox-static, cpio, and apt for the kernel.
 
 Environment: HERD_VM_CPUS, HERD_VM_MEM, HERD_VM_TIMEOUT, HERD_VM_KERNEL,
-HERD_VM_QEMU, HERD_VM_BOOT_CPUS (defaults of the options above), HERD_VM_CACHE (kernel and
+HERD_VM_QEMU, HERD_VM_BOOT_CPUS (defaults of the options above),
+HERD_VM_BOOT_RETRIES (boots again a guest kernel that panicked before
+the init ran, this many times, default 2: multi-threaded TCG races with
+the kernel's code patching now and then), HERD_VM_CACHE (kernel and
 qemu cache directory), HERD_VM_OMIT_LIBGCC=1 (tests only: leave
 libgcc_s.so.1 out to show why it is needed).
 
@@ -246,6 +249,8 @@ if [ -z "$boot_cpus" ]; then
 fi
 is_uint "$boot_cpus" && [ "$boot_cpus" -ge 1 ] && [ "$boot_cpus" -le "$cpus" ] ||
     usage_error "--boot-cpus must be an integer in 1-$cpus, at most --cpus (got '$boot_cpus')"
+boot_retries=${HERD_VM_BOOT_RETRIES:-2}
+is_uint "$boot_retries" || usage_error "HERD_VM_BOOT_RETRIES must be a count, 0 for no retry (got '$boot_retries')"
 [ "$trace_online" = 0 ] || [ "$boot_cpus" -lt "$cpus" ] ||
     usage_error "--trace-online traces the CPUs init brings online, and with --boot-cpus $boot_cpus of --cpus $cpus there are none: give --boot-cpus below --cpus"
 if [ "$x2apic_ids" = 1 ]; then
@@ -945,6 +950,18 @@ fi
 initrd_kb=$(($(stat -c %s "$work/initrd.gz") / 1024))
 say "booting $cpus vCPUs ($machine, TCG $tcg-threaded, qemu $(qemu_version)), ${mem_mb}M$([ "$numa" -gt 1 ] && echo ", $numa NUMA nodes"), kernel $(basename "$kernel"), initramfs ${initrd_kb}K; running: $what"
 start=$(date +%s)
+# A kernel that panics before the init runs is booted again, up to
+# HERD_VM_BOOT_RETRIES times: multi-threaded TCG races with the kernel's
+# live code patching (text_poke: an int3 byte another vCPU still executes
+# after the patch completed, "Oops: int3" in sched_clock code while the
+# kernel flips a static key), 2 boots in 4 at 512 vCPUs on 2026-12-02.
+# Each retry is said, with the panic's first lines; the console of each
+# failed boot is kept in the work directory.
+attempt=0
+while :; do
+attempt=$((attempt + 1))
+: >"$console"
+: >"$result"
 env ${qemu_env[@]+"${qemu_env[@]}"} "${qemu[@]}" </dev/null >"$work/qemu.out" 2>&1 &
 qemu_pid=$!
 
@@ -981,7 +998,18 @@ if [ -n "$relay_pid" ]; then
     wait "$relay_pid" 2>/dev/null || true
     relay_pid=
 fi
+if [ "$timed_out" = 0 ] && [ ! -s "$result" ] && [ "$attempt" -le "$boot_retries" ] &&
+    ! grep -q '^herd-vm: guest up in' "$console" && grep -q 'Kernel panic' "$console"; then
+    cp "$console" "$work/console.boot$attempt.log"
+    keep_log=1
+    say "warning: the guest kernel panicked before the init ran (boot $attempt of at most $((boot_retries + 1)); console kept as $work/console.boot$attempt.log); booting again:"
+    grep -m3 -E 'Oops|BUG|RIP:|Kernel panic' "$console" | sed 's/^/  | /' >&2
+    continue
+fi
+break
+done
 elapsed=$(($(date +%s) - start))
+[ "$attempt" -gt 1 ] && phases_boots=", $attempt boots" || phases_boots=
 
 console_tail() {
     say "last lines of the guest console ($console):"
@@ -998,7 +1026,7 @@ if [ "$timed_out" = 1 ]; then
     exit 124
 fi
 if [ ! -s "$result" ]; then
-    say "error: the guest sent no result (qemu exit status $qemu_rc after ${elapsed}s): it did not boot, or herd's init died"
+    say "error: the guest sent no result (qemu exit status $qemu_rc after ${elapsed}s$phases_boots): it did not boot, or herd's init died"
     console_tail 40
     keep_log=1
     exit 125
@@ -1035,5 +1063,5 @@ online_s=$(sed -n 's/^herd-vm: online: brought .* CPUs online in \([0-9.]*\)s of
 phases=
 [ -n "$up0" ] && [ -n "$up1" ] && phases=$(awk -v a="$up0" -v b="$up1" -v o="${online_s:-}" \
     'BEGIN {printf "; guest clock: boot %.1fs%s, command %.1fs", a, (o == "" ? "" : sprintf(" (%.1fs of it bringing CPUs online)", o)), b - a}')
-say "guest finished in ${elapsed}s wall ($cpus vCPUs$phases); exit status $rc"
+say "guest finished in ${elapsed}s wall ($cpus vCPUs$phases_boots$phases); exit status $rc"
 exit "$rc"

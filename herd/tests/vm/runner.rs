@@ -134,13 +134,54 @@ fn verbose_relays_the_kernel_console() {
     assert_guest_exit(&out, 0, &["Linux version", "herd-vm: guest up in"]);
 }
 
+/// A guest kernel that panics before the init runs is booted again,
+/// HERD_VM_BOOT_RETRIES times, each retry said; then the run fails (125).
+/// The panic here is deterministic (no such rdinit, so no root to mount),
+/// standing in for the MTTCG code-patching race seen at 512 vCPUs.
+#[test]
+fn a_kernel_panic_before_init_is_booted_again_then_reported() {
+    if !small_guests_enabled("a_kernel_panic_before_init_is_booted_again_then_reported") {
+        return;
+    }
+    let args = [
+        "--cpus",
+        "1",
+        "--append",
+        "rdinit=/nonexistent",
+        "--herd",
+        herd_bin(),
+        "--",
+        "env",
+    ];
+    let out = vm_run(&args, &[("HERD_VM_BOOT_RETRIES", "1")]);
+    let err = assert_guest_exit(
+        &out,
+        125,
+        &[
+            "warning: the guest kernel panicked before the init ran (boot 1 of at most 2;",
+            "  | ",
+            "Kernel panic",
+            ", 2 boots): it did not boot",
+        ],
+    );
+    assert!(!err.contains("(boot 2 of"), "booted a third time:\n{err}");
+    // Retries off: one boot, no warning.
+    let out = vm_run(&args, &[("HERD_VM_BOOT_RETRIES", "0")]);
+    let err = assert_guest_exit(&out, 125, &["it did not boot"]);
+    assert!(!err.contains("booting again"), "{err}");
+    let out = vm_run(&args, &[("HERD_VM_BOOT_RETRIES", "many")]);
+    assert_guest_exit(&out, 2, &["HERD_VM_BOOT_RETRIES must be a count"]);
+}
+
 /// `--trace-online`: the cpuhp tracepoints while init brings CPUs online;
 /// the summary names every CPU brought online (CPUs 8 and 9 among them,
 /// whose trace numbers 0008 and 0009 are not octal) and the raw trace
 /// comes back in the out directory.
 #[test]
 fn trace_online_summarises_the_hotplug_states_of_every_cpu_brought_online() {
-    if !small_guests_enabled("trace_online_summarises_the_hotplug_states_of_every_cpu_brought_online") {
+    if !small_guests_enabled(
+        "trace_online_summarises_the_hotplug_states_of_every_cpu_brought_online",
+    ) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
