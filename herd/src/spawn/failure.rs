@@ -98,7 +98,8 @@ impl Failures {
     /// wall) is diagnosed once, so a 65K-line `/proc/self/maps` is not
     /// re-read for every failing wave.
     pub fn record(&mut self, errno: i32, wave: u32, created: u64, ctx: &DiagContext) {
-        let stale = !matches!(self.cached.get(&errno), Some((w, c, _, _)) if *w == wave || *c == created);
+        let stale =
+            !matches!(self.cached.get(&errno), Some((w, c, _, _)) if *w == wave || *c == created);
         if stale {
             let (l, e) = diagnose(errno, ctx);
             self.cached.insert(errno, (wave, created, l, e));
