@@ -965,6 +965,18 @@ attempt=$((attempt + 1))
 env ${qemu_env[@]+"${qemu_env[@]}"} "${qemu[@]}" </dev/null >"$work/qemu.out" 2>&1 &
 qemu_pid=$!
 
+# The lines of herd's output (between the init's markers) and the init's
+# progress lines, as they come. A shell loop, not awk: Debian's awk (mawk)
+# fills its input buffer before it reads a line from a pipe, so a quiet
+# console would come out only at the end.
+relay_output() {
+    local line on=0
+    while IFS= read -r line; do
+        case $line in *"herd-vm: ---- output ends"*) on=0 ;; esac
+        if [ "$on" = 1 ] || [[ $line == "herd-vm: online: "* ]]; then printf '%s\n' "$line"; fi
+        case $line in *"herd-vm: ---- output begins"*) on=1 ;; esac
+    done
+}
 # Relay the console: all of it with --verbose, else only herd's output
 # between the init's markers and the progress of --boot-cpus.
 if [ "$quiet" = 0 ]; then
@@ -972,7 +984,7 @@ if [ "$quiet" = 0 ]; then
         tail -n +1 -F --pid="$qemu_pid" "$console" >&2 2>/dev/null &
     else
         tail -n +1 -F --pid="$qemu_pid" "$console" 2>/dev/null |
-            awk '/herd-vm: ---- output ends/ {on = 0} on || /^herd-vm: online: / {print; fflush()} /herd-vm: ---- output begins/ {on = 1}' >&2 &
+            relay_output >&2 &
     fi
     relay_pid=$!
 fi
