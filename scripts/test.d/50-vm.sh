@@ -38,7 +38,7 @@ HERD_VM_TEST=1 HERD_VM_CPUS=$cpus HERD_VM_NUMA=$nodes \
 echo "VM guest tests at $cpus vCPUs in $nodes nodes took $(($(date +%s) - start))s" >&2
 
 # A guest above 255 vCPUs takes minutes here (docs/guest.md: 264 vCPUs
-# ran the guest tests in about 9 minutes), too long for every CI run. The
+# ran the guest tests in about 4 minutes), too long for every CI run. The
 # x2APIC path is tested at a size that fits: 16 vCPUs, half of them with
 # APIC ids from 256 on (vm-run.sh --x2apic-ids: q35, interrupt remapping,
 # the fetched qemu), running the shared guest's tests again. It boots 8
