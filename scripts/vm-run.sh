@@ -741,8 +741,9 @@ if [ -r /vm/late ]; then
     failed=0
     for c in $(seq "$first" $((total - 1))); do
         f=/sys/devices/system/cpu/cpu$c/online
-        # Shell builtins only: a fork costs tens of milliseconds in a
-        # guest of hundreds of vCPUs under TCG, and this runs per CPU.
+        # Shell builtins only: this runs per CPU, and at 512 vCPUs under
+        # TCG the two forks of a `$(cat "$f")` cost about 0.6 s per CPU
+        # (docs/guest.md).
         state=
         [ -e "$f" ] && read -r state <"$f"
         if [ "$state" = 0 ] && echo 1 >"$f"; then
@@ -790,7 +791,7 @@ if [ -n "${trace_pid:-}" ]; then
             if (ev == "cpuhp_exit:") {
                 if (!(k in start)) next
                 d = ts - start[k]; f = fn[k]; delete start[k]
-                total[f] += d; calls[f]++
+                total[f] += d
                 rank[f, order[cpu]] += d
                 seen[f] = 1
             } else {
@@ -954,21 +955,6 @@ fi
 initrd_kb=$(($(stat -c %s "$work/initrd.gz") / 1024))
 say "booting $cpus vCPUs ($machine, TCG $tcg-threaded, qemu $(qemu_version)), ${mem_mb}M$([ "$numa" -gt 1 ] && echo ", $numa NUMA nodes"), kernel $(basename "$kernel"), initramfs ${initrd_kb}K; running: $what"
 start=$(date +%s)
-# A kernel that panics before the init runs is booted again, up to
-# HERD_VM_BOOT_RETRIES times: multi-threaded TCG races with the kernel's
-# live code patching (text_poke: an int3 byte another vCPU still executes
-# after the patch completed, "Oops: int3" in sched_clock code while the
-# kernel flips a static key), 2 boots in 4 at 512 vCPUs on 2026-12-02.
-# Each retry is said, with the panic's first lines; the console of each
-# failed boot is kept in the work directory.
-attempt=0
-while :; do
-attempt=$((attempt + 1))
-: >"$console"
-: >"$result"
-env ${qemu_env[@]+"${qemu_env[@]}"} "${qemu[@]}" </dev/null >"$work/qemu.out" 2>&1 &
-qemu_pid=$!
-
 # The lines of herd's output (between the init's markers) and the init's
 # progress lines, as they come. A shell loop, not awk: Debian's awk (mawk)
 # fills its input buffer before it reads a line from a pipe, so a quiet
@@ -981,6 +967,21 @@ relay_output() {
         case $line in *"herd-vm: ---- output begins"*) on=1 ;; esac
     done
 }
+# A kernel that panics before the init runs is booted again, up to
+# HERD_VM_BOOT_RETRIES times: multi-threaded TCG races with the kernel's
+# live code patching (text_poke: an int3 byte another vCPU still executes
+# after the patch completed, "Oops: int3" in sched_clock code while the
+# kernel flips a static key), 2 of 5 boots at 512 vCPUs on 2026-12-02.
+# Each retry is said, with the panic's first lines; the console of each
+# failed boot is kept in the work directory.
+attempt=0
+while :; do
+attempt=$((attempt + 1))
+: >"$console"
+: >"$result"
+env ${qemu_env[@]+"${qemu_env[@]}"} "${qemu[@]}" </dev/null >"$work/qemu.out" 2>&1 &
+qemu_pid=$!
+
 # Relay the console: all of it with --verbose, else only herd's output
 # between the init's markers and the progress of --boot-cpus.
 if [ "$quiet" = 0 ]; then
