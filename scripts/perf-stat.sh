@@ -115,13 +115,18 @@ def col(s, m):
 base = sets[0]
 print(f"\nherd's perf counters: cost against {base['label']} ({len(base['runs'])} interleaved rounds)")
 print(f"{'configuration':<22} {'metric':<7} {'median':>9} {'ratio of medians':>17} {'median paired ratio':>20} {'ratio of minima':>16}")
+def ratio(num, den):
+    # A short run's user or sys time can be 0 (rusage is tick-sampled):
+    # no ratio then, said as such.
+    return f"{num / den:.3f}" if den > 0 else "n/a (0)"
 for s in sets:
     for m in ("wall_s", "sys_s", "user_s"):
         a, b = col(base, m), col(s, m)
         n = min(len(a), len(b))
         paired = [y / x for x, y in zip(a[:n], b[:n]) if x > 0]
-        print(f"{s['label']:<22} {m:<7} {st.median(b):>9.3f} {st.median(b) / st.median(a):>17.3f} "
-              f"{st.median(paired):>20.3f} {min(b) / min(a):>16.3f}")
+        med_paired = f"{st.median(paired):.3f}" if paired else "n/a (0)"
+        print(f"{s['label']:<22} {m:<7} {st.median(b):>9.3f} {ratio(st.median(b), st.median(a)):>17} "
+              f"{med_paired:>20} {ratio(min(b), min(a)):>16}")
 PY
     exit 0
 fi

@@ -108,5 +108,22 @@ else
     grep -qE '^--no-perf +wall_s +[0-9.]+ +1\.000' "$tmp/out" || fail "--overhead base ratio is 1.000"
     ok "--overhead: interleaved --no-perf / process / system, ratios of medians"
     expect_rc 2 "--overhead -r 1" -- bash "$S" --overhead -r 1
+    # A run too short for rusage to see: user_s 0 in every run (faked herd).
+    # No ratio to a zero base, said as such; it used to divide by zero.
+    cat >"$tmp/fakeherd" <<'FAKE'
+#!/bin/sh
+run='{"metrics": [{"name": "wall_s", "value": 0.01}, {"name": "sys_s", "value": 0.004}, {"name": "user_s", "value": 0.0}]}'
+printf '{"sets": ['
+for l in --no-perf "--perf-scope process" "--perf-scope system"; do
+    [ "$l" = --no-perf ] || printf ', '
+    printf '{"label": "%s", "runs": [%s, %s]}' "$l" "$run" "$run"
+done
+printf ']}\n'
+FAKE
+    chmod +x "$tmp/fakeherd"
+    HERD="$tmp/fakeherd" expect_rc 0 "--overhead, user time 0" -- bash "$S" --overhead -r 2 -o "$tmp/over0" -- --waves 1
+    grep -qE '^--perf-scope system +user_s +0\.000 +n/a \(0\) +n/a \(0\) +n/a \(0\)$' "$tmp/out" ||
+        { cat "$tmp/out" "$tmp/err"; fail "--overhead with a zero base prints n/a (0)"; }
+    ok "--overhead: a metric that is 0 in the base runs gets no ratio, and no crash"
 fi
 echo "$pass passed"
