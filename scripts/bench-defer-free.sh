@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
 # The realistic deferred callback, timed as whole processes: exitq against
-# crossbeam-epoch (a registered LocalHandle), liburcu's call_rcu (urcu-memb;
-# the global call_rcu thread and per-CPU call_rcu threads, the better one
-# counted) and the immediate-free floor, at 1, 2 and 4 threads.
+# sdd (its Owned, and its closure API), seize (batches of 256 and of 1024,
+# the better one counted: the sizes that suit this host, see
+# --seize-batches), crossbeam-epoch (a registered
+# LocalHandle), liburcu's call_rcu (urcu-memb; the global call_rcu thread
+# and per-CPU call_rcu threads, the better one counted) and the
+# immediate-free floor, at 1, 2 and 4 threads.
 #
-#   scripts/bench-defer-free.sh [-n ROUNDS] [--ops N] [--threads "1 2 4"]
+#   scripts/bench-defer-free.sh [-n ROUNDS] [--ops N] [--threads "1 2 4"] [--seize-batches "32 256 ..."]
+#
+# --seize-batches runs seize alone at each batch size (to find the size
+# that suits the host) instead of the comparison.
 #
 # Each operation: a read section, a node allocated by the producer, a
 # deferred callback that frees it and drops a clone of a shared Arc (see
@@ -20,6 +26,7 @@ cd "$(dirname "$0")/.."
 rounds=5
 ops=4000000
 threads="1 2 4"
+seize_batches=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
         -n) [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]*$ ]] || { echo "bench-defer-free: -n needs a positive count" >&2; exit 2; }
@@ -28,7 +35,9 @@ while [[ $# -gt 0 ]]; do
             ops=$2; shift 2 ;;
         --threads) [[ $# -ge 2 && "$2" =~ ^[1-9][0-9\ ]*$ ]] || { echo "bench-defer-free: --threads needs counts like \"1 2 4\"" >&2; exit 2; }
             threads=$2; shift 2 ;;
-        -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --seize-batches) [[ $# -ge 2 && "$2" =~ ^[1-9][0-9\ ]*$ ]] || { echo "bench-defer-free: --seize-batches needs sizes like \"32 256\"" >&2; exit 2; }
+            seize_batches=$2; shift 2 ;;
+        -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench-defer-free: unknown argument '$1' (try --help)" >&2; exit 2 ;;
     esac
 done
@@ -46,8 +55,17 @@ trap 'rm -rf "$out"' EXIT
 cargo build -q --release -p benches --example defer_free
 gcc -O2 -pthread -o "$out/urcu_defer_free" benches/c/urcu_defer_free.c -lurcu-memb
 rust=target/release/examples/defer_free
-progs=("$rust exitq" "$rust crossbeam" "$rust floor" "$out/urcu_defer_free global" "$out/urcu_defer_free percpu" "$rust exitq-offload")
-names=(exitq crossbeam floor urcu-global urcu-percpu exitq-offload)
+if [[ -n "$seize_batches" ]]; then
+    progs=()
+    names=()
+    for b in $seize_batches; do
+        progs+=("env SEIZE_BATCH=$b $rust seize")
+        names+=("seize-$b")
+    done
+else
+    progs=("$rust exitq" "$rust sdd" "$rust sdd-closure" "env SEIZE_BATCH=256 $rust seize" "env SEIZE_BATCH=1024 $rust seize" "$rust crossbeam" "$rust floor" "$out/urcu_defer_free global" "$out/urcu_defer_free percpu" "$rust exitq-offload")
+    names=(exitq sdd sdd-closure seize-256 seize-1024 crossbeam floor urcu-global urcu-percpu exitq-offload)
+fi
 echo "bench-defer-free: $rounds rounds, $ops operations per run, threads: $threads ($(date -u +%FT%TZ), load $(cut -d' ' -f1 /proc/loadavg))" >&2
 : >"$out/times"
 for round in $(seq "$rounds"); do
@@ -63,10 +81,10 @@ for round in $(seq "$rounds"); do
     done
     echo "bench-defer-free: round $round/$rounds done (load $(cut -d' ' -f1 /proc/loadavg))" >&2
 done
-python3 - "$out/times" "$ops" <<'PY'
+python3 - "$out/times" "$ops" "${names[@]}" <<'PY'
 import statistics, sys
 from collections import defaultdict
-path, ops = sys.argv[1], int(sys.argv[2])
+path, ops, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 t = defaultdict(dict)  # (round, threads) -> name -> ns
 for line in open(path):
     r, th, name, ns = line.split()
@@ -79,16 +97,21 @@ def spread(xs):
 print(f"{'threads':>7} {'impl':>14} {'ns/op (median)':>15}")
 for th in threads:
     rounds = [v for (r, x), v in sorted(t.items()) if x == th]
-    for name in ["exitq", "exitq-offload", "crossbeam", "urcu-global", "urcu-percpu", "floor"]:
+    for name in names:
         print(f"{th:>7} {name:>14} {med([v[name] / ops for v in rounds]):>15.1f}")
+if "exitq" not in names:
+    sys.exit(0)
 print()
 print(f"{'threads':>7} {'ratio (per round, median)':44} {'median':>7} {'range':>12}  target")
 for th in threads:
     rounds = [v for (r, x), v in sorted(t.items()) if x == th]
     rows = [
+        ("sdd (Owned) time / exitq time", [v["sdd"] / v["exitq"] for v in rounds], ">= 1.2"),
+        ("sdd (closure) time / exitq time", [v["sdd-closure"] / v["exitq"] for v in rounds], ""),
+        ("seize best time / exitq time", [min(v["seize-256"], v["seize-1024"]) / v["exitq"] for v in rounds], ""),
         ("crossbeam-epoch time / exitq time", [v["crossbeam"] / v["exitq"] for v in rounds], ">= 1.5"),
         ("liburcu best time / exitq time", [min(v["urcu-global"], v["urcu-percpu"]) / v["exitq"] for v in rounds], ">= 2"),
-        ("exitq throughput / floor throughput", [v["floor"] / v["exitq"] for v in rounds], ">= 0.5"),
+        ("exitq throughput / floor throughput", [v["floor"] / v["exitq"] for v in rounds], ">= 0.6"),
         ("offload time / exitq time", [v["exitq-offload"] / v["exitq"] for v in rounds], ""),
     ]
     for label, xs, target in rows:

@@ -15,6 +15,18 @@
 //! * `crossbeam`: crossbeam-epoch's best configuration, a registered
 //!   `LocalHandle` per thread, `pin` + `Guard::defer`, then the main
 //!   thread pins and flushes until every callback ran;
+//! * `sdd`: sdd's best API, `Owned` (the object and its header in one
+//!   allocation; dropping the `Owned` retires it, its `Drop` is the
+//!   callback), a `Guard` per operation; the main thread then creates
+//!   guards until every object was dropped;
+//! * `sdd-closure`: sdd's `Guard::defer_execute` with the same closure as
+//!   exitq's (one allocation more per operation, for the closure);
+//! * `seize`: seize's `LocalGuard::defer_retire` of a boxed object with
+//!   the `Arc` inside (one allocation per operation), in a `Collector`
+//!   with the batch size that suits this host (`SEIZE_BATCH`, default 256:
+//!   seize's default of 32, one membarrier per batch, is 2-8x slower on
+//!   this VM, see docs/exitq.md); `reclaim_all` once the producers have
+//!   exited;
 //! * `floor`: the same loop freeing at once (a read section, no
 //!   reclamation at all): what no deferred scheme can beat.
 //!
@@ -38,11 +50,53 @@ struct Node {
     seq: u64,
 }
 
+/// The node with the shared `Arc` inside, for the peers whose best API
+/// retires one object whose drop is the callback (sdd's `Owned`, seize's
+/// `defer_retire`): one allocation per operation.
+struct Payload {
+    node: Node,
+    shared: Arc<u64>,
+}
+
+impl Drop for Payload {
+    fn drop(&mut self) {
+        debug_assert_eq!(self.node.key ^ 0x5555, self.node.value);
+        black_box(&self.node);
+        black_box(&self.shared);
+    }
+}
+
+#[inline(always)]
+fn payload(i: u64, shared: Arc<u64>) -> Payload {
+    Payload {
+        node: Node {
+            key: i,
+            value: i ^ 0x5555,
+            next: 0,
+            seq: i,
+        },
+        shared,
+    }
+}
+
+/// seize's reclaimer for a boxed `Payload`.
+///
+/// # Safety
+///
+/// `p` came from `Box::into_raw` and is reclaimed once.
+unsafe fn reclaim_payload(p: *mut Payload, _: &seize::Collector) {
+    // SAFETY: the caller's contract.
+    drop(unsafe { Box::from_raw(p) });
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Impl {
     Exitq,
     ExitqOffload,
     Crossbeam,
+    Sdd,
+    SddClosure,
+    Seize,
     Floor,
 }
 
@@ -51,10 +105,13 @@ fn parse(args: &[String]) -> Result<(Impl, usize, u64), String> {
         Some("exitq") => Impl::Exitq,
         Some("exitq-offload") => Impl::ExitqOffload,
         Some("crossbeam") => Impl::Crossbeam,
+        Some("sdd") => Impl::Sdd,
+        Some("sdd-closure") => Impl::SddClosure,
+        Some("seize") => Impl::Seize,
         Some("floor") => Impl::Floor,
         Some(other) => {
             return Err(format!(
-                "unknown IMPL '{other}' (exitq, exitq-offload, crossbeam, floor)"
+                "unknown IMPL '{other}' (exitq, exitq-offload, crossbeam, sdd, sdd-closure, seize, floor)"
             ))
         }
         None => return Err("usage: defer_free IMPL THREADS OPS".into()),
@@ -118,6 +175,18 @@ fn run(
     drop(producer); // its captures (a clone of the shared `Arc`) too
     finish();
     t0.elapsed()
+}
+
+/// sdd collects when guards are created: the main thread creates guards
+/// (asking each to advance the epoch) until every object was dropped (the
+/// shared `Arc` is back to the main thread's two handles).
+fn wait_sdd(shared: &Arc<u64>) {
+    while Arc::strong_count(shared) > 2 {
+        let g = sdd::Guard::new();
+        g.accelerate();
+        drop(g);
+        std::hint::spin_loop();
+    }
 }
 
 fn main() -> ExitCode {
@@ -196,6 +265,68 @@ fn main() -> ExitCode {
                     while Arc::strong_count(&sh) > 2 {
                         handle.pin().flush();
                     }
+                },
+            )
+        }
+        Impl::Sdd => {
+            let sh = shared.clone();
+            run(
+                threads,
+                ops,
+                move |n| {
+                    for i in 0..n {
+                        let _g = sdd::Guard::new();
+                        drop(black_box(sdd::Owned::new(payload(i, s.clone()))));
+                    }
+                },
+                move || wait_sdd(&sh),
+            )
+        }
+        Impl::SddClosure => {
+            let sh = shared.clone();
+            run(
+                threads,
+                ops,
+                move |n| {
+                    for i in 0..n {
+                        let g = sdd::Guard::new();
+                        let (node, a) = (node(i), s.clone());
+                        g.defer_execute(move || free(node, a));
+                    }
+                },
+                move || wait_sdd(&sh),
+            )
+        }
+        Impl::Seize => {
+            let batch = match std::env::var("SEIZE_BATCH") {
+                Err(_) => 256,
+                Ok(v) => match v.parse::<usize>() {
+                    Ok(n) if n > 0 => n,
+                    _ => {
+                        eprintln!("defer_free: SEIZE_BATCH must be a positive integer, got '{v}'");
+                        return ExitCode::from(2);
+                    }
+                },
+            };
+            let collector = Arc::new(seize::Collector::new().batch_size(batch));
+            let c = collector.clone();
+            run(
+                threads,
+                ops,
+                move |n| {
+                    use seize::Guard;
+                    for i in 0..n {
+                        let g = c.enter();
+                        let p = Box::into_raw(Box::new(payload(i, s.clone())));
+                        // SAFETY: `p` was never shared and is retired once;
+                        // `reclaim_payload` frees a `Box<Payload>`.
+                        unsafe { g.defer_retire(p, reclaim_payload) };
+                    }
+                },
+                move || {
+                    // SAFETY: every producer has exited; no guard of this
+                    // collector exists (seize's documented condition).
+                    unsafe { collector.reclaim_all() };
                 },
             )
         }

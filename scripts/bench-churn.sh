@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# Thread churn as whole processes (benches/examples/churn.rs and
+# benches/c/urcu_churn.c): waves of threads that each enter a read
+# section, retire 16 fresh 32-byte objects with a callback that frees and
+# counts them, and exit; wave i-LAG joined after wave i starts; every
+# callback counted before the process exits. exitq against crossbeam-epoch
+# (registered LocalHandle), seize (SEIZE_BATCH, default 256), sdd (Owned),
+# liburcu's call_rcu (urcu-memb) and no reclamation at all (Rust's and C's
+# floors), each process under `perf stat` counting the kernel's
+# syscalls:sys_enter_futex and lock:contention_begin events of all its
+# threads.
+#
+#   scripts/bench-churn.sh [-n ROUNDS] [--waves N] [--per-wave N] [--lag N] [--only "exitq none ..."]
+#
+# Defaults: 3 rounds of 200 waves x 100 threads, lag 2, every program.
+# Rounds interleave the programs, the order rotating from round to round;
+# each process is timed here, from exec to exit. Ratios are taken within a
+# round and the median over rounds is reported with the spread. Needs
+# perf and a mounted tracefs (mounted here when run as root), liburcu-dev
+# (installed here when run as root), gcc.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=3
+waves=200
+per_wave=100
+lag=2
+only=""
+num() { [[ "$2" =~ ^[1-9][0-9]*$ ]] || { echo "bench-churn: $1 needs a positive count" >&2; exit 2; }; }
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        -n) [[ $# -ge 2 ]] || { echo "bench-churn: -n needs a count" >&2; exit 2; }; num -n "$2"; rounds=$2; shift 2 ;;
+        --waves) [[ $# -ge 2 ]] || { echo "bench-churn: --waves needs a count" >&2; exit 2; }; num --waves "$2"; waves=$2; shift 2 ;;
+        --per-wave) [[ $# -ge 2 ]] || { echo "bench-churn: --per-wave needs a count" >&2; exit 2; }; num --per-wave "$2"; per_wave=$2; shift 2 ;;
+        --lag) [[ $# -ge 2 ]] || { echo "bench-churn: --lag needs a count" >&2; exit 2; }; num --lag "$2"; lag=$2; shift 2 ;;
+        --only) [[ $# -ge 2 && -n "$2" ]] || { echo "bench-churn: --only needs program names" >&2; exit 2; }; only=$2; shift 2 ;;
+        -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "bench-churn: unknown argument '$1' (try --help)" >&2; exit 2 ;;
+    esac
+done
+command -v perf >/dev/null || { echo "bench-churn: perf is not installed (apt-get install linux-perf)" >&2; exit 3; }
+if [[ ! -e /sys/kernel/tracing/events/syscalls/sys_enter_futex/id ]]; then
+    if [[ "$(id -u)" = 0 ]] && mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null \
+        && [[ -e /sys/kernel/tracing/events/syscalls/sys_enter_futex/id ]]; then
+        echo "bench-churn: mounted tracefs on /sys/kernel/tracing" >&2
+    else
+        echo "bench-churn: tracefs is not mounted (as root: mount -t tracefs nodev /sys/kernel/tracing)" >&2
+        exit 3
+    fi
+fi
+if [[ ! -e /usr/include/x86_64-linux-gnu/urcu/urcu-memb.h && ! -e /usr/include/urcu/urcu-memb.h ]]; then
+    if [[ "$(id -u)" = 0 ]]; then
+        echo "bench-churn: installing liburcu-dev" >&2
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq liburcu-dev >/dev/null
+    else
+        echo "bench-churn: liburcu-dev is not installed (apt-get install liburcu-dev)" >&2
+        exit 3
+    fi
+fi
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+cargo build -q --release -p benches --example churn
+gcc -O2 -pthread -o "$out/urcu_churn" benches/c/urcu_churn.c -lurcu-memb
+rust=target/release/examples/churn
+all_names=(exitq crossbeam seize sdd none urcu c-none)
+all_progs=("$rust exitq" "$rust crossbeam" "$rust seize" "$rust sdd" "$rust none" "$out/urcu_churn urcu" "$out/urcu_churn none")
+names=()
+progs=()
+for i in "${!all_names[@]}"; do
+    if [[ -z "$only" || " $only " == *" ${all_names[$i]} "* ]]; then
+        names+=("${all_names[$i]}")
+        progs+=("${all_progs[$i]}")
+    fi
+done
+for w in $only; do
+    [[ " ${all_names[*]} " == *" $w "* ]] || { echo "bench-churn: unknown program '$w' (${all_names[*]})" >&2; exit 2; }
+done
+threads=$((waves * per_wave))
+echo "bench-churn: $rounds rounds of $waves waves x $per_wave threads (lag $lag): ${names[*]} ($(date -u +%FT%TZ), load $(cut -d' ' -f1 /proc/loadavg))" >&2
+: >"$out/rows"
+n=${#progs[@]}
+for round in $(seq "$rounds"); do
+    for k in $(seq 0 $((n - 1))); do
+        i=$(( (k + round) % n ))
+        start=$(date +%s%N)
+        perf stat -x, -e syscalls:sys_enter_futex,lock:contention_begin -o "$out/perf" -- \
+            ${progs[$i]} "$waves" "$per_wave" "$lag" >/dev/null \
+            || { echo "bench-churn: ${names[$i]} failed" >&2; exit 1; }
+        end=$(date +%s%N)
+        futex=$(awk -F, '$3 ~ /sys_enter_futex/ {print $1}' "$out/perf")
+        locks=$(awk -F, '$3 ~ /contention_begin/ {print $1}' "$out/perf")
+        [[ "$futex" =~ ^[0-9]+$ && "$locks" =~ ^[0-9]+$ ]] \
+            || { echo "bench-churn: perf counted nothing for ${names[$i]}:" >&2; cat "$out/perf" >&2; exit 1; }
+        echo "$round ${names[$i]} $((end - start)) $futex $locks" >>"$out/rows"
+    done
+    echo "bench-churn: round $round/$rounds done (load $(cut -d' ' -f1 /proc/loadavg))" >&2
+done
+python3 - "$out/rows" "$threads" <<'PY'
+import statistics, sys
+from collections import defaultdict
+path, threads = sys.argv[1], int(sys.argv[2])
+t = defaultdict(dict)  # round -> name -> (ns, futex, locks)
+for line in open(path):
+    r, name, ns, fx, lk = line.split()
+    t[int(r)][name] = (int(ns), int(fx), int(lk))
+rounds = [t[r] for r in sorted(t)]
+names = list(rounds[0])
+order = [n for n in ["exitq", "crossbeam", "seize", "sdd", "urcu", "none", "c-none"] if n in names]
+med = statistics.median
+def spread(xs):
+    return f"{min(xs):.2f}-{max(xs):.2f}"
+print(f"{threads} threads per process, {len(rounds)} rounds (medians; per-round ranges)")
+print(f"{'program':>10} {'us/thread':>10} {'futex/thread':>13} {'lock contentions/thread':>24}")
+for n in order:
+    us = [v[n][0] / threads / 1000 for v in rounds]
+    fx = [v[n][1] / threads for v in rounds]
+    lk = [v[n][2] / threads for v in rounds]
+    print(f"{n:>10} {med(us):>10.1f} {med(fx):>13.3f} {med(lk):>24.2f}   ({spread(fx)} futex, {spread(lk)} locks)")
+print()
+def floor_of(n):
+    return "c-none" if n == "urcu" else "none"
+print(f"{'ratio (per round, median)':52} {'median':>7} {'range':>12}  target")
+for n in order:
+    f = floor_of(n)
+    if n in ("none", "c-none") or f not in names:
+        continue
+    xs = [v[f][0] / v[n][0] for v in rounds]
+    target = ">= 0.95" if n == "exitq" else ""
+    print(f"{n + ' throughput / ' + f + ' throughput':52} {med(xs):>7.2f} {spread(xs):>12}  {target}")
+    d = [(v[n][1] - v[f][1]) / threads for v in rounds]
+    target = "<= 0.01" if n == "exitq" else ""
+    print(f"{n + ' futex/thread - ' + f + ' futex/thread':52} {med(d):>7.3f} {min(d):.3f}-{max(d):.3f}  {target}")
+if "exitq" in names:
+    for n in order:
+        if n in ("exitq", "none", "c-none"):
+            continue
+        xs = [v[n][0] / v["exitq"][0] for v in rounds]
+        print(f"{'exitq throughput / ' + n + ' throughput':52} {med(xs):>7.2f} {spread(xs):>12}  >= 1.15")
+        if n == "urcu" and "none" in names and "c-none" in names:
+            xs = [(v["none"][0] / v["exitq"][0]) / (v["c-none"][0] / v["urcu"][0]) for v in rounds]
+            print(f"{'  the same, each of its own floor':52} {med(xs):>7.2f} {spread(xs):>12}")
+PY

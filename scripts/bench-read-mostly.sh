@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The read-mostly pointer as whole processes (benches/examples/read_mostly.rs):
+# one writer replacing an 80-byte configuration as fast as it can, readers
+# validating every word of the current one, for a fixed time. exitq
+# (RcuCell + Reader) against arc-swap (load, and with its Cache),
+# crossbeam-epoch (registered LocalHandle) and seize.
+#
+#   scripts/bench-read-mostly.sh [-n ROUNDS] [--seconds S] [--readers "1 2"]
+#
+# Defaults: 5 rounds of 2 s per process, 1 and 2 readers. Rounds interleave
+# the implementations, the order rotating from round to round; ratios are
+# taken within a round, the median over rounds is reported with the spread.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=5
+secs=2
+readers="1 2"
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        -n) [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]*$ ]] || { echo "bench-read-mostly: -n needs a positive count" >&2; exit 2; }
+            rounds=$2; shift 2 ;;
+        --seconds) [[ $# -ge 2 && "$2" =~ ^[0-9]+(\.[0-9]+)?$ ]] || { echo "bench-read-mostly: --seconds needs a duration in seconds" >&2; exit 2; }
+            secs=$2; shift 2 ;;
+        --readers) [[ $# -ge 2 && "$2" =~ ^[1-9][0-9\ ]*$ ]] || { echo "bench-read-mostly: --readers needs counts like \"1 2\"" >&2; exit 2; }
+            readers=$2; shift 2 ;;
+        -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "bench-read-mostly: unknown argument '$1' (try --help)" >&2; exit 2 ;;
+    esac
+done
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+cargo build -q --release -p benches --example read_mostly
+bin=target/release/examples/read_mostly
+names=(exitq arc-swap-cache arc-swap crossbeam seize)
+echo "bench-read-mostly: $rounds rounds of ${secs} s, readers: $readers ($(date -u +%FT%TZ), load $(cut -d' ' -f1 /proc/loadavg))" >&2
+: >"$out/rows"
+n=${#names[@]}
+for round in $(seq "$rounds"); do
+    for r in $readers; do
+        for k in $(seq 0 $((n - 1))); do
+            i=$(( (k + round) % n ))
+            line=$($bin "${names[$i]}" "$r" "$secs") || { echo "bench-read-mostly: ${names[$i]} failed" >&2; exit 1; }
+            echo "$round $line" >>"$out/rows"
+        done
+    done
+    echo "bench-read-mostly: round $round/$rounds done (load $(cut -d' ' -f1 /proc/loadavg))" >&2
+done
+python3 - "$out/rows" <<'PY'
+import statistics, sys
+from collections import defaultdict
+t = defaultdict(dict)  # (round, readers) -> name -> (reads/s, writes/s)
+for line in open(sys.argv[1]):
+    rnd, name, readers, secs, reads, writes = line.split()
+    t[(int(rnd), int(readers))][name] = (float(reads), float(writes))
+med = statistics.median
+readers = sorted({r for _, r in t})
+names = ["exitq", "arc-swap-cache", "arc-swap", "crossbeam", "seize"]
+print(f"{'readers':>7} {'impl':>15} {'reads M/s':>10} {'writes M/s':>11}  (medians)")
+for r in readers:
+    rows = [v for (k, x), v in sorted(t.items()) if x == r]
+    for n in names:
+        print(f"{r:>7} {n:>15} {med([v[n][0] for v in rows]) / 1e6:>10.1f} {med([v[n][1] for v in rows]) / 1e6:>11.2f}")
+print()
+print(f"{'readers':>7} {'ratio (per round, median)':40} {'median':>7} {'range':>12}  target")
+for r in readers:
+    rows = [v for (k, x), v in sorted(t.items()) if x == r]
+    for n in names[1:]:
+        xs = [v["exitq"][0] / v[n][0] for v in rows]
+        target = ">= 1" if n == "arc-swap-cache" else ""
+        print(f"{r:>7} {'exitq reads / ' + n + ' reads':40} {med(xs):>7.2f} {min(xs):.2f}-{max(xs):.2f}  {target}")
+    for n in names[1:]:
+        xs = [v["exitq"][1] / v[n][1] for v in rows]
+        target = ">= 1" if n == "crossbeam" else ""
+        print(f"{r:>7} {'exitq writes / ' + n + ' writes':40} {med(xs):>7.2f} {min(xs):.2f}-{max(xs):.2f}  {target}")
+PY
