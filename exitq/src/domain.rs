@@ -129,8 +129,13 @@ fn shutdown(arc: &Arc<Inner>, reclaimer: Option<JoinHandle<()>>) {
         std::mem::forget(reclaimer);
         return;
     }
-    // SeqCst: ordered before the orphan marking below and the exiting
-    // threads' checks (exit.rs); Release for the reclaimer's Acquire.
+    // Read by the reclaimer thread only (reclaimer.rs), which then leaves
+    // its loop (the join below orders its last writes before our drain).
+    // SeqCst: the other half of the store-buffering pair with its
+    // published sleep state and SeqCst re-check before it sleeps, so it
+    // cannot park after missing this store (we also wake it below).
+    // Exiting threads learn of the shutdown from the orphan marking below,
+    // not from this flag.
     inner.shut_down.store(true, Ordering::SeqCst);
     if let Some(r) = this_thread::existing_main(inner) {
         reclaim::push_own(inner, r);

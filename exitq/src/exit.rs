@@ -57,7 +57,6 @@ use std::mem;
 use std::sync::Arc;
 
 use crate::batch::Work;
-use crate::handshake;
 use crate::inner::Inner;
 use crate::llist::{Chain, Node};
 use crate::record::{Record, FREE, IN_USE, RETIRED};
@@ -93,27 +92,20 @@ pub(crate) unsafe fn retire(r: &Record) -> Option<Orphan> {
     let inner: &Inner = unsafe { r.domain() };
     // SAFETY: `exits` is owner-only and we are the owner.
     let mut chain: Chain<Work> = mem::take(unsafe { &mut *r.exits.get() });
-    loop {
-        if handshake::owner_begin(&r.busy, &r.steal, inner.gp.hot.fences) {
-            // SAFETY: owner, `busy` set, no steal requested (handshake).
-            let local = unsafe { &mut *r.local.get() };
-            let mut work = mem::take(&mut local.sealed);
-            if let Some(open) = local.open.take() {
-                // Keeps its counts: the runner settles them (`run`).
-                work.push_back(open);
-            }
-            work.append(mem::take(&mut chain));
-            // Relaxed: hints for the reclaimer's idle steal.
-            r.open_epoch.store(0, Ordering::Relaxed);
-            r.active_epoch.store(0, Ordering::Relaxed);
-            // The one CAS of the exit path, inside the handshake (module
-            // docs, step 3).
-            inner.queue.push_chain(work);
-            handshake::owner_end(&r.busy);
-            break;
+    r.with_local(inner.gp.hot.fences, |local| {
+        let mut work = mem::take(&mut local.sealed);
+        if let Some(open) = local.open.take() {
+            // Keeps its counts: the runner settles them (`run`).
+            work.push_back(open);
         }
-        handshake::wait_for_stealer(&r.steal);
-    }
+        work.append(mem::take(&mut chain));
+        // Relaxed: hints for the reclaimer's idle steal.
+        r.open_epoch.store(0, Ordering::Relaxed);
+        r.active_epoch.store(0, Ordering::Relaxed);
+        // The one CAS of the exit path, inside the handshake (module
+        // docs, step 3).
+        inner.queue.push_chain(work);
+    });
     if r.nesting() > 0 {
         // A guard on this record outlives the thread's exitq destructor:
         // it releases the record (module docs).

@@ -10,7 +10,9 @@
 //! * owner, around every access to its batches (`Record::local`):
 //!   `busy = 1`; light fence; if `steal` is set, back off (`busy = 0`,
 //!   wait until `steal` clears, retry); otherwise use the batches;
-//!   `busy = 0` (Release).
+//!   `busy = 0` (Release). [`owner_section`] is that loop around a
+//!   closure ([`Record::with_local`](crate::record::Record::with_local)
+//!   hands it the batches); `defer`'s fast path spells it out inline.
 //! * stealer: `steal = 1` on every candidate; one heavy barrier
 //!   (membarrier); for each candidate wait until `busy == 0` (Acquire),
 //!   take the batches, `steal = 0` (Release).
@@ -69,6 +71,25 @@ pub(crate) fn owner_end(busy: &AtomicBool) {
     // Release: our batch writes happen-before a stealer's Acquire load of
     // `busy == false` (`stealer_wait`).
     busy.store(false, Ordering::Release);
+}
+
+/// Owner side: one whole section. Enters (waiting out any stealer and
+/// retrying), runs `f` with the batches to itself, and leaves. Every owner
+/// access but `defer`'s fast path goes through here; that one calls
+/// [`owner_begin`] and [`owner_end`] inline and retries the same way.
+#[inline]
+pub(crate) fn owner_section<R>(
+    busy: &AtomicBool,
+    steal: &AtomicBool,
+    fences: Fences,
+    f: impl FnOnce() -> R,
+) -> R {
+    while !owner_begin(busy, steal, fences) {
+        wait_for_stealer(steal);
+    }
+    let result = f();
+    owner_end(busy);
+    result
 }
 
 /// Owner side: wait until the stealer is done.

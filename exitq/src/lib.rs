@@ -333,6 +333,10 @@ pub mod model {
     pub fn wait_for_stealer(steal: &AtomicBool) {
         handshake::wait_for_stealer(steal)
     }
+    /// One whole owner section around `f` (`Record::with_local`'s loop).
+    pub fn owner_section<R>(busy: &AtomicBool, steal: &AtomicBool, f: impl FnOnce() -> R) -> R {
+        handshake::owner_section(busy, steal, FENCES, f)
+    }
     pub fn stealer_mark(steal: &AtomicBool) {
         handshake::stealer_mark(steal)
     }

@@ -373,16 +373,9 @@ pub(crate) fn run_ready(inner: &Inner, r: &Record) -> usize {
         return 0;
     }
     let mut after = After::default();
-    loop {
-        if handshake::owner_begin(&r.busy, &r.steal, inner.gp.hot.fences) {
-            // SAFETY: owner, `busy` set, no steal requested (handshake).
-            let local = unsafe { &mut *r.local.get() };
-            take_ready(inner, r, local, &mut after);
-            handshake::owner_end(&r.busy);
-            break;
-        }
-        handshake::wait_for_stealer(&r.steal);
-    }
+    r.with_local(inner.gp.hot.fences, |local| {
+        take_ready(inner, r, local, &mut after)
+    });
     let n = after.batches.len();
     if n > 0 {
         let ran = run::run_chain(inner.id, std::mem::take(&mut after.batches), |node| {
@@ -402,23 +395,12 @@ pub(crate) fn run_ready(inner: &Inner, r: &Record) -> usize {
 pub(crate) fn flush(inner: &Inner, r: &Record) {
     let mut after = After::default();
     let allowed = may_run(inner);
-    loop {
-        if handshake::owner_begin(&r.busy, &r.steal, inner.gp.hot.fences) {
-            // SAFETY: owner, `busy` set, no steal requested (handshake).
-            let local = unsafe { &mut *r.local.get() };
-            if let Some(node) = local.open.take() {
-                seal(inner, r, local, node, &mut after);
-            }
-            if allowed {
-                take_ready(inner, r, local, &mut after);
-            } else {
-                note_left(inner, local, &mut after);
-            }
-            handshake::owner_end(&r.busy);
-            break;
+    r.with_local(inner.gp.hot.fences, |local| {
+        if let Some(node) = local.open.take() {
+            seal(inner, r, local, node, &mut after);
         }
-        handshake::wait_for_stealer(&r.steal);
-    }
+        take_or_note(inner, r, local, allowed, &mut after);
+    });
     finish(inner, r, &mut after, allowed);
     if inner.config.reclaimer == Reclaimer::Inline && allowed && !inner.queue.is_empty() {
         reclaim::reclaim_pass(inner);
@@ -465,19 +447,10 @@ fn relieve_backlog(inner: &Inner, r: &Record, allowed: bool) {
 /// The grace period the calling thread's oldest sealed batch waits for
 /// (0: none).
 fn oldest_wait(inner: &Inner, r: &Record) -> u64 {
-    loop {
-        if handshake::owner_begin(&r.busy, &r.steal, inner.gp.hot.fences) {
-            // SAFETY: owner, `busy` set, no steal requested (handshake).
-            let local = unsafe { &*r.local.get() };
-            let g = match local.sealed.front() {
-                Some(Work::Batch(b)) => b.wait_gp,
-                _ => 0,
-            };
-            handshake::owner_end(&r.busy);
-            return g;
-        }
-        handshake::wait_for_stealer(&r.steal);
-    }
+    r.with_local(inner.gp.hot.fences, |local| match local.sealed.front() {
+        Some(Work::Batch(b)) => b.wait_gp,
+        _ => 0,
+    })
 }
 
 /// `defer` when the thread's exitq state is gone (from a later

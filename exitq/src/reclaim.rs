@@ -222,29 +222,22 @@ fn wait_runs(running: Vec<Running<'_>>) {
 /// Pushes the calling thread's own batches onto the queue (owner side of
 /// the handshake, the move inside the section).
 pub(crate) fn push_own(inner: &Inner, r: &Record) {
-    loop {
-        if handshake::owner_begin(&r.busy, &r.steal, inner.gp.hot.fences) {
-            // SAFETY: owner, `busy` set, no steal requested (handshake).
-            let local = unsafe { &mut *r.local.get() };
-            let mut chain = std::mem::take(&mut local.sealed);
-            if let Some(mut node) = local.open.take() {
-                if let Work::Batch(b) = &mut node.value {
-                    b.in_pending = true;
-                    // Relaxed: a counter.
-                    inner.pending.fetch_add(b.len, Ordering::Relaxed);
-                }
-                Counters::add(&inner.stats.batches, 1);
-                chain.push_back(node);
+    r.with_local(inner.gp.hot.fences, |local| {
+        let mut chain = std::mem::take(&mut local.sealed);
+        if let Some(mut node) = local.open.take() {
+            if let Work::Batch(b) = &mut node.value {
+                b.in_pending = true;
+                // Relaxed: a counter.
+                inner.pending.fetch_add(b.len, Ordering::Relaxed);
             }
-            // Relaxed: hints.
-            r.open_epoch.store(0, Ordering::Relaxed);
-            r.active_epoch.store(0, Ordering::Relaxed);
-            inner.queue.push_chain(chain);
-            handshake::owner_end(&r.busy);
-            return;
+            Counters::add(&inner.stats.batches, 1);
+            chain.push_back(node);
         }
-        handshake::wait_for_stealer(&r.steal);
-    }
+        // Relaxed: hints.
+        r.open_epoch.store(0, Ordering::Relaxed);
+        r.active_epoch.store(0, Ordering::Relaxed);
+        inner.queue.push_chain(chain);
+    });
 }
 
 /// `barrier` (`steal_all`) and `exit_barrier`: the caller's own batches

@@ -30,6 +30,8 @@ use std::ptr;
 use std::sync::Mutex;
 
 use crate::batch::{OpenBatch, Work};
+use crate::expedite::Fences;
+use crate::handshake;
 use crate::llist::{Chain, Node};
 use crate::sync::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
@@ -175,6 +177,18 @@ impl Record {
             stalled_gp: AtomicU64::new(0),
             retired_tid: AtomicI32::new(0),
         }
+    }
+
+    /// Runs `f` on the record's batches inside one owner section of the
+    /// steal handshake ([`handshake::owner_section`]). Owner only.
+    #[inline]
+    pub(crate) fn with_local<R>(&self, fences: Fences, f: impl FnOnce(&mut Local) -> R) -> R {
+        handshake::owner_section(&self.busy, &self.steal, fences, || {
+            // SAFETY: the caller owns the record, and inside the owner
+            // section no stealer touches `local` (handshake); the borrow
+            // ends with `f`, before the section does.
+            f(unsafe { &mut *self.local.get() })
+        })
     }
 
     /// Nesting depth of the record's read sections.

@@ -162,7 +162,10 @@ fn stale_epoch_reader_across_two_grace_periods() {
 
 /// The batch steal handshake: the owner appends to its batch while a
 /// stealer takes it; every item ends up exactly once on one side, and loom
-/// checks the batch cell is never accessed by both at once.
+/// checks the batch cell is never accessed by both at once. The owner's
+/// loop is `defer`'s fast path (begin, and on refusal wait and retry); the
+/// other models use `owner_section`, the loop every other owner access
+/// goes through.
 #[test]
 fn steal_handshake_is_exclusive() {
     loom::model(|| {
@@ -218,14 +221,11 @@ fn two_stealers_take_each_item_exactly_once() {
 
         let owner = {
             let (busy, steal, batch) = (busy.clone(), steal.clone(), batch.clone());
-            thread::spawn(move || loop {
-                if model::owner_begin(&busy, &steal) {
+            thread::spawn(move || {
+                model::owner_section(&busy, &steal, || {
                     // SAFETY: the handshake admitted us (loom checks it).
-                    batch.with_mut(|b| unsafe { (*b).push(7) });
-                    model::owner_end(&busy);
-                    break;
-                }
-                model::wait_for_stealer(&steal);
+                    batch.with_mut(|b| unsafe { (*b).push(7) })
+                })
             })
         };
         let stealers: Vec<_> = (0..2)
@@ -284,14 +284,11 @@ fn barrier_finds_work_the_owner_moves_inside_its_section() {
                 issued.clone(),
             );
             thread::spawn(move || {
-                let section = |f: &dyn Fn(&mut Vec<u32>)| loop {
-                    if model::owner_begin(&busy, &steal) {
+                let section = |f: &dyn Fn(&mut Vec<u32>)| {
+                    model::owner_section(&busy, &steal, || {
                         // SAFETY: the handshake admitted us.
-                        batch.with_mut(|b| f(unsafe { &mut *b }));
-                        model::owner_end(&busy);
-                        break;
-                    }
-                    model::wait_for_stealer(&steal);
+                        batch.with_mut(|b| f(unsafe { &mut *b }))
+                    })
                 };
                 section(&|b| b.push(1)); // defer
                 issued.store(1, Ordering::Release); // defer returned
@@ -346,28 +343,19 @@ fn barrier_waits_for_an_owner_run_in_progress() {
                 ran.clone(),
             );
             thread::spawn(move || {
-                loop {
-                    if model::owner_begin(&busy, &steal) {
-                        // SAFETY: the handshake admitted us.
-                        batch.with_mut(|b| unsafe { (*b).push(1) });
-                        model::owner_end(&busy);
-                        break;
-                    }
-                    model::wait_for_stealer(&steal);
-                }
+                model::owner_section(&busy, &steal, || {
+                    // SAFETY: the handshake admitted us.
+                    batch.with_mut(|b| unsafe { (*b).push(1) })
+                });
                 issued.store(1, Ordering::Release);
-                let mine = loop {
-                    if model::owner_begin(&busy, &steal) {
-                        // SAFETY: the handshake admitted us.
-                        let taken = batch.with_mut(|b| unsafe { std::mem::take(&mut *b) });
-                        if !taken.is_empty() {
-                            model::run_begin(&seq);
-                        }
-                        model::owner_end(&busy);
-                        break taken;
+                let mine = model::owner_section(&busy, &steal, || {
+                    // SAFETY: the handshake admitted us.
+                    let taken = batch.with_mut(|b| unsafe { std::mem::take(&mut *b) });
+                    if !taken.is_empty() {
+                        model::run_begin(&seq);
                     }
-                    model::wait_for_stealer(&steal);
-                };
+                    taken
+                });
                 if !mine.is_empty() {
                     ran.fetch_add(mine.len(), Ordering::Relaxed); // the callback
                     model::run_end(&seq);
