@@ -12,10 +12,14 @@ use crate::expedite::Expedite;
 #[non_exhaustive]
 pub enum Reclaimer {
     /// A dedicated thread (the default). It runs grace periods while any
-    /// thread waits for one, polls every `flush_latency` while some thread
-    /// holds batches (to take those of idle threads) and every `exit_poll`
-    /// while exit hooks are armed (the exit path makes no syscall, so it
-    /// cannot wake it), and sleeps otherwise.
+    /// thread waits for one, takes the work of exited threads at most once
+    /// per `exit_poll` (one grace period for all the threads that exited
+    /// meanwhile), polls every `flush_latency` while some thread holds
+    /// batches (to take those of idle threads) and every `exit_poll` while
+    /// exit hooks are armed (the exit path makes no syscall, so it cannot
+    /// wake it), and sleeps without a timeout once idle for two polls. It
+    /// sleeps on an eventfd, so neither its polls nor its wake-ups are
+    /// futex calls.
     #[default]
     Thread,
     /// No thread: the thread that seals a batch runs the grace period it
@@ -37,9 +41,10 @@ pub enum Callbacks {
     /// On the thread that deferred them (the default), as the kernel runs
     /// RCU callbacks on the CPU that queued them: once a sealed batch's
     /// grace period has passed, the thread runs it from its next `defer`
-    /// that seals a batch, [`flush`](crate::Domain::flush), or the end of
-    /// its outermost read section; never inside a read guard of the
-    /// domain. A freed object goes back to the allocator cache of the
+    /// that seals a batch (also inside a read section: see
+    /// [`Domain::defer`](crate::Domain::defer)), [`flush`](crate::Domain::flush),
+    /// or the end of its outermost `Domain::read` section. A freed object
+    /// goes back to the allocator cache of the
     /// thread that allocated it, and nothing a callback touches crosses
     /// cores. The reclaimer runs the batches of threads that exited, went
     /// idle, or left ready batches unrun for a flush latency.
@@ -208,11 +213,14 @@ impl DomainBuilder {
         self
     }
 
-    /// How often an idle reclaimer thread looks for hooks of exited threads
-    /// while exit hooks are armed (default 10 ms). `None`: never poll; exit
-    /// hooks then run at the next reclaim pass, `barrier` or
-    /// `exit_barrier`. This bounds the latency between a thread's exit and
-    /// its cleanup.
+    /// How often the reclaimer thread takes the work that exited threads
+    /// left (their exit hooks and batches), and looks for it while exit
+    /// hooks are armed (default 10 ms): the threads that exit within one
+    /// such period share one grace period and one run. `None`: never poll
+    /// for hooks (they then run at the next reclaim pass, `barrier` or
+    /// `exit_barrier`), and queued work waits at most a flush latency.
+    /// This bounds the latency between a thread's exit and its cleanup
+    /// (plus a grace period).
     pub fn exit_poll(mut self, period: Option<Duration>) -> Self {
         self.exit_poll = period.map(|p| p.max(Duration::from_micros(100)));
         self

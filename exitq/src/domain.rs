@@ -143,9 +143,9 @@ fn shutdown(arc: &Arc<Inner>, reclaimer: Option<JoinHandle<()>>) {
     reclaim::steal(inner, Steal::All);
     if let Some(join) = reclaimer {
         inner.wake_reclaimer(true);
-        if let Some(t) = inner.reclaimer_thread.get() {
-            t.unpark();
-        }
+        // Asleep with a long timeout or about to sleep: the doorbell
+        // stays rung, so its next sleep returns at once.
+        inner.doorbell.ring();
         if join.thread().id() == thread::current().id() {
             // Dropped from a callback on the reclaimer thread itself: it
             // finishes its loop and exits on its own.
@@ -380,9 +380,11 @@ impl Domain {
     /// The closure goes into this thread's batch (no shared atomic per call;
     /// closures up to three words are stored inline, larger ones boxed). A
     /// full batch is sealed and waits for one grace period as a whole.
-    /// Callbacks may run inside `defer` (never inside a read guard of the
-    /// domain): do not call it while holding a lock your callbacks take,
-    /// or use [`Callbacks::Offload`](crate::Callbacks::Offload).
+    /// Callbacks may run inside `defer`, also inside a read section of the
+    /// calling thread (their grace period has passed: nothing they free is
+    /// reachable there): do not call it while holding a lock your
+    /// callbacks take, or use [`Callbacks::Offload`](crate::Callbacks::Offload);
+    /// a callback must not wait for a grace period (see the crate docs).
     ///
     /// # Examples
     ///
@@ -433,7 +435,7 @@ impl Domain {
     }
 
     /// Seals this thread's open batch now and runs those of its batches
-    /// whose grace period has passed (unless inside a read guard). With
+    /// whose grace period has passed (also inside a read section). With
     /// [`Reclaimer::Inline`], also runs the grace period its batches need
     /// and the domain's queue.
     ///

@@ -19,8 +19,9 @@
 //!
 //! 1. heavy barrier (membarrier, or a full fence in fallback mode);
 //! 2. store `g + 1` into the epoch (Release);
-//! 3. for a normal grace period, sleep `first_check_delay` (interrupted if
-//!    an expedited caller arrives);
+//! 3. for a normal grace period, sleep `first_check_delay` (a nanosleep,
+//!    not a futex wait: an expedited caller that arrives meanwhile checks
+//!    the readers itself instead of waking the leader);
 //! 4. for every record, wait until its word is 0 (outside any section) or
 //!    shows an epoch greater than `g` (its section started after step 2).
 //!
@@ -189,16 +190,12 @@ struct GpState {
     /// while: the reclaimer is lagging).
     started_at: Instant,
     completed_at: Instant,
-    /// An expedited caller is waiting: the leader skips its delay.
+    /// An expedited caller is waiting: the next leader skips its delay.
     expedite: bool,
-    /// Threads blocked on `cv` (callers waiting for a grace period, a
-    /// leader in its first-check delay): without any, completing a grace
-    /// period skips the futex wake.
+    /// Threads blocked on `cv` (callers waiting for a grace period to be
+    /// published or completed): without any, publishing and completing
+    /// skip the futex wake.
     waiters: usize,
-    /// Of those, a leader in its first-check delay: a poll that completes
-    /// the grace period leaves it to its timeout (waking it would cost the
-    /// poller a futex call and, often, the CPU).
-    leader_napping: bool,
 }
 
 /// The grace-period machinery of one domain.
@@ -239,7 +236,6 @@ impl GracePeriods {
                 completed_at: Instant::now(),
                 expedite: false,
                 waiters: 0,
-                leader_napping: false,
             }),
             cv: Condvar::new(),
             started: CachePadded::new(AtomicU64::new(0)),
@@ -255,6 +251,11 @@ impl GracePeriods {
         // A panic while holding the lock leaves plain counters that are
         // still consistent; keep going rather than poison every caller.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The delay before a normal grace period's first check of the readers.
+    pub(crate) fn first_check_delay(&self) -> Duration {
+        self.first_check_delay
     }
 
     /// The grace period that work sealed now must wait for (see the module
@@ -329,9 +330,6 @@ impl GracePeriods {
         let target = st.started + 1;
         if expedited && st.started > st.completed {
             st.expedite = true;
-            if st.waiters > 0 {
-                self.cv.notify_all();
-            }
         }
         loop {
             if st.completed >= target {
@@ -354,6 +352,17 @@ impl GracePeriods {
                 drop(st);
                 self.lead(g, exp, registry, stats);
                 st = self.lock();
+                continue;
+            }
+            if expedited && st.published {
+                // Led by a thread that may be napping through its
+                // first-check delay (a sleep nobody can cut short): check
+                // the readers ourselves, complete it, lead the next.
+                let g = st.started;
+                drop(st);
+                self.check_readers(g, true, registry, stats);
+                st = self.lock();
+                self.complete(&mut st, g, stats);
                 continue;
             }
             st.waiters += 1;
@@ -391,7 +400,7 @@ impl GracePeriods {
             // Release: pairs with `is_done`'s Acquire.
             self.completed.store(g, Ordering::Release);
             Counters::add(&stats.grace_periods, 1);
-            if st.waiters > usize::from(st.leader_napping) {
+            if st.waiters > 0 {
                 self.cv.notify_all();
             }
         }
@@ -400,20 +409,26 @@ impl GracePeriods {
     /// Steps 3-4 of the published grace period `g`, as its leader: wait for
     /// the readers (stopping early if a poll completed it), complete it.
     fn lead(&self, g: u64, expedited: bool, registry: &Registry, stats: &Counters) {
-        // Step 3: let short readers finish, and callers join.
+        // Step 3: let short readers finish, and callers join. A plain
+        // sleep (nanosleep), not a timed wait on `cv`: a futex call per
+        // grace period is a futex hash bucket lock per grace period, the
+        // herd's hottest lock. Nobody needs to cut it short: an expedited
+        // caller checks the readers itself (`synchronize`), a poll
+        // completes it without the leader.
         let delay = self.first_check_delay;
-        if !expedited && !delay.is_zero() {
-            let mut st = self.lock();
-            st.waiters += 1;
-            st.leader_napping = true;
-            let (mut st, _) = self
-                .cv
-                .wait_timeout_while(st, delay, |s| !s.expedite && s.completed < g)
-                .unwrap_or_else(|e| e.into_inner());
-            st.leader_napping = false;
-            st.waiters -= 1;
+        if !expedited && !delay.is_zero() && !self.is_done(g) {
+            nap(delay);
         }
-        // Step 4: wait for the readers that started before step 2.
+        self.check_readers(g, expedited, registry, stats);
+        let mut st = self.lock();
+        self.complete(&mut st, g, stats);
+        st.leading = false;
+    }
+
+    /// Step 4 of grace period `g`: waits until no reader holds it (or
+    /// someone completed it meanwhile), ending the sections of guards
+    /// leaked by exited threads and reporting stalls on the way.
+    fn check_readers(&self, g: u64, expedited: bool, registry: &Registry, stats: &Counters) {
         let start = Instant::now();
         'records: for r in registry.iter() {
             let mut backoff = WaitBackoff::new(expedited);
@@ -432,9 +447,6 @@ impl GracePeriods {
                 backoff.wait();
             }
         }
-        let mut st = self.lock();
-        self.complete(&mut st, g, stats);
-        st.leading = false;
     }
 
     /// Helps grace periods along without waiting (a thread whose sealed
@@ -506,6 +518,17 @@ impl GracePeriods {
     }
 }
 
+/// Sleeps `d` without a futex (nanosleep; loom: a yield).
+fn nap(d: Duration) {
+    #[cfg(exitq_loom)]
+    {
+        let _ = d;
+        sync::yield_now();
+    }
+    #[cfg(not(exitq_loom))]
+    std::thread::sleep(d);
+}
+
 /// Waiting for a reader: spin briefly, then sleep with exponential backoff.
 pub(crate) struct WaitBackoff {
     spins: u32,
@@ -536,10 +559,7 @@ impl WaitBackoff {
             }
             return;
         }
-        #[cfg(exitq_loom)]
-        sync::yield_now();
-        #[cfg(not(exitq_loom))]
-        std::thread::sleep(self.sleep);
+        nap(self.sleep);
         self.sleep = (self.sleep * 2).min(self.max_sleep);
     }
 }

@@ -6,14 +6,15 @@
 //! grace periods (`grace`), the owner's batches (`local`), reclaim passes
 //! and stealing (`reclaim`), the reclaimer thread (`reclaimer`), the exit
 //! path (`exit`). The public facade is `domain`.
-use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
-use std::thread::{self, Thread};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::thread;
 
 use crossbeam_queue::ArrayQueue;
 use crossbeam_utils::CachePadded;
 
 use crate::batch::{Batch, Work};
 use crate::config::{Builder, Config};
+use crate::doorbell::Doorbell;
 use crate::expedite::Fences;
 use crate::fork;
 use crate::grace::GracePeriods;
@@ -27,14 +28,15 @@ use crate::sync::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 //
 // | value     | meaning                                   | set by | a publisher (`wake_reclaimer`) |
 // |-----------|-------------------------------------------|--------|--------------------------------|
-// | `AWAKE`   | running its loop                          | the reclaimer, and a waker's swap | does nothing |
-// | `POLLING` | parked with a timeout (threads hold batches, or hooks are armed) | the reclaimer, before parking | wakes it only for urgent work (a grace period asked for, a backlog) |
-// | `PARKED`  | parked without a timeout (nothing to watch) | the reclaimer, before parking | wakes it (swap to `AWAKE`, unpark) |
+// | `AWAKE`   | running its loop                          | the reclaimer, and a waker's CAS | does nothing |
+// | `POLLING` | asleep with a timeout (it has something to watch: batches held by threads, queued work, armed hooks, recent activity) | the reclaimer, before sleeping | wakes it only for urgent work (a grace period asked for, a backlog) |
+// | `PARKED`  | asleep without a timeout (nothing to watch) | the reclaimer, before sleeping | wakes it (CAS to `AWAKE`, ring the doorbell) |
 //
 // The reclaimer publishes `POLLING`/`PARKED` (SeqCst) and then re-checks
 // for work (SeqCst loads); publishers change the state they publish
 // (SeqCst) and then load `sleeping` (SeqCst): a store-buffering pair, so
-// either side sees the other (reclaimer.rs).
+// either side sees the other (reclaimer.rs). It sleeps on its doorbell
+// (doorbell.rs: an eventfd, no futex).
 
 /// Reclaimer state: running.
 pub(crate) const AWAKE: u32 = 0;
@@ -79,7 +81,8 @@ pub(crate) struct Inner {
     pub(crate) poll_epoch: AtomicU64,
     /// The reclaimer thread's state: `AWAKE`, `POLLING` or `PARKED`.
     pub(crate) sleeping: AtomicU32,
-    pub(crate) reclaimer_thread: OnceLock<Thread>,
+    /// What the reclaimer sleeps on, and a publisher rings.
+    pub(crate) doorbell: Doorbell,
     pub(crate) shut_down: AtomicBool,
     pub(crate) stats: Counters,
     /// Emptied batch nodes, reused when a thread opens a batch.
@@ -127,7 +130,7 @@ impl Inner {
             armed_exits: AtomicUsize::new(0),
             poll_epoch: AtomicU64::new(1),
             sleeping: AtomicU32::new(AWAKE),
-            reclaimer_thread: OnceLock::new(),
+            doorbell: Doorbell::new(),
             shut_down: AtomicBool::new(false),
             stats: Counters::default(),
             // Emptied batches kept for reuse beyond each thread's spare: a
@@ -195,11 +198,11 @@ impl Inner {
         }
     }
 
-    /// Wakes the reclaimer thread if it is parked without a timeout, or
-    /// (`urgent`) also if it is polling. One syscall then; nothing
-    /// otherwise. Non-urgent work waits for the next poll (at most a flush
-    /// latency): waking the reclaimer for every sealed batch would cost a
-    /// futex wake and a context switch per batch.
+    /// Wakes the reclaimer thread if it sleeps without a timeout, or
+    /// (`urgent`) also if it sleeps with one. One syscall then (a write to
+    /// its doorbell, no futex); nothing otherwise. Non-urgent work waits
+    /// for its next poll: waking the reclaimer for every sealed batch
+    /// would cost a syscall and a context switch per batch.
     #[inline]
     pub(crate) fn wake_reclaimer(&self, urgent: bool) {
         // SeqCst: store-buffering pair with the reclaimer's "publish my
@@ -207,11 +210,12 @@ impl Inner {
         // grace-period requests" (reclaimer.rs).
         let state = self.sleeping.load(Ordering::SeqCst);
         if (state == PARKED || (urgent && state == POLLING))
-            && self.sleeping.swap(AWAKE, Ordering::SeqCst) != AWAKE
+            && self
+                .sleeping
+                .compare_exchange(state, AWAKE, Ordering::SeqCst, Ordering::Relaxed)
+                .is_ok()
         {
-            if let Some(t) = self.reclaimer_thread.get() {
-                t.unpark();
-            }
+            self.doorbell.ring();
         }
     }
 

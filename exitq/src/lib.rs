@@ -28,8 +28,8 @@
 //!   thread's batch (no shared atomic per call). A full batch is *sealed*
 //!   with the grace period it needs and stays with its thread; once that
 //!   grace period has passed, **the thread that queued the callbacks runs
-//!   them** (from a later `defer`, [`Domain::flush`] or the end of its read
-//!   section; never inside a read guard), as the kernel runs RCU callbacks
+//!   them** (from a later `defer` that seals a batch, even inside a read
+//!   section, or [`Domain::flush`]), as the kernel runs RCU callbacks
 //!   on the CPU that queued them: a freed object goes back to the allocator
 //!   cache of the thread that allocated it. The reclaimer thread drives
 //!   grace periods and runs what no live thread will: batches of threads
@@ -207,9 +207,13 @@
 //!   of its callbacks. Running ready callbacks never waits for a grace
 //!   period.
 //!
-//! Callbacks may run inside `defer` and `flush` (outside any read guard):
-//! do not call them while holding a lock your callbacks take, or choose
-//! [`Callbacks::Offload`].
+//! Callbacks may run inside `defer` and `flush`, also inside the calling
+//! thread's read sections (as crossbeam-epoch's run inside `pin`): do not
+//! call them while holding a lock your callbacks take, or choose
+//! [`Callbacks::Offload`]; and a callback must not wait for a grace period
+//! (`synchronize`, `barrier`, `RcuCell::replace`): where it runs inside a
+//! read section that panics (caught and counted), as the kernel forbids
+//! blocking in an RCU callback.
 //!
 //! # Costs
 //!
@@ -274,6 +278,7 @@ mod cancel;
 pub mod cell;
 mod config;
 mod domain;
+mod doorbell;
 pub mod exit;
 pub mod expedite;
 mod fork;

@@ -23,15 +23,26 @@
 //! section ends cost more than the shared-bin atomics they saved; see
 //! docs/exitq.md, "Benchmarks".)
 //!
-//! Never inside a read guard of the domain (of any kind: `Domain::read`, a
-//! `Reader`, a temporary guard), and never inside one of the domain's
-//! callbacks: there the ready batches wait, and the outermost exit of a
-//! `Domain::read` or temporary guard runs them (`RUN_PENDING`). A
-//! `Reader`'s guard does not: its exit stays one store (checking a flag
-//! there made `Reader::read` 1.7x slower, docs/exitq.md "Read guards"), so
-//! what waited for it runs at the thread's next seal, or by the
-//! reclaimer's idle steal. Running ready callbacks never waits for a grace
-//! period, so no path waits for the caller's own section.
+//! **Also inside the thread's own read sections**, as crossbeam-epoch
+//! collects inside `pin` and sdd inside `Guard::new`: `defer` is nearly
+//! always called inside one (the object was unlinked there), and a batch
+//! whose grace period has completed holds nothing that section can reach
+//! (a section that started before the grace period would still hold it; a
+//! later one cannot see what was unlinked before it). v2 ran them only
+//! outside every section, so a thread that deferred inside `Reader`
+//! sections, whose exit is one store and runs nothing, never ran its own
+//! batches: all of them waited for the final `barrier` (244 ns per
+//! operation in `defer_free` at 1 thread, against 40 when they ran here).
+//! What runs inside a section must not wait for a grace period: a callback
+//! that calls `synchronize`, `barrier` or `RcuCell::replace` there panics
+//! (caught and counted) instead of deadlocking on its own section.
+//!
+//! Never inside one of the domain's callbacks (a callback that defers does
+//! not run batches recursively), and never waiting: a wait for a grace
+//! period (the inline reclaimer's, a backlog's) happens only outside
+//! every section. What is still waiting when a `Domain::read` or temporary
+//! guard's outermost exit comes runs there if ready by then
+//! (`RUN_PENDING`); a `Reader`'s guard exit stays one store.
 //!
 //! What the thread does not run, the reclaimer does: batches of threads
 //! that exited (pushed at exit), that went idle or left ready batches
@@ -81,11 +92,20 @@ struct After {
     ready_left: bool,
 }
 
-/// Whether the calling thread may run `inner`'s callbacks now: outside
-/// every read section and callback of the domain.
+/// Whether the calling thread may run `inner`'s ready callbacks now:
+/// outside the domain's callbacks (a callback that defers does not run
+/// batches recursively). Inside a read section it may: a batch whose
+/// grace period has completed holds nothing the section can reach.
 #[inline]
 fn may_run(inner: &Inner) -> bool {
-    !run::in_callback(inner.id) && !thread::inside(inner)
+    !run::in_callback(inner.id)
+}
+
+/// Whether the calling thread may wait for a grace period: outside every
+/// read section and callback of the domain (inside one, the wait would be
+/// for its own section, or for the callback's run).
+fn may_wait(inner: &Inner) -> bool {
+    may_run(inner) && !thread::inside(inner)
 }
 
 /// Appends `d` to the open batch of `r` (the calling thread's main record).
@@ -309,9 +329,10 @@ fn finish(inner: &Inner, r: &Record, after: &mut After, allowed: bool) {
         end_run(r);
     }
     let inline = inner.config.reclaimer == Reclaimer::Inline;
+    let waits = after.sealed_left && !after.ready_left;
     if after.offloaded {
         if inline {
-            if allowed {
+            if may_wait(inner) {
                 reclaim::reclaim_pass(inner);
             }
         } else {
@@ -323,12 +344,12 @@ fn finish(inner: &Inner, r: &Record, after: &mut After, allowed: bool) {
         // asked).
         inner.wake_reclaimer(true);
     }
-    if allowed && after.sealed_left && !after.ready_left && !inline {
+    if allowed && waits && !inline {
         // Our oldest batch waits: help its grace period along (without
         // waiting) in case the reclaimer is not getting the CPU.
         inner.gp.poll(&inner.registry, &inner.stats);
     }
-    if inline && allowed && after.sealed_left && !after.ready_left {
+    if inline && waits && may_wait(inner) {
         // No reclaimer: run the grace period ourselves (each sealed batch
         // costs its thread one), then what is ready, and the domain's queue.
         inner.gp.wait_for(
@@ -344,9 +365,10 @@ fn finish(inner: &Inner, r: &Record, after: &mut After, allowed: bool) {
     if after.pending > inner.config.backlog_limit {
         relieve_backlog(inner, r, allowed);
     }
-    if !allowed && after.sealed_left && !run::in_callback(inner.id) {
-        // Inside a read section: its end runs what is ready by then (not a
-        // `Reader`'s, whose exit is one store; see the module docs).
+    if allowed && waits {
+        // Inside a read section, what waits runs at its end if ready by
+        // then (not a `Reader`'s, whose exit is one store; see the module
+        // docs).
         thread::open_sections(inner, |s| {
             if s.kind.get() != Kind::Reader {
                 s.flags.set(s.flags.get() | RUN_PENDING);
@@ -402,7 +424,7 @@ pub(crate) fn flush(inner: &Inner, r: &Record) {
         take_or_note(inner, r, local, allowed, &mut after);
     });
     finish(inner, r, &mut after, allowed);
-    if inner.config.reclaimer == Reclaimer::Inline && allowed && !inner.queue.is_empty() {
+    if inner.config.reclaimer == Reclaimer::Inline && !inner.queue.is_empty() && may_wait(inner) {
         reclaim::reclaim_pass(inner);
     }
 }
@@ -421,7 +443,7 @@ pub(crate) fn section_ended(inner: &Inner) {
 /// queue, until the backlog is under the limit.
 #[cold]
 fn relieve_backlog(inner: &Inner, r: &Record, allowed: bool) {
-    if !allowed {
+    if !allowed || !may_wait(inner) {
         Counters::add(&inner.stats.backlog_overruns, 1);
         return;
     }
@@ -483,7 +505,7 @@ pub(crate) fn defer_alone(inner: &Inner, d: Deferred) {
             inner.wake_reclaimer(pending >= inner.config.batch_size.saturating_mul(4))
         }
         Reclaimer::Inline => {
-            if may_run(inner) {
+            if may_wait(inner) {
                 reclaim::reclaim_pass(inner);
             }
         }

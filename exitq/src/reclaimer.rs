@@ -6,45 +6,97 @@
 //!   ([`GracePeriods::wanted`](crate::grace::GracePeriods::wanted)): the
 //!   threads then run their own ready batches;
 //! * reclaim passes over the domain's queue (batches and hooks of exited
-//!   threads, stolen and offloaded batches);
+//!   threads, stolen and offloaded batches), **batched in time**: at most
+//!   one pass per [`exit_poll`](crate::DomainBuilder::exit_poll) (10 ms by
+//!   default), so the threads of a herd that exit within that time share
+//!   one grace period, one membarrier and one run. Urgent work (a backlog
+//!   of sealed callbacks on the queue; every batch with
+//!   [`Callbacks::Offload`](crate::Callbacks::Offload)) is taken at once;
 //! * every flush latency, the idle steal: batches that a thread opened, or
 //!   sealed and left unrun, at least one flush latency ago;
 //! * its own batches (callbacks that defer).
 //!
-//! # Sleeping
+//! # Sleeping: liburcu's call_rcu thread, the kernel's RCU kthreads
 //!
-//! With nothing to do it parks: with a timeout while threads hold batches
-//! (the next idle steal) or exit hooks are armed (the exit path cannot
-//! wake it: `exit_poll`), without one otherwise. Publishing its state and
-//! re-checking for work is a store-buffering pair with the producers'
-//! "change the state (SeqCst), then check `sleeping`" (`Inner::wake_reclaimer`,
-//! `GracePeriods::request`): either it sees their change or they see it
-//! asleep and unpark it. A steady producer never wakes it: it is awake,
-//! running the grace periods the producer asks for.
+//! Between rounds it sleeps on its doorbell (`doorbell.rs`: an eventfd,
+//! so neither its sleeps nor its wake-ups are futex calls):
+//!
+//! * **with a timeout** (`POLLING`) while it has something to watch:
+//!   threads hold batches (the next idle steal), work is queued (the next
+//!   pass), exit hooks are armed (their threads' exits cannot wake it), or
+//!   it was busy within the last two polls. The timeout is the time to the
+//!   next thing due, and one first-check delay while grace periods were
+//!   asked for in the last millisecond (a steady producer's next request
+//!   is then served without any wake-up);
+//! * **without one** (`PARKED`) once nothing is left to watch and it was
+//!   idle for two polls: so a herd of threads that come and go, or a
+//!   producer that pauses, does not make it park and be woken over and
+//!   over (one wake-up per burst, as liburcu's call_rcu thread, which
+//!   sleeps 10 ms after each batch and waits on its futex only when its
+//!   queue is empty).
+//!
+//! Publishing its state and re-checking for work is a store-buffering
+//! pair with the publishers' "change the state (SeqCst), then check
+//! `sleeping`" (`Inner::wake_reclaimer`, `GracePeriods::request`): either
+//! it sees their change or they see it asleep and ring. Only a `PARKED`
+//! reclaimer is woken for ordinary work (the first batch a thread opens,
+//! the first hook armed); a `POLLING` one only for urgent work.
 use std::sync::Arc;
-use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::config::Callbacks;
 use crate::inner::{Inner, AWAKE, PARKED, POLLING};
 use crate::local;
 use crate::reclaim::{self, Steal};
 use crate::sync::Ordering;
 use crate::thread as this_thread;
 
+/// Grace periods asked for this recently keep the reclaimer polling at
+/// the first-check delay.
+const GP_ACTIVE: Duration = Duration::from_millis(1);
+
+/// When things fell due (the loop's clocks).
+struct Clocks {
+    /// The last idle steal (aging of held batches).
+    steal: Instant,
+    /// The last pass over the queue (`None`: the next one is due now).
+    pass: Option<Instant>,
+    /// The last round that did something.
+    busy: Instant,
+    /// The last grace period run because one was asked for.
+    gp: Option<Instant>,
+}
+
 /// The reclaimer thread's loop.
 pub(crate) fn run(inner: Arc<Inner>) {
-    let _ = inner.reclaimer_thread.set(thread::current());
+    inner.doorbell.register();
     let flush = inner.config.flush_latency;
-    let mut last_poll = Instant::now();
+    // How long queued work may wait for a pass (exited threads' work).
+    let gap = match inner.config.callbacks {
+        Callbacks::Offload => Duration::ZERO,
+        Callbacks::Local => inner.config.exit_poll.unwrap_or(flush),
+    };
+    let now = Instant::now();
+    let mut at = Clocks {
+        steal: now,
+        pass: None,
+        busy: now,
+        gp: None,
+    };
     loop {
         // Acquire: pairs with shutdown's store (its steals happen-before
         // our last round).
         if inner.shut_down.load(Ordering::Acquire) {
             break;
         }
-        let mut did = reclaim::reclaim_pass(&inner);
+        let mut did = 0;
+        if !inner.queue.is_empty() && (urgent(&inner) || due(at.pass, gap)) {
+            did += reclaim::reclaim_pass(&inner);
+            at.pass = Some(Instant::now());
+        }
         if inner.gp.wanted() {
             inner.gp.synchronize(&inner.registry, &inner.stats, false);
+            at.gp = Some(Instant::now());
             did += 1;
         }
         // Callbacks run here may have deferred more: seal and run ours.
@@ -53,55 +105,92 @@ pub(crate) fn run(inner: Arc<Inner>) {
         }
         // Age held batches: take those from before the previous poll (so at
         // least one flush latency old).
-        if last_poll.elapsed() >= flush {
-            last_poll = Instant::now();
+        if at.steal.elapsed() >= flush {
+            at.steal = Instant::now();
             // Relaxed: an aging clock; hints are compared against it.
             let epoch = inner.poll_epoch.fetch_add(1, Ordering::Relaxed) + 1;
             // Relaxed: a hint (the steal re-checks under the handshake).
             if inner.held.load(Ordering::Relaxed) > 0 {
-                did += reclaim::steal(&inner, Steal::Idle(epoch - 1)).0;
+                let stolen = reclaim::steal(&inner, Steal::Idle(epoch - 1)).0;
+                if stolen > 0 {
+                    at.pass = None; // run what was taken now
+                    did += stolen;
+                }
             }
         }
         if did > 0 {
+            at.busy = Instant::now();
             continue;
         }
-        let must_poll = || {
-            // SeqCst: our side of the store-buffering pairs (module docs).
-            inner.held.load(Ordering::SeqCst) > 0
-                || (inner.config.exit_poll.is_some()
-                    && inner.armed_exits.load(Ordering::SeqCst) > 0)
-        };
-        let state = if must_poll() { POLLING } else { PARKED };
-        // SeqCst: store-buffering pair with publishers (module docs).
-        inner.sleeping.store(state, Ordering::SeqCst);
-        let changed = !inner.queue.is_empty()
-            || inner.shut_down.load(Ordering::SeqCst)
-            || inner.gp.wanted()
-            || (state == PARKED && must_poll());
-        if changed {
-            inner.sleeping.store(AWAKE, Ordering::SeqCst);
-            continue;
-        }
-        if state == PARKED {
-            thread::park();
-        } else {
-            // Relaxed: a hint for the timeout.
-            let timeout = if inner.held.load(Ordering::Relaxed) > 0 {
-                flush.saturating_sub(last_poll.elapsed())
-            } else {
-                // Polling for exit hooks implies `exit_poll` is set.
-                inner.config.exit_poll.unwrap_or(flush)
-            };
-            thread::park_timeout(timeout.max(Duration::from_micros(50)));
-        }
-        // SeqCst: back to `AWAKE` in the same total order as the pair
-        // above, so a publisher that loads `AWAKE` does not wake us while
-        // our loop is about to see its work anyway.
-        inner.sleeping.store(AWAKE, Ordering::SeqCst);
+        sleep(&inner, &at, gap);
     }
     // Shutdown (`domain::Handle::drop`) drains what is left after joining
     // us; hand it our own batches.
     if let Some(r) = this_thread::existing_main(&inner) {
         reclaim::push_own(&inner, r);
     }
+}
+
+/// Whether the queue holds a backlog to take at once: at least four
+/// batches' worth of sealed callbacks (offloaded or stolen ones; exited
+/// threads' open batches and hooks are not counted, they wait for the
+/// next pass).
+fn urgent(inner: &Inner) -> bool {
+    // Relaxed: a hint.
+    inner.pending.load(Ordering::Relaxed) >= inner.config.batch_size.saturating_mul(4)
+}
+
+/// Whether something last done at `last` (`None`: never) is due again
+/// after `every`.
+fn due(last: Option<Instant>, every: Duration) -> bool {
+    last.map_or(true, |t| t.elapsed() >= every)
+}
+
+/// One sleep of the reclaimer (module docs): publish the state, re-check,
+/// sleep on the doorbell.
+fn sleep(inner: &Inner, at: &Clocks, gap: Duration) {
+    let flush = inner.config.flush_latency;
+    let poll = gap.max(flush);
+    let watch = || {
+        // SeqCst: our side of the store-buffering pairs (module docs).
+        inner.held.load(Ordering::SeqCst) > 0
+            || !inner.queue.is_empty()
+            || (inner.config.exit_poll.is_some() && inner.armed_exits.load(Ordering::SeqCst) > 0)
+    };
+    let recent = at.busy.elapsed() < poll * 2;
+    let state = if recent || watch() { POLLING } else { PARKED };
+    // SeqCst: store-buffering pair with publishers (module docs).
+    inner.sleeping.store(state, Ordering::SeqCst);
+    let queued = !inner.queue.is_empty();
+    let changed = inner.shut_down.load(Ordering::SeqCst)
+        || inner.gp.wanted()
+        || (queued && (urgent(inner) || due(at.pass, gap)))
+        || (state == PARKED && watch());
+    if !changed {
+        let timeout = (state == POLLING).then(|| {
+            // Until the next poll, or (busy lately) until it may park.
+            let mut t = if recent {
+                (poll * 2).saturating_sub(at.busy.elapsed())
+            } else {
+                poll
+            };
+            // Relaxed: hints for the timeout.
+            if inner.held.load(Ordering::Relaxed) > 0 {
+                t = t.min(flush.saturating_sub(at.steal.elapsed()));
+            }
+            if queued {
+                let since = at.pass.map_or(gap, |p| p.elapsed());
+                t = t.min(gap.saturating_sub(since));
+            }
+            if at.gp.is_some_and(|g| g.elapsed() < GP_ACTIVE) {
+                t = t.min(inner.gp.first_check_delay());
+            }
+            t.max(Duration::from_micros(20))
+        });
+        inner.doorbell.sleep(timeout);
+    }
+    // SeqCst: back to `AWAKE` in the same total order as the pair above,
+    // so a publisher that loads `AWAKE` does not wake us while our loop is
+    // about to see its work anyway.
+    inner.sleeping.store(AWAKE, Ordering::SeqCst);
 }

@@ -172,6 +172,84 @@ fn callbacks_deferred_inside_a_reader_section_run_after_it() {
     assert_eq!(deferred_then_idle(&d, 10, true), 10, "{:?}", d.stats());
 }
 
+/// The usual pattern: every `defer` inside a short `Reader` section (the
+/// object was unlinked there). The thread must run its own ready batches
+/// from those `defer`s (v2 ran them only outside every section, and a
+/// `Reader` guard's exit runs nothing: everything waited for `barrier`).
+#[test]
+fn a_thread_that_defers_only_inside_reader_sections_runs_its_own_batches() {
+    // No idle steal (a descheduled test thread would look idle).
+    let d = Domain::builder()
+        .batch_size(16)
+        .flush_latency(Duration::from_secs(3600))
+        .build();
+    let mut reader = d.reader();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let mut deferred = 0;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    // Until some of our batches ran here (a grace period has to pass: the
+    // reclaimer's, or one this thread polls along), or 20 s.
+    while d.stats().batches_run_locally == 0 && std::time::Instant::now() < deadline {
+        for _ in 0..1000 {
+            let _guard = reader.read();
+            let ran = ran.clone();
+            d.defer(move || {
+                ran.fetch_add(1, Ordering::Relaxed);
+            });
+            deferred += 1;
+        }
+    }
+    let s = d.stats();
+    assert!(s.batches_run_locally > 0, "{deferred} deferred: {s:?}");
+    assert_eq!(
+        s.stolen_batches, 0,
+        "an active owner keeps its batches: {s:?}"
+    );
+    assert!(
+        ran.load(Ordering::Relaxed) > 0,
+        "callbacks ran before any barrier: {s:?}"
+    );
+    drop(reader);
+    d.barrier();
+    assert_eq!(ran.load(Ordering::Relaxed), deferred);
+}
+
+/// A callback that waits for a grace period, run by its thread inside a
+/// read section (where ready batches run too), panics instead of waiting
+/// for that section: caught and counted, the other callbacks still run.
+#[test]
+fn a_callback_that_waits_inside_its_threads_read_section_panics_and_is_counted() {
+    // No idle steal: the reclaimer must not take the batch and run it
+    // outside any section.
+    let d = Domain::builder()
+        .batch_size(1)
+        .flush_latency(Duration::from_secs(3600))
+        .build();
+    let waiter = d.clone();
+    d.defer(move || waiter.synchronize());
+    let mut reader = d.reader();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    while d.stats().callbacks_run == 0 && std::time::Instant::now() < deadline {
+        let _guard = reader.read();
+        let ran = ran.clone();
+        d.defer(move || {
+            ran.fetch_add(1, Ordering::Relaxed);
+        });
+    }
+    std::panic::set_hook(hook);
+    let s = d.stats();
+    assert!(s.callbacks_run > 0, "{s:?}");
+    assert_eq!(
+        s.callbacks_panicked, 1,
+        "synchronize inside the section: {s:?}"
+    );
+    drop(reader);
+    d.barrier();
+}
+
 #[test]
 fn dropping_the_domain_runs_everything_pending() {
     for (name, d) in domains() {
