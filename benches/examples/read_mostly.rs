@@ -241,14 +241,13 @@ fn build(name: &str) -> Result<Arc<dyn Bench>, String> {
             cell: crossbeam_epoch::Atomic::new(Config::new(1)),
         }),
         "seize" => {
-            let batch = match std::env::var("SEIZE_BATCH") {
-                Err(_) => 256,
-                Ok(v) => v
-                    .parse::<usize>()
-                    .ok()
-                    .filter(|&n| n > 0)
-                    .ok_or_else(|| format!("SEIZE_BATCH must be a positive integer, got '{v}'"))?,
-            };
+            let batch =
+                match std::env::var("SEIZE_BATCH") {
+                    Err(_) => 256,
+                    Ok(v) => v.parse::<usize>().ok().filter(|&n| n > 0).ok_or_else(|| {
+                        format!("SEIZE_BATCH must be a positive integer, got '{v}'")
+                    })?,
+                };
             Arc::new(Seize {
                 collector: seize::Collector::new().batch_size(batch),
                 cell: AtomicPtr::new(Box::into_raw(Box::new(Config::new(1)))),
@@ -300,7 +299,8 @@ fn main() -> ExitCode {
     let bad = Arc::new(AtomicU64::new(0));
     let reader_threads: Vec<_> = (0..readers)
         .map(|_| {
-            let (bench, stop, start, bad) = (bench.clone(), stop.clone(), start.clone(), bad.clone());
+            let (bench, stop, start, bad) =
+                (bench.clone(), stop.clone(), start.clone(), bad.clone());
             thread::spawn(move || {
                 start.wait();
                 let (reads, b) = bench.read_loop(&stop);
@@ -322,7 +322,10 @@ fn main() -> ExitCode {
     thread::sleep(Duration::from_secs_f64(secs));
     // Relaxed: the threads' results come back through `join`.
     stop.store(true, Ordering::Relaxed);
-    let reads: u64 = reader_threads.into_iter().map(|h| h.join().expect("reader")).sum();
+    let reads: u64 = reader_threads
+        .into_iter()
+        .map(|h| h.join().expect("reader"))
+        .sum();
     let writes = writer.join().expect("writer");
     let elapsed = t0.elapsed().as_secs_f64();
     drop(bench);
