@@ -153,6 +153,13 @@ impl Orphan {
     /// and gives the count back. Call it after the last use of the record.
     #[cold]
     pub(crate) fn release(self) {
+        // SAFETY: as below: the count we hold keeps the domain alive.
+        if unsafe { &*self.0 }.forked() {
+            // A fork() child (a guard held across the fork, or the child's
+            // exit): the queue is the parent's, which runs it; the count
+            // stays with the parent's copy of the domain (`fork`).
+            return;
+        }
         {
             // SAFETY: the count we hold keeps the domain alive until the
             // decrement below; this reference ends before it.

@@ -98,6 +98,12 @@ impl Drop for ExitTrigger {
                 let r = unsafe { &*p };
                 s.main.set(r.thread_next.get());
                 r.thread_next.set(ptr::null());
+                // SAFETY: as above: the domain is alive.
+                if unsafe { r.domain() }.forked() {
+                    // A fork() child exiting: the records and their work
+                    // are the parent's (`fork`); leave them.
+                    continue;
+                }
                 // SAFETY: our record, just unlinked: retired once.
                 let orphan = unsafe { exit::retire(r) };
                 if r.flags.get() & RETIRED != 0 {
