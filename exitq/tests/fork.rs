@@ -149,6 +149,48 @@ fn domain_entry_points_refuse_in_a_forked_child() {
     d.barrier();
 }
 
+/// Issue 25, sixth case: a `Pool` built in the parent refuses in the child
+/// (its workers do not exist there), and dropping it returns. Before:
+/// `execute` queued a job no worker would run, and `shutdown` hung.
+#[test]
+fn a_parents_pool_refuses_in_a_forked_child() {
+    use exitq::pool::Pool;
+    let pool = Pool::builder().min_workers(1).build().expect("pool");
+    let (tx, rx) = mpsc::channel();
+    assert!(pool.execute(move || tx.send(()).unwrap()).is_ok());
+    rx.recv().unwrap();
+    let code = fork_child(LIMIT, || {
+        let checks: [&dyn Fn(); 5] = [
+            &|| drop(pool.execute(|| ())),
+            &|| drop(pool.spawn(|| ())),
+            &|| pool.scope(|s| s.execute(|| ())),
+            &|| drop(pool.shutdown_now()),
+            &|| {
+                pool.shutdown();
+            },
+        ];
+        let mut refused = 0;
+        for (i, f) in checks.iter().enumerate() {
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err() {
+                refused |= 1 << i;
+            }
+        }
+        refused
+    });
+    assert_eq!(
+        code, 0b1_1111,
+        "every pool entry point refused in the child (bit per check)"
+    );
+    // And dropping it in a child returns (it is left alone).
+    assert_eq!(
+        fork_child(LIMIT, move || {
+            drop(pool);
+            0
+        }),
+        0
+    );
+}
+
 /// In the child of `fork()`, a pool built on the shared domain gets a
 /// domain of its own (the parent's is unusable there) and runs its jobs.
 #[test]

@@ -110,6 +110,7 @@ pub(super) fn run<'env, F, T>(inner: &Arc<Inner>, f: F) -> T
 where
     F: for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> T,
 {
+    inner.check_fork();
     let scope = Scope {
         inner,
         state: Arc::new(ScopeState {
@@ -145,6 +146,9 @@ where
 fn wait_all(inner: &Inner, state: &ScopeState) {
     // Acquire pairs with the AcqRel decrement in `job_done`.
     while state.pending.load(Ordering::Acquire) != 0 {
+        // A scope entered before a fork() and waited for in the child: its
+        // jobs ran on the parent's workers, which do not exist here.
+        inner.check_fork();
         if let Some(job) = inner.queue.pop() {
             inner.run_on_caller(job);
             continue;
