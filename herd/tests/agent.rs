@@ -211,13 +211,12 @@ fn repetitions_run_in_child_processes_and_print_a_runset() {
 /// under `taskset -c 1` that is CPU 1, not CPU 0 (which `0..count` gave).
 #[test]
 fn system_scope_counts_on_the_usable_cpus() {
-    if let Some(why) = common::perf_skip_reason() {
-        eprintln!("SKIPPED: {why}");
+    if !common::perf_usable() {
         return;
     }
     let online = herd::host::online_cpus();
     let Some(&last) = online.last().filter(|_| online.len() > 1) else {
-        eprintln!("SKIPPED: needs 2 online CPUs to pin to one that is not CPU 0");
+        common::skip("needs 2 online CPUs to pin to one that is not CPU 0");
         return;
     };
     if std::process::Command::new("taskset")
@@ -225,7 +224,7 @@ fn system_scope_counts_on_the_usable_cpus() {
         .output()
         .is_err()
     {
-        eprintln!("SKIPPED: taskset (util-linux) is not installed");
+        common::skip("taskset (util-linux) is not installed");
         return;
     }
     let exe = assert_cmd::cargo::cargo_bin("herd");

@@ -21,8 +21,8 @@ const QUICK: &[&str] = &[
     "--no-perf",
 ];
 
-/// Runs `herd membarrier QUICK extra --json`; None (after a loud SKIPPED) if
-/// this kernel has no PRIVATE_EXPEDITED membarrier.
+/// Runs `herd membarrier QUICK extra --json`; None (after [`common::skip`])
+/// if this kernel has no PRIVATE_EXPEDITED membarrier.
 fn run_json(extra: &[&str]) -> Option<RunResult> {
     let out = herd()
         .args(QUICK)
@@ -32,7 +32,7 @@ fn run_json(extra: &[&str]) -> Option<RunResult> {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     if !out.status.success() && stderr.contains("membarrier(2)") {
-        eprintln!("SKIPPED: this kernel has no usable membarrier: {stderr}");
+        common::skip(&format!("this kernel has no usable membarrier: {stderr}"));
         return None;
     }
     assert!(out.status.success(), "herd failed: {stderr}");

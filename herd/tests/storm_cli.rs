@@ -434,7 +434,9 @@ fn leak_hits_max_map_count_and_says_so() {
         .parse()
         .unwrap();
     if max > 200_000 {
-        eprintln!("SKIPPED: vm.max_map_count = {max} is too large to exhaust quickly");
+        common::skip(&format!(
+            "vm.max_map_count = {max} is too large to exhaust quickly"
+        ));
         return;
     }
     let per_wave = 1000u64;
@@ -524,7 +526,7 @@ fn as_nobody_with_nproc(nproc: u64, args: &[&str]) -> std::process::Output {
 #[test]
 fn rlimit_nproc_is_predicted_and_named() {
     if !is_root() {
-        eprintln!("SKIPPED: needs root to run herd as an unprivileged user with a low RLIMIT_NPROC (CI runs as root)");
+        common::skip("needs root to run herd as an unprivileged user with a low RLIMIT_NPROC (CI runs as root)");
         return;
     }
     let args = [
@@ -682,7 +684,9 @@ fn futex_hash_mode_is_set_and_reported() {
     if probe.status.code() == Some(3) {
         let err = String::from_utf8_lossy(&probe.stderr);
         assert!(err.contains("per-process futex hash"), "{err}");
-        eprintln!("SKIP futex_hash_mode_is_set_and_reported: {err}");
+        common::skip(&format!(
+            "futex_hash_mode_is_set_and_reported: no per-process futex hash in this kernel (6.17+): {err}"
+        ));
         return;
     }
     let r: Value = success_json(&probe);
