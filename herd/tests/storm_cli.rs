@@ -158,18 +158,16 @@ fn json_document_is_complete() {
     assert_eq!(r["config"]["waves"], 3);
     assert_eq!(r["config"]["reap"], "join");
     assert!(!r["host"]["online_cpus"].as_array().unwrap().is_empty());
-    for m in [
-        "wall_s",
-        "user_s",
-        "sys_s",
-        "ctx_voluntary",
-        "create_rate",
-        "create_p99_us",
-        "start_p90_us",
-        "peak_rss_kib",
-    ] {
-        assert!(metric(&r, m) >= 0.0, "{m}");
+    // Every headline metric is there (`metric` fails on a missing one),
+    // with values that hold for any run of 12 threads.
+    for m in ["wall_s", "create_rate", "peak_rss_kib"] {
+        assert!(metric(&r, m) > 0.0, "{m}");
     }
+    for m in ["user_s", "sys_s", "ctx_voluntary"] {
+        assert!(metric(&r, m).is_finite(), "{m}");
+    }
+    assert!(metric(&r, "create_p50_us") <= metric(&r, "create_p99_us"));
+    assert!(metric(&r, "start_p50_us") <= metric(&r, "start_p90_us"));
     // Exit latency is split by path (stopped asleep, asked mid-spin, ended
     // on its own); which paths the 12 threads took depends on the
     // scheduler, so check each path's metric against its own count.
