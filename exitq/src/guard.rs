@@ -16,8 +16,7 @@ use std::marker::PhantomData;
 use crate::exit;
 use crate::grace;
 use crate::inner::Inner;
-use crate::local;
-use crate::record::{Record, RETIRED, RUN_PENDING, TEMPORARY};
+use crate::record::{Record, RETIRED, TEMPORARY};
 use crate::sync::AtomicU64;
 use crate::thread as this_thread;
 
@@ -67,9 +66,9 @@ impl Drop for Guard<'_> {
 }
 
 /// The outermost exit of a section whose record has `flags` set: a
-/// temporary record or a retired main record is released; ready batches
-/// waiting for the section's end run.
-/// (A `Reader`'s guard never gets here: its exit is one store.)
+/// temporary record or a retired main record is released. (Nothing runs
+/// here: ready batches run from `defer`, also inside sections, see
+/// local.rs; a `Reader`'s guard never gets here, its exit is one store.)
 ///
 /// The caller's guard kept the domain alive until now (it borrows a
 /// handle).
@@ -77,19 +76,12 @@ impl Drop for Guard<'_> {
 #[must_use]
 fn section_ended(r: &Record) -> Option<exit::Orphan> {
     let flags = r.flags.get();
-    if flags & (TEMPORARY | RETIRED) != 0 {
-        this_thread::unlink_aux(r);
-        if flags & RETIRED != 0 {
-            return exit::release_main(r);
-        }
-        r.release();
-        return None;
+    debug_assert!(flags & (TEMPORARY | RETIRED) != 0, "flags {flags}");
+    this_thread::unlink_aux(r);
+    if flags & RETIRED != 0 {
+        return exit::release_main(r);
     }
-    r.flags.set(flags & !RUN_PENDING);
-    // SAFETY: the record is in use by this thread (its section just
-    // ended), and the caller's guard kept a handle of the domain alive.
-    let inner = unsafe { r.domain() };
-    local::section_ended(inner);
+    r.release();
     None
 }
 

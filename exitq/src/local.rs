@@ -40,9 +40,11 @@
 //! Never inside one of the domain's callbacks (a callback that defers does
 //! not run batches recursively), and never waiting: a wait for a grace
 //! period (the inline reclaimer's, a backlog's) happens only outside
-//! every section. What is still waiting when a `Domain::read` or temporary
-//! guard's outermost exit comes runs there if ready by then
-//! (`RUN_PENDING`); a `Reader`'s guard exit stays one store.
+//! every section. A guard's exit runs nothing (v2's `Domain::read` guards
+//! ran what waited for their end, `RUN_PENDING`; with batches run inside
+//! sections that bought little, and a `Reader`'s exit never could): what
+//! becomes ready after the thread's last seal runs at its next seal or
+//! flush, or, should the thread go idle, by the reclaimer's idle steal.
 //!
 //! What the thread does not run, the reclaimer does: batches of threads
 //! that exited (pushed at exit), that went idle or left ready batches
@@ -67,7 +69,7 @@ use crate::handshake;
 use crate::inner::Inner;
 use crate::llist::{Chain, Node};
 use crate::reclaim;
-use crate::record::{Kind, Local, Record, RUN_PENDING};
+use crate::record::{Local, Record};
 use crate::run;
 use crate::stats::Counters;
 use crate::sync::Ordering;
@@ -128,6 +130,9 @@ pub(crate) fn defer(inner: &Inner, r: &Record, d: Deferred) {
 
 #[cold]
 fn defer_contended(inner: &Inner, r: &Record, d: Deferred) {
+    // In a fork() child the stealer that marked the record does not exist:
+    // refuse rather than wait for it forever.
+    inner.check_fork();
     // A stealer is taking our batches: wait for it (it only moves a few
     // pointers), then retry.
     handshake::wait_for_stealer(&r.steal);
@@ -365,16 +370,6 @@ fn finish(inner: &Inner, r: &Record, after: &mut After, allowed: bool) {
     if after.pending > inner.config.backlog_limit {
         relieve_backlog(inner, r, allowed);
     }
-    if allowed && waits {
-        // Inside a read section, what waits runs at its end if ready by
-        // then (not a `Reader`'s, whose exit is one store; see the module
-        // docs).
-        thread::open_sections(inner, |s| {
-            if s.kind.get() != Kind::Reader {
-                s.flags.set(s.flags.get() | RUN_PENDING);
-            }
-        });
-    }
 }
 
 /// Keeps an emptied batch node as the record's spare, or in the pool.
@@ -426,15 +421,6 @@ pub(crate) fn flush(inner: &Inner, r: &Record) {
     finish(inner, r, &mut after, allowed);
     if inner.config.reclaimer == Reclaimer::Inline && !inner.queue.is_empty() && may_wait(inner) {
         reclaim::reclaim_pass(inner);
-    }
-}
-
-/// The end of a read section that had `RUN_PENDING` set: if the thread is
-/// now outside every section of the domain, run what is ready.
-#[cold]
-pub(crate) fn section_ended(inner: &Inner) {
-    if let Some(r) = thread::existing_main(inner) {
-        run_ready(inner, r);
     }
 }
 
