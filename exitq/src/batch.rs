@@ -127,6 +127,33 @@ pub(crate) struct Batch {
     /// pushed at thread exit, where only one compare-and-swap is allowed,
     /// keeps its counts: whoever runs it settles them.
     pub(crate) in_held: bool,
+    /// The drain cursor ([`Batch::take_some`]): the word where the run of
+    /// the next callback starts, how many of that run's callbacks were
+    /// taken, and how many callbacks were taken in all. [`Batch::run`]
+    /// resumes there.
+    at: usize,
+    in_run: usize,
+    taken: usize,
+}
+
+/// One callback taken out of a batch: its entry point and its words,
+/// moved out of the batch memory (which may then be run, stolen or reused
+/// by others). It must be [`run`](Item::run) (dropping it leaks the
+/// closure).
+pub(crate) struct Item {
+    call: Call,
+    data: MaybeUninit<[usize; INLINE_WORDS]>,
+}
+
+impl Item {
+    /// Runs the callback, consuming it (also if it panics).
+    #[inline]
+    pub(crate) fn run(mut self) {
+        // SAFETY: `data` holds the closure's words, moved out of the batch
+        // by `take_some` and not consumed since (an `Item` runs once: `run`
+        // takes it by value); `call` is its entry point.
+        unsafe { (self.call)(self.data.as_mut_ptr().cast::<usize>()) }
+    }
 }
 
 impl Batch {
@@ -150,15 +177,62 @@ impl Batch {
             wait_gp: 0,
             in_pending: false,
             in_held: false,
+            at: 0,
+            in_run: 0,
+            taken: 0,
         }
     }
 
-    /// Runs every callback once, each under `catch_unwind`; returns
-    /// (callbacks run, of which panicked) and leaves the batch empty.
+    /// Moves up to `max` callbacks, oldest first, out of the sealed batch
+    /// into `out`, advancing the drain cursor; returns how many. Each is
+    /// then the caller's to run (`Item::run`), whatever happens to the
+    /// batch meanwhile.
+    pub(crate) fn take_some(&mut self, max: usize, mut out: impl FnMut(Item)) -> usize {
+        let base = self.buf.as_mut_ptr().cast::<usize>();
+        let mut n = 0;
+        while n < max && self.at < self.used {
+            // SAFETY: `at` is the start of a run (the encoding written by
+            // `OpenBatch`): its entry point, then its count word.
+            let call: Call = unsafe { ptr::read(base.add(self.at).cast::<Call>()) };
+            // SAFETY: as above.
+            let header = unsafe { *base.add(self.at + 1) };
+            let (count, words) = (header >> 2, header & 3);
+            if self.in_run == count {
+                self.at += 2 + count * words;
+                self.in_run = 0;
+                continue;
+            }
+            let mut data = MaybeUninit::<[usize; INLINE_WORDS]>::uninit();
+            // SAFETY: closure `in_run` of this run, not yet taken (the
+            // cursor moves past it now, so it is moved out exactly once);
+            // `words` words, at most `INLINE_WORDS`, into `data`.
+            unsafe {
+                let item = base.add(self.at + 2 + self.in_run * words);
+                copy_words(item, data.as_mut_ptr().cast::<usize>(), words);
+            }
+            self.in_run += 1;
+            self.taken += 1;
+            n += 1;
+            out(Item { call, data });
+        }
+        n
+    }
+
+    /// Whether every callback was taken out (`take_some`).
+    #[inline]
+    pub(crate) fn drained(&self) -> bool {
+        self.taken == self.len
+    }
+
+    /// Runs every callback not taken out yet once (from the drain cursor
+    /// on), each under `catch_unwind`; returns (the batch's callbacks, run
+    /// here or taken out before, of which panicked here) and leaves the
+    /// batch empty.
     pub(crate) fn run(&mut self) -> (u64, u64) {
         let base = self.buf.as_mut_ptr().cast::<usize>();
-        let (mut ran, mut panicked) = (0u64, 0u64);
-        let mut at = 0;
+        let (mut ran, mut panicked) = (self.taken as u64, 0u64);
+        let mut at = self.at;
+        let mut resume = self.in_run;
         while at < self.used {
             // SAFETY: `at` is the start of a run (the encoding written by
             // `OpenBatch`): its entry point, then its count word.
@@ -168,7 +242,9 @@ impl Batch {
             let (count, words) = (header >> 2, header & 3);
             // SAFETY: the run's closures follow its header.
             let data = unsafe { base.add(at + 2) };
-            let mut next = 0;
+            // The first run may have been drained in part.
+            let mut next = std::mem::take(&mut resume);
+            ran -= next as u64;
             while next < count {
                 // Several closures per `catch_unwind`; after a panic, resume
                 // after the closure that panicked (`next` already moved on).
@@ -202,6 +278,9 @@ impl Batch {
         self.used = 0;
         self.len = 0;
         self.sealed_len = 0;
+        self.at = 0;
+        self.in_run = 0;
+        self.taken = 0;
     }
 }
 
@@ -215,8 +294,12 @@ pub(crate) struct OpenBatch {
     run_call: usize,
     /// Words per closure of the open run.
     run_words: usize,
-    /// Callbacks the batch may still take (0 when none is open).
+    /// Callbacks the batch may take before `defer` takes its slow path
+    /// (0 when none is open): all it may still take, or fewer while a
+    /// drain tick is armed ([`OpenBatch::tick`]).
     left: usize,
+    /// Callbacks the batch may take beyond `left` (a drain tick's).
+    reserve: usize,
     /// Next free word, and the end of the batch memory.
     cur: *mut usize,
     end: *mut usize,
@@ -234,6 +317,7 @@ impl OpenBatch {
             run_call: 0,
             run_words: 0,
             left: 0,
+            reserve: 0,
             cur: ptr::null_mut(),
             end: ptr::null_mut(),
             run_header: ptr::null_mut(),
@@ -307,10 +391,35 @@ impl OpenBatch {
         }
     }
 
-    /// Callbacks the open batch may still take (0 when none is open).
+    /// Callbacks the open batch may take before the next slow path (0
+    /// when none is open, or when a drain tick is due).
     #[inline(always)]
     pub(crate) fn left(&self) -> usize {
         self.left
+    }
+
+    /// Arms a drain tick: `defer` takes its slow path after at most
+    /// `every` more callbacks, even if the batch has room for more (the
+    /// owner then drains a few ready callbacks, `local.rs`). Costs the
+    /// fast path nothing: it already counts `left` down.
+    pub(crate) fn tick(&mut self, every: usize) {
+        self.set_left((self.left + self.reserve).min(every));
+    }
+
+    /// Disarms the drain tick: `left` is all the batch may take again.
+    pub(crate) fn untick(&mut self) {
+        self.set_left(self.left + self.reserve);
+    }
+
+    /// Sets `left` out of the batch's room (`left + reserve`), keeping the
+    /// open run's count right (it is `run_left - left`).
+    fn set_left(&mut self, left: usize) {
+        let total = self.left + self.reserve;
+        debug_assert!(left <= total);
+        // (Wrapping: without an open run `run_left` is stale and unused.)
+        self.run_left = self.run_left.wrapping_add(left).wrapping_sub(self.left);
+        self.left = left;
+        self.reserve = total - left;
     }
 
     /// Opens `node` (an empty batch) for `batch_size` callbacks; `held`:
@@ -327,6 +436,7 @@ impl OpenBatch {
         self.cur = range.start.cast::<usize>();
         self.end = range.end.cast::<usize>();
         self.left = batch_size;
+        self.reserve = 0;
         self.opened_with = batch_size;
         self.run_call = 0;
         self.node = Some(node);
@@ -341,7 +451,7 @@ impl OpenBatch {
         };
         let start = b.buf.as_mut_ptr().cast::<usize>();
         b.used = (self.cur as usize - start as usize) / mem::size_of::<usize>();
-        b.len = self.opened_with - self.left;
+        b.len = self.opened_with - self.left - self.reserve;
         b.sealed_len = b.len;
         *self = OpenBatch::new();
         Some(node)
@@ -394,204 +504,4 @@ pub(crate) fn drop_payload(payload: Box<dyn Any + Send>) {
 /// The batch encoding on its own (no threads, so miri runs it too:
 /// `scripts/test.d/30-miri.sh`).
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::{Arc, Mutex};
-
-    fn open(batch_size: usize) -> OpenBatch {
-        let mut open = OpenBatch::new();
-        open.open(
-            Node::new(Work::Batch(Batch::new(batch_size))),
-            batch_size,
-            false,
-        );
-        open
-    }
-
-    /// Appends `f` as `defer` does: the fast path, else a new run. A
-    /// closure the batch refuses is handed back intact: it runs here.
-    fn push<F: FnOnce() + Send + 'static>(open: &mut OpenBatch, f: F) -> bool {
-        let refused = match open.try_push(Deferred::new(f), words_of::<F>()) {
-            Ok(()) => return true,
-            Err(d) => match open.push_new_run(d) {
-                Ok(()) => return true,
-                Err(d) => d,
-            },
-        };
-        let mut data = refused.data;
-        // SAFETY: `refused` holds an unconsumed closure for `call`.
-        unsafe { (refused.call)(data.as_mut_ptr().cast::<usize>()) };
-        false
-    }
-
-    fn run(open: &mut OpenBatch) -> (usize, u64, u64) {
-        let mut node = open.take().expect("a batch is open");
-        let Work::Batch(b) = &mut node.value else {
-            unreachable!()
-        };
-        let len = b.len;
-        let (ran, panicked) = b.run();
-        assert_eq!((b.len, b.used), (0, 0), "a run batch is empty");
-        (len, ran, panicked)
-    }
-
-    #[test]
-    fn closure_sizes_and_types_mixed_each_run_once_in_order() {
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let mut b = open(64);
-        let mut expected = Vec::new();
-        for i in 0..40usize {
-            let log = log.clone();
-            let ok = match i % 6 {
-                // Two words: an Arc and an index.
-                0 | 1 => push(&mut b, move || log.lock().unwrap().push(i)),
-                // Three words, one of them a heap string (drop checked by miri).
-                2 => {
-                    let s = format!("{i}");
-                    push(&mut b, move || {
-                        log.lock().unwrap().push(s.parse::<usize>().unwrap())
-                    })
-                }
-                // Larger than three words: boxed.
-                3 => {
-                    let big = [i; 8];
-                    push(&mut b, move || log.lock().unwrap().push(big[7]))
-                }
-                // 12 bytes: two words, the second one half padding.
-                4 => {
-                    let (a, c) = (i as u32, i as u64);
-                    let log2 = log.clone();
-                    drop(log);
-                    push(&mut b, move || {
-                        assert_eq!(u64::from(a), c);
-                        log2.lock().unwrap().push(a as usize)
-                    })
-                }
-                _ => push(&mut b, move || log.lock().unwrap().push(i)),
-            };
-            assert!(ok, "item {i} fits (64 callbacks, 194 words)");
-            expected.push(i);
-        }
-        let (len, ran, panicked) = run(&mut b);
-        assert_eq!((len, ran, panicked), (40, 40, 0));
-        assert_eq!(*log.lock().unwrap(), expected);
-        assert_eq!(Arc::strong_count(&log), 1, "every closure was consumed");
-    }
-
-    #[test]
-    fn zero_sized_closures_take_no_batch_memory() {
-        static RAN: AtomicUsize = AtomicUsize::new(0);
-        let mut b = open(300);
-        let start = b.cur;
-        for _ in 0..300 {
-            assert!(push(&mut b, || {
-                RAN.fetch_add(1, Ordering::Relaxed);
-            }));
-        }
-        // Miri gives each use of a function pointer its own address (they
-        // are not guaranteed unique), so every closure opens a run there.
-        if !cfg!(miri) {
-            assert_eq!(b.cur, start.wrapping_add(2), "one run header, no items");
-        }
-        assert_eq!(b.left, 0, "full at batch_size");
-        assert!(
-            !push(&mut b, || {
-                RAN.fetch_add(1000, Ordering::Relaxed);
-            }),
-            "a full batch takes nothing more"
-        );
-        assert_eq!(RAN.load(Ordering::Relaxed), 1000);
-        assert_eq!(run(&mut b), (300, 300, 0));
-        assert_eq!(RAN.load(Ordering::Relaxed), 1300);
-    }
-
-    #[test]
-    fn one_word_closures_of_one_type_take_one_word_each() {
-        let n = Arc::new(AtomicUsize::new(0));
-        let mut b = open(256);
-        let start = b.cur;
-        for _ in 0..256 {
-            let n = n.clone();
-            assert!(push(&mut b, move || {
-                n.fetch_add(1, Ordering::Relaxed);
-            }));
-        }
-        if !cfg!(miri) {
-            // (Under miri each closure opens a run: see above.)
-            assert_eq!(b.cur, start.wrapping_add(2 + 256), "an Arc is one word");
-        }
-        assert_eq!(run(&mut b), (256, 256, 0));
-        assert_eq!(n.load(Ordering::Relaxed), 256);
-        assert_eq!(Arc::strong_count(&n), 1);
-    }
-
-    #[test]
-    fn alternating_large_types_fill_the_memory_before_the_count() {
-        // 4 callbacks: 14 words. Runs of one 3-word closure take 5 words,
-        // so a third alternating run does not fit.
-        let ran = Arc::new(AtomicUsize::new(0));
-        let mut b = open(4);
-        let r1 = ran.clone();
-        let x = [1usize, 2];
-        assert!(push(&mut b, move || {
-            r1.fetch_add(x[0], Ordering::Relaxed);
-        }));
-        let r2 = ran.clone();
-        // Different code (not merged with the first closure's by LLVM's
-        // function merging, which would let them share a run).
-        let y = [20u64, 10];
-        assert!(push(&mut b, move || {
-            r2.fetch_add(y[1] as usize, Ordering::Relaxed);
-        }));
-        let r3 = ran.clone();
-        let z = [100u32, 0, 0, 0];
-        assert!(!push(&mut b, move || {
-            r3.fetch_add(z[0] as usize, Ordering::Relaxed);
-        }));
-        assert_eq!(
-            ran.load(Ordering::Relaxed),
-            100,
-            "the refused one came back"
-        );
-        assert_eq!(run(&mut b), (2, 2, 0));
-        assert_eq!(ran.load(Ordering::Relaxed), 111);
-        assert_eq!(Arc::strong_count(&ran), 1);
-    }
-
-    #[test]
-    fn a_panic_skips_only_the_closure_that_panicked() {
-        let ran = Arc::new(AtomicUsize::new(0));
-        let mut b = open(32);
-        for i in 0..20usize {
-            let ran = ran.clone();
-            assert!(push(&mut b, move || {
-                ran.fetch_add(1, Ordering::Relaxed);
-                if i % 7 == 3 {
-                    panic!("callback {i} panics (expected by the test)");
-                }
-            }));
-        }
-        let hook = std::panic::take_hook();
-        std::panic::set_hook(Box::new(|_| {}));
-        let result = run(&mut b);
-        std::panic::set_hook(hook);
-        assert_eq!(result, (20, 20, 3), "items 3, 10, 17 panic");
-        assert_eq!(ran.load(Ordering::Relaxed), 20, "each ran exactly once");
-        assert_eq!(Arc::strong_count(&ran), 1);
-    }
-
-    #[test]
-    fn batch_size_one_holds_the_largest_inline_closure() {
-        let mut b = open(1);
-        let ran = Arc::new(AtomicUsize::new(0));
-        let r = ran.clone();
-        let pad = [7u8; 16];
-        assert!(push(&mut b, move || {
-            r.fetch_add(usize::from(pad[15]), Ordering::Relaxed);
-        }));
-        assert_eq!(b.left, 0);
-        assert_eq!(run(&mut b), (1, 1, 0));
-        assert_eq!(ran.load(Ordering::Relaxed), 7);
-    }
-}
+mod tests;

@@ -93,7 +93,7 @@ pub(crate) unsafe fn retire(r: &Record) -> Option<Orphan> {
     // SAFETY: `exits` is owner-only and we are the owner.
     let mut chain: Chain<Work> = mem::take(unsafe { &mut *r.exits.get() });
     r.with_local(inner.gp.hot.fences, |local| {
-        let mut work = mem::take(&mut local.sealed);
+        let mut work = local.take_queued();
         if let Some(open) = local.open.take() {
             // Keeps its counts: the runner settles them (`run`).
             work.push_back(open);

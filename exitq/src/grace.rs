@@ -253,6 +253,12 @@ impl GracePeriods {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// How long ago the last grace period completed (or the domain was
+    /// built).
+    pub(crate) fn since_completed(&self) -> Duration {
+        self.lock().completed_at.elapsed()
+    }
+
     /// The delay before a normal grace period's first check of the readers.
     pub(crate) fn first_check_delay(&self) -> Duration {
         self.first_check_delay
@@ -449,19 +455,19 @@ impl GracePeriods {
         }
     }
 
-    /// Helps grace periods along without waiting (a thread whose sealed
-    /// batches wait, outside any read section of the domain): if one is
-    /// published and has had its first-check delay, checks the readers
-    /// once and completes it if they are all past it; if none runs, someone
-    /// waits for one and none completed for a while (four first-check
-    /// delays, at least 200 µs: the reclaimer is not getting the CPU),
-    /// starts one (one heavy barrier) and checks once.
-    /// So grace periods progress whenever a thread that needs them runs,
-    /// as crossbeam-epoch's collect-on-pin advances its epoch. True if it
-    /// completed one.
+    /// Drives grace periods without waiting, from the threads that need
+    /// them (a thread whose sealed batches wait, at each seal; possibly
+    /// inside one of its read sections): if one is published and has had
+    /// its first-check delay, checks the readers once and completes it if
+    /// they are all past it; if none runs, someone waits for one and the
+    /// last one completed at least a first-check delay ago, starts one
+    /// (one heavy barrier) and checks once. So grace periods progress as
+    /// fast as the threads that need them seal batches, with no thread in
+    /// between, as crossbeam-epoch's collect-on-pin and sdd's guards
+    /// advance their epochs; the reclaimer thread only takes over when
+    /// none completed for a while (it is not getting the CPU, or nobody
+    /// seals any more: `since_completed`). True if it completed one.
     pub(crate) fn poll(&self, registry: &Registry, stats: &Counters) -> bool {
-        // "Lagging": a few first-check delays without any completion.
-        let lagging = (self.first_check_delay * 4).max(Duration::from_micros(200));
         let _no_cancel = NoCancel::new();
         // Never wait for the lock: whoever holds it is making progress.
         let mut st = match self.state.try_lock() {
@@ -475,7 +481,7 @@ impl GracePeriods {
             }
             st.started
         } else if self.requested.load(Ordering::Relaxed) > st.completed
-            && st.completed_at.elapsed() >= lagging
+            && st.completed_at.elapsed() >= self.first_check_delay
         {
             // Relaxed (`requested`): a hint; the lock orders the rest.
             let g = self.begin(&mut st);

@@ -279,6 +279,7 @@ pub mod cell;
 mod config;
 mod domain;
 mod doorbell;
+mod drain;
 pub mod exit;
 pub mod expedite;
 mod fork;

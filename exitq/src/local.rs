@@ -65,6 +65,7 @@
 use crate::batch::{Deferred, Work};
 use crate::cancel::NoCancel;
 use crate::config::{Callbacks, Reclaimer};
+use crate::drain::{self, keep_node, Drain};
 use crate::handshake;
 use crate::inner::Inner;
 use crate::llist::{Chain, Node};
@@ -82,8 +83,10 @@ struct After {
     need_gp: u64,
     /// The grace period the oldest sealed batch still waits for (0: none).
     oldest_gp: u64,
-    /// Ready batches taken to run (`run_seq` was made odd).
+    /// Ready batches taken to run whole (`run_seq` was made odd).
     batches: Chain<Work>,
+    /// Callbacks a drain tick took (`run_seq` was made odd).
+    drain: Drain,
     /// A batch was pushed onto the domain's queue (offload).
     offloaded: bool,
     /// The backlog after sealing.
@@ -139,9 +142,9 @@ fn defer_contended(inner: &Inner, r: &Record, d: Deferred) {
     defer(inner, r, d)
 }
 
-/// `left` reached zero: the batch is full. Seal it and take what is
-/// ready. Called inside the owner section `defer` began; ends it, then
-/// `finish`es.
+/// `left` reached zero: the batch is full (seal it), or a drain tick is
+/// due. Takes what is ready and drains a tick. Called inside the owner
+/// section `defer` began; ends it, then `finish`es.
 #[inline(never)]
 fn slow_visit(inner: &Inner, r: &Record) {
     let mut after = After::default();
@@ -150,10 +153,13 @@ fn slow_visit(inner: &Inner, r: &Record) {
         // SAFETY: still inside the owner section `defer` began; this
         // borrow ends before `owner_end`.
         let local = unsafe { &mut *r.local.get() };
-        if let Some(node) = local.open.take() {
-            seal(inner, r, local, node, &mut after);
+        local.open.untick();
+        if local.open.left() == 0 {
+            if let Some(node) = local.open.take() {
+                seal(inner, r, local, node, &mut after);
+            }
         }
-        take_or_note(inner, r, local, allowed, &mut after);
+        promote_or_note(inner, r, local, allowed, &mut after);
     }
     handshake::owner_end(&r.busy);
     finish(inner, r, &mut after, allowed);
@@ -168,8 +174,12 @@ fn defer_slow(inner: &Inner, r: &Record, d: Deferred) {
     {
         // SAFETY: as in `slow_visit`.
         let local = unsafe { &mut *r.local.get() };
+        local.open.untick();
         let d = match local.open.push_new_run(d) {
             Ok(()) if local.open.left() != 0 => {
+                if allowed {
+                    drain::arm(local);
+                }
                 handshake::owner_end(&r.busy);
                 return;
             }
@@ -190,19 +200,33 @@ fn defer_slow(inner: &Inner, r: &Record, d: Deferred) {
                 seal(inner, r, local, node, &mut after);
             }
         }
-        take_or_note(inner, r, local, allowed, &mut after);
+        promote_or_note(inner, r, local, allowed, &mut after);
     }
     handshake::owner_end(&r.busy);
     finish(inner, r, &mut after, allowed);
 }
 
-/// Takes the ready batches if the thread may run them now, else notes what
+/// If the thread may run callbacks now: moves the ready sealed batches to
+/// the ready queue and drains a tick of it (`drain.rs`). Else notes what
 /// waits. Inside the owner section.
-fn take_or_note(inner: &Inner, r: &Record, local: &mut Local, allowed: bool, after: &mut After) {
+fn promote_or_note(inner: &Inner, r: &Record, local: &mut Local, allowed: bool, after: &mut After) {
     if allowed {
-        take_ready(inner, r, local, after);
+        promote(inner, r, local, after);
+        drain::take(r, local, &mut after.drain);
     } else {
         note_left(inner, local, after);
+    }
+}
+
+/// Takes every ready batch to run whole (`flush`, the backlog, the inline
+/// reclaimer): the ready queue, then the sealed batches whose grace period
+/// has completed. Inside the owner section.
+fn take_all_ready(inner: &Inner, r: &Record, local: &mut Local, after: &mut After) {
+    promote(inner, r, local, after);
+    after.batches.append(std::mem::take(&mut local.ready));
+    drain::arm(local);
+    if !after.batches.is_empty() {
+        begin_run(r);
     }
 }
 
@@ -264,19 +288,16 @@ fn seal(
     local.sealed.push_back(node);
 }
 
-/// Takes every sealed batch whose grace period has completed into
-/// `after.batches`. Inside the owner section.
-fn take_ready(inner: &Inner, r: &Record, local: &mut Local, after: &mut After) {
+/// Moves every sealed batch whose grace period has completed to the ready
+/// queue. Inside the owner section.
+fn promote(inner: &Inner, r: &Record, local: &mut Local, after: &mut After) {
     let done = inner.gp.completed();
     while let Some(Work::Batch(b)) = local.sealed.front() {
         if b.wait_gp > done {
             break;
         }
         let node = local.sealed.pop_front().expect("front exists");
-        after.batches.push_back(node);
-    }
-    if !after.batches.is_empty() {
-        begin_run(r);
+        local.ready.push_back(node);
     }
     update_sealed_hint(inner, r, local);
     note_left(inner, local, after);
@@ -293,7 +314,7 @@ fn end_run(r: &Record) {
 }
 
 fn update_sealed_hint(inner: &Inner, r: &Record, local: &Local) {
-    let epoch = if local.sealed.is_empty() {
+    let epoch = if local.sealed.is_empty() && local.ready.is_empty() {
         0
     } else {
         // Relaxed: an aging clock.
@@ -319,18 +340,17 @@ fn finish(inner: &Inner, r: &Record, after: &mut After, allowed: bool) {
         // The child of a fork(): nothing of the parent's may run here (what
         // was taken is leaked), and the section has ended, so panicking
         // leaves no `busy` set.
+        after.drain.forget();
         std::mem::forget(std::mem::take(after));
         inner.check_fork();
         unreachable!("check_fork panics in a child");
     }
-    let took = !after.batches.is_empty();
-    if took {
+    drain::run(inner, r, &mut after.drain);
+    if !after.batches.is_empty() {
         let chain = std::mem::take(&mut after.batches);
         let ran = run::run_chain(inner.id, chain, |node| keep_node(inner, r, node));
         inner.settle(&ran);
         Counters::add(&inner.stats.batches_run_locally, ran.batches);
-    }
-    if took {
         end_run(r);
     }
     let inline = inner.config.reclaimer == Reclaimer::Inline;
@@ -344,14 +364,13 @@ fn finish(inner: &Inner, r: &Record, after: &mut After, allowed: bool) {
             inner.wake_reclaimer(after.pending >= inner.config.batch_size.saturating_mul(4));
         }
     } else if after.need_gp != 0 && !inline && inner.gp.request(after.need_gp) {
-        // Someone must run that grace period: the reclaimer, woken if it
-        // sleeps (once per burst: it keeps running grace periods while
-        // asked).
-        inner.wake_reclaimer(true);
+        // Recorded for the reclaimer, which takes over if we stop driving
+        // it (below); woken only if it sleeps without a timeout.
+        inner.wake_reclaimer(false);
     }
     if allowed && waits && !inline {
-        // Our oldest batch waits: help its grace period along (without
-        // waiting) in case the reclaimer is not getting the CPU.
+        // Our oldest batch waits: drive its grace period along ourselves,
+        // without waiting (`GracePeriods::poll`).
         inner.gp.poll(&inner.registry, &inner.stats);
     }
     if inline && waits && may_wait(inner) {
@@ -372,17 +391,6 @@ fn finish(inner: &Inner, r: &Record, after: &mut After, allowed: bool) {
     }
 }
 
-/// Keeps an emptied batch node as the record's spare, or in the pool.
-fn keep_node(inner: &Inner, r: &Record, node: Box<Node<Work>>) {
-    match r.spare.take() {
-        None => r.spare.set(Some(node)),
-        Some(spare) => {
-            r.spare.set(Some(spare));
-            inner.recycle_node(node);
-        }
-    }
-}
-
 /// Runs every ready batch of the calling thread, if it may (one owner
 /// section to take them). Returns how many batches ran.
 pub(crate) fn run_ready(inner: &Inner, r: &Record) -> usize {
@@ -391,7 +399,7 @@ pub(crate) fn run_ready(inner: &Inner, r: &Record) -> usize {
     }
     let mut after = After::default();
     r.with_local(inner.gp.hot.fences, |local| {
-        take_ready(inner, r, local, &mut after)
+        take_all_ready(inner, r, local, &mut after)
     });
     let n = after.batches.len();
     if n > 0 {
@@ -413,10 +421,15 @@ pub(crate) fn flush(inner: &Inner, r: &Record) {
     let mut after = After::default();
     let allowed = may_run(inner);
     r.with_local(inner.gp.hot.fences, |local| {
+        local.open.untick();
         if let Some(node) = local.open.take() {
             seal(inner, r, local, node, &mut after);
         }
-        take_or_note(inner, r, local, allowed, &mut after);
+        if allowed {
+            take_all_ready(inner, r, local, &mut after);
+        } else {
+            note_left(inner, local, &mut after);
+        }
     });
     finish(inner, r, &mut after, allowed);
     if inner.config.reclaimer == Reclaimer::Inline && !inner.queue.is_empty() && may_wait(inner) {

@@ -121,7 +121,7 @@ pub(crate) fn steal(inner: &Inner, which: Steal) -> (usize, Vec<Running<'_>>) {
             ),
         };
         if take_sealed {
-            taken.append(std::mem::take(&mut local.sealed));
+            taken.append(local.take_queued());
             // Relaxed: a hint.
             r.active_epoch.store(0, Ordering::Relaxed);
         }
@@ -223,7 +223,7 @@ fn wait_runs(running: Vec<Running<'_>>) {
 /// the handshake, the move inside the section).
 pub(crate) fn push_own(inner: &Inner, r: &Record) {
     r.with_local(inner.gp.hot.fences, |local| {
-        let mut chain = std::mem::take(&mut local.sealed);
+        let mut chain = local.take_queued();
         if let Some(mut node) = local.open.take() {
             if let Work::Batch(b) = &mut node.value {
                 b.in_pending = true;

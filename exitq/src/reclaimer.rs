@@ -76,6 +76,9 @@ pub(crate) fn run(inner: Arc<Inner>) {
         Callbacks::Offload => Duration::ZERO,
         Callbacks::Local => inner.config.exit_poll.unwrap_or(flush),
     };
+    // How long a grace period asked for may go without progress before the
+    // reclaimer runs it.
+    let lag = lag(&inner);
     let now = Instant::now();
     let mut at = Clocks {
         steal: now,
@@ -94,7 +97,10 @@ pub(crate) fn run(inner: Arc<Inner>) {
             did += reclaim::reclaim_pass(&inner);
             at.pass = Some(Instant::now());
         }
-        if inner.gp.wanted() {
+        if inner.gp.wanted() && inner.gp.since_completed() >= lag {
+            // The threads that asked drive their grace periods themselves
+            // (`GracePeriods::poll`, at each seal); this one went
+            // without progress: they stopped sealing, or do not get the CPU.
             inner.gp.synchronize(&inner.registry, &inner.stats, false);
             at.gp = Some(Instant::now());
             did += 1;
@@ -131,6 +137,13 @@ pub(crate) fn run(inner: Arc<Inner>) {
     }
 }
 
+/// How long a grace period asked for may go without one completing before
+/// the reclaimer runs it: long enough that a thread sealing batches drives
+/// it first (eight first-check delays, at least 1 ms).
+fn lag(inner: &Inner) -> Duration {
+    (inner.gp.first_check_delay() * 8).max(Duration::from_millis(1))
+}
+
 /// Whether the queue holds a backlog to take at once: at least four
 /// batches' worth of sealed callbacks (offloaded or stolen ones; exited
 /// threads' open batches and hooks are not counted, they wait for the
@@ -162,8 +175,9 @@ fn sleep(inner: &Inner, at: &Clocks, gap: Duration) {
     // SeqCst: store-buffering pair with publishers (module docs).
     inner.sleeping.store(state, Ordering::SeqCst);
     let queued = !inner.queue.is_empty();
+    let wanted = inner.gp.wanted();
     let changed = inner.shut_down.load(Ordering::SeqCst)
-        || inner.gp.wanted()
+        || (wanted && inner.gp.since_completed() >= lag(inner))
         || (queued && (urgent(inner) || due(at.pass, gap)))
         || (state == PARKED && watch());
     if !changed {
@@ -181,6 +195,10 @@ fn sleep(inner: &Inner, at: &Clocks, gap: Duration) {
             if queued {
                 let since = at.pass.map_or(gap, |p| p.elapsed());
                 t = t.min(gap.saturating_sub(since));
+            }
+            if wanted {
+                // When it will lag, unless a thread completes one first.
+                t = t.min(lag(inner).saturating_sub(inner.gp.since_completed()));
             }
             if at.gp.is_some_and(|g| g.elapsed() < GP_ACTIVE) {
                 t = t.min(inner.gp.first_check_delay());

@@ -98,13 +98,26 @@ pub(crate) const RETIRED: u8 = 2;
 /// `flags`: a temporary record, released by its guard's exit.
 pub(crate) const TEMPORARY: u8 = 4;
 
-/// A thread's batches: the open one and the sealed ones waiting for their
-/// grace period (oldest first).
+/// A thread's batches: the open one, the sealed ones waiting for their
+/// grace period (oldest first), and the ready ones the owner is draining
+/// (`drain.rs`; the front one may be drained in part).
 /// Accessed by the owner inside a handshake section, or by a stealer that
 /// won the handshake.
 pub(crate) struct Local {
     pub(crate) open: OpenBatch,
     pub(crate) sealed: Chain<Work>,
+    pub(crate) ready: Chain<Work>,
+}
+
+impl Local {
+    /// Takes the ready and the sealed batches, oldest first (the open one
+    /// stays). A drain tick armed on the open batch is disarmed.
+    pub(crate) fn take_queued(&mut self) -> Chain<Work> {
+        self.open.untick();
+        let mut chain = std::mem::take(&mut self.ready);
+        chain.append(std::mem::take(&mut self.sealed));
+        chain
+    }
 }
 
 /// One participant's record in one domain.
@@ -192,6 +205,7 @@ impl Record {
             local: UnsafeCell::new(Local {
                 open: OpenBatch::new(),
                 sealed: Chain::new(),
+                ready: Chain::new(),
             }),
             run_seq: AtomicU64::new(0),
             open_epoch: AtomicU64::new(0),
@@ -489,12 +503,11 @@ impl Registry {
             // no thread holds one (the caller's contract).
             let r = unsafe { Box::from_raw(p) };
             p = r.next;
-            let local = r.local.into_inner();
-            let mut open = local.open;
-            if let Some(node) = open.take() {
+            let mut local = r.local.into_inner();
+            for node in ChainNodes(local.take_queued()) {
                 leftover(node);
             }
-            for node in ChainNodes(local.sealed) {
+            if let Some(node) = local.open.take() {
                 leftover(node);
             }
         }

@@ -13,7 +13,7 @@ use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 
-use crate::batch::{drop_payload, Work};
+use crate::batch::{drop_payload, Item, Work};
 use crate::cancel::NoCancel;
 use crate::llist::{Chain, Node};
 
@@ -87,6 +87,19 @@ pub(crate) struct Ran {
 /// caller's business) and hands each emptied batch node to `recycle`.
 pub(crate) fn run_chain(
     domain_id: u64,
+    chain: Chain<Work>,
+    recycle: impl FnMut(Box<Node<Work>>),
+) -> Ran {
+    run_items_and_chain(domain_id, std::iter::empty(), chain, recycle)
+}
+
+/// Runs `items` (callbacks a drain tick took out of batches, `drain.rs`),
+/// then `chain` as [`run_chain`] does, under one cancellation disable and
+/// one frame. A batch of `chain` whose callbacks were all taken out runs
+/// nothing and only settles its counts.
+pub(crate) fn run_items_and_chain(
+    domain_id: u64,
+    mut items: impl Iterator<Item = Item>,
     mut chain: Chain<Work>,
     mut recycle: impl FnMut(Box<Node<Work>>),
 ) -> Ran {
@@ -97,6 +110,23 @@ pub(crate) fn run_chain(
     };
     let _in = Linked::new(&frame);
     let mut ran = Ran::default();
+    loop {
+        // Several items per `catch_unwind`; after a panic, go on with the
+        // item after the one that panicked (it was consumed: `Item::run`
+        // takes it by value).
+        let done = catch_unwind(AssertUnwindSafe(|| {
+            for item in items.by_ref() {
+                item.run();
+            }
+        }));
+        match done {
+            Ok(()) => break,
+            Err(payload) => {
+                ran.panicked += 1;
+                drop_payload(payload);
+            }
+        }
+    }
     while let Some(mut node) = chain.pop_front() {
         match &mut node.value {
             Work::Batch(b) => {

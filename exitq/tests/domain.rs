@@ -217,6 +217,39 @@ fn a_thread_that_defers_only_inside_reader_sections_runs_its_own_batches() {
     assert_eq!(ran.load(Ordering::Relaxed), deferred);
 }
 
+/// A ready batch runs 7 callbacks per 7 `defer`s (a drain tick), not all
+/// at once: frees then stay in glibc's per-thread cache (docs/exitq.md).
+#[test]
+fn ready_batches_run_a_tick_of_seven_callbacks_per_seven_defers() {
+    let d = Domain::builder()
+        .batch_size(16)
+        .flush_latency(Duration::from_secs(3600)) // no idle steal
+        .build();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let defer_one = || {
+        let ran = ran.clone();
+        d.defer(move || {
+            ran.fetch_add(1, Ordering::Relaxed);
+        });
+    };
+    let ran_now = || ran.load(Ordering::Relaxed);
+    (0..16).for_each(|_| defer_one()); // batch 1 sealed
+    d.synchronize(); // its grace period has passed: ready
+    defer_one(); // opens batch 2 (a slow path): batch 1 promoted, a tick runs
+    assert_eq!(ran_now(), 7, "one tick of batch 1: {:?}", d.stats());
+    (0..6).for_each(|_| defer_one());
+    assert_eq!(ran_now(), 7, "the next tick is 7 defers away");
+    defer_one();
+    assert_eq!(ran_now(), 14, "the second tick");
+    (0..7).for_each(|_| defer_one());
+    assert_eq!(ran_now(), 16, "the third tick: the last 2");
+    d.barrier();
+    assert_eq!(ran_now(), 16 + 15);
+    let s = d.stats();
+    assert_eq!(s.callbacks_run, 31, "{s:?}");
+    assert_eq!(s.pending, 0, "{s:?}");
+}
+
 /// A callback that waits for a grace period, run by its thread inside a
 /// read section (where ready batches run too), panics instead of waiting
 /// for that section: caught and counted, the other callbacks still run.

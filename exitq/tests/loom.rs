@@ -386,6 +386,70 @@ fn barrier_waits_for_an_owner_run_in_progress() {
     });
 }
 
+/// A drain tick (drain.rs): the owner takes the first callbacks of a ready
+/// batch out inside its section (`run_seq` odd) and runs them after it,
+/// while a `barrier` steals the rest of the batch. Every callback deferred
+/// before the barrier started has run when it returns, exactly once:
+/// the barrier runs what it took and waits for the owner's tick.
+#[test]
+fn barrier_and_a_drain_tick_split_a_batch() {
+    loom::model(|| {
+        let busy = Arc::new(AtomicBool::new(false));
+        let steal = Arc::new(AtomicBool::new(false));
+        // The ready batch: two callbacks, deferred before the barrier.
+        let batch = Arc::new(UnsafeCell::new(vec![1u32, 2]));
+        let seq = Arc::new(AtomicU64::new(0));
+        let ran = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
+
+        let owner = {
+            let (busy, steal, batch, seq, ran) = (
+                busy.clone(),
+                steal.clone(),
+                batch.clone(),
+                seq.clone(),
+                ran.clone(),
+            );
+            thread::spawn(move || {
+                // The tick: take one callback out (the cursor moves).
+                let tick = model::owner_section(&busy, &steal, || {
+                    // SAFETY: the handshake admitted us.
+                    let taken =
+                        batch.with_mut(|b| unsafe { (!(*b).is_empty()).then(|| (*b).remove(0)) });
+                    if taken.is_some() {
+                        model::run_begin(&seq);
+                    }
+                    taken
+                });
+                if let Some(cb) = tick {
+                    ran[cb as usize - 1].fetch_add(1, Ordering::Relaxed);
+                    model::run_end(&seq);
+                }
+            })
+        };
+        model::stealer_mark(&steal);
+        model::heavy_barrier();
+        model::stealer_wait(&busy);
+        // SAFETY: handshake won (single stealer here).
+        let rest = batch.with_mut(|b| unsafe { std::mem::take(&mut *b) });
+        let running = model::run_seen(&seq);
+        model::stealer_done(&steal);
+        for cb in rest {
+            ran[cb as usize - 1].fetch_add(1, Ordering::Relaxed); // the pass
+        }
+        if let Some(s) = running {
+            model::run_wait(&seq, s);
+        }
+        for (i, r) in ran.iter().enumerate() {
+            assert_eq!(
+                r.load(Ordering::Relaxed),
+                1,
+                "callback {i} when barrier returned"
+            );
+        }
+        owner.join().unwrap();
+    });
+}
+
 /// A batch sealed without the grace-period lock: the owner unpublishes
 /// object 0, takes the snapshot (full fence, then `started + 1`), and frees
 /// (poisons) it if that grace period has completed when it looks; a leader

@@ -1,0 +1,292 @@
+//! The batch encoding on its own (no threads, so miri runs it too:
+//! `scripts/test.d/30-miri.sh`).
+use super::*;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+fn open(batch_size: usize) -> OpenBatch {
+    let mut open = OpenBatch::new();
+    open.open(
+        Node::new(Work::Batch(Batch::new(batch_size))),
+        batch_size,
+        false,
+    );
+    open
+}
+
+/// Appends `f` as `defer` does: the fast path, else a new run. A
+/// closure the batch refuses is handed back intact: it runs here.
+fn push<F: FnOnce() + Send + 'static>(open: &mut OpenBatch, f: F) -> bool {
+    let refused = match open.try_push(Deferred::new(f), words_of::<F>()) {
+        Ok(()) => return true,
+        Err(d) => match open.push_new_run(d) {
+            Ok(()) => return true,
+            Err(d) => d,
+        },
+    };
+    let mut data = refused.data;
+    // SAFETY: `refused` holds an unconsumed closure for `call`.
+    unsafe { (refused.call)(data.as_mut_ptr().cast::<usize>()) };
+    false
+}
+
+fn run(open: &mut OpenBatch) -> (usize, u64, u64) {
+    let mut node = open.take().expect("a batch is open");
+    let Work::Batch(b) = &mut node.value else {
+        unreachable!()
+    };
+    let len = b.len;
+    let (ran, panicked) = b.run();
+    assert_eq!((b.len, b.used), (0, 0), "a run batch is empty");
+    (len, ran, panicked)
+}
+
+#[test]
+fn closure_sizes_and_types_mixed_each_run_once_in_order() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let mut b = open(64);
+    let mut expected = Vec::new();
+    for i in 0..40usize {
+        let log = log.clone();
+        let ok = match i % 6 {
+            // Two words: an Arc and an index.
+            0 | 1 => push(&mut b, move || log.lock().unwrap().push(i)),
+            // Three words, one of them a heap string (drop checked by miri).
+            2 => {
+                let s = format!("{i}");
+                push(&mut b, move || {
+                    log.lock().unwrap().push(s.parse::<usize>().unwrap())
+                })
+            }
+            // Larger than three words: boxed.
+            3 => {
+                let big = [i; 8];
+                push(&mut b, move || log.lock().unwrap().push(big[7]))
+            }
+            // 12 bytes: two words, the second one half padding.
+            4 => {
+                let (a, c) = (i as u32, i as u64);
+                let log2 = log.clone();
+                drop(log);
+                push(&mut b, move || {
+                    assert_eq!(u64::from(a), c);
+                    log2.lock().unwrap().push(a as usize)
+                })
+            }
+            _ => push(&mut b, move || log.lock().unwrap().push(i)),
+        };
+        assert!(ok, "item {i} fits (64 callbacks, 194 words)");
+        expected.push(i);
+    }
+    let (len, ran, panicked) = run(&mut b);
+    assert_eq!((len, ran, panicked), (40, 40, 0));
+    assert_eq!(*log.lock().unwrap(), expected);
+    assert_eq!(Arc::strong_count(&log), 1, "every closure was consumed");
+}
+
+#[test]
+fn zero_sized_closures_take_no_batch_memory() {
+    static RAN: AtomicUsize = AtomicUsize::new(0);
+    let mut b = open(300);
+    let start = b.cur;
+    for _ in 0..300 {
+        assert!(push(&mut b, || {
+            RAN.fetch_add(1, Ordering::Relaxed);
+        }));
+    }
+    // Miri gives each use of a function pointer its own address (they
+    // are not guaranteed unique), so every closure opens a run there.
+    if !cfg!(miri) {
+        assert_eq!(b.cur, start.wrapping_add(2), "one run header, no items");
+    }
+    assert_eq!(b.left, 0, "full at batch_size");
+    assert!(
+        !push(&mut b, || {
+            RAN.fetch_add(1000, Ordering::Relaxed);
+        }),
+        "a full batch takes nothing more"
+    );
+    assert_eq!(RAN.load(Ordering::Relaxed), 1000);
+    assert_eq!(run(&mut b), (300, 300, 0));
+    assert_eq!(RAN.load(Ordering::Relaxed), 1300);
+}
+
+#[test]
+fn one_word_closures_of_one_type_take_one_word_each() {
+    let n = Arc::new(AtomicUsize::new(0));
+    let mut b = open(256);
+    let start = b.cur;
+    for _ in 0..256 {
+        let n = n.clone();
+        assert!(push(&mut b, move || {
+            n.fetch_add(1, Ordering::Relaxed);
+        }));
+    }
+    if !cfg!(miri) {
+        // (Under miri each closure opens a run: see above.)
+        assert_eq!(b.cur, start.wrapping_add(2 + 256), "an Arc is one word");
+    }
+    assert_eq!(run(&mut b), (256, 256, 0));
+    assert_eq!(n.load(Ordering::Relaxed), 256);
+    assert_eq!(Arc::strong_count(&n), 1);
+}
+
+#[test]
+fn alternating_large_types_fill_the_memory_before_the_count() {
+    // 4 callbacks: 14 words. Runs of one 3-word closure take 5 words,
+    // so a third alternating run does not fit.
+    let ran = Arc::new(AtomicUsize::new(0));
+    let mut b = open(4);
+    let r1 = ran.clone();
+    let x = [1usize, 2];
+    assert!(push(&mut b, move || {
+        r1.fetch_add(x[0], Ordering::Relaxed);
+    }));
+    let r2 = ran.clone();
+    // Different code (not merged with the first closure's by LLVM's
+    // function merging, which would let them share a run).
+    let y = [20u64, 10];
+    assert!(push(&mut b, move || {
+        r2.fetch_add(y[1] as usize, Ordering::Relaxed);
+    }));
+    let r3 = ran.clone();
+    let z = [100u32, 0, 0, 0];
+    assert!(!push(&mut b, move || {
+        r3.fetch_add(z[0] as usize, Ordering::Relaxed);
+    }));
+    assert_eq!(
+        ran.load(Ordering::Relaxed),
+        100,
+        "the refused one came back"
+    );
+    assert_eq!(run(&mut b), (2, 2, 0));
+    assert_eq!(ran.load(Ordering::Relaxed), 111);
+    assert_eq!(Arc::strong_count(&ran), 1);
+}
+
+#[test]
+fn a_panic_skips_only_the_closure_that_panicked() {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let mut b = open(32);
+    for i in 0..20usize {
+        let ran = ran.clone();
+        assert!(push(&mut b, move || {
+            ran.fetch_add(1, Ordering::Relaxed);
+            if i % 7 == 3 {
+                panic!("callback {i} panics (expected by the test)");
+            }
+        }));
+    }
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let result = run(&mut b);
+    std::panic::set_hook(hook);
+    assert_eq!(result, (20, 20, 3), "items 3, 10, 17 panic");
+    assert_eq!(ran.load(Ordering::Relaxed), 20, "each ran exactly once");
+    assert_eq!(Arc::strong_count(&ran), 1);
+}
+
+#[test]
+fn batch_size_one_holds_the_largest_inline_closure() {
+    let mut b = open(1);
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r = ran.clone();
+    let pad = [7u8; 16];
+    assert!(push(&mut b, move || {
+        r.fetch_add(usize::from(pad[15]), Ordering::Relaxed);
+    }));
+    assert_eq!(b.left, 0);
+    assert_eq!(run(&mut b), (1, 1, 0));
+    assert_eq!(ran.load(Ordering::Relaxed), 7);
+}
+
+#[test]
+fn a_batch_drained_in_pieces_then_run_runs_each_callback_once_in_order() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let mut b = open(64);
+    for i in 0..30usize {
+        let log = log.clone();
+        let ok = match i % 4 {
+            0 => push(&mut b, move || log.lock().unwrap().push(i)),
+            1 => {
+                let s = format!("{i}");
+                push(&mut b, move || log.lock().unwrap().push(s.parse().unwrap()))
+            }
+            2 => {
+                let big = [i; 8]; // boxed
+                push(&mut b, move || log.lock().unwrap().push(big[7]))
+            }
+            _ => {
+                let x = i as u8; // a run of its own type
+                push(&mut b, move || log.lock().unwrap().push(usize::from(x)))
+            }
+        };
+        assert!(ok);
+    }
+    let mut node = b.take().expect("open");
+    let Work::Batch(batch) = &mut node.value else {
+        unreachable!()
+    };
+    let mut taken = Vec::new();
+    for n in [1, 7, 3] {
+        assert_eq!(batch.take_some(n, |item| taken.push(item)), n);
+    }
+    assert!(!batch.drained());
+    for item in taken {
+        item.run();
+    }
+    assert_eq!(*log.lock().unwrap(), (0..11).collect::<Vec<_>>());
+    // The rest, resumed at the cursor; the count is the whole batch's.
+    assert_eq!(batch.run(), (30, 0));
+    assert_eq!(*log.lock().unwrap(), (0..30).collect::<Vec<_>>());
+    assert_eq!(Arc::strong_count(&log), 1, "every closure was consumed");
+}
+
+#[test]
+fn a_batch_drained_to_the_end_runs_nothing_more() {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let mut b = open(16);
+    for _ in 0..10 {
+        let ran = ran.clone();
+        assert!(push(&mut b, move || {
+            ran.fetch_add(1, Ordering::Relaxed);
+        }));
+    }
+    let mut node = b.take().expect("open");
+    let Work::Batch(batch) = &mut node.value else {
+        unreachable!()
+    };
+    let mut taken = Vec::new();
+    assert_eq!(batch.take_some(100, |item| taken.push(item)), 10);
+    assert!(batch.drained());
+    assert_eq!(batch.take_some(5, |item| taken.push(item)), 0);
+    taken.into_iter().for_each(Item::run);
+    assert_eq!(batch.run(), (10, 0), "counted whole, run none twice");
+    assert_eq!(ran.load(Ordering::Relaxed), 10);
+}
+
+#[test]
+fn a_drain_tick_counts_the_batch_down_without_losing_room_or_run_counts() {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let mut b = open(20);
+    let push_one = |b: &mut OpenBatch| {
+        let ran = ran.clone();
+        assert!(push(b, move || {
+            ran.fetch_add(1, Ordering::Relaxed);
+        }));
+    };
+    push_one(&mut b); // opens the run
+    b.tick(7);
+    assert_eq!(b.left(), 7);
+    for _ in 0..7 {
+        push_one(&mut b);
+    }
+    assert_eq!(b.left(), 0, "the tick is due");
+    b.untick();
+    assert_eq!(b.left(), 12, "the batch's room is back");
+    b.tick(7);
+    push_one(&mut b);
+    b.untick();
+    assert_eq!(run(&mut b), (9, 9, 0), "one run of 9, its header right");
+    assert_eq!(ran.load(Ordering::Relaxed), 9);
+}
