@@ -211,6 +211,11 @@ fn main() -> ExitCode {
             {
                 b = b.first_check_delay(Duration::from_micros(us));
             }
+            // `EXITQ_FENCES=1`: fence mode (readers pay a full fence, grace
+            // periods no membarrier), for experiments.
+            if std::env::var_os("EXITQ_FENCES").is_some() {
+                b = b.expedite(exitq::Expedite::Fallback);
+            }
             if which == Impl::ExitqOffload {
                 b = b.callbacks(exitq::Callbacks::Offload);
             }

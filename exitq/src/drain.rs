@@ -12,7 +12,7 @@
 //! object than freeing 7 at a time, which stays in the tcache.
 //!
 //! So ready batches go to the record's `ready` queue, and the owner runs
-//! them [`TICK`] callbacks per `TICK` `defer`s (more while several batches
+//! them [`TICK`] callbacks per `TICK` `defer`s (more while many batches
 //! are ready, to catch up): the kernel's `rcu_do_batch` runs at most
 //! `blimit` callbacks per invocation for the same reason of spreading.
 //! The tick costs the fast path nothing: the open batch's countdown
@@ -47,6 +47,12 @@ pub(crate) const TICK: usize = 7;
 /// Most callbacks one tick runs (while many batches are ready).
 const MAX_TICK: usize = 8 * TICK;
 
+/// Ready batches beyond which a tick runs `MAX_TICK` callbacks to catch
+/// up. Below, a tick runs `TICK`: a grace period makes several batches
+/// ready at once (all those sealed before it started), and running more
+/// per tick would overflow the tcache again.
+const CATCH_UP: usize = 8;
+
 /// What a tick took out of the record, to run after the owner section.
 pub(crate) struct Drain {
     items: [MaybeUninit<Item>; MAX_TICK],
@@ -80,12 +86,16 @@ impl Drain {
 }
 
 /// One tick, inside the owner section: takes the next callbacks of the
-/// ready batches into `drain` (`TICK` per ready batch, at most
-/// `MAX_TICK`), makes `run_seq` odd if it took any, and arms the next tick
-/// if batches are still ready. The caller may run callbacks
-/// (`local::may_run`).
+/// ready batches into `drain` (`TICK`, or `MAX_TICK` while more than
+/// `CATCH_UP` batches are ready), makes `run_seq` odd if it took any, and
+/// arms the next tick if batches are still ready. The caller may run
+/// callbacks (`local::may_run`).
 pub(crate) fn take(r: &Record, local: &mut Local, drain: &mut Drain) {
-    let want = (TICK * local.ready.len()).min(MAX_TICK);
+    let want = if local.ready.len() > CATCH_UP {
+        MAX_TICK
+    } else {
+        TICK
+    };
     while drain.len < want {
         let Some(Work::Batch(b)) = local.ready.front_mut() else {
             break;

@@ -368,9 +368,11 @@ fn finish(inner: &Inner, r: &Record, after: &mut After, allowed: bool) {
         // it (below); woken only if it sleeps without a timeout.
         inner.wake_reclaimer(false);
     }
-    if allowed && waits && !inline {
-        // Our oldest batch waits: drive its grace period along ourselves,
-        // without waiting (`GracePeriods::poll`).
+    if allowed && waits && !inline && after.need_gp != 0 {
+        // We sealed and our oldest batch waits: drive its grace period
+        // along ourselves, without waiting (`GracePeriods::poll`). At
+        // seals, not at every drain tick: the cadence of grace periods is
+        // one per few seals.
         inner.gp.poll(&inner.registry, &inner.stats);
     }
     if inline && waits && may_wait(inner) {
