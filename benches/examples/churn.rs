@@ -244,15 +244,12 @@ fn main() -> ExitCode {
             ok.map(|()| wait_all(expected, || handle.pin().flush()))
         }
         Impl::Seize => {
-            let batch = match std::env::var("SEIZE_BATCH") {
-                Err(_) => 256,
-                Ok(v) => match v.parse::<usize>() {
-                    Ok(n) if n > 0 => n,
-                    _ => {
-                        eprintln!("churn: SEIZE_BATCH must be a positive integer, got '{v}'");
-                        return ExitCode::from(2);
-                    }
-                },
+            let batch = match benches::seize_batch() {
+                Ok(n) => n,
+                Err(e) => {
+                    eprintln!("churn: {e}");
+                    return ExitCode::from(2);
+                }
             };
             let collector = Arc::new(seize::Collector::new().batch_size(batch));
             let c = collector.clone();

@@ -303,15 +303,12 @@ fn main() -> ExitCode {
             )
         }
         Impl::Seize => {
-            let batch = match std::env::var("SEIZE_BATCH") {
-                Err(_) => 256,
-                Ok(v) => match v.parse::<usize>() {
-                    Ok(n) if n > 0 => n,
-                    _ => {
-                        eprintln!("defer_free: SEIZE_BATCH must be a positive integer, got '{v}'");
-                        return ExitCode::from(2);
-                    }
-                },
+            let batch = match benches::seize_batch() {
+                Ok(n) => n,
+                Err(e) => {
+                    eprintln!("defer_free: {e}");
+                    return ExitCode::from(2);
+                }
             };
             let collector = Arc::new(seize::Collector::new().batch_size(batch));
             let c = collector.clone();

@@ -241,13 +241,7 @@ fn build(name: &str) -> Result<Arc<dyn Bench>, String> {
             cell: crossbeam_epoch::Atomic::new(Config::new(1)),
         }),
         "seize" => {
-            let batch =
-                match std::env::var("SEIZE_BATCH") {
-                    Err(_) => 256,
-                    Ok(v) => v.parse::<usize>().ok().filter(|&n| n > 0).ok_or_else(|| {
-                        format!("SEIZE_BATCH must be a positive integer, got '{v}'")
-                    })?,
-                };
+            let batch = benches::seize_batch()?;
             Arc::new(Seize {
                 collector: seize::Collector::new().batch_size(batch),
                 cell: AtomicPtr::new(Box::into_raw(Box::new(Config::new(1)))),

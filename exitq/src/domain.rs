@@ -306,9 +306,9 @@ impl Domain {
         if r.ctr.load(Ordering::Relaxed) == hot.fast_idle {
             // Outermost entry, membarrier mode (see `grace::Hot::fast_idle`).
             // Acquire: pairs with the leader's Release store of the epoch
-            // (`grace::start_grace_period`).
+            // (`grace::start_grace_period`). Release: `grace::ENTRY`.
             r.ctr
-                .store(hot.gp_ctr.load(Ordering::Acquire), Ordering::Relaxed);
+                .store(hot.gp_ctr.load(Ordering::Acquire), grace::ENTRY);
             // Orders the store before the section's loads; pairs with the
             // leader's membarrier (expedite.rs).
             sync::compiler_fence();

@@ -84,6 +84,19 @@ pub(crate) const fn epoch_word(g: u64) -> u64 {
     ((g + 1) << NEST_BITS) | 1
 }
 
+/// The ordering of a reader's outermost entry store (the epoch into its
+/// word). Release, not Relaxed: a grace period that finds a reader already
+/// in a *later* section (its word shows a newer epoch) must also be
+/// ordered after the end of the section before, whose accesses to what the
+/// grace period frees came first. The Release store of 0 that ended it
+/// heads no release sequence the next plain store continues (C++20), so
+/// reading the newer value synchronizes with nothing unless that store is
+/// a Release itself. Miri reported the race this closes: a value freed by
+/// `RcuCell::replace` after a reader's `check` of it, the reader seen in
+/// its next section. On x86 and most targets a Release store is a plain
+/// store.
+pub(crate) const ENTRY: Ordering = Ordering::Release;
+
 /// Enters a read section (`Domain::read`). The reader word `ctr` holds the
 /// epoch seen at the outermost entry and the nesting depth (as in
 /// liburcu), so entering and leaving are one load and one store each.
@@ -93,8 +106,9 @@ pub(crate) fn reader_enter(gp_ctr: &AtomicU64, ctr: &AtomicU64, fences: Fences) 
     let tmp = ctr.load(Ordering::Relaxed);
     if tmp & NEST_MASK == 0 {
         // Acquire: pairs with the leader's Release store of the epoch
-        // (`start_grace_period`); free on x86.
-        ctr.store(gp_ctr.load(Ordering::Acquire), Ordering::Relaxed);
+        // (`start_grace_period`); free on x86. Release (the store): see
+        // `ENTRY`.
+        ctr.store(gp_ctr.load(Ordering::Acquire), ENTRY);
         // Orders the store above before the section's loads: a compiler
         // fence paired with the leader's membarrier, or a full fence paired
         // with the leader's fence (fallback).
@@ -438,6 +452,10 @@ impl GracePeriods {
     /// someone completed it meanwhile), ending the sections of guards
     /// leaked by exited threads and reporting stalls on the way.
     fn check_readers(&self, g: u64, expedited: bool, registry: &Registry, stats: &Counters) {
+        // The checker may not be the thread that published `g` (a poll
+        // started it and a `synchronize` adopted it; an expedited caller
+        // helps the leader).
+        scan_fence();
         let start = Instant::now();
         'records: for r in registry.iter() {
             let mut backoff = WaitBackoff::new(expedited);
@@ -500,6 +518,7 @@ impl GracePeriods {
             return false;
         };
         drop(st);
+        scan_fence();
         if registry.iter().any(|r| holds_grace_period(&r.ctr, g)) {
             return false; // the leader, or a later poll, finishes it
         }
@@ -529,6 +548,21 @@ impl GracePeriods {
             None => eprintln!("{stall}; still waiting (a read guard held too long, or leaked?)"),
         }
     }
+}
+
+/// A full fence before a scan of the reader words for grace period `g`,
+/// by a thread that may have learnt that `g` was published through the
+/// state lock rather than by publishing it. A reader's word store, its
+/// fence, the publisher's heavy barrier: if the reader's fence comes first
+/// in the fences' single total order, its store must be visible to the
+/// scan, which the memory model guarantees only to a load sequenced after
+/// a fence that follows the publisher's in that order (happening after it
+/// through the lock is not enough). In membarrier mode on x86 the heavy
+/// barrier has drained every reader's store buffer anyway; the fence costs
+/// one `mfence` per scan, not per reader.
+#[inline]
+fn scan_fence() {
+    sync::full_fence();
 }
 
 /// Sleeps `d` without a futex (nanosleep; loom: a yield).

@@ -191,10 +191,11 @@
 //!   leaked by a thread that exited stops holding grace periods once the
 //!   thread is gone.
 //! * **Progress.** Grace periods advance whenever a thread that waits for
-//!   one runs: the reclaimer runs them, and a thread whose sealed batches
-//!   wait helps (polls the readers once, or starts one when none completed
-//!   for a while) without blocking, so a reclaimer starved of CPU does not
-//!   stop reclamation.
+//!   one runs: a thread whose sealed batches wait drives them at its seals
+//!   (checks the readers once, or starts one) without blocking, and the
+//!   reclaimer runs one when none completed for a millisecond, so neither a
+//!   reclaimer starved of CPU nor a thread that stopped deferring stops
+//!   reclamation.
 //! * **Bounded memory.** At most `backlog_limit` sealed callbacks wait: a
 //!   thread past the limit waits for its oldest batch's grace period and
 //!   runs it, or helps with the domain's queue (except inside a read guard
@@ -223,9 +224,10 @@
 //! | [`Reader::read`] + drop | no TLS lookup and no nesting (`&mut self`): one store of the epoch on entry, one store of 0 on exit, the fence as above |
 //! | [`RcuCell::load`] | one load and a compare (the guard's domain key against the cell's), then the Acquire load of the pointer |
 //! | `defer(f)` | TLS lookup, the closure's captured words written into the batch (one word for `move \|\| drop(p)`; a two-word run header when the closure type changes), 2 plain stores + 1 load (steal handshake); closures over 3 words are boxed |
-//! | full batch (default 256) | sealed: a full fence and a load for its grace period, two counters; the thread's ready batches run; a wake-up syscall only if the reclaimer sleeps |
+//! | ready callbacks | run by their thread 7 per 7 `defer`s (a drain tick: the `defer` that reaches it takes the slow path, disables cancellation, runs 7, settles a batch's counters once it is done) |
+//! | full batch (default 256) | sealed: a full fence and a load for its grace period, two counters; a poll of the grace period (a scan of the reader words, or, every second poll, starting one: a membarrier); a wake-up syscall only if the reclaimer sleeps without a timeout |
 //! | thread exit | one CAS on the list head, one CAS on the thread's own record |
-//! | grace period | one membarrier (IPI to every CPU running a thread of the process), a 25 µs sleep (normal), a scan of the records |
+//! | grace period | one membarrier (IPI to every other CPU running a thread of the process), a scan of the records; a normal `synchronize` also naps 25 µs first |
 //! | `barrier()` | one membarrier to take every thread's batches, one reclaim pass, waits for passes and threads' runs that took earlier work |
 //!
 //! Figures and the commands that reproduce them: `docs/exitq.md#benchmarks`

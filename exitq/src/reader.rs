@@ -14,6 +14,7 @@ use std::marker::PhantomData;
 
 use crate::domain::Domain;
 use crate::expedite::Fences;
+use crate::grace;
 use crate::guard::{sealed, ReadSection};
 use crate::record::{Kind, Record};
 use crate::sync::{AtomicU64, Ordering};
@@ -158,10 +159,11 @@ impl Reader {
         // overwrite ends that section (as a thread exit would). Acquire:
         // pairs with the leader's Release store of the epoch
         // (`grace::start_grace_period`); the store is the same as
-        // `grace::reader_enter`'s outermost entry (nesting 1).
+        // `grace::reader_enter`'s outermost entry (nesting 1), Release as
+        // it is (`grace::ENTRY`).
         record
             .ctr
-            .store(gp_ctr.load(Ordering::Acquire), Ordering::Relaxed);
+            .store(gp_ctr.load(Ordering::Acquire), grace::ENTRY);
         // Orders the store before the section's loads (pairs with the
         // leader's membarrier, or its fence in fallback mode).
         self.fences.light();

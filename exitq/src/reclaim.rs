@@ -50,7 +50,7 @@ use crate::batch::Work;
 use crate::cancel::NoCancel;
 use crate::handshake;
 use crate::inner::{lock, Inner};
-use crate::llist::Chain;
+use crate::llist::{Chain, Node};
 use crate::record::{Record, IN_USE};
 use crate::stats::Counters;
 use crate::sync::Ordering;
@@ -125,15 +125,8 @@ pub(crate) fn steal(inner: &Inner, which: Steal) -> (usize, Vec<Running<'_>>) {
             // Relaxed: a hint.
             r.active_epoch.store(0, Ordering::Relaxed);
         }
-        if let Some(mut node) = take_open.then(|| local.open.take()).flatten() {
-            if let Work::Batch(b) = &mut node.value {
-                // It is sealed now: counted as pending until it runs.
-                b.in_pending = true;
-                // Relaxed: a counter; the batch moves through the list.
-                inner.pending.fetch_add(b.len, Ordering::Relaxed);
-            }
-            Counters::add(&inner.stats.batches, 1);
-            taken.push_back(node);
+        if let Some(node) = take_open.then(|| local.open.take()).flatten() {
+            taken.push_back(sealed_for_queue(inner, node));
             // Relaxed: a hint.
             r.open_epoch.store(0, Ordering::Relaxed);
         }
@@ -219,19 +212,25 @@ fn wait_runs(running: Vec<Running<'_>>) {
     }
 }
 
+/// An open batch taken for the domain's queue, sealed now: counted as
+/// pending until it runs.
+fn sealed_for_queue(inner: &Inner, mut node: Box<Node<Work>>) -> Box<Node<Work>> {
+    if let Work::Batch(b) = &mut node.value {
+        b.in_pending = true;
+        // Relaxed: a counter; the batch moves through the list.
+        inner.pending.fetch_add(b.len, Ordering::Relaxed);
+    }
+    Counters::add(&inner.stats.batches, 1);
+    node
+}
+
 /// Pushes the calling thread's own batches onto the queue (owner side of
 /// the handshake, the move inside the section).
 pub(crate) fn push_own(inner: &Inner, r: &Record) {
     r.with_local(inner.gp.hot.fences, |local| {
         let mut chain = local.take_queued();
-        if let Some(mut node) = local.open.take() {
-            if let Work::Batch(b) = &mut node.value {
-                b.in_pending = true;
-                // Relaxed: a counter.
-                inner.pending.fetch_add(b.len, Ordering::Relaxed);
-            }
-            Counters::add(&inner.stats.batches, 1);
-            chain.push_back(node);
+        if let Some(node) = local.open.take() {
+            chain.push_back(sealed_for_queue(inner, node));
         }
         // Relaxed: hints.
         r.open_epoch.store(0, Ordering::Relaxed);
