@@ -372,22 +372,23 @@ fn thread_alive(tid: i32) -> bool {
     }
 }
 
-/// Who owns a record, for stall reports: kernel tid and the raw
-/// `PR_GET_NAME` bytes (no allocation).
+/// Who owns a record, for stall reports and leaked-guard checks: its
+/// kernel tid. The thread's name is read only when a report needs it
+/// (`/proc/self/task/<tid>/comm`): a `prctl` per new thread cost every
+/// thread of a herd a syscall for a report that almost never comes.
 #[derive(Default, Clone, Copy)]
 pub(crate) struct Owner {
     pub(crate) tid: i32,
-    name: [u8; 16],
 }
 
 std::thread_local! {
-    /// This thread's tid and name once looked up (no destructor, so it
-    /// stays readable during TLS teardown and frees nothing at exit).
-    static OWNER: Cell<Owner> = const { Cell::new(Owner { tid: 0, name: [0; 16] }) };
+    /// This thread's tid once looked up (no destructor, so it stays
+    /// readable during TLS teardown and frees nothing at exit).
+    static OWNER: Cell<Owner> = const { Cell::new(Owner { tid: 0 }) };
 }
 
 impl Owner {
-    /// The calling thread's identity: two syscalls on the thread's first
+    /// The calling thread's identity: one syscall on the thread's first
     /// call, then a thread-local read.
     fn current() -> Owner {
         let cached = OWNER.get();
@@ -398,29 +399,20 @@ impl Owner {
         // SAFETY: gettid has no preconditions and cannot fail.
         let tid = unsafe { libc::gettid() };
         #[cfg(miri)]
-        let tid = 1; // miri has no gettid/prctl: stall reports say thread 1
-        #[allow(unused_mut)]
-        let mut name = [0u8; 16];
-        #[cfg(not(miri))]
-        // SAFETY: PR_GET_NAME writes at most 16 bytes, NUL included.
-        unsafe {
-            libc::prctl(
-                libc::PR_GET_NAME,
-                name.as_mut_ptr() as libc::c_ulong,
-                0,
-                0,
-                0,
-            )
-        };
-        let owner = Owner { tid, name };
+        let tid = 1; // miri has no gettid: stall reports say thread 1
+        let owner = Owner { tid };
         OWNER.set(owner);
         owner
     }
 
-    /// The thread's name, if it had one.
+    /// The thread's name now, if it has one and still exists.
     pub(crate) fn name(&self) -> Option<String> {
-        let len = self.name.iter().position(|&b| b == 0).unwrap_or(16);
-        (len > 0).then(|| String::from_utf8_lossy(&self.name[..len]).into_owned())
+        if cfg!(miri) {
+            return None;
+        }
+        let comm = std::fs::read_to_string(format!("/proc/self/task/{}/comm", self.tid)).ok()?;
+        let name = comm.trim_end_matches('\n');
+        (!name.is_empty()).then(|| name.to_owned())
     }
 }
 
