@@ -87,6 +87,7 @@ pub mod helpers;
 pub mod kallsyms;
 pub mod keeper;
 pub mod kprobe;
+pub mod lock_kinds;
 pub mod lock_sample;
 pub mod method;
 pub mod mm_lock;

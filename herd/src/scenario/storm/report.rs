@@ -33,6 +33,7 @@ pub(super) fn build(m: &Measured<'_>, perf: &perf::Report) -> Result<RunResult> 
     push_hist(&mut r, "create", &m.collector.create);
     push_hist(&mut r, "start", &m.collector.start);
     push_hist(&mut r, "exit", &m.collector.exit);
+    push_hist(&mut r, "exit_done", &m.collector.exit_done);
     push_hist(&mut r, "exit_spinning", &m.collector.exit_spinning);
     push_hist(&mut r, "exit_own", &m.collector.exit_own);
     if !m.collector.exit_hook.is_empty() {
@@ -112,6 +113,7 @@ pub(super) fn build(m: &Measured<'_>, perf: &perf::Report) -> Result<RunResult> 
             "exit_spinning": hist_json(&m.collector.exit_spinning),
             "exit_own": hist_json(&m.collector.exit_own),
             "exit_hook": hist_json(&m.collector.exit_hook),
+            "exit_done": hist_json(&m.collector.exit_done),
         },
         "placement": place,
         "preflight": m.pre,
