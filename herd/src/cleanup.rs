@@ -421,7 +421,28 @@ mod tests {
             cleanup_work: 16,
             cleanup_monitor_us: 0,
             cleanup_poll_ms: 10,
+            seize_batch: 8,
         }
+    }
+
+    /// Every strategy but `none`; `urcu` only where liburcu loads (as
+    /// root, which the test command is, a missing liburcu fails).
+    fn strategies() -> Vec<Strategy> {
+        let mut v = vec![
+            Strategy::Locked,
+            Strategy::Exitq,
+            Strategy::Sync,
+            Strategy::Expedited,
+            Strategy::CrossbeamEpoch,
+            Strategy::Sdd,
+            Strategy::Seize,
+        ];
+        match liburcu::load() {
+            Ok(_) => v.push(Strategy::Urcu),
+            Err(e) if nix::unistd::geteuid().is_root() => panic!("{e}"),
+            Err(e) => eprintln!("SKIPPED urcu (not root): {e}"),
+        }
+        v
     }
 
     /// `threads` threads each start, do a little, and exit (running the
@@ -446,12 +467,7 @@ mod tests {
 
     #[test]
     fn every_strategy_cleans_each_thread_once() {
-        for s in [
-            Strategy::Locked,
-            Strategy::Exitq,
-            Strategy::Sync,
-            Strategy::Expedited,
-        ] {
+        for s in strategies() {
             let r = run(s, 64);
             assert_eq!(r.registered, 64, "{s:?}: {r:?}");
             assert_eq!(r.cleaned, 64, "{s:?}: {r:?}");
@@ -463,6 +479,9 @@ mod tests {
             assert_eq!(r.violations, 0, "{s:?}: {r:?}");
             assert!(r.walks > 0, "{s:?}: the monitor never walked");
             assert!(r.problems().is_empty(), "{s:?}: {:?}", r.problems());
+            assert_eq!(r.timeline.frees_missing, 0, "{s:?}: {r:?}");
+            assert_eq!(r.timeline.exits, 64, "{s:?}: {r:?}");
+            assert_eq!(r.drive.is_some(), s.is_library(), "{s:?}: {r:?}");
             if s == Strategy::Exitq {
                 assert_eq!(r.exitq.unwrap().exits_run, 64, "{r:?}");
             }
@@ -478,12 +497,7 @@ mod tests {
         // (the herd), while the monitor walks back to back.
         const WAVES: usize = if cfg!(debug_assertions) { 4 } else { 20 };
         const PER_WAVE: usize = 50;
-        for s in [
-            Strategy::Locked,
-            Strategy::Exitq,
-            Strategy::Sync,
-            Strategy::Expedited,
-        ] {
+        for s in strategies() {
             let c = Cleanup::start(&args(s)).unwrap().unwrap();
             for _ in 0..WAVES {
                 let barrier = Arc::new(std::sync::Barrier::new(PER_WAVE));
@@ -562,6 +576,13 @@ mod tests {
             ..CleanupArgs::default()
         };
         assert!(bad.validate().is_err());
+        for seize_batch in [0, args::MAX_SEIZE_BATCH + 1] {
+            let bad = CleanupArgs {
+                seize_batch,
+                ..CleanupArgs::default()
+            };
+            assert!(bad.validate().is_err(), "{seize_batch}");
+        }
         assert!(CleanupArgs::default().validate().is_ok());
     }
 }

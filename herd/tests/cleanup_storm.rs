@@ -175,7 +175,11 @@ fn none_adds_nothing_and_bad_values_are_refused() {
         ("--seize-batch", "-3"),
         ("--seize-batch", "many"),
     ] {
-        let out = herd().args(["storm", flag, value]).output().unwrap();
+        // `--flag=value`, so that `-3` is a value and not a flag.
+        let out = herd()
+            .args(["storm", &format!("{flag}={value}")])
+            .output()
+            .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{flag} {value}: {err}");
         assert!(err.contains(flag), "{flag} {value}: {err}");

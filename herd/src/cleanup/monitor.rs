@@ -10,13 +10,11 @@ use super::args::Strategy;
 use super::reclaimers::Lib;
 use super::registry::{lock, walk, Shared};
 
-/// The monitor thread's loop, until `s.stop`.
+/// The monitor thread's loop, until `s.stop` (at least one walk, even in
+/// a run shorter than the thread's start).
 pub(super) fn run(s: &Shared, lib: Option<&Lib>) {
     let reader = lib.map(Lib::reader);
     loop {
-        if s.stop.load(Ordering::Relaxed) {
-            break;
-        }
         let (seen, bad) = match (s.strategy, lib, &reader) {
             (Strategy::Locked, _, _) => {
                 let _w = lock(&s.writer);
@@ -34,6 +32,9 @@ pub(super) fn run(s: &Shared, lib: Option<&Lib>) {
         s.walked_entries.fetch_add(seen, Ordering::Relaxed);
         if bad > 0 {
             s.violations.fetch_add(bad, Ordering::Relaxed);
+        }
+        if s.stop.load(Ordering::Relaxed) {
+            break;
         }
         if s.monitor_pause.is_zero() {
             std::hint::spin_loop();

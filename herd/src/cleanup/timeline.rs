@@ -150,7 +150,8 @@ mod tests {
         // B's entry 1500 ns.
         let area = 1024.0 * 1000.0 + eb * 4000.0 + eb * 1500.0;
         assert!((t.held_mean_kib * 1024.0 - area / 4000.0).abs() < 1e-6, "{t:?}");
-        assert_eq!(t.to_free_max_us, Some(4.0));
+        // 4000 ns, within the histogram's 3 significant digits.
+        assert!((t.to_free_max_us.unwrap() - 4.0).abs() < 0.01, "{t:?}");
     }
 
     #[test]
