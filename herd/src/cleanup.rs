@@ -104,7 +104,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 
 use crate::spawn::now_ns;
-pub use args::{CleanupArgs, Strategy, DEFAULT_POLL_MS, DEFAULT_SEIZE_BATCH, DEFAULT_WORK, MAX_WORK};
+pub use args::{CleanupArgs, Strategy, DEFAULT_POLL_MS, DEFAULT_WORK, MAX_WORK};
 pub use liburcu::PACKAGES as LIBURCU_PACKAGES;
 use reclaimers::{Lib, LibThread};
 pub use reclaimers::Drive;
@@ -421,7 +421,7 @@ mod tests {
             cleanup_work: 16,
             cleanup_monitor_us: 0,
             cleanup_poll_ms: 10,
-            seize_batch: 8,
+            seize_batch: Some(8),
         }
     }
 
@@ -578,7 +578,7 @@ mod tests {
         assert!(bad.validate().is_err());
         for seize_batch in [0, args::MAX_SEIZE_BATCH + 1] {
             let bad = CleanupArgs {
-                seize_batch,
+                seize_batch: Some(seize_batch),
                 ..CleanupArgs::default()
             };
             assert!(bad.validate().is_err(), "{seize_batch}");

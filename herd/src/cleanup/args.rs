@@ -83,11 +83,12 @@ pub struct CleanupArgs {
     #[arg(long, default_value_t = DEFAULT_POLL_MS, value_name = "MS")]
     pub cleanup_poll_ms: u64,
     /// seize strategy: retired objects per batch before seize tries to
-    /// reclaim (1..=65536, rounded up to a power of two by seize). Each
-    /// attempt costs one membarrier (an IPI to every CPU running the
-    /// process); smaller batches free sooner, larger ones pay fewer IPIs.
-    #[arg(long, default_value_t = DEFAULT_SEIZE_BATCH, value_name = "N")]
-    pub seize_batch: usize,
+    /// reclaim (1..=65536, rounded up to a power of two by seize) [default:
+    /// seize's own, 32 or the CPU count if larger]. Each attempt costs one
+    /// membarrier (an IPI to every CPU running the process); smaller
+    /// batches free sooner, larger ones pay fewer IPIs.
+    #[arg(long, value_name = "N")]
+    pub seize_batch: Option<usize>,
 }
 
 /// Default `--cleanup-poll-ms` (exitq's own default is 10 ms; 50 ms
@@ -98,9 +99,6 @@ pub const DEFAULT_POLL_MS: u64 = 50;
 pub const DEFAULT_WORK: usize = 256;
 /// Largest `--cleanup-work`.
 pub const MAX_WORK: usize = 1 << 20;
-/// Default `--seize-batch` (seize's own default is 32, or the CPU count
-/// if larger; see docs/results-reclaimers.md for the choice).
-pub const DEFAULT_SEIZE_BATCH: usize = 128;
 /// Largest `--seize-batch`.
 pub const MAX_SEIZE_BATCH: usize = 1 << 16;
 
@@ -111,7 +109,7 @@ impl Default for CleanupArgs {
             cleanup_work: DEFAULT_WORK,
             cleanup_monitor_us: 100,
             cleanup_poll_ms: DEFAULT_POLL_MS,
-            seize_batch: DEFAULT_SEIZE_BATCH,
+            seize_batch: None,
         }
     }
 }
@@ -138,11 +136,13 @@ impl CleanupArgs {
                 format!("{} is more than one second", self.cleanup_monitor_us),
             ));
         }
-        if !(1..=MAX_SEIZE_BATCH).contains(&self.seize_batch) {
-            return Err(usage(
-                "--seize-batch",
-                format!("{} is not in 1..={MAX_SEIZE_BATCH}", self.seize_batch),
-            ));
+        if let Some(b) = self.seize_batch {
+            if !(1..=MAX_SEIZE_BATCH).contains(&b) {
+                return Err(usage(
+                    "--seize-batch",
+                    format!("{b} is not in 1..={MAX_SEIZE_BATCH}"),
+                ));
+            }
         }
         if self.cleanup == Strategy::Urcu {
             super::liburcu::load().map_err(|why| usage("--cleanup", why))?;

@@ -3,12 +3,15 @@
 //! `collector.enter()`, and `collector.retire(ptr, reclaim::boxed)` once a
 //! node is unreachable.
 //!
-//! The batch size is the run's `--seize-batch`: seize collects retired
-//! objects in a per-thread batch and, once it holds `batch` of them, issues
-//! one heavy barrier (`membarrier(PRIVATE_EXPEDITED)`: an IPI to every CPU
-//! running the process) and hands the batch to the threads active at that
-//! moment. Its default (32, or the CPU count if larger) pays that barrier
-//! every 32 retires.
+//! The batch size is seize's own default (32, or the CPU count if larger)
+//! unless `--seize-batch` gives one: seize collects retired objects in a
+//! per-thread batch and, once it holds `batch` of them, issues one heavy
+//! barrier (`membarrier(PRIVATE_EXPEDITED)`: an IPI to every CPU running
+//! the process) and hands the batch to the threads active at that moment.
+//! The batch is per thread *id*, and ids are reused by later threads: with
+//! short-lived threads a batch fills only as fast as its id's successive
+//! owners retire, so a large batch holds retired objects for long
+//! (docs/results-reclaimers.md measures 1, 4 and 32).
 //!
 //! seize's per-thread state is keyed by a thread id from a global
 //! allocator (a `Mutex`-protected free list), taken at a thread's first
@@ -37,9 +40,13 @@ pub(super) struct SeizeThread {
 }
 
 impl Seize {
-    pub(super) fn new(batch: usize) -> Seize {
+    pub(super) fn new(batch: Option<usize>) -> Seize {
+        let collector = Collector::new();
         Seize {
-            collector: Collector::new().batch_size(batch),
+            collector: match batch {
+                Some(b) => collector.batch_size(b),
+                None => collector,
+            },
         }
     }
 

@@ -274,8 +274,10 @@ impl Args {
                 format!("--cleanup-work={}", c.cleanup_work),
                 format!("--cleanup-monitor-us={}", c.cleanup_monitor_us),
                 format!("--cleanup-poll-ms={}", c.cleanup_poll_ms),
-                format!("--seize-batch={}", c.seize_batch),
             ]);
+            if let Some(b) = c.seize_batch {
+                v.push(format!("--seize-batch={b}"));
+            }
         }
         let p = &self.perf;
         if p.perf_scope != perf::Scope::Process {
