@@ -106,8 +106,8 @@ use anyhow::{Context, Result};
 use crate::spawn::now_ns;
 pub use args::{CleanupArgs, Strategy, DEFAULT_POLL_MS, DEFAULT_WORK, MAX_WORK};
 pub use liburcu::PACKAGES as LIBURCU_PACKAGES;
-use reclaimers::{Lib, LibThread};
 pub use reclaimers::Drive;
+use reclaimers::{Lib, LibThread};
 use registry::{
     contribution, do_cleanup, free_entry, link, lock, prepare, Entry, EntryRef, Shared,
     ThreadState, Writer,
@@ -377,7 +377,10 @@ impl Hooks {
         entry.get().exit_ns.store(t0, Ordering::Relaxed);
         prepare(&mut state);
         let s = &self.shared;
-        let lib = self.lib.as_ref().expect("library strategies have a library");
+        let lib = self
+            .lib
+            .as_ref()
+            .expect("library strategies have a library");
         lib.exit(thread, || {
             let mut w = lock(&s.writer);
             do_cleanup(s, &mut w, state);

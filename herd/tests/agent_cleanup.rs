@@ -17,7 +17,14 @@ fn thread_per_job_runs_every_strategy() {
     ] {
         let out = herd()
             .args(["agent", "--mode", "thread", "--waves", "3", "--jobs", "100"])
-            .args(["--gap-ms", "5", "--no-perf", "--json", "--cleanup", strategy])
+            .args([
+                "--gap-ms",
+                "5",
+                "--no-perf",
+                "--json",
+                "--cleanup",
+                strategy,
+            ])
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
@@ -50,7 +57,14 @@ fn thread_per_job_runs_every_strategy() {
 fn cleanup_needs_thread_per_job_and_sane_values() {
     for args in [
         &["--mode", "exitq-pool", "--cleanup", "locked"][..],
-        &["--mode", "thread", "--cleanup", "seize", "--seize-batch", "0"][..],
+        &[
+            "--mode",
+            "thread",
+            "--cleanup",
+            "seize",
+            "--seize-batch",
+            "0",
+        ][..],
         &["--mode", "thread", "--cleanup-work", "0"][..],
     ] {
         let out = herd().arg("agent").args(args).output().unwrap();

@@ -48,7 +48,11 @@ fn storm(args: &[&str]) -> Option<serde_json::Value> {
     if !out.status.success() && liburcu_missing(&err) {
         return None;
     }
-    assert!(out.status.success(), "herd storm {args:?}: {}\n{err}", out.status);
+    assert!(
+        out.status.success(),
+        "herd storm {args:?}: {}\n{err}",
+        out.status
+    );
     Some(serde_json::from_slice(&out.stdout).expect("valid JSON"))
 }
 
@@ -87,8 +91,14 @@ fn assert_clean(r: &serde_json::Value, args: &[&str]) {
     let p50 = metric(r, "cleanup_to_free_p50_us").unwrap();
     let max = metric(r, "cleanup_to_free_max_us").unwrap();
     assert!(p50 > 0.0 && p50 <= max, "{args:?}: {p50} {max}");
-    assert!(metric(r, "cleanup_held_peak_kib").unwrap() > 0.0, "{args:?}");
-    assert!(metric(r, "cleanup_pending_peak").unwrap() >= 1.0, "{args:?}");
+    assert!(
+        metric(r, "cleanup_held_peak_kib").unwrap() > 0.0,
+        "{args:?}"
+    );
+    assert!(
+        metric(r, "cleanup_pending_peak").unwrap() >= 1.0,
+        "{args:?}"
+    );
 }
 
 #[test]
@@ -193,7 +203,15 @@ fn urcu_without_liburcu_is_refused_naming_the_packages() {
     for cmd in [
         &["storm", "--cleanup", "urcu", "--waves", "1"][..],
         &["storm", "--cleanup", "urcu", "--waves", "1", "-r", "2"][..],
-        &["agent", "--mode", "thread", "--cleanup", "urcu", "--waves", "1"][..],
+        &[
+            "agent",
+            "--mode",
+            "thread",
+            "--cleanup",
+            "urcu",
+            "--waves",
+            "1",
+        ][..],
     ] {
         let out = herd()
             .env("HERD_LIBURCU", "/nonexistent/liburcu-memb.so.8")

@@ -101,9 +101,7 @@ fn dl_error() -> String {
 
 fn open(name: &str) -> Result<Liburcu, String> {
     let missing = |why: String| {
-        format!(
-            "--cleanup urcu needs liburcu ({name}), which cannot be loaded: {why}; {PACKAGES}"
-        )
+        format!("--cleanup urcu needs liburcu ({name}), which cannot be loaded: {why}; {PACKAGES}")
     };
     let cname = CString::new(name).map_err(|_| missing("the name has a NUL byte".into()))?;
     // SAFETY: a valid C string; RTLD_NOW resolves everything now, so a
@@ -126,9 +124,9 @@ fn open(name: &str) -> Result<Liburcu, String> {
             Ok(p)
         }
     };
-    // SAFETY (each transmute): the symbol is the liburcu function of that
-    // name, whose C prototype in <urcu/urcu-memb.h> and <urcu/call-rcu.h>
-    // is exactly the Rust type it is converted to.
+    // SAFETY: each symbol is the liburcu function of that name, whose C
+    // prototype in <urcu/urcu-memb.h> and <urcu/call-rcu.h> is exactly the
+    // Rust type it is transmuted to.
     unsafe {
         Ok(Liburcu {
             register_thread: std::mem::transmute::<*mut c_void, unsafe extern "C" fn()>(sym(

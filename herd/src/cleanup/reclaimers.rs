@@ -26,7 +26,8 @@ pub(super) const DRIVE_DEADLINE: Duration = Duration::from_secs(30);
 pub(super) enum Lib {
     CrossbeamEpoch(Epoch),
     Sdd,
-    Seize(Seize),
+    /// Boxed: seize's collector is large (its per-thread tables).
+    Seize(Box<Seize>),
     Urcu(Urcu),
 }
 
@@ -63,10 +64,10 @@ impl Lib {
         Ok(Some(match args.cleanup {
             Strategy::CrossbeamEpoch => Lib::CrossbeamEpoch(Epoch::new()),
             Strategy::Sdd => Lib::Sdd,
-            Strategy::Seize => Lib::Seize(Seize::new(args.seize_batch)),
-            Strategy::Urcu => {
-                Lib::Urcu(Urcu::new(liburcu::load().map_err(|why| usage("--cleanup", why))?))
-            }
+            Strategy::Seize => Lib::Seize(Box::new(Seize::new(args.seize_batch))),
+            Strategy::Urcu => Lib::Urcu(Urcu::new(
+                liburcu::load().map_err(|why| usage("--cleanup", why))?,
+            )),
             _ => return Ok(None),
         }))
     }

@@ -146,7 +146,11 @@ impl Report {
                 "count",
                 self.timeline.frees_missing as f64,
             ),
-            Metric::info("cleanup_frees_at_finish", "count", self.frees_at_finish as f64),
+            Metric::info(
+                "cleanup_frees_at_finish",
+                "count",
+                self.frees_at_finish as f64,
+            ),
         ];
         let t = &self.timeline;
         for (name, v) in [
@@ -161,8 +165,16 @@ impl Report {
             }
         }
         if t.exits > 0 {
-            m.push(Metric::lower("cleanup_held_peak_kib", "KiB", t.held_peak_kib));
-            m.push(Metric::lower("cleanup_held_mean_kib", "KiB", t.held_mean_kib));
+            m.push(Metric::lower(
+                "cleanup_held_peak_kib",
+                "KiB",
+                t.held_peak_kib,
+            ));
+            m.push(Metric::lower(
+                "cleanup_held_mean_kib",
+                "KiB",
+                t.held_mean_kib,
+            ));
             m.push(Metric::lower(
                 "cleanup_pending_peak",
                 "threads",

@@ -140,16 +140,26 @@ mod tests {
         // work 64: 1 KiB of buffer and counters per thread.
         // Thread A: exit 1000, released 2000, freed 5000.
         // Thread B: exit 1500, released 1500, freed 3000.
-        let t = of(&[entry(1000, 2000, 5000), entry(1500, 1500, 3000)], 64, 9000);
+        let t = of(
+            &[entry(1000, 2000, 5000), entry(1500, 1500, 3000)],
+            64,
+            9000,
+        );
         assert_eq!(t.exits, 2);
         assert_eq!(t.frees_missing, 0);
         assert_eq!(t.pending_peak, 2);
         // Peak at 1500: A whole (1024 + eb); B released at once (eb).
-        assert!((t.held_peak_kib * 1024.0 - (1024.0 + 2.0 * eb)).abs() < 1e-9, "{t:?}");
+        assert!(
+            (t.held_peak_kib * 1024.0 - (1024.0 + 2.0 * eb)).abs() < 1e-9,
+            "{t:?}"
+        );
         // Mean over 1000..5000: A's buffer 1000 ns, A's entry 4000 ns,
         // B's entry 1500 ns.
         let area = 1024.0 * 1000.0 + eb * 4000.0 + eb * 1500.0;
-        assert!((t.held_mean_kib * 1024.0 - area / 4000.0).abs() < 1e-6, "{t:?}");
+        assert!(
+            (t.held_mean_kib * 1024.0 - area / 4000.0).abs() < 1e-6,
+            "{t:?}"
+        );
         // 4000 ns, within the histogram's 3 significant digits.
         assert!((t.to_free_max_us.unwrap() - 4.0).abs() < 0.01, "{t:?}");
     }

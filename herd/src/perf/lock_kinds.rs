@@ -72,7 +72,10 @@ pub fn totals(r: &ContentionReport) -> Vec<(u64, u64)> {
         rw_waits += l.contended;
         rw_ns += l.total_ns;
     }
-    let (mm_waits, mm_ns) = r.mmap_lock.as_ref().map_or((0, 0), |m| (m.waits, m.wait_ns));
+    let (mm_waits, mm_ns) = r
+        .mmap_lock
+        .as_ref()
+        .map_or((0, 0), |m| (m.waits, m.wait_ns));
     t[idx("mmap_lock")] = (mm_waits, mm_ns);
     t[idx("rwsem_other")] = (
         rw_waits.saturating_sub(mm_waits),

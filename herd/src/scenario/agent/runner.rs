@@ -127,11 +127,9 @@ impl Runner {
     /// The runner of `cfg.mode`, started (the pools' minimum workers too).
     pub(super) fn start(cfg: &Config, hooks: Option<crate::cleanup::Hooks>) -> Result<Runner> {
         Ok(match cfg.mode {
-            Mode::Thread => Runner::Thread(
-                Mutex::new(Vec::new()),
-                Mutex::new(Churn::default()),
-                hooks,
-            ),
+            Mode::Thread => {
+                Runner::Thread(Mutex::new(Vec::new()), Mutex::new(Churn::default()), hooks)
+            }
             Mode::MutexPool => Runner::MutexPool(MutexPool::new(
                 cfg.max_workers,
                 Duration::from_millis(cfg.keep_alive_ms),
