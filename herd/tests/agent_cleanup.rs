@@ -2,7 +2,7 @@
 //! strategy's exit work; every cleanup runs once and every entry is freed.
 
 mod common;
-use common::{herd, metric_opt as metric};
+use common::{herd, metric_opt as metric, CLEANUP_ZEROS};
 
 #[test]
 fn thread_per_job_runs_every_strategy() {
@@ -40,13 +40,7 @@ fn thread_per_job_runs_every_strategy() {
         let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(r["config"]["cleanup"], strategy);
         assert_eq!(metric(&r, "cleanups_run"), Some(300.0), "{strategy}");
-        for zero in [
-            "cleanup_violations",
-            "cleanups_missing",
-            "cleanups_repeated",
-            "cleanup_merge_errors",
-            "cleanup_frees_missing",
-        ] {
+        for &zero in CLEANUP_ZEROS {
             assert_eq!(metric(&r, zero), Some(0.0), "{strategy}: {zero}");
         }
         assert!(metric(&r, "cleanup_to_free_p99_us").is_some(), "{strategy}");

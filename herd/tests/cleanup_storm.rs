@@ -4,7 +4,7 @@
 //! never lets the registry monitor reach a freed entry.
 
 mod common;
-use common::{herd, metric_opt as metric};
+use common::{herd, metric_opt as metric, CLEANUP_ZEROS};
 
 const SMALL: &[&str] = &[
     "--waves",
@@ -66,13 +66,7 @@ fn assert_clean(r: &serde_json::Value, args: &[&str]) {
         "{args:?}: {}",
         r["details"]["cleanup"]
     );
-    for zero in [
-        "cleanup_violations",
-        "cleanups_missing",
-        "cleanups_repeated",
-        "cleanup_merge_errors",
-        "cleanup_frees_missing",
-    ] {
+    for &zero in CLEANUP_ZEROS {
         assert_eq!(
             metric(r, zero),
             Some(0.0),

@@ -124,32 +124,24 @@ fn open(name: &str) -> Result<Liburcu, String> {
             Ok(p)
         }
     };
-    // SAFETY: each symbol is the liburcu function of that name, whose C
-    // prototype in <urcu/urcu-memb.h> and <urcu/call-rcu.h> is exactly the
-    // Rust type it is transmuted to.
-    unsafe {
-        Ok(Liburcu {
-            register_thread: std::mem::transmute::<*mut c_void, unsafe extern "C" fn()>(sym(
-                c"urcu_memb_register_thread",
-            )?),
-            unregister_thread: std::mem::transmute::<*mut c_void, unsafe extern "C" fn()>(sym(
-                c"urcu_memb_unregister_thread",
-            )?),
-            read_lock: std::mem::transmute::<*mut c_void, unsafe extern "C" fn()>(sym(
-                c"urcu_memb_read_lock",
-            )?),
-            read_unlock: std::mem::transmute::<*mut c_void, unsafe extern "C" fn()>(sym(
-                c"urcu_memb_read_unlock",
-            )?),
-            call_rcu: std::mem::transmute::<
-                *mut c_void,
-                unsafe extern "C" fn(*mut RcuHead, unsafe extern "C" fn(*mut RcuHead)),
-            >(sym(c"urcu_memb_call_rcu")?),
-            barrier: std::mem::transmute::<*mut c_void, unsafe extern "C" fn()>(sym(
-                c"urcu_memb_barrier",
-            )?),
-        })
-    }
+    type Void = unsafe extern "C" fn();
+    type CallRcu = unsafe extern "C" fn(*mut RcuHead, unsafe extern "C" fn(*mut RcuHead));
+    let void = |s: &CStr| -> Result<Void, String> {
+        // SAFETY: every symbol looked up through `void` is a liburcu
+        // function taking and returning nothing (<urcu/urcu-memb.h>).
+        sym(s).map(|p| unsafe { std::mem::transmute::<*mut c_void, Void>(p) })
+    };
+    let call_rcu = sym(c"urcu_memb_call_rcu")?;
+    Ok(Liburcu {
+        register_thread: void(c"urcu_memb_register_thread")?,
+        unregister_thread: void(c"urcu_memb_unregister_thread")?,
+        read_lock: void(c"urcu_memb_read_lock")?,
+        read_unlock: void(c"urcu_memb_read_unlock")?,
+        // SAFETY: `urcu_memb_call_rcu(struct rcu_head *, void (*)(struct
+        // rcu_head *))` in <urcu/call-rcu.h>: exactly `CallRcu`.
+        call_rcu: unsafe { std::mem::transmute::<*mut c_void, CallRcu>(call_rcu) },
+        barrier: void(c"urcu_memb_barrier")?,
+    })
 }
 
 #[cfg(test)]
