@@ -176,6 +176,11 @@ impl Report {
                 t.held_mean_kib,
             ));
             m.push(Metric::lower(
+                "cleanup_held_kib_ms_per_exit",
+                "KiB*ms",
+                t.held_kib_ms_per_exit,
+            ));
+            m.push(Metric::lower(
                 "cleanup_pending_peak",
                 "threads",
                 t.pending_peak as f64,

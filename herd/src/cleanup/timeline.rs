@@ -10,8 +10,9 @@
 //!   holds its buffer and counters (16 bytes per `--cleanup-work` word)
 //!   from its exit until they are given back, and its entry until it is
 //!   freed; the peak and the time-weighted mean (from the first exit to
-//!   the last free) of the sum, and the peak number of exited threads
-//!   whose entry is not freed yet. The libraries' own bookkeeping (bags,
+//!   the last free) of the sum, the same integrated over time per exit
+//!   (KiB x ms: what each exiting thread leaves held, and for how long),
+//!   and the peak number of exited threads whose entry is not freed yet. The libraries' own bookkeeping (bags,
 //!   batches, queue nodes) is not counted;
 //! * **exit work on the thread**: time the exiting thread itself spent in
 //!   its cleanup (absent for exitq, whose push happens inside exitq).
@@ -42,6 +43,10 @@ pub struct Timeline {
     pub held_peak_kib: f64,
     /// Mean of it from the first exit to the last free, KiB.
     pub held_mean_kib: f64,
+    /// What each exiting thread left held, and for how long: the held
+    /// memory integrated over time, per exit, KiB x ms.
+    #[serde(default)]
+    pub held_kib_ms_per_exit: f64,
     /// Most exited threads whose entry was not freed yet, at once.
     pub pending_peak: u64,
     /// Threads cleaned whose entry was never freed.
@@ -112,6 +117,9 @@ pub(super) fn of(entries: &[Box<Entry>], work: usize, end_ns: u64) -> Timeline {
         }
     }
     t.held_peak_kib = peak as f64 / 1024.0;
+    if t.exits > 0 {
+        t.held_kib_ms_per_exit = area / 1024.0 / 1e6 / t.exits as f64;
+    }
     t.pending_peak = pending_peak.max(0) as u64;
     t.to_free_p50_us = quantile_us(&to_free, 0.5);
     t.to_free_p99_us = quantile_us(&to_free, 0.99);
