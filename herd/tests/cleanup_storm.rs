@@ -147,12 +147,13 @@ fn every_strategy_cleans_every_thread_exactly_once() {
 }
 
 #[test]
-fn std_threads_and_detached_and_leaked_threads_too() {
+fn std_threads_detached_leaked_and_pooled_stacks_too() {
     for extra in [
         &["--spawn", "std", "--cancel", "flag"][..],
         &["--spawn", "std", "--cancel", "none"][..],
         &["--reap", "detach"][..],
         &["--reap", "leak"][..],
+        &["--stacks", "recycled"][..],
     ] {
         for &strategy in ["exitq"].iter().chain(LIBRARIES) {
             let mut args = extra.to_vec();
