@@ -2,7 +2,7 @@
 //! strategy's exit work; every cleanup runs once and every entry is freed.
 
 mod common;
-use common::{herd, metric_opt as metric, CLEANUP_ZEROS};
+use common::{herd, metric_opt as metric, skip, CLEANUP_ZEROS};
 
 #[test]
 fn thread_per_job_runs_every_strategy() {
@@ -33,7 +33,9 @@ fn thread_per_job_runs_every_strategy() {
                 !nix::unistd::geteuid().is_root(),
                 "liburcu is not installed (scripts/test.sh installs liburcu-dev): {err}"
             );
-            eprintln!("SKIPPED --cleanup urcu (not root, liburcu not installed): {err}");
+            skip(&format!(
+                "--cleanup urcu: liburcu is not installed (not root): {err}"
+            ));
             continue;
         }
         assert!(out.status.success(), "{strategy}: {err}");

@@ -4,7 +4,7 @@
 //! never lets the registry monitor reach a freed entry.
 
 mod common;
-use common::{herd, metric_opt as metric, CLEANUP_ZEROS};
+use common::{herd, metric_opt as metric, skip, CLEANUP_ZEROS};
 
 const SMALL: &[&str] = &[
     "--waves",
@@ -30,7 +30,9 @@ fn liburcu_missing(stderr: &str) -> bool {
         !nix::unistd::geteuid().is_root(),
         "liburcu is not installed (scripts/test.sh installs liburcu-dev): {stderr}"
     );
-    eprintln!("SKIPPED --cleanup urcu (not root, liburcu not installed): {stderr}");
+    skip(&format!(
+        "--cleanup urcu: liburcu is not installed (not root): {stderr}"
+    ));
     true
 }
 
