@@ -299,9 +299,12 @@ impl Hooks {
                 let shared = Arc::clone(s);
                 domain.register_exit(move || cleanup_deferred(&shared, state));
                 // Armed after exitq's own thread-local: runs just before
-                // exitq's destructor pushes the cleanup (exit_tls.rs).
+                // exitq's destructor pushes the cleanup (exit_tls.rs). It
+                // holds the run too, as every holder of an EntryRef must.
+                let keep = Arc::clone(s);
                 exit_tls::arm(Box::new(move || {
                     eref.get().exit_ns.store(now_ns(), Ordering::Relaxed);
+                    drop(keep);
                 }));
             }
             (_, Some(lib)) => {
