@@ -244,8 +244,11 @@ impl Cleanup {
             // A panic in the monitor would be a bug; the counts stay valid.
             let _ = m.join();
         }
-        // Acquire: pairs with the Release increments of `free_entry`.
-        let all_freed = || s.freed.load(Ordering::Acquire) >= s.cleaned.load(Ordering::Acquire);
+        // Acquire: pairs with the Release increments of `free_entry`, so the
+        // frees counted (and their time stamps) are visible. `cleaned` is
+        // final: every cleanup happened-before this call (the caller waited
+        // for every exit, exitq's barriers above), so Relaxed.
+        let all_freed = || s.freed.load(Ordering::Acquire) >= s.cleaned.load(Ordering::Relaxed);
         let freed_before = s.freed.load(Ordering::Acquire);
         let drive = self.lib.as_ref().map(|lib| {
             // Every registered thread has left the library (Acquire: pairs
@@ -272,8 +275,9 @@ impl Drop for Cleanup {
 
 impl Hooks {
     /// Thread start: register in the registry, take a buffer, fill the
-    /// statistics and arm the cleanup (exitq: `register_exit`; the others:
-    /// a thread-local for [`Hooks::thread_exit`]).
+    /// statistics and arm the cleanup (exitq: `register_exit`; a library:
+    /// register with it and arm herd's exit destructor; the others: a
+    /// thread-local for [`Hooks::thread_exit`]).
     pub fn thread_start(&self) {
         let s = &self.shared;
         // Relaxed: a unique number is all that is needed.
@@ -325,9 +329,9 @@ impl Hooks {
     }
 
     /// Thread exit (from the exit destructor): runs the cleanup the
-    /// strategy's way. Nothing to do for exitq (its own thread-local
-    /// destructor already pushed the hook) or on a thread that did not
-    /// start.
+    /// strategy's way. Nothing to do for exitq and the library strategies
+    /// (thread-local destructors do their exit work, see `exit_tls.rs`) or
+    /// on a thread that did not start.
     pub fn thread_exit(&self) {
         let p = STATE.with(|c| c.replace(ptr::null_mut()));
         if p.is_null() {
