@@ -77,8 +77,8 @@ use crate::error::usage;
 use registry::{
     contribution, do_cleanup, link, lock, monitor, prepare, Entry, EntryRef, Shared, Writer,
 };
-pub use registry::{FREE, LIVE, UNLINKED};
-pub use report::{ExitqStats, Report};
+pub use registry::{FREE, LIVE};
+pub use report::Report;
 
 /// How the per-thread exit work is done.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
@@ -255,11 +255,6 @@ impl Cleanup {
             shared,
             monitor: Some(monitor),
         }))
-    }
-
-    /// The strategy.
-    pub fn strategy(&self) -> Strategy {
-        self.shared.strategy
     }
 
     /// The handle the per-thread hooks use.
