@@ -482,6 +482,17 @@ pub fn own_threads() -> Vec<i32> {
 }
 
 #[cfg(test)]
+impl NumaNode {
+    /// Node `id` holding `cpus`.
+    pub(crate) fn of(id: usize, cpus: impl IntoIterator<Item = usize>) -> NumaNode {
+        NumaNode {
+            id,
+            cpus: cpus.into_iter().collect(),
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
