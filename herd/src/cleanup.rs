@@ -58,7 +58,7 @@
 //!
 //! # What is checked (reported as metrics of the run)
 //! * `cleanup_violations`: every walk checks each entry it reaches; an
-//!   entry already freed (state [`FREE`]) means a reader could have used
+//!   entry already freed (state `FREE`) means a reader could have used
 //!   freed memory. Entries are never given back to the allocator while the
 //!   run lives (they are kept until the [`Cleanup`] is dropped), so a bug
 //!   shows as a count, never as undefined behaviour. A walk longer than
@@ -104,16 +104,13 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 
 use crate::spawn::now_ns;
-pub use args::{CleanupArgs, Strategy, DEFAULT_POLL_MS, DEFAULT_WORK, MAX_WORK};
-pub use liburcu::PACKAGES as LIBURCU_PACKAGES;
-pub use reclaimers::Drive;
+pub use args::{CleanupArgs, Strategy};
 use reclaimers::{Lib, LibThread};
 use registry::{
     contribution, do_cleanup, free_entry, link, lock, prepare, Entry, EntryRef, Shared,
     ThreadState, Writer,
 };
-pub use registry::{FREE, LIVE, UNLINKED};
-pub use report::{ExitqStats, Report};
+pub use report::Report;
 use retired::Retired;
 
 thread_local! {
@@ -193,11 +190,6 @@ impl Cleanup {
             lib,
             monitor: Some(monitor),
         }))
-    }
-
-    /// The strategy.
-    pub fn strategy(&self) -> Strategy {
-        self.shared.strategy
     }
 
     /// The handle the per-thread hooks use.
@@ -430,7 +422,8 @@ fn must_have_liburcu() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use registry::walk;
+    use args::MAX_WORK;
+    use registry::{walk, FREE, LIVE};
 
     fn args(strategy: Strategy) -> CleanupArgs {
         CleanupArgs {

@@ -53,6 +53,7 @@ impl Strategy {
 
     /// The strategies whose exit work goes through a reclamation library
     /// (run from herd's own thread-local destructor, see `exit_tls.rs`).
+    #[cfg(test)]
     pub fn is_library(self) -> bool {
         matches!(
             self,

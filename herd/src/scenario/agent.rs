@@ -38,7 +38,7 @@ mod report;
 mod runner;
 mod tokio_blocking;
 
-pub use mutex_pool::{MutexPool, MutexPoolStats};
+pub use mutex_pool::MutexPool;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

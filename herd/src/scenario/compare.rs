@@ -34,7 +34,7 @@ use anyhow::Result;
 pub mod journal;
 pub mod rounds;
 
-pub use rounds::{run_interleaved, run_rounds, Record};
+pub use rounds::{run_interleaved, Record};
 
 use crate::error::{usage, EXIT_INTERRUPTED};
 use crate::export::comparison_output::{check_alpha, ComparisonOutput};

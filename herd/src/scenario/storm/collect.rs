@@ -245,7 +245,7 @@ mod tests {
     use crate::spawn::{Body, Cancel};
 
     fn rec(body: &'static Body, spin_end: u64, cancel: u64, own: u64, exit: u64) -> ThreadRec {
-        let r = ThreadRec::new(body, 0, crate::spawn::NO_PIN);
+        let r = ThreadRec::new(body, crate::spawn::NO_PIN);
         r.create_ns.store(1, Ordering::Relaxed);
         r.start_ns.store(2, Ordering::Relaxed);
         r.spin_end_ns.store(spin_end, Ordering::Relaxed);

@@ -403,7 +403,8 @@ fn nodes_section(nodes: &[serde_json::Value]) -> String {
 mod tests {
     use super::*;
     use crate::scenario::storm::collect::{placement, Collector};
-    use crate::scenario::storm::{Config, Pin, Preset};
+    use crate::scenario::storm::options::Preset;
+    use crate::scenario::storm::{Config, Pin};
     use crate::spawn::{Cancel, Reap};
 
     fn cfg_with_cpus(cpus: Vec<usize>) -> Config {
