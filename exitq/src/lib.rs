@@ -281,7 +281,7 @@ mod grace;
 mod guard;
 mod handshake;
 mod inner;
-pub mod llist;
+mod llist;
 mod local;
 pub mod pool;
 mod reader;
@@ -294,75 +294,9 @@ mod stats;
 mod sync;
 mod thread;
 
-/// Entry points for the loom models in `tests/loom.rs` (only built with
-/// `--cfg exitq_loom`): the protocol steps the domain runs, with loom's
-/// atomics, a full fence modelled as a read-modify-write of one global word
-/// (see `sync.rs`), and the membarrier mode's compiler fence modelled the
-/// same way (membarrier puts a full barrier there).
 #[cfg(exitq_loom)]
 #[doc(hidden)]
-pub mod model {
-    use crate::expedite::Fences;
-    use crate::{grace, handshake};
-    pub use loom::sync::atomic::{AtomicBool, AtomicU64};
-
-    const FENCES: Fences = Fences { membarrier: true };
-
-    pub fn reader_enter(gp_ctr: &AtomicU64, ctr: &AtomicU64) {
-        grace::reader_enter(gp_ctr, ctr, FENCES)
-    }
-    pub fn reader_exit(ctr: &AtomicU64) -> bool {
-        grace::reader_exit(ctr)
-    }
-    /// The epoch word before any grace period.
-    pub fn initial_epoch() -> u64 {
-        grace::epoch_word(0)
-    }
-    pub fn start_grace_period(gp_ctr: &AtomicU64, g: u64) {
-        grace::start_grace_period(gp_ctr, g, FENCES)
-    }
-    pub fn holds_grace_period(ctr: &AtomicU64, g: u64) -> bool {
-        grace::holds_grace_period(ctr, g)
-    }
-    pub fn owner_begin(busy: &AtomicBool, steal: &AtomicBool) -> bool {
-        handshake::owner_begin(busy, steal, FENCES)
-    }
-    pub fn owner_end(busy: &AtomicBool) {
-        handshake::owner_end(busy)
-    }
-    pub fn wait_for_stealer(steal: &AtomicBool) {
-        handshake::wait_for_stealer(steal)
-    }
-    pub fn stealer_mark(steal: &AtomicBool) {
-        handshake::stealer_mark(steal)
-    }
-    pub fn stealer_wait(busy: &AtomicBool) {
-        handshake::stealer_wait(busy)
-    }
-    pub fn stealer_done(steal: &AtomicBool) {
-        handshake::stealer_done(steal)
-    }
-    /// The heavy barrier alone (a stealer's, between marking and waiting).
-    pub fn heavy_barrier() {
-        FENCES.heavy()
-    }
-    pub fn run_begin(seq: &AtomicU64) {
-        handshake::run_begin(seq)
-    }
-    pub fn run_end(seq: &AtomicU64) {
-        handshake::run_end(seq)
-    }
-    pub fn run_seen(seq: &AtomicU64) -> Option<u64> {
-        handshake::run_seen(seq)
-    }
-    pub fn run_wait(seq: &AtomicU64, seen: u64) {
-        handshake::run_wait(seq, seen)
-    }
-    /// A full fence (`GracePeriods::snapshot`'s).
-    pub fn full_fence() {
-        crate::sync::full_fence()
-    }
-}
+pub mod model;
 
 /// The crate README's examples, compiled and run as doctests.
 #[cfg(doctest)]
