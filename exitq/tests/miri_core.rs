@@ -147,19 +147,16 @@ fn shutdown_with_a_live_thread() {
 #[test]
 fn records_pass_between_owners_of_every_kind() {
     use std::cell::RefCell;
-    use std::sync::OnceLock;
-    static DOMAIN: OnceLock<Domain> = OnceLock::new();
     thread_local! {
         // Initialised first, destroyed after exitq's own thread-local.
         static READER: RefCell<Option<exitq::Reader>> = const { RefCell::new(None) };
     }
-    let d = DOMAIN.get_or_init(|| Domain::builder().batch_size(2).build());
+    let d = Domain::builder().batch_size(2).build();
     let ran = Arc::new(AtomicUsize::new(0));
     for round in 0..3 {
-        let ran = ran.clone();
+        let (d, ran) = (d.clone(), ran.clone());
         thread::spawn(move || {
             READER.with(|_| ());
-            let d = DOMAIN.get().unwrap();
             for _ in 0..3 {
                 let ran = ran.clone();
                 let _g = d.read();
