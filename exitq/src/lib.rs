@@ -283,12 +283,14 @@ mod handshake;
 mod inner;
 mod llist;
 mod local;
+#[cfg(feature = "pool")]
 pub mod pool;
 mod reader;
 mod reclaim;
 mod reclaimer;
 mod record;
 mod run;
+#[cfg(feature = "stacks")]
 pub mod stacks;
 mod stats;
 mod sync;

@@ -4,7 +4,7 @@
 //! with a panic, for a `Domain` and for a `Pool`. A hang in a child is a
 //! test failure (the child is killed), never a hanging test.
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
@@ -152,11 +152,12 @@ fn domain_entry_points_refuse_in_a_forked_child() {
 /// Issue 25, sixth case: a `Pool` built in the parent refuses in the child
 /// (its workers do not exist there), and dropping it returns. Before:
 /// `execute` queued a job no worker would run, and `shutdown` hung.
+#[cfg(feature = "pool")]
 #[test]
 fn a_parents_pool_refuses_in_a_forked_child() {
     use exitq::pool::Pool;
     let pool = Pool::builder().min_workers(1).build().expect("pool");
-    let (tx, rx) = mpsc::channel();
+    let (tx, rx) = std::sync::mpsc::channel();
     assert!(pool.execute(move || tx.send(()).unwrap()).is_ok());
     rx.recv().unwrap();
     let code = fork_child(LIMIT, || {
@@ -193,16 +194,17 @@ fn a_parents_pool_refuses_in_a_forked_child() {
 
 /// In the child of `fork()`, a pool built on the shared domain gets a
 /// domain of its own (the parent's is unusable there) and runs its jobs.
+#[cfg(feature = "pool")]
 #[test]
 fn a_pool_built_in_a_forked_child_works() {
     use exitq::pool::Pool;
     let parent_pool = Pool::new().expect("pool");
-    let (tx, rx) = mpsc::channel();
+    let (tx, rx) = std::sync::mpsc::channel();
     assert!(parent_pool.execute(move || tx.send(()).unwrap()).is_ok());
     rx.recv().unwrap();
     let code = fork_child(LIMIT, || {
         let pool = Pool::new().expect("pool in the child");
-        let (tx, rx) = mpsc::channel();
+        let (tx, rx) = std::sync::mpsc::channel();
         assert!(pool.execute(move || tx.send(7u8).unwrap()).is_ok());
         i32::from(rx.recv_timeout(Duration::from_secs(20)) != Ok(7))
     });

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# exitq's reclamation core alone (`default-features = false`: no `pool`,
+# no `stacks`), as a user who wants only the core builds it: lints clean
+# (no dead code the optional parts would have used) and its tests pass.
+# The default-feature build is what the rest of the suite tests.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+echo "exitq core: cargo clippy -p exitq --no-default-features --all-targets -- -D warnings" >&2
+cargo clippy -p exitq --no-default-features --all-targets -- -D warnings
+echo "exitq core: cargo test -p exitq --no-default-features --release" >&2
+cargo test -p exitq --no-default-features --release
