@@ -15,31 +15,28 @@ use watch_util::{fork_child, wait_child};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
-/// A counter in memory shared with forked children (`MAP_SHARED`), so the
-/// parent sees what ran in a child.
+/// A counter in memory shared with forked children.
 struct SharedCounter(&'static AtomicU64);
 
 impl SharedCounter {
     fn new() -> SharedCounter {
-        // SAFETY: a fresh anonymous shared mapping of one page; never
-        // unmapped (leaked for the test's life).
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                4096,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(p, libc::MAP_FAILED, "mmap");
-        // SAFETY: zeroed, page-aligned, mapped for the process's life.
-        SharedCounter(unsafe { &*p.cast::<AtomicU64>() })
+        SharedCounter(watch_util::shared_counter::shared_counter())
     }
     fn get(&self) -> u64 {
         self.0.load(Ordering::SeqCst)
     }
+}
+
+/// Runs each check under `catch_unwind` (in a forked child): bit `i` of the
+/// result is set if check `i` panicked (refused).
+fn refusals(checks: &[&dyn Fn()]) -> i32 {
+    let mut refused = 0;
+    for (i, f) in checks.iter().enumerate() {
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err() {
+            refused |= 1 << i;
+        }
+    }
+    refused
 }
 
 /// Issue 25, fourth case. A thread holds a guard inside which ready
@@ -120,7 +117,7 @@ fn domain_entry_points_refuse_in_a_forked_child() {
     let d = Domain::new();
     d.defer(|| ());
     let code = fork_child(LIMIT, || {
-        let checks: [&dyn Fn(); 8] = [
+        refusals(&[
             &|| d.barrier(),
             &|| d.exit_barrier(),
             &|| d.flush(),
@@ -133,14 +130,7 @@ fn domain_entry_points_refuse_in_a_forked_child() {
             &|| drop(d.reader()),
             &|| d.register_exit(|| ()),
             &|| d.retire_thread(),
-        ];
-        let mut refused = 0;
-        for (i, f) in checks.iter().enumerate() {
-            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err() {
-                refused |= 1 << i;
-            }
-        }
-        refused
+        ])
     });
     assert_eq!(
         code, 0b1111_1111,
@@ -161,7 +151,7 @@ fn a_parents_pool_refuses_in_a_forked_child() {
     assert!(pool.execute(move || tx.send(()).unwrap()).is_ok());
     rx.recv().unwrap();
     let code = fork_child(LIMIT, || {
-        let checks: [&dyn Fn(); 5] = [
+        refusals(&[
             &|| drop(pool.execute(|| ())),
             &|| drop(pool.spawn(|| ())),
             &|| pool.scope(|s| s.execute(|| ())),
@@ -169,14 +159,7 @@ fn a_parents_pool_refuses_in_a_forked_child() {
             &|| {
                 pool.shutdown();
             },
-        ];
-        let mut refused = 0;
-        for (i, f) in checks.iter().enumerate() {
-            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err() {
-                refused |= 1 << i;
-            }
-        }
-        refused
+        ])
     });
     assert_eq!(
         code, 0b1_1111,

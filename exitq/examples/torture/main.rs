@@ -66,6 +66,8 @@ mod exits;
 mod forker;
 mod leaks;
 mod nested;
+#[path = "../../tests/watch_util/shared_counter.rs"]
+mod shared_counter;
 mod workers;
 mod world;
 
@@ -82,8 +84,9 @@ use checks::{final_checks, report, watchdog};
 use exits::{canceller, churner, exiter};
 use forker::forker;
 use nested::nester;
+use shared_counter::shared_counter;
 use workers::{checker, worker, Bomb};
-use world::{new_obj, shared_counter, world, Ops, Slot, Violations, World, WORLD};
+use world::{new_obj, world, Ops, Slot, Violations, World, WORLD};
 
 /// Parsed options.
 pub(crate) struct Opts {

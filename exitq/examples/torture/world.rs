@@ -161,24 +161,6 @@ pub(crate) fn not_in_child() {
     }
 }
 
-/// A counter in memory shared with forked children (`MAP_SHARED`).
-pub(crate) fn shared_counter() -> &'static AtomicU64 {
-    // SAFETY: a fresh anonymous shared mapping of one page, never unmapped.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            4096,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    assert_ne!(p, libc::MAP_FAILED, "mmap of the shared counter");
-    // SAFETY: zeroed, page-aligned, mapped for the process's life.
-    unsafe { &*p.cast::<AtomicU64>() }
-}
-
 pub(crate) fn new_obj(generation: u64) -> *mut Obj {
     Box::into_raw(Box::new(Obj {
         state: AtomicU64::new(ALIVE),
