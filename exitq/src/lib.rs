@@ -219,7 +219,7 @@
 //!   `Reader`'s, one taken during thread teardown, a leaked one), or
 //!   `barrier` inside one of its callbacks, also when callbacks of other
 //!   domains run nested in between on the thread (A's callback runs B's
-//!   barrier, whose callback calls A's: `tests/domain.rs`
+//!   barrier, whose callback calls A's: `tests/regress.rs`
 //!   `a_barrier_nested_through_another_domains_callback_panics`). Running
 //!   ready callbacks never waits for a grace period. What no library can
 //!   see is a cycle across threads that the callbacks themselves build (a
