@@ -157,13 +157,13 @@
 //! `examples/tokio_pool.rs` and `examples/rayon_pool.rs` keep per-worker
 //! statistics shards in an [`RcuCell`] registry this way; the tests
 //! `tokio_pool` and `rayon_pool` count every cleanup (exactly once) and the
-//! syscalls of the hand-over (none). [`pool`] is exitq's own pool.
+//! syscalls of the hand-over (none). `exitq::pool` is exitq's own pool.
 //!
 //! # Features
 //!
-//! `pool` ([`pool`]: an elastic thread pool whose workers retire through
-//! exit hooks) and `stacks` ([`stacks`]: thread stacks mapped once and
-//! recycled), both on by default. The reclamation core alone (what is
+//! `pool` (`exitq::pool`: an elastic thread pool whose workers retire
+//! through exit hooks) and `stacks` (`exitq::stacks`: thread stacks mapped
+//! once and recycled), both on by default. The reclamation core alone (what is
 //! described above: [`Domain`], the guards, [`Reader`], [`RcuCell`] and
 //! [`RcuOption`], exit hooks) is
 //! `exitq = { version = "0.1", default-features = false }`; it depends on
@@ -197,7 +197,7 @@
 //! * **Panics.** A panicking callback or hook is caught, counted
 //!   ([`DomainStats::callbacks_panicked`]) and the rest still run (also
 //!   when the payload's own `Drop` panics; the same holds for the jobs of
-//!   [`pool`]).
+//!   `exitq::pool`).
 //! * **Stalls.** A reader that holds up a grace period for longer than the
 //!   stall timeout is counted and reported (a stall handler, or one line on
 //!   stderr naming the thread); the grace period keeps waiting. A section
@@ -266,7 +266,7 @@
 //! # fork()
 //!
 //! Like liburcu without its atfork hooks: a `Domain` (and a
-//! [`pool::Pool`]) must not be used in the child of `fork()`. The
+//! `exitq::pool::Pool`) must not be used in the child of `fork()`. The
 //! reclaimer thread, the pool's workers and the parent's other threads do
 //! not exist in the child, and the records of those threads look alive.
 //! So in a child:
@@ -285,7 +285,7 @@
 //!   (the parent's, which the parent runs).
 //!
 //! A child that only `exec`s needs nothing; a child that wants RCU builds
-//! its own `Domain` ([`pool::Pool`]'s shared domain does so by itself).
+//! its own `Domain` (`exitq::pool::Pool`'s shared domain does so by itself).
 //! `fork.rs` states the mechanism; proven by `tests/fork.rs` (a guard held
 //! across the fork, a child that exits normally, every entry point of a
 //! domain and of a pool) and the torture test's forks with held guards.
