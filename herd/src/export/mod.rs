@@ -6,11 +6,13 @@
 //! * `format`: the one rule for printing a metric's value, and the text
 //!   shapes (grids, `mean ±%stddev`, `%change`) built on it;
 //! * `svg`: sweep charts (plotters);
+//! * `histogram`: a latency histogram's JSON shape, written and read back;
 //! * `progress`: progress bars for long runs (indicatif), terminal only.
 
 pub mod comparison;
 pub mod comparison_output;
 pub mod format;
+pub mod histogram;
 pub mod progress;
 pub mod run;
 pub mod svg;
