@@ -60,6 +60,8 @@ pub enum Command {
     Membarrier(scenario::membarrier::Args),
     /// Bursts of short jobs: thread per job vs pools (exitq::pool).
     Agent(scenario::agent::Args),
+    /// Saved results as one self-contained HTML page (charts, heat maps).
+    Report(scenario::report::Args),
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ fn main() -> ExitCode {
         Command::Gp(a) => scenario::gp::run(&a),
         Command::Membarrier(a) => scenario::membarrier::run(&a),
         Command::Agent(a) => scenario::agent::run(&a),
+        Command::Report(a) => scenario::report::run(&a),
     };
     match outcome {
         Ok(code) => ExitCode::from(code),

@@ -7,12 +7,14 @@
 //!   shapes (grids, `mean ±%stddev`, `%change`) built on it;
 //! * `svg`: sweep charts (plotters);
 //! * `histogram`: a latency histogram's JSON shape, written and read back;
+//! * `html`: `herd report`'s self-contained page (a folder of small files);
 //! * `progress`: progress bars for long runs (indicatif), terminal only.
 
 pub mod comparison;
 pub mod comparison_output;
 pub mod format;
 pub mod histogram;
+pub mod html;
 pub mod progress;
 pub mod run;
 pub mod svg;

@@ -10,6 +10,7 @@ pub mod gp;
 pub mod gpkit;
 pub mod load;
 pub mod membarrier;
+pub mod report;
 pub mod storm;
 pub mod sweep;
 pub mod unregister;
