@@ -44,17 +44,20 @@ fn reconstructed(c: &Comparison) -> String {
 /// its marks against the baseline, and the runs as dots.
 fn table(c: &Comparison) -> String {
     let mut head = vec!["metric".to_string(), "unit".to_string()];
+    let mut groups = vec![(String::new(), 2)];
     for (i, l) in c.labels.iter().enumerate() {
         let n = c.complete_runs(i);
+        head.push(format!("mean ±%stddev (n={n})"));
         if i == 0 {
-            head.push(format!("{l} (base) mean ±%stddev, n={n}"));
+            groups.push((format!("{l} (base)"), 1));
         } else {
-            head.push(format!("{l} mean ±%stddev, n={n}"));
-            head.push(format!("{l} %change"));
+            head.push("%change".into());
+            groups.push((l.clone(), 2));
         }
     }
-    head.push("runs".into());
-    let mut t = Table::new(&head);
+    head.push("each run".into());
+    groups.push((String::new(), 1));
+    let mut t = Table::new(&head).groups(groups);
     for row in &c.rows {
         let mut cells = vec![Cell::text(&row.name), Cell::text(&row.unit)];
         for (i, cell) in row.cells.iter().enumerate() {
@@ -209,9 +212,10 @@ mod tests {
         let c = sample();
         let t = table(&c);
         assert!(
-            t.contains("cleanup=locked (base) mean ±%stddev, n=4"),
+            t.contains("<th colspan=\"1\">cleanup=locked (base)</th>"),
             "{t}"
         );
+        assert!(t.contains("<th>mean ±%stddev (n=4)</th>"), "{t}");
         assert!(t.contains("class=\"n good\""), "{t}");
         assert!(t.contains("-87.7% ***R better"), "{t}");
         assert_eq!(

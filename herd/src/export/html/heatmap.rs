@@ -165,10 +165,26 @@ pub(crate) fn heatmap(
     } else {
         String::new()
     };
+    let summary = Spread::of(&cpu_values(values), 1)
+        .map(|s| {
+            let busiest = s
+                .top
+                .first()
+                .map(|(c, v)| format!(", busiest cpu{c} ({})", fmt_value(*v)))
+                .unwrap_or_default();
+            let imb = s
+                .imbalance
+                .map(|i| format!(", imbalance {i:.2}"))
+                .unwrap_or_default();
+            format!("total {}{imb}{busiest}", fmt_value(s.total))
+        })
+        .unwrap_or_default();
     Some(format!(
-        "<figure class=\"chart\"><svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {w} {y}\" width=\"{w}\" \
-         height=\"{y}\" role=\"img\" aria-label=\"{t} per CPU\">{body}</svg>{scale}<figcaption><b>{t}</b> ({u}) per CPU, \
-         grey: none.{cell_note}</figcaption></figure>\n",
+        "<figure class=\"chart\"><div class=\"mh\"><b>{t}</b> ({u}): {}</div>\
+         <svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {w} {y}\" width=\"{w}\" \
+         height=\"{y}\" role=\"img\" aria-label=\"{t} per CPU\">{body}</svg>{scale}\
+         <figcaption>Per CPU; grey: none.{cell_note}</figcaption></figure>\n",
+        esc(&summary),
         t = esc(title),
         u = esc(unit),
     ))

@@ -77,6 +77,7 @@ impl Cell {
 /// header when the page's script runs, plain HTML otherwise.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Table {
+    groups: Vec<(String, usize)>,
     head: Vec<String>,
     rows: Vec<Vec<Cell>>,
 }
@@ -85,9 +86,15 @@ impl Table {
     /// A table with these column headings (text).
     pub(crate) fn new<S: AsRef<str>>(head: &[S]) -> Table {
         Table {
+            groups: Vec::new(),
             head: head.iter().map(|h| esc(h.as_ref())).collect(),
             rows: Vec::new(),
         }
+    }
+    /// A header row above the headings: `(text, columns it spans)`.
+    pub(crate) fn groups(mut self, groups: Vec<(String, usize)>) -> Table {
+        self.groups = groups;
+        self
     }
     /// Appends a row.
     pub(crate) fn row(&mut self, cells: Vec<Cell>) {
@@ -95,7 +102,15 @@ impl Table {
     }
     /// The table's HTML.
     pub(crate) fn render(&self) -> String {
-        let mut out = String::from("<div class=\"tw\"><table class=\"sortable\"><thead><tr>");
+        let mut out = String::from("<div class=\"tw\"><table class=\"sortable\"><thead>");
+        if !self.groups.is_empty() {
+            out.push_str("<tr class=\"g\">");
+            for (g, span) in &self.groups {
+                let _ = write!(out, "<th colspan=\"{span}\">{}</th>", esc(g));
+            }
+            out.push_str("</tr>");
+        }
+        out.push_str("<tr>");
         for h in &self.head {
             let _ = write!(out, "<th>{h}</th>");
         }

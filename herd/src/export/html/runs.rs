@@ -14,6 +14,73 @@ use crate::export::format::better_name;
 use crate::result::{RunResult, RunSet};
 use crate::stats::Summary;
 
+/// The figures a reader of each scenario looks at first, when present.
+const KEY_FIGURES: [&str; 16] = [
+    "wall_s",
+    "sys_s",
+    "threads_failed",
+    "exit_p50_us",
+    "exit_p99_us",
+    "futex_per_exit",
+    "contentions_per_exit",
+    "lock_wait_us_per_exit",
+    "jobs_per_s",
+    "latency_p99_us",
+    "completion_p99_us",
+    "max_exits_per_ms",
+    "ops_per_s",
+    "ns_per_op",
+    "gp_p50_us",
+    "calls_per_s",
+];
+
+/// The key figures as cards: the value (the median of a set, with its
+/// spread), the unit, the name.
+fn cards(runs: &[&RunResult]) -> String {
+    let Some(first) = runs.first() else {
+        return String::new();
+    };
+    let mut names: Vec<&str> = KEY_FIGURES
+        .iter()
+        .copied()
+        .filter(|k| first.metric(k).is_some())
+        .collect();
+    if names.len() < 3 {
+        names = first
+            .metrics
+            .iter()
+            .take(6)
+            .map(|m| m.name.as_str())
+            .collect();
+    }
+    let mut out = String::from("<div class=\"cards\">");
+    for name in names.into_iter().take(8) {
+        let values: Vec<f64> = runs.iter().filter_map(|r| r.metric(name)).collect();
+        let unit = first
+            .metrics
+            .iter()
+            .find(|m| m.name == name)
+            .map_or("", |m| m.unit.as_str());
+        let Some(s) = Summary::of(&values) else {
+            continue;
+        };
+        let spread = if s.n > 1 {
+            format!(" <span class=\"u\">±{:.1}%</span>", s.pct_stddev())
+        } else {
+            String::new()
+        };
+        out.push_str(&format!(
+            "<div class=\"card\"><div class=\"k\">{}{}</div><span class=\"v\">{}</span><span class=\"u\">{}</span>{spread}</div>",
+            esc(name),
+            if s.n > 1 { " (median)" } else { "" },
+            esc(&crate::format::fmt_value(s.median)),
+            esc(unit)
+        ));
+    }
+    out.push_str("</div>\n");
+    out
+}
+
 /// The metrics of one run.
 fn one_run_table(r: &RunResult) -> String {
     let mut t = Table::new(&["metric", "value", "unit", "better"]);
@@ -145,6 +212,7 @@ pub(crate) fn section(s: &Section, set: &RunSet, id: &str) -> String {
     };
     let host = first.map_or_else(Vec::new, |r| headline::host_facts(&r.host, &r.config));
     let mut out = headline::render(&h, &host);
+    out.push_str(&cards(&runs));
     out.push_str(&findings.section());
     out.push_str("<h2>Metrics</h2>\n");
     match runs.as_slice() {
@@ -188,6 +256,11 @@ mod tests {
         let t = set_table(&set.runs.iter().collect::<Vec<_>>());
         assert!(t.contains("<td class=\"n\" data-v=\"2\">2</td>"), "{t}");
         assert_eq!(t.matches("<circle").count(), 3);
+        let c = cards(&set.runs.iter().collect::<Vec<_>>());
+        assert!(
+            c.contains("wall_s (median)") && c.contains(">2<") && c.contains("±50.0%"),
+            "{c}"
+        );
         let one = one_run_table(&set.runs[0]);
         assert!(one.contains(">wall_s<") && one.contains(">lower<"));
     }

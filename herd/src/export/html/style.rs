@@ -32,17 +32,25 @@ ul.plain{margin:4px 0;padding-left:20px}
 table{border-collapse:collapse;font-variant-numeric:tabular-nums}
 th,td{padding:3px 10px;border-bottom:1px solid var(--line);text-align:left;vertical-align:top}
 th{background:var(--bg2);position:sticky;top:0;cursor:pointer;user-select:none;white-space:nowrap}
+tr.g th{position:static;cursor:default;text-align:center;border-left:2px solid #fff}
 th[aria-sort=ascending]::after{content:" \25B2";font-size:10px}
 th[aria-sort=descending]::after{content:" \25BC";font-size:10px}
 td.n{text-align:right;white-space:nowrap}
 td.good{color:var(--ok);font-weight:600}td.bad{color:var(--bad);font-weight:600}
 .na{color:#9aa3ad}
-dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:2px 16px;margin:6px 0}
+dl.facts{display:grid;grid-template-columns:max-content minmax(0,1fr) max-content minmax(0,1fr);gap:2px 16px;margin:6px 0}
+@media (max-width:900px){dl.facts{grid-template-columns:max-content minmax(0,1fr)}}
 dl.facts dt{color:var(--mute)}dl.facts dd{margin:0}
 .grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(540px,1fr));gap:12px 20px}
 figure.chart{margin:6px 0;min-width:0}
 figure.chart svg{display:block;max-width:100%;height:auto}
 figcaption{font-size:12.5px;color:var(--mute)}
+.mh{font-size:13px;margin:2px 0 4px}
+.cards{display:flex;flex-wrap:wrap;gap:10px;margin:10px 0}
+.card{border:1px solid var(--line);border-radius:8px;padding:6px 12px;min-width:130px}
+.card .v{font-size:20px;font-weight:600;font-variant-numeric:tabular-nums}
+.card .u{color:var(--mute);font-size:12px;margin-left:3px}
+.card .k{color:var(--mute);font-size:12px}
 figcaption b{color:var(--fg)}
 .key{display:inline-block;margin-right:14px;white-space:nowrap}
 .key i{display:inline-block;width:14px;height:4px;vertical-align:middle;margin-right:5px;border-radius:2px}
@@ -65,7 +73,7 @@ pub(crate) const JS: &str = r#"
   var tables=document.querySelectorAll('table.sortable');
   Array.prototype.forEach.call(tables,function(t){
     if(!t.tHead||!t.tBodies.length)return;
-    var ths=t.tHead.rows[0].cells;
+    var ths=t.tHead.rows[t.tHead.rows.length-1].cells;
     Array.prototype.forEach.call(ths,function(th,i){
       th.tabIndex=0;th.title='sort by this column';
       function sort(){
