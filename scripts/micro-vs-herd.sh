@@ -121,7 +121,8 @@ for r in $(seq 1 "$rounds"); do
             c) cmd=("${micro[@]}") ;;
             herd) if [ "$counters" = 1 ]; then cmd=("${storm[@]}"); else cmd=("${storm[@]}" --no-perf); fi ;;
             off) cmd=("${storm[@]}" --no-perf) ;;
-            pstat) cmd=(perf stat -e "$events" -x, -o "$tmp/perf.csv" -- "${micro[@]}") ;;
+            pstat) # shellcheck disable=SC2054 # -x, is perf stat's CSV separator
+                cmd=(perf stat -e "$events" -x, -o "$tmp/perf.csv" -- "${micro[@]}") ;;
         esac
         read -r w c < <(measure "$tmp/$a" ${layout[@]+"${layout[@]}"} "${cmd[@]}")
         wall[$a]=$w cpu[$a]=$c

@@ -34,7 +34,8 @@ Options:
       --record        also `perf record -g` the command and write
                       DIR/perf.data, DIR/stacks.folded and DIR/flamegraph.svg
                       (inferno-collapse-perf + inferno-flamegraph; installed
-                      with `cargo install inferno` when missing)
+                      with `cargo install inferno` when missing, unless
+                      HERD_NO_INSTALL=1, as under the test command)
   -F, --freq HZ       sampling frequency for --record (default 999)
       --cross-check   run `herd storm --json [args]` under perf stat and check
                       herd's own counts against perf's (see below)
@@ -178,6 +179,7 @@ else
 fi
 mkdir -p "$outdir"
 statfile="$outdir/perf-stat.csv"
+# shellcheck disable=SC2054 # -x, is perf stat's CSV separator
 stat_args=(-x, --no-big-num -e "$evlist" -o "$statfile")
 [ "$system" = 1 ] && stat_args+=(-a)
 [ "$repeat" -gt 1 ] && stat_args+=(-r "$repeat")
@@ -221,6 +223,8 @@ if [ "$record" = 1 ]; then
         export PATH="$HOME/.cargo/bin:$PATH"
     fi
     if ! command -v inferno-flamegraph >/dev/null 2>&1; then
+        [ "${HERD_NO_INSTALL:-0}" != 1 ] ||
+            die "--record needs inferno (inferno-collapse-perf, inferno-flamegraph): cargo install inferno --locked (HERD_NO_INSTALL=1: this run installs nothing; scripts/test-setup.sh sets up what the tests need)"
         command -v cargo >/dev/null 2>&1 || die "--record needs inferno (inferno-collapse-perf, inferno-flamegraph): install Rust and run: cargo install inferno"
         echo "perf-stat.sh: installing inferno (cargo install inferno --locked), once" >&2
         cargo install inferno --locked >&2 || die "cargo install inferno failed"

@@ -33,9 +33,9 @@
 //! `exit_barrier` must find every hook run exactly once.
 //!
 //! Needs root (or `kernel.perf_event_paranoid <= 1`) and a mounted tracefs;
-//! otherwise it prints `SKIPPED: <why>` to stderr and returns. CI on the
-//! project machine runs as root and `scripts/test.sh` mounts tracefs, so it
-//! runs there. Reproduce the figures in `docs/exitq.md#tests` with
+//! otherwise it prints `SKIPPED: <why>` to stderr and returns, except
+//! under `scripts/test.sh` as root (CI), which mounts tracefs: there it
+//! fails (`skip_util`). Reproduce the figures in `docs/exitq.md#tests` with
 //! `cargo test -p exitq --release --test exit_futex -- --nocapture`.
 //!
 //! This file holds the phases and what each must show; the counters, the
@@ -50,6 +50,7 @@ use exitq::{Domain, Reclaimer};
 
 mod exit_futex_util;
 mod pthread_util;
+mod skip_util;
 use exit_futex_util::counters::{tracepoints, Counters, Counts, Tracepoints};
 use exit_futex_util::threads::{interleaved, run_group, Exit, Role, Shared};
 
@@ -209,7 +210,7 @@ fn the_exit_path_makes_no_futex_syscall() {
     let tp = match tracepoints() {
         Ok(tp) => tp,
         Err(why) => {
-            say(&format!("SKIPPED: exit_futex: {why}"));
+            skip_util::skip(&format!("exit_futex: {why}"));
             return;
         }
     };

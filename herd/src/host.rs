@@ -415,8 +415,9 @@ pub fn tasks_now() -> Option<u64> {
 /// The cgroup v2 `pids.max`/`pids.current` of this process's cgroup, or
 /// the nearest ancestor that sets a limit.
 pub fn cgroup_pids() -> Option<CgroupPids> {
-    let cg = fs::read_to_string("/proc/self/cgroup").ok()?;
-    let rel = cg.lines().find_map(|l| l.strip_prefix("0::"))?.trim();
+    let groups = procfs::process::Process::myself().ok()?.cgroups().ok()?;
+    let v2 = groups.into_iter().find(|g| g.hierarchy == 0)?;
+    let rel = v2.pathname.trim();
     let root = Path::new("/sys/fs/cgroup");
     let mut path = Path::new(rel.trim_start_matches('/')).to_path_buf();
     loop {

@@ -89,15 +89,22 @@ fn every_mode_runs_every_job_and_reports_churn() {
         assert_eq!(r["scenario"], "agent");
         assert_eq!(r["config"]["mode"], mode);
         assert_eq!(r["interrupted"], false);
-        for m in [
-            "wall_s",
-            "busy_s",
-            "jobs_per_s",
-            "sys_us_per_job",
-            "latency_p99_us",
-        ] {
-            assert!(metric(&r, m) >= 0.0);
-        }
+        // The waves' busy time lies within the wall time; the rates and
+        // per-job figures are of the 3 x 200 jobs.
+        let (wall, busy) = (metric(&r, "wall_s"), metric(&r, "busy_s"));
+        assert!(
+            busy > 0.0 && busy <= wall,
+            "{mode}: busy {busy} s, wall {wall} s"
+        );
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0);
+        let rate = metric(&r, "jobs_per_s");
+        assert!(close(rate * busy, 600.0), "{mode}: {rate}/s x {busy} s");
+        let (sys_job, sys) = (metric(&r, "sys_us_per_job"), metric(&r, "sys_s"));
+        assert!(
+            close(sys_job * 600.0, sys * 1e6),
+            "{mode}: {sys_job} us x 600 vs {sys} s"
+        );
+        assert!(metric(&r, "latency_p50_us") <= metric(&r, "latency_p99_us"));
         // A job completes after it starts (quantiles of 3 significant digits).
         for q in ["p50", "p99"] {
             let (start, end) = (
@@ -211,13 +218,12 @@ fn repetitions_run_in_child_processes_and_print_a_runset() {
 /// under `taskset -c 1` that is CPU 1, not CPU 0 (which `0..count` gave).
 #[test]
 fn system_scope_counts_on_the_usable_cpus() {
-    if let Some(why) = common::perf_skip_reason() {
-        eprintln!("SKIPPED: {why}");
+    if !common::perf_usable() {
         return;
     }
     let online = herd::host::online_cpus();
     let Some(&last) = online.last().filter(|_| online.len() > 1) else {
-        eprintln!("SKIPPED: needs 2 online CPUs to pin to one that is not CPU 0");
+        common::skip("needs 2 online CPUs to pin to one that is not CPU 0");
         return;
     };
     if std::process::Command::new("taskset")
@@ -225,7 +231,7 @@ fn system_scope_counts_on_the_usable_cpus() {
         .output()
         .is_err()
     {
-        eprintln!("SKIPPED: taskset (util-linux) is not installed");
+        common::skip("taskset (util-linux) is not installed");
         return;
     }
     let exe = assert_cmd::cargo::cargo_bin("herd");

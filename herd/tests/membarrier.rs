@@ -21,8 +21,8 @@ const QUICK: &[&str] = &[
     "--no-perf",
 ];
 
-/// Runs `herd membarrier QUICK extra --json`; None (after a loud SKIPPED) if
-/// this kernel has no PRIVATE_EXPEDITED membarrier.
+/// Runs `herd membarrier QUICK extra --json`; None (after [`common::skip`])
+/// if this kernel has no PRIVATE_EXPEDITED membarrier.
 fn run_json(extra: &[&str]) -> Option<RunResult> {
     let out = herd()
         .args(QUICK)
@@ -32,7 +32,7 @@ fn run_json(extra: &[&str]) -> Option<RunResult> {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     if !out.status.success() && stderr.contains("membarrier(2)") {
-        eprintln!("SKIPPED: this kernel has no usable membarrier: {stderr}");
+        common::skip(&format!("this kernel has no usable membarrier: {stderr}"));
         return None;
     }
     assert!(out.status.success(), "herd failed: {stderr}");
@@ -53,15 +53,30 @@ fn measures_calls_latency_and_read_side() {
     assert!(m("read_ns_compiler_fence") > 0.0);
     assert!(m("read_ns_seqcst_fence") > 0.0);
     assert_eq!(m("load_threads"), 1.0);
-    // One reader ran: its rate before and during the calls was measured.
-    assert!(m("reader_sections_per_s_before") >= 0.0);
-    assert!(m("reader_sections_per_s_during") >= 0.0);
+    // One reader ran: its rate during the calls is its sections (counted
+    // 256 at a time) over the calls' time, at most all it ran; the
+    // slowdown compares it with the rate before, when the reader ran then
+    // (a loaded machine may not schedule it in the short baseline window).
     let readers = r.details["readers"].as_array().unwrap();
     assert_eq!(readers.len(), 1);
-    assert!(
-        readers[0]["iterations"].as_u64().unwrap() > 0,
-        "{readers:?}"
+    let iterations = readers[0]["iterations"].as_u64().unwrap() as f64;
+    assert!(iterations > 0.0, "{readers:?}");
+    let (before, during) = (
+        m("reader_sections_per_s_before"),
+        m("reader_sections_per_s_during"),
     );
+    let sections = during * r.details["elapsed_s"].as_f64().unwrap();
+    assert!(
+        (sections / 256.0 - (sections / 256.0).round()).abs() < 1e-6 && sections <= iterations,
+        "{during}/s during the calls: {sections} sections of {iterations}"
+    );
+    match r.metric("reader_slowdown_pct") {
+        Some(s) => assert!(
+            before > 0.0 && (s - 100.0 * (1.0 - during / before)).abs() < 1e-6,
+            "slowdown {s}% from {before}/s to {during}/s"
+        ),
+        None => assert_eq!(before, 0.0, "no slowdown although the reader ran before"),
+    }
     assert_eq!(r.details["latency"]["count"].as_f64(), Some(m("calls")));
     assert_eq!(
         r.details["read_cost"]["compiler_fence_ns"]

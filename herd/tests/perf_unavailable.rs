@@ -5,6 +5,8 @@
 use std::io;
 use std::path::PathBuf;
 
+mod common;
+
 use herd::perf::sys::{Kernel, RealKernel, MOUNT_TRACEFS, SYSCTL_PARANOID};
 use herd::perf::{PerfArgs, Scope, Session};
 use perf_event::{Builder, Counter};
@@ -139,7 +141,7 @@ fn require_perf_makes_unavailable_counters_fatal() {
 #[test]
 fn missing_tracefs_names_the_mount_command_and_software_counters_still_count() {
     if let Some(why) = real_perf_permitted() {
-        eprintln!("SKIPPED: {why}");
+        common::skip(&why);
         return;
     }
     let fake = Fake {
@@ -187,11 +189,11 @@ fn missing_tracefs_names_the_mount_command_and_software_counters_still_count() {
 #[test]
 fn absent_hardware_and_old_kernel_tracepoints_are_not_fatal_with_require_perf() {
     if let Some(why) = real_perf_permitted() {
-        eprintln!("SKIPPED: {why}");
+        common::skip(&why);
         return;
     }
     let Some(real) = RealKernel.tracefs() else {
-        eprintln!("SKIPPED: needs tracefs for the real tracepoint ids (mount -t tracefs nodev /sys/kernel/tracing)");
+        common::skip("needs tracefs for the real tracepoint ids (mount -t tracefs nodev /sys/kernel/tracing)");
         return;
     };
     // A tracefs copy with only the ids of the classic events: like a

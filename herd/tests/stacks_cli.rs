@@ -194,10 +194,10 @@ fn contention_profile_yields_mmap_lock_metrics() {
         .unwrap();
     let r: Value = success_json(&out);
     if r["perf"]["contention"].is_null() {
-        eprintln!(
-            "SKIPPED: no contention profile here ({}); CI on the project machine runs as root with tracefs",
+        common::skip(&format!(
+            "no contention profile here ({}); needs root and tracefs",
             r["perf"]["contention_unavailable"]
-        );
+        ));
         return;
     }
     let waits = metric(&r, "mmap_lock_waits").expect("mmap_lock_waits with --contention");

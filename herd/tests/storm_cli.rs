@@ -158,18 +158,16 @@ fn json_document_is_complete() {
     assert_eq!(r["config"]["waves"], 3);
     assert_eq!(r["config"]["reap"], "join");
     assert!(!r["host"]["online_cpus"].as_array().unwrap().is_empty());
-    for m in [
-        "wall_s",
-        "user_s",
-        "sys_s",
-        "ctx_voluntary",
-        "create_rate",
-        "create_p99_us",
-        "start_p90_us",
-        "peak_rss_kib",
-    ] {
-        assert!(metric(&r, m) >= 0.0, "{m}");
+    // Every headline metric is there (`metric` fails on a missing one),
+    // with values that hold for any run of 12 threads.
+    for m in ["wall_s", "create_rate", "peak_rss_kib"] {
+        assert!(metric(&r, m) > 0.0, "{m}");
     }
+    for m in ["user_s", "sys_s", "ctx_voluntary"] {
+        assert!(metric(&r, m).is_finite(), "{m}");
+    }
+    assert!(metric(&r, "create_p50_us") <= metric(&r, "create_p99_us"));
+    assert!(metric(&r, "start_p50_us") <= metric(&r, "start_p90_us"));
     // Exit latency is split by path (stopped asleep, asked mid-spin, ended
     // on its own); which paths the 12 threads took depends on the
     // scheduler, so check each path's metric against its own count.
@@ -434,7 +432,9 @@ fn leak_hits_max_map_count_and_says_so() {
         .parse()
         .unwrap();
     if max > 200_000 {
-        eprintln!("SKIPPED: vm.max_map_count = {max} is too large to exhaust quickly");
+        common::skip(&format!(
+            "vm.max_map_count = {max} is too large to exhaust quickly"
+        ));
         return;
     }
     let per_wave = 1000u64;
@@ -524,7 +524,7 @@ fn as_nobody_with_nproc(nproc: u64, args: &[&str]) -> std::process::Output {
 #[test]
 fn rlimit_nproc_is_predicted_and_named() {
     if !is_root() {
-        eprintln!("SKIPPED: needs root to run herd as an unprivileged user with a low RLIMIT_NPROC (CI runs as root)");
+        common::skip("needs root to run herd as an unprivileged user with a low RLIMIT_NPROC (CI runs as root)");
         return;
     }
     let args = [
@@ -682,7 +682,9 @@ fn futex_hash_mode_is_set_and_reported() {
     if probe.status.code() == Some(3) {
         let err = String::from_utf8_lossy(&probe.stderr);
         assert!(err.contains("per-process futex hash"), "{err}");
-        eprintln!("SKIP futex_hash_mode_is_set_and_reported: {err}");
+        common::skip(&format!(
+            "futex_hash_mode_is_set_and_reported: no per-process futex hash in this kernel (6.17+): {err}"
+        ));
         return;
     }
     let r: Value = success_json(&probe);

@@ -215,7 +215,7 @@ fn a_thread_that_cannot_be_created_is_explained() {
     // 20 tasks and ask for 40 readers.
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIPPED: needs root to run herd as another user under RLIMIT_NPROC");
+        common::skip("needs root to run herd as another user under RLIMIT_NPROC");
         return;
     }
     let exe = assert_cmd::cargo::cargo_bin("herd");
@@ -240,16 +240,16 @@ fn a_thread_that_cannot_be_created_is_explained() {
     {
         Ok(o) => o,
         Err(e) => {
-            eprintln!("SKIPPED: cannot run prlimit/setpriv (util-linux): {e}");
+            common::skip(&format!("cannot run prlimit/setpriv (util-linux): {e}"));
             return;
         }
     };
     let stderr = String::from_utf8_lossy(&out.stderr);
     if stderr.contains("Permission denied") {
-        eprintln!(
-            "SKIPPED: user nobody cannot execute {}: {stderr}",
+        common::skip(&format!(
+            "user nobody cannot execute {}: {stderr}",
             exe.display()
-        );
+        ));
         return;
     }
     assert_eq!(out.status.code(), Some(1), "{stderr}");

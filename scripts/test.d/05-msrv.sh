@@ -4,8 +4,10 @@
 # checked against it by clippy's incompatible_msrv lint in .ci/run.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=scripts/test.d/lib/skip.sh
+. scripts/test.d/lib/skip.sh
 if ! command -v python3 >/dev/null 2>&1; then
-    echo "SKIPPED: the rust-version check needs python3" >&2
+    skip "the rust-version check needs python3"
     exit 0
 fi
 echo "msrv: scripts/msrv-check.py" >&2

@@ -6,8 +6,10 @@
 # a benchmark, run by hand: see docs/results-herd.md.)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=scripts/test.d/lib/skip.sh
+. scripts/test.d/lib/skip.sh
 if ! command -v gcc >/dev/null; then
-    echo "SKIPPED: micro-vs-herd smoke test: gcc not installed (scripts/test.sh installs it as root)"
+    skip "micro-vs-herd smoke test: gcc not installed (scripts/test-setup.sh installs it as root)"
     exit 0
 fi
 out=$(scripts/micro-vs-herd.sh --rounds 2 --waves 20 --per-wave 10 --spin 1000 --sleep-ms 10)
@@ -29,7 +31,7 @@ echo "$out" | grep -Eq "^herd's counters \(medians\): open [0-9.]+ ms" || { echo
 # The C-under-perf-stat reference: run whenever perf can count herd's events
 # (as root with tracefs, which scripts/test.sh sets up); said loudly when not.
 if echo "$out" | grep -q 'the C-under-perf-stat reference is skipped'; then
-    echo "SKIPPED: C under perf stat: perf cannot count herd's events here"
+    skip "C under perf stat: perf cannot count herd's events here (needs linux-perf, root and tracefs)"
 else
     echo "$out" | grep -q '^median wall: C under perf stat' || { echo "no perf-stat reference line (--counters)" >&2; exit 1; }
 fi

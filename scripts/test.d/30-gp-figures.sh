@@ -5,8 +5,10 @@
 # run by hand: see docs/results-grace-periods.md.)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=scripts/test.d/lib/skip.sh
+. scripts/test.d/lib/skip.sh
 if ! command -v jq >/dev/null; then
-    echo "SKIPPED: gp-figures smoke test: jq not installed (apt-get install jq)"
+    skip "gp-figures smoke test: jq not installed (apt-get install jq)"
     exit 0
 fi
 [ -x target/release/herd ] || cargo build --release -q -p herd

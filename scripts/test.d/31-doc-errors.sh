@@ -8,8 +8,10 @@
 # LOUDLY without a nightly toolchain.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=scripts/test.d/lib/skip.sh
+. scripts/test.d/lib/skip.sh
 if ! command -v rustup >/dev/null 2>&1 || ! rustup toolchain list | grep -q '^nightly'; then
-    echo "SKIPPED: checking compile_fail error codes needs a nightly toolchain" >&2
+    skip "checking compile_fail error codes needs a nightly toolchain"
     exit 0
 fi
 echo "doc-errors: cargo +nightly test -p exitq --doc" >&2

@@ -2,10 +2,13 @@
 # Tests of scripts/perf-stat.sh: usage, clear errors when perf is missing
 # or not permitted (faked), a real `perf stat` run whose counts must match
 # the workload, --record (folded stacks + flame graph) and --cross-check
-# against herd storm's own counters. Needs root for the real runs (installs
-# linux-perf if missing); otherwise those parts print SKIPPED with the reason.
+# against herd storm's own counters. The real runs need root, linux-perf
+# and tracefs (scripts/test-setup.sh installs and mounts them as root);
+# otherwise those parts skip loudly (fail under the test command as root).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=scripts/test.d/lib/skip.sh
+. scripts/test.d/lib/skip.sh
 S=scripts/perf-stat.sh
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
@@ -29,14 +32,22 @@ expect_rc 2 "bad --repeat" -- bash "$S" -r zero ls
 expect_rc 2 "no command" -- bash "$S"
 ok "usage errors exit 2 with a message"
 
-# --- perf missing: a PATH with every tool but perf --------------------------
-mkdir -p "$tmp/noperf"
-for d in /usr/local/bin /usr/bin /bin; do
-    for f in "$d"/*; do
-        b="${f##*/}"
-        [ "$b" = perf ] || [ -e "$tmp/noperf/$b" ] || ln -s "$f" "$tmp/noperf/$b" 2>/dev/null || true
+# path_without DIR PATTERN: DIR gets a link to every tool of the system's
+# PATH whose name does not match PATTERN (a host without that package).
+path_without() {
+    local dir=$1 pattern=$2 d f b
+    mkdir -p "$dir"
+    for d in /usr/local/bin /usr/bin /bin; do
+        for f in "$d"/*; do
+            b="${f##*/}"
+            # shellcheck disable=SC2053 # the pattern is a glob on purpose
+            [[ $b == $pattern ]] || [ -e "$dir/$b" ] || ln -s "$f" "$dir/$b" 2>/dev/null || true
+        done
     done
-done
+}
+
+# --- perf missing: a PATH with every tool but perf --------------------------
+path_without "$tmp/noperf" perf
 expect_rc 1 "perf missing" -- env PATH="$tmp/noperf" bash "$S" -- true
 grep -q "perf is not installed" "$tmp/err" && grep -q "apt-get install linux-perf" "$tmp/err" \
     || { cat "$tmp/err"; fail "missing perf explained with the install command"; }
@@ -59,17 +70,15 @@ grep -q "not permitted" "$tmp/err" && grep -q "sysctl kernel.perf_event_paranoid
 ok "perf not permitted: exit 1 with the paranoid level and the fix"
 
 # --- real runs ---------------------------------------------------------------
-if [ "$(id -u)" != 0 ]; then
-    echo "SKIPPED: real perf stat / record / cross-check runs need root here (uid $(id -u))" >&2
+real_runs() {
+    [ "$(id -u)" = 0 ] || { skip "real perf stat / record / cross-check runs need root here (uid $(id -u))"; return 1; }
+    command -v perf >/dev/null 2>&1 || { skip "real perf stat / record / cross-check runs: perf is not installed (linux-perf)"; return 1; }
+    [ -d /sys/kernel/tracing/events ] || [ -d /sys/kernel/debug/tracing/events ] ||
+        { skip "real perf stat / record / cross-check runs: tracefs is not mounted (mount -t tracefs nodev /sys/kernel/tracing)"; return 1; }
+}
+if ! real_runs; then
     echo "$pass passed (real runs skipped)"
     exit 0
-fi
-if ! command -v perf >/dev/null 2>&1; then
-    echo "installing linux-perf" >&2
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq linux-perf >/dev/null
-fi
-if [ ! -d /sys/kernel/tracing/events ] && [ ! -d /sys/kernel/debug/tracing/events ]; then
-    mount -t tracefs nodev /sys/kernel/tracing
 fi
 
 # 20 processes created and exited: perf must count at least those.
@@ -90,40 +99,45 @@ expect_rc 0 "--record" -- bash "$S" --record -F 2999 -o "$tmp/rec" -- \
 grep -qE ' [0-9]+$' "$tmp/rec/stacks.folded" || fail "folded lines end in a count"
 grep -q "<svg" "$tmp/rec/flamegraph.svg" || fail "flamegraph.svg is an SVG"
 ok "--record wrote perf.data, $(wc -l <"$tmp/rec/stacks.folded") folded stacks and flamegraph.svg"
+# Without inferno under the test command (HERD_NO_INSTALL=1): named, not
+# installed (a HOME without ~/.cargo/bin, a PATH without inferno-*).
+path_without "$tmp/noinferno" 'inferno-*'
+mkdir -p "$tmp/home"
+expect_rc 1 "--record without inferno" -- env PATH="$tmp/noinferno" HOME="$tmp/home" HERD_NO_INSTALL=1 \
+    bash "$S" --record -o "$tmp/rec2" -- true
+grep -q "cargo install inferno --locked (HERD_NO_INSTALL=1" "$tmp/err" && ! grep -q "installing" "$tmp/err" ||
+    { cat "$tmp/err"; fail "--record without inferno under HERD_NO_INSTALL=1 names the install, does none"; }
+ok "--record without inferno under HERD_NO_INSTALL=1: exit 1 naming cargo install inferno"
 
 # --cross-check: herd's own counters against perf stat's.
 cargo build --release -q -p herd
-if ! target/release/herd storm --help 2>/dev/null | grep -q -- --json; then
-    echo "SKIPPED: --cross-check: herd storm is not built yet in this tree" >&2
-else
-    expect_rc 0 "--cross-check" -- bash "$S" --cross-check -o "$tmp/cross" -- --waves 200 --per-wave 50 --sleep-ms 20
-    cat "$tmp/out"
-    grep -q "sched:sched_process_exit" "$tmp/out" || fail "cross-check table"
-    ok "--cross-check: herd and perf stat agree within the stated tolerance"
+expect_rc 0 "--cross-check" -- bash "$S" --cross-check -o "$tmp/cross" -- --waves 200 --per-wave 50 --sleep-ms 20
+cat "$tmp/out"
+grep -q "sched:sched_process_exit" "$tmp/out" || fail "cross-check table"
+ok "--cross-check: herd and perf stat agree within the stated tolerance"
 
-    # --overhead: a tiny interleaved comparison; checks the shape, not the figure.
-    expect_rc 0 "--overhead" -- bash "$S" --overhead -r 2 -o "$tmp/over" -- --waves 10 --per-wave 20 --sleep-ms 5
-    rows="$(grep -cE '^--(no-perf|perf-scope) .* (wall_s|sys_s|user_s) ' "$tmp/out" || true)"
-    [ "$rows" = 9 ] || { cat "$tmp/out" "$tmp/err"; fail "--overhead prints 3 configurations x 3 metrics ($rows rows)"; }
-    grep -qE '^--no-perf +wall_s +[0-9.]+ +1\.000' "$tmp/out" || fail "--overhead base ratio is 1.000"
-    ok "--overhead: interleaved --no-perf / process / system, ratios of medians"
-    expect_rc 2 "--overhead -r 1" -- bash "$S" --overhead -r 1
-    # A run too short for rusage to see: user_s 0 in every run (faked herd).
-    # No ratio to a zero base, said as such; it used to divide by zero.
-    cat >"$tmp/fakeherd" <<'FAKE'
+# --overhead: a tiny interleaved comparison; checks the shape, not the figure.
+expect_rc 0 "--overhead" -- bash "$S" --overhead -r 2 -o "$tmp/over" -- --waves 10 --per-wave 20 --sleep-ms 5
+rows="$(grep -cE '^--(no-perf|perf-scope) .* (wall_s|sys_s|user_s) ' "$tmp/out" || true)"
+[ "$rows" = 9 ] || { cat "$tmp/out" "$tmp/err"; fail "--overhead prints 3 configurations x 3 metrics ($rows rows)"; }
+grep -qE '^--no-perf +wall_s +[0-9.]+ +1\.000' "$tmp/out" || fail "--overhead base ratio is 1.000"
+ok "--overhead: interleaved --no-perf / process / system, ratios of medians"
+expect_rc 2 "--overhead -r 1" -- bash "$S" --overhead -r 1
+# A run too short for rusage to see: user_s 0 in every run (faked herd).
+# No ratio to a zero base, said as such; it used to divide by zero.
+cat >"$tmp/fakeherd" <<'FAKE'
 #!/bin/sh
 run='{"metrics": [{"name": "wall_s", "value": 0.01}, {"name": "sys_s", "value": 0.004}, {"name": "user_s", "value": 0.0}]}'
 printf '{"sets": ['
 for l in --no-perf "--perf-scope process" "--perf-scope system"; do
-    [ "$l" = --no-perf ] || printf ', '
-    printf '{"label": "%s", "runs": [%s, %s]}' "$l" "$run" "$run"
+[ "$l" = --no-perf ] || printf ', '
+printf '{"label": "%s", "runs": [%s, %s]}' "$l" "$run" "$run"
 done
 printf ']}\n'
 FAKE
-    chmod +x "$tmp/fakeherd"
-    HERD="$tmp/fakeherd" expect_rc 0 "--overhead, user time 0" -- bash "$S" --overhead -r 2 -o "$tmp/over0" -- --waves 1
-    grep -qE '^--perf-scope system +user_s +0\.000 +n/a \(0\) +n/a \(0\) +n/a \(0\)$' "$tmp/out" ||
-        { cat "$tmp/out" "$tmp/err"; fail "--overhead with a zero base prints n/a (0)"; }
-    ok "--overhead: a metric that is 0 in the base runs gets no ratio, and no crash"
-fi
+chmod +x "$tmp/fakeherd"
+HERD="$tmp/fakeherd" expect_rc 0 "--overhead, user time 0" -- bash "$S" --overhead -r 2 -o "$tmp/over0" -- --waves 1
+grep -qE '^--perf-scope system +user_s +0\.000 +n/a \(0\) +n/a \(0\) +n/a \(0\)$' "$tmp/out" ||
+    { cat "$tmp/out" "$tmp/err"; fail "--overhead with a zero base prints n/a (0)"; }
+ok "--overhead: a metric that is 0 in the base runs gets no ratio, and no crash"
 echo "$pass passed"

@@ -15,6 +15,9 @@ use exitq::{Domain, RcuCell};
 use perf_event::events::Tracepoint;
 use perf_event::{Builder, Counter};
 
+#[path = "../skip_util/mod.rs"]
+mod skip_util;
+
 /// Most worker threads a test may start (slots of `Pools::cleaned`).
 pub const MAX_WORKERS: usize = 4096;
 
@@ -194,8 +197,8 @@ impl SyscallCounter {
             Err(e) => {
                 static SAID: AtomicUsize = AtomicUsize::new(0);
                 if SAID.fetch_add(1, Ordering::Relaxed) == 0 {
-                    say(&format!(
-                        "SKIPPED (syscall count of the exit path): {e}; needs root or \
+                    skip_util::skip(&format!(
+                        "syscall count of the exit path: {e}; needs root or \
                          kernel.perf_event_paranoid <= 1 and a mounted tracefs \
                          (scripts/test.sh mounts it as root)"
                     ));

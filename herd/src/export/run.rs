@@ -234,7 +234,8 @@ pub fn emit(r: &RunResult, out: &OutputArgs, extra: impl Fn(&RunResult) -> Strin
     } else if out.csv {
         run_csv(r)?
     } else {
-        let per_cpu = crate::perf::Report::from_json(&r.perf).and_then(|p| p.per_cpu_table());
+        let per_cpu = crate::perf::Report::from_json(&r.perf)
+            .and_then(|p| crate::perf::cpu_table::section(&p));
         let mut t = metrics_table(r) + &per_cpu.unwrap_or_default() + &extra(r);
         if r.interrupted {
             t.push_str("(interrupted: figures cover the part that ran)\n");

@@ -20,8 +20,8 @@
 //! Both are found through `/proc/self/mountinfo` (the mount point, and the
 //! root of the mount within the hierarchy, which differs from `/` inside
 //! containers) and `/proc/self/cgroup` (this process's path in each
-//! hierarchy): [`locate`], a pure function the tests feed with faked
-//! files.
+//! hierarchy), both parsed by procfs: [`locate`], a pure function the tests
+//! feed with faked files.
 //!
 //! The cgroup is created under the process's current one
 //! (`<cgroup>/herd-perf-<pid>`), so every limit of the ancestors still
@@ -40,6 +40,9 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
+
+use procfs::process::MountInfos;
+use procfs::{FromBufRead, ProcessCGroups};
 
 use super::unavailable::{io_error, Unavailable};
 
@@ -63,19 +66,20 @@ pub struct Hierarchy {
     pub own: PathBuf,
 }
 
-/// One line of `/proc/self/mountinfo` that mounts a cgroup file system.
+/// A cgroup file system in `/proc/self/mountinfo`.
 #[derive(Debug)]
 struct CgroupMount {
-    /// The mount's root within the hierarchy (field 4).
+    /// The mount's root within the hierarchy.
     root: String,
-    /// The mount point (field 5).
+    /// The mount point.
     point: String,
     fstype: String,
-    /// Super-block options (the last field): the v1 controllers.
+    /// Super-block options: the v1 controllers.
     options: Vec<String>,
 }
 
-/// Undoes mountinfo's octal escapes (`\040` is a space).
+/// Undoes mountinfo's octal escapes (`\040` is a space), which procfs
+/// leaves in the root and the mount point.
 fn unescape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     let b = s.as_bytes();
@@ -94,27 +98,20 @@ fn unescape(s: &str) -> String {
     out
 }
 
-fn cgroup_mounts(mountinfo: &str) -> Vec<CgroupMount> {
-    mountinfo
-        .lines()
-        .filter_map(|line| {
-            let (left, right) = line.split_once(" - ")?;
-            let l: Vec<&str> = left.split_whitespace().collect();
-            let r: Vec<&str> = right.split_whitespace().collect();
-            if l.len() < 5 || r.is_empty() || !r[0].starts_with("cgroup") {
-                return None;
-            }
-            Some(CgroupMount {
-                root: unescape(l[3]),
-                point: unescape(l[4]),
-                fstype: r[0].to_string(),
-                options: r
-                    .get(2)
-                    .map(|o| o.split(',').map(str::to_string).collect())
-                    .unwrap_or_default(),
-            })
+/// The cgroup mounts of a mountinfo text (procfs parses it).
+fn cgroup_mounts(mountinfo: &str) -> Result<Vec<CgroupMount>, Unavailable> {
+    let all = MountInfos::from_buf_read(mountinfo.as_bytes())
+        .map_err(|e| Unavailable::fixable(format!("cannot parse /proc/self/mountinfo: {e}"), ""))?;
+    Ok(all
+        .into_iter()
+        .filter(|m| m.fs_type.starts_with("cgroup"))
+        .map(|m| CgroupMount {
+            root: unescape(&m.root),
+            point: unescape(&m.mount_point.to_string_lossy()),
+            options: m.super_options.into_keys().collect(),
+            fstype: m.fs_type,
         })
-        .collect()
+        .collect())
 }
 
 /// The command that mounts a v1 perf_event hierarchy.
@@ -124,19 +121,17 @@ pub const MOUNT_V1: &str =
 /// Finds the hierarchy perf_event is bound to and this process's cgroup
 /// in it, from the texts of `/proc/self/mountinfo` and `/proc/self/cgroup`.
 pub fn locate(mountinfo: &str, self_cgroup: &str) -> Result<Hierarchy, Unavailable> {
-    let mounts = cgroup_mounts(mountinfo);
-    // "hierarchy-id:controller,list:/path"; v2 is "0::/path".
+    let mounts = cgroup_mounts(mountinfo)?;
+    let groups = ProcessCGroups::from_buf_read(self_cgroup.as_bytes())
+        .map_err(|e| Unavailable::fixable(format!("cannot parse /proc/self/cgroup: {e}"), ""))?;
+    // v2 is hierarchy 0 with no controllers; a v1 hierarchy lists its own.
     let mut v1_path = None;
     let mut v2_path = None;
-    for line in self_cgroup.lines() {
-        let mut it = line.splitn(3, ':');
-        let (Some(id), Some(ctrl), Some(path)) = (it.next(), it.next(), it.next()) else {
-            continue;
-        };
-        if id == "0" && ctrl.is_empty() {
-            v2_path = Some(path.to_string());
-        } else if ctrl.split(',').any(|c| c == "perf_event") {
-            v1_path = Some((id.to_string(), path.to_string()));
+    for g in groups {
+        if g.hierarchy == 0 && g.controllers.is_empty() {
+            v2_path = Some(g.pathname);
+        } else if g.controllers.iter().any(|c| c == "perf_event") {
+            v1_path = Some((g.hierarchy, g.pathname));
         }
     }
     if let Some((id, path)) = v1_path {

@@ -81,6 +81,7 @@ pub mod budget;
 pub mod cgroup;
 pub mod closer;
 pub mod contention;
+pub mod cpu_table;
 pub mod events;
 mod group;
 pub mod helpers;

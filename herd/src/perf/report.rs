@@ -12,6 +12,7 @@ use super::method::Method;
 use super::sys::Unavailable;
 use super::Scope;
 use super::{percpu, pernode};
+use crate::host::numa::NodeMap;
 use crate::result::Metric;
 
 pub(super) fn note_for(what: &str, u: &Unavailable) -> String {
@@ -112,6 +113,14 @@ impl CounterReading {
     pub fn running_fraction(&self) -> Option<f64> {
         (self.time_enabled_ns > 0)
             .then(|| self.time_running_ns as f64 / self.time_enabled_ns as f64)
+    }
+}
+
+/// Fills every counter's `per_node` from its `per_cpu`, summed per node of
+/// `map` ([`pernode::per_node`]).
+pub fn fill_per_node(counters: &mut [CounterReading], map: &NodeMap) {
+    for c in counters {
+        c.per_node = pernode::per_node(&c.per_cpu, map);
     }
 }
 
@@ -422,13 +431,6 @@ impl Report {
             }
         }
         failed
-    }
-
-    /// The per-CPU section of the table output: a summary per counter over
-    /// the CPUs (min/median/max, imbalance, busiest CPUs), or every CPU with
-    /// `--no-aggregate`. `None` when there is nothing per CPU to show.
-    pub fn per_cpu_table(&self) -> Option<String> {
-        percpu::section(self)
     }
 
     /// The `--contention` profile rendered like `perf lock contention`.

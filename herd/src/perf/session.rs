@@ -313,7 +313,7 @@ impl Session {
         let order = events::catalog(self.args.perf_scope);
         counters.sort_by_key(|c| order.iter().position(|e| e.metric == c.metric));
         let nodes = crate::host::numa::NodeMap::read();
-        super::pernode::fill(&mut counters, &nodes);
+        super::report::fill_per_node(&mut counters, &nodes);
 
         let mut fds = Vec::new();
         let contention = self.sampler.take().map(|sm| {

@@ -21,6 +21,7 @@ use super::cgroup::{self, CgroupScope};
 pub use super::tracefs::{MOUNT_TRACEFS, TRACEFS_ROOTS};
 pub use super::unavailable::{errno_name, Unavailable};
 use perf_event::{Builder, Counter};
+use perf_event_open_sys::ioctls;
 
 /// The start of the command that lets unprivileged users open a counter
 /// (followed by the level the counter needs).
@@ -298,20 +299,8 @@ pub fn explain_open_error(err: &io::Error, kind: EventKind, ctx: &OpenContext<'_
     }
 }
 
-/// `PERF_EVENT_IOC_ENABLE` (`_IO('$', 0)`).
-const IOC_ENABLE: libc::c_ulong = 0x2400;
-/// `PERF_EVENT_IOC_DISABLE` (`_IO('$', 1)`).
-const IOC_DISABLE: libc::c_ulong = 0x2401;
-/// `PERF_EVENT_IOC_SET_OUTPUT` (`_IO('$', 5)`).
-const IOC_SET_OUTPUT: libc::c_ulong = 0x2405;
-
-fn ioctl(fd: RawFd, request: libc::c_ulong, arg: libc::c_ulong) -> io::Result<()> {
-    // SAFETY:
-    //   * `fd` is a perf event file descriptor owned by the caller and open
-    //     for the duration of the call.
-    //   * the three requests used here take an integer argument (0 or a
-    //     file descriptor), no pointer, so no memory is read or written.
-    let rc = unsafe { libc::ioctl(fd, request as _, arg) };
+/// An ioctl's return value as a result (-1 and errno on failure).
+fn ioctl_result(rc: libc::c_int) -> io::Result<()> {
     if rc < 0 {
         Err(io::Error::last_os_error())
     } else {
@@ -321,17 +310,24 @@ fn ioctl(fd: RawFd, request: libc::c_ulong, arg: libc::c_ulong) -> io::Result<()
 
 /// Starts counting on `fd` (and its inherited children).
 pub fn enable_fd(fd: RawFd) -> io::Result<()> {
-    ioctl(fd, IOC_ENABLE, 0)
+    // SAFETY: `fd` is a perf event descriptor the caller owns and keeps
+    // open for the call; PERF_EVENT_IOC_ENABLE takes an integer (flags, 0
+    // here), no pointer, so no memory is read or written.
+    ioctl_result(unsafe { ioctls::ENABLE(fd, 0) })
 }
 
 /// Stops counting on `fd` (and its inherited children).
 pub fn disable_fd(fd: RawFd) -> io::Result<()> {
-    ioctl(fd, IOC_DISABLE, 0)
+    // SAFETY: as in `enable_fd`; PERF_EVENT_IOC_DISABLE takes flags too.
+    ioctl_result(unsafe { ioctls::DISABLE(fd, 0) })
 }
 
 /// Sends the samples of `fd` into the ring buffer of `target` (same CPU).
 pub fn set_output(fd: RawFd, target: RawFd) -> io::Result<()> {
-    ioctl(fd, IOC_SET_OUTPUT, target as libc::c_ulong)
+    // SAFETY: `fd` and `target` are perf event descriptors the caller owns
+    // and keeps open for the call; PERF_EVENT_IOC_SET_OUTPUT takes the
+    // target descriptor as an integer, no pointer.
+    ioctl_result(unsafe { ioctls::SET_OUTPUT(fd, target) })
 }
 
 /// The calling thread's id.

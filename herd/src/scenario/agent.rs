@@ -31,6 +31,7 @@
 //! shuts the runner down and gathers its churn; [`report::build`] turns
 //! the figures into the run result.
 
+mod churn;
 mod mutex_pool;
 mod rayon_mode;
 mod report;
@@ -53,7 +54,8 @@ use crate::perf::{self, PerfArgs};
 use crate::result::RunResult;
 use crate::runner as child;
 use crate::usage::Usage;
-use runner::{Churn, JobLog, Runner, Submitters};
+use churn::Churn;
+use runner::{JobLog, Runner, Submitters};
 
 /// How jobs are run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]

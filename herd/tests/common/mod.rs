@@ -11,6 +11,9 @@ use herd::result::RunResult;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+mod skip;
+pub use skip::skip;
+
 /// The `herd` binary under test.
 pub fn herd() -> Command {
     Command::cargo_bin("herd").unwrap()
@@ -174,10 +177,19 @@ pub fn exits_2_naming(subcommand: &str, args: &[&str], flag: &str) -> String {
     err
 }
 
-/// Why the real-kernel perf tests cannot run here (no tracefs, or neither
-/// root nor `perf_event_paranoid <= 1`), or `None` when they can; callers
-/// print `SKIPPED: <why>`.
-pub fn perf_skip_reason() -> Option<String> {
+/// Whether the real-kernel perf tests can run here; if not, [`skip`]s
+/// naming why (no tracefs, or neither root nor `perf_event_paranoid <= 1`).
+pub fn perf_usable() -> bool {
+    match perf_skip_reason() {
+        None => true,
+        Some(why) => {
+            skip(&why);
+            false
+        }
+    }
+}
+
+fn perf_skip_reason() -> Option<String> {
     use herd::perf::sys::{Kernel, RealKernel};
     let k = RealKernel;
     if k.tracefs().is_none() {

@@ -28,7 +28,7 @@ mod perf;
 mod runner;
 mod topology;
 
-use vm_support::skipped;
+use vm_support::not_in_this_pass;
 
 /// vCPUs of the shared guest.
 pub(crate) fn guest_cpus() -> usize {
@@ -63,7 +63,7 @@ pub(crate) fn small_guests_enabled(test: &str) -> bool {
         return false;
     }
     if std::env::var("HERD_VM_SMALL_GUESTS").as_deref() == Ok("0") {
-        skipped(&format!(
+        not_in_this_pass(&format!(
             "{test}: HERD_VM_SMALL_GUESTS=0 (scripts/test.d/50-vm.sh ran it in its first pass)"
         ));
         return false;
@@ -76,7 +76,7 @@ pub(crate) fn guests_enabled(test: &str) -> bool {
     if std::env::var("HERD_VM_TEST").as_deref() == Ok("1") {
         return true;
     }
-    skipped(&format!(
+    not_in_this_pass(&format!(
         "{test}: boots a qemu guest; runs with HERD_VM_TEST=1 \
          (scripts/test.d/50-vm.sh, which CI runs)"
     ));

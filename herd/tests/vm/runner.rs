@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use crate::small_guests_enabled;
-use crate::vm_support::{code, herd_bin, skipped, vm_run};
+use crate::vm_support::{code, herd_bin, skip, vm_run};
 
 /// A guest run exited `want`, and its stderr contains each of `needles`
 /// (vm-run.sh relays the guest's stderr and console there); returns that
@@ -256,7 +256,7 @@ int main(void) {
     match built {
         Ok(s) if s.success() => Some(bin),
         other => {
-            skipped(&format!(
+            skip(&format!(
                 "libgcc_s test: no working C compiler ({other:?}); \
                  scripts/test.sh installs gcc as root"
             ));

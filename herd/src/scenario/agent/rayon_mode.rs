@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use super::runner::Churn;
+use super::churn::Churn;
 use super::Config;
 
 type Job = Box<dyn FnOnce() + Send + 'static>;

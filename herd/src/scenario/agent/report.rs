@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use super::runner::{Churn, JobLog};
+use super::churn::Churn;
+use super::runner::JobLog;
 use super::{Args, Config, Waves};
 use crate::export::histogram;
 use crate::perf;

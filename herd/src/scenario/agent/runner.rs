@@ -1,7 +1,7 @@
 //! What runs `herd agent`'s jobs: a thread per job, the mutex pool,
 //! exitq::pool, tokio's blocking pool or a rayon pool ([`Runner`]), the job body and its timing log, the
-//! submitters' share of a wave, and the churn each runner reports when it
-//! is shut down (threads spawned, exits, failed creations).
+//! submitters' share of a wave, and the [`Churn`] each runner reports when
+//! it is shut down.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
@@ -10,20 +10,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
+use super::churn::Churn;
 use super::rayon_mode::RayonPool;
 use super::tokio_blocking::TokioBlocking;
 use super::{Config, Mode, MutexPool};
-
-/// Exit and spawn bookkeeping gathered by one run.
-#[derive(Debug, Default)]
-pub(super) struct Churn {
-    pub(super) spawned: u64,
-    pub(super) spawn_failures: u64,
-    pub(super) last_spawn_error: Option<String>,
-    /// Exit (or retirement decision) times, ns since the run's start.
-    pub(super) exits_ns: Vec<u64>,
-    pub(super) ran_on_caller: u64,
-}
 
 /// Per-job timing, shared by the jobs of a run: preallocated, one slot per
 /// job, so recording takes no lock in any mode.
