@@ -9,8 +9,9 @@
 //! records: nothing but Chromium's own background requests may reach it.
 //! A page made to break each rule shows the checks catch it. Screenshots are left in `target/tmp/report-browser/`.
 //!
-//! As root, a missing chromium fails the test, naming it (scripts/test.sh
-//! installs it); without root the test skips, saying so.
+//! As root (or under `HERD_TEST_STRICT=1`), a missing chromium fails the
+//! test, naming it (scripts/test.sh installs it, `scripts/test-packages.txt`);
+//! otherwise the test skips, saying so.
 
 #[path = "common/cdp.rs"]
 mod cdp;
@@ -32,10 +33,13 @@ fn chromium_or_skip() -> Option<PathBuf> {
     if unsafe { libc::geteuid() } == 0 {
         panic!(
             "chromium is not installed: herd report's browser test needs Debian's chromium \
-             (scripts/test.sh installs it as root: apt-get install chromium)"
+             (scripts/test.sh installs it as root, from scripts/test-packages.txt)"
         );
     }
-    eprintln!("SKIPPED: chromium is not installed and this is not root (scripts/test.sh installs it as root)");
+    common::skip(
+        "chromium is not installed and this is not root (scripts/test.sh installs it as root: \
+         scripts/test-packages.txt)",
+    );
     None
 }
 
@@ -215,8 +219,10 @@ const CHECK_JS: &str = r#"(() => {
     }
   }
   document.querySelectorAll('table.sortable th').forEach(th => th.click());
+  const nav = performance.getEntriesByType('navigation')[0];
   return {figures: figs.length, empty, strips: strips.length, emptyStrips, sorted,
-          height: document.documentElement.scrollHeight};
+          height: document.documentElement.scrollHeight,
+          loadMs: nav ? Math.round(nav.loadEventEnd) : null};
 })()"#;
 
 /// Markup that loads or connects to anything: every `src` and `href`
@@ -308,7 +314,9 @@ fn every_input_kind_renders_in_chromium_with_no_error_and_no_network() {
         let shot = dir.join(format!("{name}.png"));
         b.screenshot(&shot, 0.0, None);
         eprintln!(
-            "{name}: loaded in {:?}, {} charts, {} KiB, {} px tall; {}",
+            "{name}: load event after {} ms (the page's navigation timing; {:?} as the test saw it), \
+             {} charts, {} KiB, {} px tall; {}",
+            check["loadMs"],
             log.load,
             check["figures"],
             std::fs::metadata(&html).unwrap().len() / 1024,

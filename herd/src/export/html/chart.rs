@@ -162,7 +162,7 @@ fn nice_step(raw: f64) -> (f64, i32) {
 }
 
 /// Margins around the plotting area, px: left (y tick labels), right, top, bottom.
-const MARGIN: (f64, f64, f64, f64) = (66.0, 16.0, 12.0, 44.0);
+const MARGIN: (f64, f64, f64, f64) = (66.0, 30.0, 12.0, 44.0);
 
 /// A chart being drawn: the axes placed in a `w` x `h` picture, and the
 /// SVG body so far.

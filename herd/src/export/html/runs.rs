@@ -1,9 +1,9 @@
 //! A section for the runs of one configuration: one run (`herd storm
 //! --json`, an agent or any scenario's result) or a set of repetitions
-//! (`-r N --json`). Headline, failures, every metric (for a set: median,
-//! mean, spread and each run as a dot), latency distributions, per-CPU
-//! counters and placement, the lock-contention profile, and the typed
-//! configuration.
+//! (`-r N --json`). Headline and key figures, failures, latency
+//! distributions, per-CPU counters and placement, the lock-contention
+//! profile, every metric (for a set: median, mean, spread and each run as
+//! a dot), and the typed configuration.
 
 use super::gather::gather;
 use super::headline::{self, Headline};
@@ -214,15 +214,15 @@ pub(crate) fn section(s: &Section, set: &RunSet, id: &str) -> String {
     let mut out = headline::render(&h, &host);
     out.push_str(&cards(&runs));
     out.push_str(&findings.section());
-    out.push_str("<h2>Metrics</h2>\n");
+    out.push_str(&latency::section(&g.dists, g.runs));
+    out.push_str(&heatmap::section(&g));
+    out.push_str(&contention::section(&g));
+    out.push_str("<h2>Every metric</h2>\n");
     match runs.as_slice() {
         [] => out.push_str("<p class=\"note\">No runs.</p>"),
         [one] => out.push_str(&one_run_table(one)),
         many => out.push_str(&set_table(many)),
     }
-    out.push_str(&latency::section(&g.dists, g.runs));
-    out.push_str(&heatmap::section(&g));
-    out.push_str(&contention::section(&g));
     if let Some(r) = first {
         out.push_str(&config_table(&r.config));
     }
