@@ -22,7 +22,7 @@ mod fake_result;
 use std::path::{Path, PathBuf};
 
 use cdp::{Browser, PageLog};
-use common::herd;
+use common::{herd, SMALL};
 
 /// The browser, or `None` (skipped loudly) when it is missing without root.
 fn chromium_or_skip() -> Option<PathBuf> {
@@ -63,26 +63,24 @@ fn run(dir: &Path, args: &[&str]) -> Vec<u8> {
     out.stdout
 }
 
-/// A small quick storm, with the perf counters the host allows.
-const STORM: &[&str] = &[
-    "--waves",
-    "6",
-    "--per-wave",
-    "20",
-    "--spin",
-    "1000",
-    "--sleep-ms",
-    "20",
-];
-
 /// Every input kind, as saved results in `dir`: `(name, herd report args)`.
 fn inputs(dir: &Path) -> Vec<(String, Vec<String>)> {
+    // The common small storm, with the perf counters the host allows.
+    let storm_flags: Vec<&str> = SMALL
+        .iter()
+        .copied()
+        .filter(|a| *a != "--no-perf")
+        .collect();
+    let storm_flags = storm_flags.as_slice();
     let w = |name: &str, bytes: &[u8]| std::fs::write(dir.join(name), bytes).unwrap();
-    let storm = [&["storm"], STORM, &["--contention", "--json"]].concat();
+    let storm = [&["storm"], storm_flags, &["--contention", "--json"]].concat();
     w("storm.json", &run(dir, &storm));
     w(
         "set.json",
-        &run(dir, &[&["storm"], STORM, &["-r", "2", "--json"]].concat()),
+        &run(
+            dir,
+            &[&["storm"], storm_flags, &["-r", "2", "--json"]].concat(),
+        ),
     );
     w(
         "agent.json",
@@ -103,7 +101,7 @@ fn inputs(dir: &Path) -> Vec<(String, Vec<String>)> {
                 "cmp.jsonl",
             ],
             &["--report", "compare-flag.html", "--"][..],
-            STORM,
+            storm_flags,
         ]
         .concat(),
     );
@@ -160,7 +158,7 @@ fn inputs(dir: &Path) -> Vec<(String, Vec<String>)> {
     );
     run(
         dir,
-        &[&["storm"], STORM, &["--report", "storm-flag.html"]].concat(),
+        &[&["storm"], storm_flags, &["--report", "storm-flag.html"]].concat(),
     );
     let fake = |cpus, nodes, threads| {
         serde_json::to_vec(&fake_result::storm(cpus, nodes, threads)).unwrap()

@@ -32,6 +32,13 @@ pub struct SweepLine {
     pub changes: Vec<Vec<Option<Change>>>,
 }
 
+impl SweepLine {
+    /// Series `s` at value `i` against the first series, if computed.
+    fn change(&self, s: usize, i: usize) -> Option<&Change> {
+        self.changes.get(s)?.get(i)?.as_ref()
+    }
+}
+
 /// What the report shows of a sweep.
 #[derive(Debug, Clone, Default)]
 pub struct SweepView {
@@ -149,11 +156,7 @@ fn chart(v: &SweepView, m: &SweepLine) -> Option<String> {
         p.line(&pts, s, &label);
         for (i, (sum, &x)) in row.iter().zip(&v.x).enumerate() {
             let Some(sum) = sum else { continue };
-            let change = m
-                .changes
-                .get(s)
-                .and_then(|c| c.get(i))
-                .and_then(Option::as_ref);
+            let change = m.change(s, i);
             let mark = change.map(Change::mark).unwrap_or_default();
             let pct = change
                 .and_then(|c| c.pct)
@@ -208,11 +211,7 @@ fn table(v: &SweepView) -> String {
         for (s, row) in m.summaries.iter().enumerate() {
             for (i, sum) in row.iter().enumerate() {
                 let Some(sum) = sum else { continue };
-                let change = m
-                    .changes
-                    .get(s)
-                    .and_then(|c| c.get(i))
-                    .and_then(Option::as_ref);
+                let change = m.change(s, i);
                 t.row(vec![
                     Cell::text(&m.name),
                     Cell::text(&m.unit),
