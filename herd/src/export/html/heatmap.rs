@@ -25,6 +25,9 @@ use crate::perf::percpu::Spread;
 
 /// Most cells one map draws; above, a cell stands for several CPUs.
 pub(crate) const MAX_CELLS: usize = 1024;
+/// Most NUMA nodes drawn as blocks of their own (and given a column in
+/// the node table); a host with more is drawn as one block.
+const MAX_NODE_BLOCKS: usize = 64;
 /// Cells per row.
 const COLS: usize = 32;
 /// Cell pitch and size, px.
@@ -105,7 +108,15 @@ pub(crate) fn heatmap(
     }
     let per_cell = values.len().div_ceil(MAX_CELLS).max(1);
     let value: BTreeMap<usize, f64> = values.iter().copied().collect();
-    let groups = by_node(values, nodes);
+    let mut groups = by_node(values, nodes);
+    let mut cell_note = String::new();
+    if groups.len() > MAX_NODE_BLOCKS {
+        // A block per node would make the map taller than it is readable.
+        cell_note = format!(" {} nodes: drawn as one block of CPUs.", groups.len());
+        let mut all: Vec<usize> = groups.drain(..).flat_map(|g| g.1).collect();
+        all.sort_unstable();
+        groups = vec![("CPUs".to_string(), all)];
+    }
     let mut body = String::new();
     let mut y = 0;
     for (label, cpus) in &groups {
@@ -160,11 +171,12 @@ pub(crate) fn heatmap(
         .min(COLS);
     let w = LABEL_W + cols * PITCH + 4;
     let scale = legend_svg(max, unit);
-    let cell_note = if per_cell > 1 {
-        format!(" Each cell is {per_cell} consecutive CPUs of one node, coloured by the largest.")
-    } else {
-        String::new()
-    };
+    if per_cell > 1 {
+        let of_one = if groups.len() > 1 { " of one node" } else { "" };
+        cell_note.push_str(&format!(
+            " Each cell is {per_cell} consecutive CPUs{of_one}, coloured by the largest."
+        ));
+    }
     let summary = Spread::of(&cpu_values(values), 1)
         .map(|s| {
             let busiest = s
@@ -308,7 +320,15 @@ fn block(series: &[Named<'_>], nodes: &[NumaNode]) -> String {
     }
     out.push_str("</div>\n");
     out.push_str(&spread_table(series));
-    if nodes.len() > 1 {
+    if nodes.len() > MAX_NODE_BLOCKS {
+        out.push_str(&para(
+            "note",
+            &format!(
+                "{} NUMA nodes: per-node totals are in the JSON (perf.counters[].per_node).",
+                nodes.len()
+            ),
+        ));
+    } else if nodes.len() > 1 {
         out.push_str(&node_table(series, nodes));
     }
     out
@@ -537,6 +557,26 @@ mod tests {
         assert!(cells <= MAX_CELLS + 8, "{cells}");
         assert!(m.contains("Each cell is 10 consecutive CPUs"));
         assert!(m.len() < 200_000, "{}", m.len());
+    }
+
+    #[test]
+    fn a_thousand_nodes_are_one_block() {
+        let values: Vec<(usize, f64)> = (0..2000).map(|c| (c, 1.0 + c as f64)).collect();
+        let m = heatmap("x", "u", &values, &nodes(1000, 2)).unwrap();
+        assert!(m.contains("1000 nodes: drawn as one block"), "{m}");
+        assert!(!m.contains(">node 999<"));
+        let height: usize = m
+            .split("height=\"")
+            .nth(1)
+            .unwrap()
+            .split('"')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(height < 1000, "{height} px");
+        let s = block(&[("x", "u", &values)], &nodes(1000, 2));
+        assert!(s.contains("1000 NUMA nodes: per-node totals are in the JSON"));
     }
 
     #[test]
