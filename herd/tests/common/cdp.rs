@@ -10,9 +10,12 @@
 //! connection it would make goes to a proxy address where the test
 //! listens (`--proxy-server` with `--proxy-bypass-list=<-loopback>`, so
 //! loopback too), which records the request's first line and closes the
-//! connection: nothing leaves the machine, a request fails at once
-//! instead of hanging, and [`Browser::proxied_by_pages`] lists what was
-//! not Chromium's own background traffic ([`BROWSER_OWN`]).
+//! connection: nothing leaves the machine, and a request fails at once
+//! instead of hanging. Chromium itself goes there too, whatever it loads
+//! (a fresh profile signing in, push messaging, the search engine: no
+//! flag turns all of it off in Chromium 148), so what the proxy saw
+//! counts against a page only when it is for a host the page names
+//! ([`proxied_host`]); a page's own requests are known from its events.
 //!
 //! What a page did is collected from its events: console messages and
 //! uncaught exceptions (`Runtime`), browser log entries such as refused
@@ -49,26 +52,27 @@ pub fn chromium() -> Option<PathBuf> {
 /// What the proxy records for a connection that sent no request.
 pub const IDLE: &str = "(a connection that sent no request)";
 
-/// Requests Chromium makes by itself, whatever it loads (a fresh profile
-/// signing in, push messaging, the search engine, the network clock),
-/// which no flag turns off in Chromium 148: the proxy sees them even for
-/// a page that is only `hi`. A page's own requests are known from its
-/// events instead ([`PageLog::requests`]); the proxy then only says that
-/// nothing else went out.
-///
-/// A connection that sends nothing is one Chromium opened ahead of a
-/// request it may make (a preconnect): a page's request sends its line at
-/// once. The test scans the page for the markup that could ask for a
-/// preconnect (`<link>`) instead.
-pub const BROWSER_OWN: &[&str] = &[
-    IDLE,
-    "CONNECT www.google.com:443 ",
-    "CONNECT accounts.google.com:443 ",
-    "CONNECT android.clients.google.com:443 ",
-    "CONNECT clients2.google.com:443 ",
-    "GET http://clients2.google.com/time/",
-    "CONNECT optimizationguide-pa.googleapis.com:443 ",
-];
+/// The host a proxied request line names: `CONNECT host:port ...`, or
+/// `GET http://host[:port]/... ...`; `None` for [`IDLE`] and anything else.
+pub fn proxied_host(line: &str) -> Option<String> {
+    let mut words = line.split_whitespace();
+    let method = words.next()?;
+    let target = words.next()?;
+    let authority = if method == "CONNECT" {
+        target
+    } else {
+        target.split_once("://")?.1.split('/').next()?
+    };
+    let host = match authority.rsplit_once(':') {
+        Some((h, port)) if port.bytes().all(|b| b.is_ascii_digit()) => h,
+        _ => authority,
+    };
+    Some(
+        host.trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string(),
+    )
+}
 
 /// What happened while a page loaded.
 #[derive(Debug, Default, Clone)]
@@ -144,8 +148,7 @@ impl Browser {
             "--disable-quic",
             "--disable-extensions",
             "--disable-dev-shm-usage",
-            // Chromium's own traffic, as little as flags allow (see
-            // BROWSER_OWN for what is left).
+            // Chromium's own traffic, as little as flags allow.
             "--incognito",
             "--dns-prefetch-disable",
             "--disable-default-apps",
@@ -373,14 +376,6 @@ impl Browser {
     /// (`CONNECT host:443 HTTP/1.1`, `GET http://... HTTP/1.1`).
     pub fn proxied(&self) -> Vec<String> {
         self.proxied.lock().unwrap().clone()
-    }
-
-    /// Proxied requests that are not Chromium's own ([`BROWSER_OWN`]).
-    pub fn proxied_by_pages(&self) -> Vec<String> {
-        self.proxied()
-            .into_iter()
-            .filter(|l| !BROWSER_OWN.iter().any(|own| l.starts_with(own)))
-            .collect()
     }
 }
 
