@@ -11,19 +11,19 @@
 //! * `progress`: progress bars for long runs (indicatif), terminal only.
 
 pub mod comparison;
-pub mod comparison_output;
-pub mod format;
-pub mod histogram;
-pub mod html;
-pub mod progress;
-pub mod run;
-pub mod svg;
+pub(crate) mod comparison_output;
+pub(crate) mod format;
+pub(crate) mod histogram;
+pub(crate) mod html;
+pub(crate) mod progress;
+pub(crate) mod run;
+pub(crate) mod svg;
 
 use std::path::Path;
 
 use anyhow::{Context, Result};
 
 /// Writes `text` to `path`, naming the file in the error.
-pub fn write_file(path: &Path, text: &str) -> Result<()> {
+pub(crate) fn write_file(path: &Path, text: &str) -> Result<()> {
     std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
 }

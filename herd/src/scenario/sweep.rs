@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 
 mod doc;
 
-pub use doc::{SweepDoc, SweepMetric, SweepPoint};
+pub use doc::{SweepDoc, SweepPoint};
 
 use crate::error::{usage, EXIT_INTERRUPTED};
 use crate::export::progress::Progress;

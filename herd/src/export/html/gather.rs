@@ -23,10 +23,11 @@ use crate::perf::Report;
 use crate::result::RunResult;
 
 /// The histograms herd's scenarios write, in the order the page shows them.
-pub(crate) const KNOWN_HISTOGRAMS: [&str; 8] = [
+pub(crate) const KNOWN_HISTOGRAMS: [&str; 9] = [
     "create",
     "start",
     "exit",
+    "exit_done",
     "exit_spinning",
     "exit_own",
     "exit_hook",

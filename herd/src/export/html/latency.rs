@@ -28,6 +28,10 @@ pub(crate) fn describe(name: &str) -> (&str, &str) {
             "exit, asleep when asked",
             "stop request to the exit destructor",
         ),
+        "exit_done" => (
+            "exit done, asleep when asked",
+            "stop request to the end of the exit destructor, the exit hook included",
+        ),
         "exit_spinning" => (
             "exit, asked while spinning",
             "stop request to the exit destructor; includes the rest of the spin",
@@ -50,7 +54,9 @@ pub(crate) fn describe(name: &str) -> (&str, &str) {
 fn group(name: &str) -> (u8, &'static str) {
     match name {
         "create" | "start" => (0, "Thread creation and start"),
-        "exit" | "exit_spinning" | "exit_own" | "exit_hook" => (1, "Exit latency by exit path"),
+        "exit" | "exit_done" | "exit_spinning" | "exit_own" | "exit_hook" => {
+            (1, "Exit latency by exit path")
+        }
         "latency" | "completion" => (2, "Job queueing and completion"),
         _ => (3, "Other latencies"),
     }

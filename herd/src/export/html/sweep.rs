@@ -251,6 +251,7 @@ pub(crate) fn section(s: &Section, v: &SweepView, id: &str) -> String {
         ),
         ("configurations".to_string(), v.series.join("; ")),
         ("runs per point".to_string(), v.rounds.to_string()),
+        ("significance".to_string(), format!("alpha {}", v.alpha)),
     ];
     let h = Headline {
         title: format!("herd sweep: {} over {}", v.scenario, v.flag),
