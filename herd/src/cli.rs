@@ -32,6 +32,7 @@ pub fn main() -> ExitCode {
         Command::Gp(a) => scenario::gp::run(&a),
         Command::Membarrier(a) => scenario::membarrier::run(&a),
         Command::Agent(a) => scenario::agent::run(&a),
+        Command::Report(a) => scenario::report::run(&a),
     };
     match outcome {
         Ok(code) => ExitCode::from(code),
@@ -92,6 +93,8 @@ pub(crate) enum Command {
     Membarrier(scenario::membarrier::Args),
     /// Bursts of short jobs: thread per job vs pools (exitq::pool).
     Agent(scenario::agent::Args),
+    /// Saved results as one self-contained HTML page (charts, heat maps).
+    Report(scenario::report::Args),
 }
 
 #[cfg(test)]

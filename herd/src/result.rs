@@ -104,6 +104,10 @@ pub struct RunResult {
     /// all here, but not to be trusted; the process exits 4.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) checks_failed: Vec<String>,
+    /// When the result was made, at the end of the run (RFC 3339, UTC);
+    /// absent in results of herd before 2026-12-03.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) finished_at: Option<String>,
 }
 
 /// The exit code of a finished run: 130 interrupted, 4 when its own
@@ -164,6 +168,9 @@ impl RunResult {
             warnings: Vec::new(),
             interrupted: false,
             checks_failed: Vec::new(),
+            finished_at: Some(
+                humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+            ),
         }
     }
 

@@ -81,6 +81,10 @@ pub struct Comparison {
     pub notes: Vec<String>,
     /// The raw runs, one set per configuration (same order as `labels`).
     pub sets: Vec<RunSet>,
+    /// The command line that made the document (after `herd`); absent in
+    /// documents of herd before 2026-12-03.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
 }
 
 impl Comparison {
@@ -156,6 +160,7 @@ impl Comparison {
             rows,
             notes,
             sets,
+            command: Vec::new(),
         }
     }
 
@@ -300,7 +305,7 @@ impl Comparison {
         out
     }
 
-    fn legend(&self) -> String {
+    pub(crate) fn legend(&self) -> String {
         let mut out = format!(
             "\n±%stddev: sample standard deviation (n-1) over the runs, as % of the mean.\n\
              %change against the base; * q<0.05 ** q<0.01 *** q<0.001: Welch's t-test p, \

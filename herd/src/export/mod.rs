@@ -6,11 +6,15 @@
 //! * `format`: the one rule for printing a metric's value, and the text
 //!   shapes (grids, `mean ±%stddev`, `%change`) built on it;
 //! * `svg`: sweep charts (plotters);
+//! * `histogram`: a latency histogram's JSON shape, written and read back;
+//! * `html`: `herd report`'s self-contained page (a folder of small files);
 //! * `progress`: progress bars for long runs (indicatif), terminal only.
 
 pub mod comparison;
 pub(crate) mod comparison_output;
 pub(crate) mod format;
+pub(crate) mod histogram;
+pub(crate) mod html;
 pub(crate) mod progress;
 pub(crate) mod run;
 pub(crate) mod svg;

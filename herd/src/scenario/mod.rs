@@ -10,6 +10,7 @@ pub(crate) mod gp;
 pub(crate) mod gpkit;
 pub(crate) mod load;
 pub(crate) mod membarrier;
+pub(crate) mod report;
 pub(crate) mod storm;
 pub(crate) mod sweep;
 pub(crate) mod unregister;

@@ -10,6 +10,7 @@ use anyhow::Result;
 use super::churn::Churn;
 use super::runner::JobLog;
 use super::{Args, Config, Waves};
+use crate::export::histogram;
 use crate::perf;
 use crate::result::{Metric, RunResult};
 use crate::runner as child;
@@ -123,6 +124,10 @@ fn push_latency(r: &mut RunResult, m: &Measured<'_>) -> Result<()> {
         );
     }
     if !lat.is_empty() {
+        r.details["histograms"] = serde_json::json!({
+            "latency": histogram::to_json(&lat, "us"),
+            "completion": histogram::to_json(&done, "us"),
+        });
         for (what, h) in [("latency", &lat), ("completion", &done)] {
             for (q, p) in [(0.5, "p50"), (0.99, "p99")] {
                 let name = format!("{what}_{p}_us");
@@ -203,7 +208,7 @@ fn push_perf(r: &mut RunResult, m: &Measured<'_>) {
     r.perf = report.to_json();
     r.warnings.extend(report.notes());
     if let Some(t) = report.contention_table() {
-        r.details = serde_json::json!({ "contention_table": t });
+        r.details["contention_table"] = t.into();
     }
 }
 

@@ -129,22 +129,6 @@ pub(super) fn harvest(c: &mut Collector, recs: Vec<ThreadRec>, pending: &mut Vec
     }
 }
 
-pub(super) fn hist_json(h: &Histogram<u64>) -> serde_json::Value {
-    if h.is_empty() {
-        return json!({"count": 0});
-    }
-    json!({
-        "count": h.len(),
-        "unit": "ns",
-        "min": h.min(),
-        "mean": h.mean(),
-        "p50": h.value_at_quantile(0.50),
-        "p90": h.value_at_quantile(0.90),
-        "p99": h.value_at_quantile(0.99),
-        "max": h.max(),
-    })
-}
-
 pub(super) fn push_hist(r: &mut RunResult, name: &str, h: &Histogram<u64>) {
     if h.is_empty() {
         return;

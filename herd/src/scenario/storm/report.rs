@@ -8,9 +8,10 @@ use std::fmt::Write as _;
 use anyhow::Result;
 use serde_json::json;
 
-use super::collect::{hist_json, placement, push_hist};
+use super::collect::{placement, push_hist};
 use super::Measured;
 use crate::export::format::fmt_value;
+use crate::export::histogram;
 use crate::host::format_cpu_list;
 use crate::host::numa::NodeMap;
 use crate::perf;
@@ -107,13 +108,13 @@ pub(super) fn build(m: &Measured<'_>, perf: &perf::Report) -> Result<RunResult> 
         "leaked": m.counts.leaked,
         "failures": m.failures.groups(),
         "histograms": {
-            "create": hist_json(&m.collector.create),
-            "start": hist_json(&m.collector.start),
-            "exit": hist_json(&m.collector.exit),
-            "exit_spinning": hist_json(&m.collector.exit_spinning),
-            "exit_own": hist_json(&m.collector.exit_own),
-            "exit_hook": hist_json(&m.collector.exit_hook),
-            "exit_done": hist_json(&m.collector.exit_done),
+            "create": histogram::to_json(&m.collector.create, "ns"),
+            "start": histogram::to_json(&m.collector.start, "ns"),
+            "exit": histogram::to_json(&m.collector.exit, "ns"),
+            "exit_spinning": histogram::to_json(&m.collector.exit_spinning, "ns"),
+            "exit_own": histogram::to_json(&m.collector.exit_own, "ns"),
+            "exit_hook": histogram::to_json(&m.collector.exit_hook, "ns"),
+            "exit_done": histogram::to_json(&m.collector.exit_done, "ns"),
         },
         "placement": place,
         "preflight": m.pre,
