@@ -501,6 +501,10 @@ impl Domain {
     /// [module docs](crate::exit)). Hooks of one thread run in reverse
     /// registration order.
     ///
+    /// # Panics
+    ///
+    /// In the child of a `fork()`.
+    ///
     /// # Examples
     ///
     /// ```
@@ -519,6 +523,8 @@ impl Domain {
     /// assert!(cleaned.load(Ordering::Acquire));
     /// ```
     pub fn register_exit<F: FnOnce() + Send + 'static>(&self, f: F) {
+        // In a fork() child the hook could never run.
+        self.inner.check_fork();
         exit::register(
             &self.inner,
             this_thread::main_record(&self.inner),

@@ -118,7 +118,7 @@ pub(crate) unsafe fn retire(r: &Record) -> Option<Orphan> {
         // A guard on this record outlives the thread's exitq destructor:
         // it releases the record (module docs).
         r.flags.set(r.flags.get() | RETIRED);
-        r.set_retired_tid();
+        r.mark_retired();
         return None;
     }
     release_main(r)
@@ -131,11 +131,8 @@ pub(crate) unsafe fn retire(r: &Record) -> Option<Orphan> {
 /// end of a retired record's last guard.
 #[must_use = "an orphan's strong count must be given back (`Orphan::release`)"]
 pub(crate) fn release_main(r: &Record) -> Option<Orphan> {
-    r.flags.set(0);
-    r.clear_retired_tid();
-    // Release: like a guard's exit (the thread cannot be inside a section
-    // any more).
-    r.ctr.store(0, Ordering::Release);
+    // The thread cannot be inside a section any more.
+    r.end_ownership();
     // AcqRel: Release hands the record (and our pushes) over to the next
     // claimant and to shutdown's orphan scan; Acquire (on failure) pairs
     // with shutdown's orphan marking.
@@ -156,6 +153,13 @@ impl Orphan {
     /// and gives the count back. Call it after the last use of the record.
     #[cold]
     pub(crate) fn release(self) {
+        // SAFETY: as below: the count we hold keeps the domain alive.
+        if unsafe { &*self.0 }.forked() {
+            // A fork() child (a guard held across the fork, or the child's
+            // exit): the queue is the parent's, which runs it; the count
+            // stays with the parent's copy of the domain (`fork`).
+            return;
+        }
         {
             // SAFETY: the count we hold keeps the domain alive until the
             // decrement below; this reference ends before it.

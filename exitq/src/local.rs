@@ -108,6 +108,9 @@ pub(crate) fn defer(inner: &Inner, r: &Record, d: Deferred) {
 
 #[cold]
 fn defer_contended(inner: &Inner, r: &Record, d: Deferred) {
+    // In a fork() child the stealer that marked the record does not exist:
+    // refuse rather than wait for it forever.
+    inner.check_fork();
     // A stealer is taking our batches: wait for it (it only moves a few
     // pointers), then retry.
     handshake::wait_for_stealer(&r.steal);
@@ -429,6 +432,11 @@ pub(crate) fn flush(inner: &Inner, r: &Record) {
 /// now outside every section of the domain, run what is ready.
 #[cold]
 pub(crate) fn section_ended(inner: &Inner) {
+    if inner.forked() {
+        // A guard held across fork() and dropped in the child: what waits
+        // is the parent's, and the parent runs it (`fork`).
+        return;
+    }
     if let Some(r) = thread::existing_main(inner) {
         run_ready(inner, r);
     }

@@ -126,6 +126,16 @@
 //! in [`PoolStats::panicked`]. [`Pool::spawn`] hands the payload to
 //! [`JoinHandle::join`]; [`Pool::scope`] re-raises the first one.
 //!
+//! # fork()
+//! A pool's workers do not exist in the child of `fork()`. There, a pool
+//! built in the parent panics with a message from every entry point
+//! ([`Pool::execute`], [`Pool::spawn`], [`Pool::scope`], [`Pool::shutdown`],
+//! [`Pool::shutdown_now`]), as the [`Domain`](crate::Domain)'s do, instead
+//! of queueing jobs no worker runs or waiting for workers forever; dropping
+//! it leaves it alone (its queued jobs belong to the parent, which runs
+//! them). A child that wants a pool builds a new one (on its own shared
+//! domain, built in the child). Proven by `tests/fork.rs`.
+//!
 //! # Limits
 //! At most `max_workers` workers are available at once
 //! ([`PoolStats::workers`]); up to `retire_batch` more threads may still be
@@ -312,6 +322,11 @@ impl Pool {
 
 impl Drop for Pool {
     fn drop(&mut self) {
+        if self.inner.forked() {
+            // A fork() child: the workers (and their submitters) are the
+            // parent's; waiting for them would hang. Left alone.
+            return;
+        }
         // Graceful and non-blocking: workers drain the queue and exit.
         self.inner.begin_shutdown();
     }

@@ -7,13 +7,38 @@
 //! [`Reader`](crate::Reader)s (a record of their own) and by guards taken
 //! after the thread's exitq state was torn down (a temporary record).
 //!
-//! # The `state` word
+//! # A record's life
 //!
-//! | value      | meaning                                        | moved by |
-//! |------------|------------------------------------------------|----------|
-//! | `FREE`     | no owner; may be claimed                       | claim: CAS `FREE → IN_USE` (Acquire) |
-//! | `IN_USE`   | owned by one thread (its main record, a reader's, a temporary guard's) | release: `IN_USE → FREE` (Release); shutdown: CAS `IN_USE → ORPHANED` (AcqRel) |
-//! | `ORPHANED` | the domain shut down while the owner held it; the record holds one strong count of the domain | the owner at its exit: gives the count back (the record is freed with the domain) |
+//! Two words say where a record is: `state` (`FREE`, `IN_USE`,
+//! `ORPHANED`) and `retired` (0, or the owner's *life* and tid once its
+//! thread is exiting while a read section on the record may stay open).
+//! Every other field belongs to the record's current owner (see "Field
+//! ownership"). Each transition has one owner:
+//!
+//! | from | event | to | done by |
+//! |---|---|---|---|
+//! | `FREE` | claim: CAS `FREE → IN_USE` (Acquire), then [`Record::take_over`] resets **every** owner field (flags, kind, thread link, `retired`, reader word, hints, stall mark) and starts a new life | `IN_USE` | the claiming thread (`Registry::claim`): `thread` for a main record, `Domain::reader`, a guard taken during teardown |
+//! | `IN_USE` | read sections, `defer`, runs of its batches (the batches under the steal handshake) | `IN_USE` | the owner thread (a stealer takes batches, never the record) |
+//! | `IN_USE` | the owner's last use, outside any section: thread exit or `retire_thread` (main, `exit::release_main`), `Reader` dropped, a temporary guard's section ended ([`Record::release`]); [`Record::end_ownership`] then the `state` store/CAS (Release) | `FREE` | the owner |
+//! | `IN_USE` | the owner thread is exiting and a section on the record may stay open: a main record retired under a live guard (`RETIRED` flag), every record of the thread's auxiliary list at its exit, a temporary record (claimed during teardown): [`Record::mark_retired`] (Release) | `IN_USE`, retired | the owner |
+//! | `IN_USE`, retired | the section's guard (or the `Reader`) is dropped after all, by a later thread-local destructor: release as above (`retired` back to 0) | `FREE` | the owner |
+//! | `IN_USE`, retired | the guard was leaked and the owner thread is gone: a grace period waiting for the record wins the CAS of `retired` back to 0 (Acquire), stores 0 into the reader word and CASes `IN_USE → FREE` ([`Record::release_leaked`]) | `FREE` | a grace-period leader |
+//! | `IN_USE` (retired or not) | the last `Domain` handle dropped: CAS `IN_USE → ORPHANED` (AcqRel); the record holds a strong count of the domain | `ORPHANED` | the shutting-down thread (`domain::shutdown`) |
+//! | `ORPHANED` | the owner's release CAS fails: it gives the count back after its last use of the record (`exit::Orphan`; the record is freed with the domain) | (freed) | the owner |
+//!
+//! **Exactly one releaser per life.** The owner releases while its thread
+//! lives; `release_leaked` only once `tgkill(tid, 0)` says the thread is
+//! gone (its death happens-after its last write: the kernel's exit path
+//! and the lookup take the same locks), by a CAS of the `retired` word, so
+//! of two grace periods only one wins, and a mark left from an earlier
+//! life (the life counter is part of the word) never matches. So no owner
+//! ever finds its record released under it, and no claimant inherits its
+//! predecessor's flags: before the reset at claim, a record freed by
+//! `release_leaked` kept its old owner's `RETIRED` flag, and its next
+//! owner's first guard released it while it was still that owner's (issue
+//! 25; `tests/leak.rs`). The loom model
+//! `leaked_release_races_a_guard_drop_and_a_claim` (`tests/loom.rs`) runs
+//! the release, the owner's guard drop and a claim against each other.
 //!
 //! A record is never removed from the registry while the domain lives, so
 //! a grace period may scan records being claimed or released: a free
@@ -21,17 +46,21 @@
 //!
 //! # Field ownership
 //!
-//! `ctr`, `busy`, `flags`, `kind`, `exits`, `spare`, `thread_next` and `run_seq`
-//! are written by the owner only; `local` by the owner or by a stealer
-//! that won the steal handshake ([`handshake`](crate::handshake)); `steal`
-//! by stealers; `state` as in the table.
+//! `ctr` is written by the owner, and, once per leaked life, by the
+//! grace-period leader that wins `release_leaked` (its owner thread is
+//! gone by then); `busy`, `flags`, `kind`, `life`, `exits`, `spare`,
+//! `thread_next` and `run_seq` by the owner only; `local` by the owner or
+//! by a stealer that won the steal handshake
+//! ([`handshake`](crate::handshake)); `steal` by stealers; the stealer
+//! hints `open_epoch`/`active_epoch` by the owner inside its sections or by
+//! a stealer under the handshake; `state` and `retired` as in the table.
 use std::cell::{Cell, UnsafeCell};
 use std::ptr;
 use std::sync::Mutex;
 
 use crate::batch::{OpenBatch, Work};
 use crate::llist::{Chain, Node};
-use crate::sync::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use crate::sync::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 /// Bits of a reader word (`Record::ctr`) that count nesting; the rest is
 /// the epoch seen at the outermost entry (see `grace`).
@@ -134,10 +163,14 @@ pub(crate) struct Record {
     pub(crate) thread_next: Cell<*const Record>,
     owner: Mutex<Owner>,
     pub(crate) stalled_gp: AtomicU64,
-    /// The owner's tid while the record is `RETIRED` (else 0): a grace
-    /// period waiting for it ends the section of a leaked guard once that
-    /// thread is gone (`exit` module docs).
-    pub(crate) retired_tid: AtomicI32,
+    /// 0, or, once the owner thread is exiting with a section on the record
+    /// possibly left open, `life << 32 | tid`: a grace period waiting for
+    /// the record ends the section of a leaked guard once that thread is
+    /// gone (module docs, "A record's life").
+    pub(crate) retired: AtomicU64,
+    /// The owner's life: advanced at each claim (owner only), so a
+    /// `retired` mark names one owner.
+    life: Cell<u32>,
 }
 
 // SAFETY: the `UnsafeCell`/`Cell` fields are accessed by one thread at a
@@ -173,8 +206,38 @@ impl Record {
             thread_next: Cell::new(ptr::null()),
             owner: Mutex::new(Owner::default()),
             stalled_gp: AtomicU64::new(0),
-            retired_tid: AtomicI32::new(0),
+            retired: AtomicU64::new(0),
+            life: Cell::new(0),
         }
+    }
+
+    /// The claimant's first writes (right after its CAS `FREE → IN_USE`,
+    /// or on a new record before it is published): every owner field back
+    /// to its initial value, a new life. What a previous owner left behind
+    /// (flags, a `retired` mark, a thread link, a stall mark) never carries
+    /// over. Kept on purpose: `spare` (an empty batch node, a cache) and
+    /// `run_seq` (even, counting on: a `barrier` compares it).
+    pub(crate) fn take_over(&self, kind: Kind) {
+        debug_assert!(
+            !self.busy.load(Ordering::Relaxed),
+            "claimed inside a section"
+        );
+        // SAFETY: `exits` is owner-only, and we are the owner now.
+        debug_assert!(unsafe { (*self.exits.get()).is_empty() }, "hooks left");
+        debug_assert!(self.run_seq.load(Ordering::Relaxed) % 2 == 0, "a run left");
+        self.life.set(self.life.get().wrapping_add(1));
+        self.kind.set(kind);
+        self.flags.set(0);
+        self.thread_next.set(ptr::null());
+        // Relaxed (all): values every release path already left (0), set
+        // again so that the reset does not depend on which path that was;
+        // nobody acts on them before the claimant's next Release.
+        self.retired.store(0, Ordering::Relaxed);
+        self.ctr.store(0, Ordering::Relaxed);
+        self.stalled_gp.store(0, Ordering::Relaxed);
+        self.open_epoch.store(0, Ordering::Relaxed);
+        self.active_epoch.store(0, Ordering::Relaxed);
+        self.set_owner();
     }
 
     /// Nesting depth of the record's read sections.
@@ -193,37 +256,56 @@ impl Record {
         *self.owner.lock().unwrap_or_else(|e| e.into_inner()) = Owner::current();
     }
 
-    /// Marks the record retired with a live guard (owner only).
-    pub(crate) fn set_retired_tid(&self) {
-        // Release: pairs with `release_leaked`'s CAS (Acquire): the exit
-        // path's writes are visible to the grace period that releases it.
-        self.retired_tid
-            .store(Owner::current().tid, Ordering::Release);
+    /// Marks the record as its exiting owner's, with a section that may
+    /// stay open (owner only): once the owner thread is gone, a grace
+    /// period that waits for the record releases it.
+    pub(crate) fn mark_retired(&self) {
+        let tid = Owner::current().tid as u32;
+        // Release: pairs with `release_leaked_with`'s CAS (Acquire): the
+        // owner's writes before the mark (its exit path's) are visible to
+        // the grace period that releases the record.
+        self.retired.store(
+            u64::from(self.life.get()) << 32 | u64::from(tid),
+            Ordering::Release,
+        );
     }
 
-    /// Clears the retired mark (owner only, when its last guard drops).
-    pub(crate) fn clear_retired_tid(&self) {
-        // Relaxed: the CAS in `release_leaked` decides who releases; the
-        // owner's later Release CAS of `state` publishes the rest.
-        self.retired_tid.store(0, Ordering::Relaxed);
+    /// The owner's last writes before it hands the record back
+    /// ([`release`](Record::release), `exit::release_main`): the section
+    /// is over, the mark gone, the owner fields clean.
+    pub(crate) fn end_ownership(&self) {
+        self.flags.set(0);
+        self.thread_next.set(ptr::null());
+        // Relaxed: `release_leaked_with` acts only once the owner thread is
+        // gone, so after this store (module docs, "Exactly one releaser").
+        self.retired.store(0, Ordering::Relaxed);
+        // Release: as a guard's exit (for a reader of the word that sees
+        // 0 before the `state` store below).
+        self.ctr.store(0, Ordering::Release);
     }
 
     /// Called by a grace period waiting for this record: if it is retired
-    /// and its owner thread no longer exists, the guard that keeps its
-    /// section open was leaked: end the section and free the record.
-    /// True if it did.
+    /// and its owner thread no longer exists, the section that holds it
+    /// was leaked: end it and hand the record back. True if it did.
     #[cold]
     pub(crate) fn release_leaked(&self) -> bool {
+        self.release_leaked_with(thread_alive)
+    }
+
+    /// [`release_leaked`](Record::release_leaked), asking `alive` whether
+    /// a thread exists (the loom model answers for it).
+    pub(crate) fn release_leaked_with(&self, alive: impl FnOnce(i32) -> bool) -> bool {
         // Relaxed: a hint; the CAS below decides.
-        let tid = self.retired_tid.load(Ordering::Relaxed);
-        if tid == 0 || thread_alive(tid) {
+        let mark = self.retired.load(Ordering::Relaxed);
+        if mark == 0 || alive(mark as u32 as i32) {
             return false;
         }
-        // Acquire: pairs with `set_retired_tid`. Only one releaser: the
-        // owner is gone, and a later owner would have a fresh mark.
+        // Acquire: pairs with `mark_retired`'s Release. One winner: the
+        // owner is gone (so it stores nothing more), a concurrent releaser
+        // fails this CAS, and a later life's mark differs.
         if self
-            .retired_tid
-            .compare_exchange(tid, 0, Ordering::Acquire, Ordering::Relaxed)
+            .retired
+            .compare_exchange(mark, 0, Ordering::Acquire, Ordering::Relaxed)
             .is_err()
         {
             return false;
@@ -231,18 +313,19 @@ impl Record {
         // Release: as a guard's exit.
         self.ctr.store(0, Ordering::Release);
         // Release: hands the record back (pairs with the claim's Acquire).
+        // Fails only if the domain shut down meanwhile (`ORPHANED`): the
+        // record then stays with the domain.
         let _ = self
             .state
             .compare_exchange(IN_USE, FREE, Ordering::Release, Ordering::Relaxed);
         true
     }
 
-    /// Hands the record back for reuse (a reader's or a temporary guard's,
-    /// or a main record released after its thread's exit procedure).
+    /// Hands the record back for reuse (a reader's or a temporary guard's:
+    /// never orphaned, a live guard or reader holds a domain handle).
     #[cold]
     pub(crate) fn release(&self) {
-        self.flags.set(0);
-        self.thread_next.set(ptr::null());
+        self.end_ownership();
         // Release: hands the record back (pairs with the claim's Acquire CAS).
         self.state.store(FREE, Ordering::Release);
     }
@@ -359,14 +442,13 @@ impl Registry {
                     .compare_exchange(FREE, IN_USE, Ordering::Acquire, Ordering::Relaxed)
                     .is_ok()
             {
-                r.kind.set(kind);
-                r.set_owner();
+                r.take_over(kind);
                 return (r, false);
             }
         }
         let r = Box::into_raw(Box::new(Record::new(inner, domain_id, kind)));
         // SAFETY: `r` is fresh and ours until published below.
-        unsafe { (*r).set_owner() };
+        unsafe { (*r).take_over(kind) };
         let mut head = self.head.load(Ordering::Relaxed);
         loop {
             // SAFETY: not yet published; we are the only one writing it.

@@ -6,47 +6,66 @@
 //! payload dropped without letting a second panic escape, and the rest
 //! still run), with cancellation disabled ([`cancel`](crate::cancel)) and
 //! the thread marked as running this domain's callbacks (so `barrier`
-//! called from a callback panics instead of waiting for itself, and a
-//! callback that defers does not start running batches recursively).
+//! called from a callback panics instead of waiting for itself, also when
+//! callbacks of other domains run nested in between, and a callback that
+//! defers does not start running batches recursively).
 use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr;
 
 use crate::batch::{drop_payload, Work};
 use crate::cancel::NoCancel;
 use crate::llist::{Chain, Node};
 
+/// One run of a domain's callbacks in progress on this thread, on
+/// `run_chain`'s stack; runs of different domains nest (a callback of A
+/// runs B's barrier, whose pass runs B's callbacks), each frame linking to
+/// the one it runs inside.
+struct Frame {
+    domain_id: u64,
+    outer: *const Frame,
+}
+
 std::thread_local! {
-    /// Id of the domain whose callbacks this thread is running (0: none).
-    /// No destructor: readable during thread-local teardown.
-    static IN_CALLBACK: Cell<u64> = const { Cell::new(0) };
+    /// The innermost run in progress on this thread (null: none). No
+    /// destructor: readable during thread-local teardown.
+    static RUNNING: Cell<*const Frame> = const { Cell::new(ptr::null()) };
 }
 
-/// Marks the calling thread as running callbacks of one domain while alive
-/// (restores the previous mark: runs of different domains nest).
-pub(crate) struct InCallback {
-    previous: u64,
-}
+/// Links a frame as the innermost run while alive; unlinks it when
+/// dropped (also when unwinding).
+struct Linked<'f>(&'f Frame);
 
-impl InCallback {
-    #[inline]
-    pub(crate) fn enter(domain_id: u64) -> InCallback {
-        InCallback {
-            previous: IN_CALLBACK.replace(domain_id),
-        }
+impl<'f> Linked<'f> {
+    fn new(frame: &'f Frame) -> Linked<'f> {
+        RUNNING.set(frame);
+        Linked(frame)
     }
 }
 
-impl Drop for InCallback {
-    #[inline]
+impl Drop for Linked<'_> {
     fn drop(&mut self) {
-        IN_CALLBACK.set(self.previous);
+        RUNNING.set(self.0.outer);
     }
 }
 
-/// Whether the calling thread is running callbacks of domain `id`.
+/// Whether the calling thread is running callbacks of domain `id`, at any
+/// depth of nesting: a barrier of A reached through a callback of B that
+/// runs inside a callback of A would wait for the run of A it is part of.
 #[inline]
 pub(crate) fn in_callback(id: u64) -> bool {
-    IN_CALLBACK.get() == id
+    let mut p = RUNNING.get();
+    while !p.is_null() {
+        // SAFETY: a linked frame lives on this thread's stack, in a
+        // `run_chain` call that has not returned (it unlinks the frame
+        // before its stack is freed, `Linked`).
+        let f = unsafe { &*p };
+        if f.domain_id == id {
+            return true;
+        }
+        p = f.outer;
+    }
+    false
 }
 
 /// What a run did, for the domain's counters.
@@ -72,7 +91,11 @@ pub(crate) fn run_chain(
     mut recycle: impl FnMut(Box<Node<Work>>),
 ) -> Ran {
     let _no_cancel = NoCancel::new();
-    let _in = InCallback::enter(domain_id);
+    let frame = Frame {
+        domain_id,
+        outer: RUNNING.get(),
+    };
+    let _in = Linked::new(&frame);
     let mut ran = Ran::default();
     while let Some(mut node) = chain.pop_front() {
         match &mut node.value {

@@ -10,14 +10,10 @@
 //! property the protocol relies on from a full fence.
 
 #[cfg(not(exitq_loom))]
-pub(crate) use std::sync::atomic::{
-    AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize,
-};
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize};
 
 #[cfg(exitq_loom)]
-pub(crate) use loom::sync::atomic::{
-    AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize,
-};
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize};
 
 pub(crate) use std::sync::atomic::Ordering;
 

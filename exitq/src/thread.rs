@@ -17,12 +17,16 @@
 //! Both lists live in a thread-local without a destructor, readable until
 //! the thread is gone (a `Reader` or a guard dropped by a later
 //! thread-local destructor still unlinks itself). A separate thread-local
-//! with a destructor, touched when the first main record is claimed, runs
-//! the exit path: it marks the thread as exiting (later uses of a domain
-//! take temporary records and publish at once), then takes the main
-//! records off the list one at a time and retires each
+//! with a destructor, touched when the thread claims its first record of
+//! either kind, runs the exit path: it marks the thread as exiting (later
+//! uses of a domain take temporary records and publish at once), marks
+//! every auxiliary record retired (a section left open on one, by a
+//! leaked guard or `Reader`, ends once the thread is gone: `record`, "A
+//! record's life"; records claimed later are marked at claim), then takes
+//! the main records off the list one at a time and retires each
 //! ([`exit::retire`](crate::exit)); user code that runs meanwhile (hooks
-//! of an orphaned domain) cannot disturb that walk.
+//! of an orphaned domain) cannot disturb that walk. In a `fork()` child
+//! the walk leaves the records of the parent's domains alone (`fork`).
 //!
 //! # Orphans
 //!
@@ -76,6 +80,14 @@ impl Drop for ExitTrigger {
         STATE.with(|s| {
             s.exiting.set(true);
             s.cache.set((ptr::null(), ptr::null()));
+            // Readers' and temporary guards' records: a section on them
+            // may never end (a leaked guard or `Reader`); once this thread
+            // is gone, grace periods stop waiting for it (`record`, "A
+            // record's life"). A `Reader` dropped later still releases its
+            // record itself.
+            for r in records(&s.aux) {
+                r.mark_retired();
+            }
             loop {
                 let p = s.main.get();
                 if p.is_null() {
@@ -86,6 +98,12 @@ impl Drop for ExitTrigger {
                 let r = unsafe { &*p };
                 s.main.set(r.thread_next.get());
                 r.thread_next.set(ptr::null());
+                // SAFETY: as above: the domain is alive.
+                if unsafe { r.domain() }.forked() {
+                    // A fork() child exiting: the records and their work
+                    // are the parent's (`fork`); leave them.
+                    continue;
+                }
                 // SAFETY: our record, just unlinked: retired once.
                 let orphan = unsafe { exit::retire(r) };
                 if r.flags.get() & RETIRED != 0 {
@@ -253,9 +271,16 @@ pub(crate) fn unlink_main(inner: &Inner) -> Option<&Record> {
 }
 
 /// Adds a reader's or a temporary guard's record to the thread's
-/// auxiliary list.
+/// auxiliary list, so that the thread's exit marks it retired (a leaked
+/// section on it then ends once the thread is gone). If the exit path has
+/// already run (or is running), it is marked now.
 pub(crate) fn link_aux(r: &Record) {
     STATE.with(|s| link(&s.aux, r));
+    // Registers the exit destructor if this is the thread's first record.
+    let exiting = STATE.with(|s| s.exiting.get()) || EXIT.try_with(|_| ()).is_err();
+    if exiting {
+        r.mark_retired();
+    }
 }
 
 /// Removes a record from the thread's auxiliary list.

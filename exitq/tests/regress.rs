@@ -12,45 +12,8 @@ use std::time::{Duration, Instant};
 use exitq::{Domain, Reclaimer};
 
 mod pthread_util;
-
-/// Runs `f` on a thread; fails the test if it does not return within
-/// `limit` (a deadlock), instead of hanging.
-fn within<T: Send + 'static>(
-    what: &str,
-    limit: Duration,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> T {
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    match rx.recv_timeout(limit) {
-        Ok(v) => v,
-        Err(_) => panic!("{what}: did not return within {limit:?} (deadlock)"),
-    }
-}
-
-/// Waits for child `pid` for at most `limit`; kills it and fails the test
-/// if it hangs. Returns its exit status.
-fn wait_child(pid: libc::pid_t, limit: Duration) -> i32 {
-    let start = Instant::now();
-    loop {
-        let mut status = 0;
-        // SAFETY: our child; WNOHANG polls.
-        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-        assert!(r >= 0, "waitpid: {}", std::io::Error::last_os_error());
-        if r == pid {
-            assert!(libc::WIFEXITED(status), "child died: status {status}");
-            return libc::WEXITSTATUS(status);
-        }
-        if start.elapsed() > limit {
-            // SAFETY: our child.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            panic!("the forked child hung for {limit:?}");
-        }
-        thread::sleep(Duration::from_millis(5));
-    }
-}
+mod watch_util;
+use watch_util::within;
 
 /// v1: a pass registered its id and took the queue in two critical
 /// sections, a stolen batch and an owner's full batch were invisible
@@ -349,10 +312,8 @@ fn a_thread_cancelled_while_waiting_for_a_grace_period_leaves_no_stuck_state() {
         "synchronize after a cancelled waiter",
         Duration::from_secs(60),
         move || {
-            let t = Instant::now();
             d.synchronize();
             d.barrier();
-            t.elapsed()
         },
     );
 }
@@ -405,48 +366,6 @@ fn a_panic_payload_that_panics_on_drop_is_contained() {
         assert_eq!(ran.load(Ordering::Relaxed), 1110, "{reclaimer:?}");
     }
     std::panic::set_hook(hook);
-}
-
-/// In the child of `fork()`, every entry point that could hang or run the
-/// parent's callbacks refuses with a panic (the documented behaviour).
-#[test]
-fn entry_points_refuse_in_a_forked_child() {
-    let d = Domain::new();
-    d.defer(|| ());
-    // SAFETY: the child only calls the domain under catch_unwind and then
-    // `_exit`s; nothing else runs there.
-    let pid = unsafe { libc::fork() };
-    assert!(pid >= 0, "fork failed");
-    if pid == 0 {
-        let mut refused = 0u8;
-        let checks: [(&str, &dyn Fn()); 6] = [
-            ("barrier", &|| d.barrier()),
-            ("exit_barrier", &|| d.exit_barrier()),
-            ("flush", &|| d.flush()),
-            ("synchronize", &|| d.synchronize()),
-            ("defer", &|| {
-                for _ in 0..10_000 {
-                    d.defer(|| ());
-                }
-            }),
-            ("reader", &|| drop(d.reader())),
-        ];
-        std::panic::set_hook(Box::new(|_| {}));
-        for (i, (_, f)) in checks.iter().enumerate() {
-            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err() {
-                refused |= 1 << i;
-            }
-        }
-        // SAFETY: end the child at once, without running the parent's
-        // destructors or atexit handlers.
-        unsafe { libc::_exit(refused as i32) };
-    }
-    assert_eq!(
-        wait_child(pid, Duration::from_secs(60)),
-        0b11_1111,
-        "every entry point refused in the child (bit per check)"
-    );
-    d.barrier();
 }
 
 /// A guard taken after the thread's exitq state was torn down (a temporary
@@ -516,33 +435,5 @@ fn a_leaked_guard_of_an_exited_thread_does_not_hang_grace_periods() {
             d.synchronize();
             d.barrier();
         },
-    );
-}
-
-/// In the child of `fork()`, a pool built on the shared domain gets a
-/// domain of its own (the parent's is unusable there) and runs its jobs.
-#[test]
-fn a_pool_in_a_forked_child_builds_its_own_domain() {
-    let parent_pool = exitq::pool::Pool::new().expect("pool");
-    let (tx, rx) = mpsc::channel();
-    assert!(parent_pool.execute(move || tx.send(()).unwrap()).is_ok());
-    rx.recv().unwrap();
-    // SAFETY: the child only builds a pool, runs a job and `_exit`s.
-    let pid = unsafe { libc::fork() };
-    assert!(pid >= 0, "fork failed");
-    if pid == 0 {
-        let ok = std::panic::catch_unwind(|| {
-            let pool = exitq::pool::Pool::new().expect("pool in the child");
-            let (tx, rx) = mpsc::channel();
-            assert!(pool.execute(move || tx.send(7u8).unwrap()).is_ok());
-            rx.recv_timeout(Duration::from_secs(20)) == Ok(7)
-        });
-        // SAFETY: end the child at once.
-        unsafe { libc::_exit(if matches!(ok, Ok(true)) { 0 } else { 1 }) };
-    }
-    assert_eq!(
-        wait_child(pid, Duration::from_secs(60)),
-        0,
-        "the child's pool ran its job"
     );
 }

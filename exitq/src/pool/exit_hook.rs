@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use super::config::{RetireReason, Retirement};
 use super::inner::Inner;
+use crate::batch::drop_payload;
 
 /// `ExitRecord::reason`: not written yet (the worker unwound out of its
 /// loop, which it cannot: jobs are caught).
@@ -125,7 +126,10 @@ fn worker_exited(inner: &Inner, record: &ExitRecord) {
             cleaned_at,
             keep_alive: record.keep_alive(),
         };
-        let _ = panic::catch_unwind(AssertUnwindSafe(|| cb(&r)));
+        if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| cb(&r))) {
+            // Under `catch_unwind` too: the rest of the bookkeeping must run.
+            drop_payload(payload);
+        }
     }
     if reason == RetireReason::Idle {
         // The token taken in `try_retire` comes back only now, after the

@@ -81,6 +81,8 @@ pub(crate) struct Inner {
     pub(super) exited: (Mutex<()>, Condvar),
     pub(super) epoch: Instant,
     pub(super) cfg: Config,
+    /// The fork generation the pool was built in (`crate::fork`).
+    fork_gen: u64,
 }
 
 impl Inner {
@@ -109,6 +111,20 @@ impl Inner {
             exited: (Mutex::new(()), Condvar::new()),
             epoch: Instant::now(),
             cfg,
+            fork_gen: crate::fork::generation(),
+        }
+    }
+
+    /// Whether this process is a `fork()` child of the one that built the
+    /// pool: its workers do not exist here.
+    pub(super) fn forked(&self) -> bool {
+        crate::fork::is_child(self.fork_gen)
+    }
+
+    /// Panics in the child of a `fork()` (see the pool's docs, "fork()").
+    pub(super) fn check_fork(&self) {
+        if self.forked() {
+            forked_panic();
         }
     }
 
@@ -133,4 +149,12 @@ impl Inner {
             h(self, at);
         }
     }
+}
+
+#[cold]
+fn forked_panic() -> ! {
+    panic!(
+        "exitq: a Pool was used in the child of fork(); its workers do not exist \
+         here. Build a new Pool in the child."
+    )
 }

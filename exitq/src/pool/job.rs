@@ -6,6 +6,7 @@ use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 
 use super::idle::Slot;
+use crate::batch::drop_payload;
 
 /// A job handed back by [`Pool::shutdown_now`](super::Pool::shutdown_now)
 /// or [`Rejected`]-free paths. Run it with [`Job::run`] or drop it.
@@ -53,10 +54,14 @@ impl<F> fmt::Display for Rejected<F> {
 
 impl<F> std::error::Error for Rejected<F> {}
 
-/// Runs `job`, catching a panic; counts it in `slot`'s counters.
+/// Runs `job`, catching a panic; counts it in `slot`'s counters. The
+/// payload is dropped under `catch_unwind` too: a payload whose own `Drop`
+/// panics must not unwind out of the worker (it would die while the pool
+/// still counts it).
 pub(super) fn run_counted(slot: &Slot, job: Job) {
-    if panic::catch_unwind(AssertUnwindSafe(|| job.run())).is_err() {
+    if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| job.run())) {
         slot.panicked.fetch_add(1, Ordering::Relaxed);
+        drop_payload(payload);
     }
     slot.completed.fetch_add(1, Ordering::Relaxed);
 }

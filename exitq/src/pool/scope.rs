@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use super::inner::Inner;
 use super::job::Job;
+use crate::batch::drop_payload;
 
 /// Shared between a scope's owner and its jobs.
 struct ScopeState {
@@ -21,6 +22,16 @@ struct ScopeState {
     panic: Mutex<Option<Box<dyn Any + Send + 'static>>>,
     /// The thread waiting in `scope`.
     owner: Thread,
+}
+
+/// Counts a scoped job as done when dropped: after everything the job did,
+/// also when something unwinds out of it.
+struct Done(Arc<ScopeState>);
+
+impl Drop for Done {
+    fn drop(&mut self) {
+        self.0.job_done();
+    }
 }
 
 impl ScopeState {
@@ -62,17 +73,26 @@ impl<'scope> Scope<'scope, '_> {
     {
         // Relaxed: the job's own completion (AcqRel) orders the count.
         self.state.pending.fetch_add(1, Ordering::Relaxed);
-        let state = self.state.clone();
+        let done = Done(self.state.clone());
         let job: Box<dyn FnOnce() + Send + 'scope> = Box::new(move || {
+            let done = done; // dropped last: the job is done after all below
             if let Err(p) = panic::catch_unwind(AssertUnwindSafe(f)) {
-                let mut first = state.panic.lock().unwrap_or_else(|e| e.into_inner());
-                first.get_or_insert(p);
+                let mut first = done.0.panic.lock().unwrap_or_else(|e| e.into_inner());
+                if first.is_none() {
+                    *first = Some(p);
+                } else {
+                    drop(first);
+                    // Under `catch_unwind`: a payload whose `Drop` panics
+                    // must not unwind out of the job.
+                    drop_payload(p);
+                }
             }
-            state.job_done();
         });
         // SAFETY: the job only borrows data that outlives 'scope. `Pool::scope`
         // does not return (nor unwind) before `pending` is back to 0, i.e.
-        // before this closure has run to completion and been dropped, and no
+        // before this closure has run to completion (its `done` is dropped
+        // last) or been dropped unrun (a panic in `submit`; its captures,
+        // the borrows among them, are dropped before `done`), and no other
         // path drops a scoped job unrun: `shutdown_now` runs scoped jobs
         // instead of returning them, and a rejected job runs inline below.
         // So extending the closure's lifetime to 'static is never observed.
@@ -90,6 +110,7 @@ pub(super) fn run<'env, F, T>(inner: &Arc<Inner>, f: F) -> T
 where
     F: for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> T,
 {
+    inner.check_fork();
     let scope = Scope {
         inner,
         state: Arc::new(ScopeState {
@@ -125,6 +146,9 @@ where
 fn wait_all(inner: &Inner, state: &ScopeState) {
     // Acquire pairs with the AcqRel decrement in `job_done`.
     while state.pending.load(Ordering::Acquire) != 0 {
+        // A scope entered before a fork() and waited for in the child: its
+        // jobs ran on the parent's workers, which do not exist here.
+        inner.check_fork();
         if let Some(job) = inner.queue.pop() {
             inner.run_on_caller(job);
             continue;

@@ -65,8 +65,9 @@ impl Inner {
         self.submit_state.load(Ordering::SeqCst) & SHUTDOWN != 0
     }
 
-    /// Registers a submitter unless shut down.
+    /// Registers a submitter unless shut down. Panics in a `fork()` child.
     pub(super) fn enter(&self) -> bool {
+        self.check_fork();
         // SeqCst: pairs with `close`'s SeqCst `fetch_or` of the bit. The RMW
         // order on this one word alone decides which of us sees the other,
         // and `leave`'s Release publishes the job: stronger than needed.
@@ -134,6 +135,7 @@ impl Inner {
     /// [`Pool::shutdown`](super::Pool::shutdown): `begin_shutdown`, then
     /// waits until every worker has exited and its exit hook has run.
     pub(super) fn shutdown(&self) -> ShutdownReport {
+        self.check_fork();
         let t0 = Instant::now();
         self.begin_shutdown();
         let (lock, cv) = &self.exited;
@@ -171,6 +173,7 @@ impl Inner {
     /// job enters, take the queue (running scoped jobs here), and only then
     /// wake the workers, so they find it empty.
     pub(super) fn shutdown_now(&self) -> Vec<Job> {
+        self.check_fork();
         self.close();
         let mut out = Vec::new();
         while let Some(job) = self.queue.pop() {

@@ -88,6 +88,7 @@ pub mod helpers;
 pub(crate) mod kallsyms;
 pub(crate) mod keeper;
 pub(crate) mod kprobe;
+pub(crate) mod lock_kinds;
 pub(crate) mod lock_sample;
 pub(crate) mod method;
 pub(crate) mod mm_lock;

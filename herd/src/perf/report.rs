@@ -300,6 +300,8 @@ impl Report {
                     r.total_wait_ns as f64 / 1e3 / exits as f64,
                 ));
             }
+            // Which locks: the profile in stable rows (lock_kinds.rs).
+            out.extend(super::lock_kinds::metrics(r, exits));
             out.push(Metric::info(
                 "contention_lost_samples",
                 "samples",

@@ -47,8 +47,9 @@ pub const SCENARIOS: &[&str] = &["storm", "unregister", "gp", "membarrier", "age
 /// What varies between configurations: shared by `compare` and `sweep`.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct VaryArgs {
-    /// Exit-cleanup strategies to compare (storm): shorthand for
-    /// `--vary cleanup=LIST`, e.g. `none,locked,exitq,sync,expedited`.
+    /// Exit-cleanup strategies to compare (storm, agent --mode thread):
+    /// shorthand for `--vary cleanup=LIST`, e.g.
+    /// `locked,exitq,crossbeam-epoch,sdd,seize,urcu`.
     #[arg(long, value_name = "LIST")]
     pub cleanup: Option<String>,
     /// Thread-stack providers to compare (storm): shorthand for

@@ -28,6 +28,8 @@ pub(super) struct Measured<'a> {
     pub(super) ru0: Usage,
     pub(super) ru1: Usage,
     pub(super) perf: &'a perf::Report,
+    /// `--cleanup`'s report (thread per job).
+    pub(super) cleanup: Option<&'a crate::cleanup::Report>,
 }
 
 impl Measured<'_> {
@@ -58,6 +60,13 @@ pub(super) fn build(m: &Measured<'_>) -> Result<RunResult> {
     push_latency(&mut r, m)?;
     push_churn(&mut r, m);
     push_perf(&mut r, m);
+    if let Some(c) = m.cleanup {
+        for x in c.metrics(m.churn.exits_ns.len() as u64) {
+            r.push(x);
+        }
+        r.checks_failed.extend(c.problems());
+        r.details["cleanup"] = serde_json::to_value(c)?;
+    }
     for w in &r.warnings {
         if !m.args.out.json && !m.args.out.csv && !child::is_child() {
             eprintln!("warning: {w}");

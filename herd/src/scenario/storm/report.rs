@@ -33,6 +33,7 @@ pub(super) fn build(m: &Measured<'_>, perf: &perf::Report) -> Result<RunResult> 
     push_hist(&mut r, "create", &m.collector.create);
     push_hist(&mut r, "start", &m.collector.start);
     push_hist(&mut r, "exit", &m.collector.exit);
+    push_hist(&mut r, "exit_done", &m.collector.exit_done);
     push_hist(&mut r, "exit_spinning", &m.collector.exit_spinning);
     push_hist(&mut r, "exit_own", &m.collector.exit_own);
     if !m.collector.exit_hook.is_empty() {
@@ -112,6 +113,7 @@ pub(super) fn build(m: &Measured<'_>, perf: &perf::Report) -> Result<RunResult> 
             "exit_spinning": hist_json(&m.collector.exit_spinning),
             "exit_own": hist_json(&m.collector.exit_own),
             "exit_hook": hist_json(&m.collector.exit_hook),
+            "exit_done": hist_json(&m.collector.exit_done),
         },
         "placement": place,
         "preflight": m.pre,
@@ -135,6 +137,15 @@ fn push_time_and_rusage(r: &mut RunResult, m: &Measured<'_>) {
     r.push(Metric::lower("drain_s", "s", s(m.t1 - m.t_waves)));
     r.push(Metric::lower("user_s", "s", m.ru1.user_s - m.ru0.user_s));
     r.push(Metric::lower("sys_s", "s", m.ru1.sys_s - m.ru0.sys_s));
+    if m.exits > 0 {
+        // The process's system time over its thread exits (everything the
+        // kernel did for the storm, not only the exits).
+        r.push(Metric::lower(
+            "sys_us_per_exit",
+            "us",
+            (m.ru1.sys_s - m.ru0.sys_s) * 1e6 / m.exits as f64,
+        ));
+    }
     let (u0, u1) = (&m.ru0, &m.ru1);
     for (name, after, before) in [
         (
@@ -260,6 +271,18 @@ pub fn extra_sections(r: &RunResult) -> String {
     let mut out = String::new();
     if let Some(t) = perf::Report::from_json(&r.perf).and_then(|p| p.contention_table()) {
         let _ = writeln!(out, "\n{t}");
+    }
+    let drive = &r.details["cleanup"]["drive"];
+    if let Some(how) = drive["how"].as_str() {
+        // A library need not run its deferred frees by itself: say how the
+        // end of the run made it (cleanup/reclaimers.rs).
+        let _ = writeln!(
+            out,
+            "\ncleanup: {} entries were freed only when herd drove {} at the end: {how} ({} rounds)",
+            r.details["cleanup"]["frees_at_finish"],
+            r.details["cleanup"]["strategy"].as_str().unwrap_or("the library"),
+            drive["rounds"]
+        );
     }
     let p = &r.details["placement"];
     if let Some(starts) = p["per_cpu_start"].as_array() {
