@@ -50,16 +50,6 @@ impl Strategy {
             Strategy::Urcu => "urcu",
         }
     }
-
-    /// The strategies whose exit work goes through a reclamation library
-    /// (run from herd's own thread-local destructor, see `exit_tls.rs`).
-    #[cfg(test)]
-    pub fn is_library(self) -> bool {
-        matches!(
-            self,
-            Strategy::CrossbeamEpoch | Strategy::Sdd | Strategy::Seize | Strategy::Urcu
-        )
-    }
 }
 
 /// `--cleanup` flags (flattened into `herd storm` and `herd agent`).
