@@ -22,22 +22,27 @@ cd "$(dirname "$0")/.."
 
 say() { printf '\n== %s\n' "$*" >&2; }
 
-say "scripts/test-setup.sh"
-bash scripts/test-setup.sh
+# Each part, timed: `== PART` before, `== PART: N s` after, the total last.
+part() {
+    local what=$1 t0=$SECONDS
+    shift
+    say "$what"
+    "$@"
+    say "$what: $((SECONDS - t0)) s"
+}
+
+part "scripts/test-setup.sh" bash scripts/test-setup.sh
 export HERD_NO_INSTALL=1
 if [ "$(id -u)" = 0 ]; then
     export HERD_TEST_STRICT=1
     say "root: HERD_TEST_STRICT=1, a test that cannot run here fails"
 fi
 
-say "cargo test --workspace (debug)"
-cargo test --workspace
+part "cargo test --workspace (debug)" cargo test --workspace
+part "cargo test --workspace --release (stress sizes)" cargo test --workspace --release
 
-say "cargo test --workspace --release (stress sizes)"
-cargo test --workspace --release
-
-for part in scripts/test.d/*.sh; do
-    [ -e "$part" ] || continue
-    say "$part"
-    bash "$part"
+for suite in scripts/test.d/*.sh; do
+    [ -e "$suite" ] || continue
+    part "$suite" bash "$suite"
 done
+say "all passed in $((SECONDS / 60)) min $((SECONDS % 60)) s"

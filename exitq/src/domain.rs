@@ -221,12 +221,6 @@ impl Domain {
         DomainBuilder::default()
     }
 
-    /// Whether this handle is the child-of-`fork()` copy of a domain
-    /// (unusable there: see the crate docs).
-    pub(crate) fn forked(&self) -> bool {
-        self.inner.forked()
-    }
-
     /// Enters a read-side critical section; it lasts until the guard drops.
     ///
     /// Nestable and cheap: after a thread's first call, a thread-local

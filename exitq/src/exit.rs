@@ -45,7 +45,9 @@
 //! guard's outermost exit releases it. Should the guard never be dropped
 //! (leaked), the section ends when the thread is gone: a grace period that
 //! waits for it checks, after the first milliseconds, whether the thread
-//! still exists.
+//! still exists. The same holds for the thread's `Reader`s and temporary
+//! guards: the whole protocol, with who may release a record when, is the
+//! state table in `record` ("A record's life").
 //!
 //! # After the domain is dropped
 //!
@@ -106,9 +108,17 @@ pub(crate) unsafe fn retire(r: &Record) -> Option<Orphan> {
         // docs, step 3).
         inner.queue.push_chain(work);
     });
+    keep_or_release(r)
+}
+
+/// The end of the exit procedure, once the work is handed over: the
+/// record is released, or kept for a guard that outlives the thread's
+/// exitq destructor (module docs; also the loom model's).
+#[must_use = "an orphan's strong count must be given back (`Orphan::release`)"]
+pub(crate) fn keep_or_release(r: &Record) -> Option<Orphan> {
     if r.nesting() > 0 {
-        // A guard on this record outlives the thread's exitq destructor:
-        // it releases the record (module docs).
+        // That guard releases the record, or, leaked, a grace period once
+        // the thread is gone (`record`, "A record's life").
         r.flags.set(r.flags.get() | RETIRED);
         r.mark_retired();
         return None;

@@ -1,4 +1,6 @@
-//! Detecting that the process is the child of a `fork()`.
+//! Detecting that the process is the child of a `fork()`. The fork model
+//! (what refuses in a child, what runs where) is the crate docs' "fork()"
+//! section; this is the check it rests on.
 //!
 //! A domain's reclaimer thread and the parent's other threads do not exist
 //! in a child, while their records still look in use: a grace period would

@@ -55,12 +55,17 @@ impl fmt::Debug for Guard<'_> {
 impl Drop for Guard<'_> {
     #[inline]
     fn drop(&mut self) {
-        let r = self.record;
-        // Outermost exit: one load of `flags`, on the line just written.
-        if grace::reader_exit(&r.ctr) && r.flags.get() != 0 {
-            if let Some(o) = section_ended(r) {
-                o.release(); // after the last use of the record
-            }
+        end_section(self.record);
+    }
+}
+
+/// A guard's exit from its section on `r` (also the loom model's).
+#[inline(always)]
+pub(crate) fn end_section(r: &Record) {
+    // Outermost exit: one load of `flags`, on the line just written.
+    if grace::reader_exit(&r.ctr) && r.flags.get() != 0 {
+        if let Some(o) = section_ended(r) {
+            o.release(); // after the last use of the record
         }
     }
 }

@@ -44,7 +44,8 @@
 //!
 //! The mechanisms live one per module, each with its protocol and every
 //! memory ordering written down: `grace` (the read side and grace
-//! periods), `record` (the registry and the state words), `handshake`
+//! periods), `record` (the registry, and a record's life: who may claim,
+//! release and reuse it when), `handshake`
 //! (how another thread takes a thread's batches), `local` (the owner's
 //! batches), `reclaim` (passes, stealing, `barrier`), `reclaimer` (the
 //! thread), `run` (running work), [`exit`], `cancel` (see [Cancellation](crate#cancellation)),
@@ -156,7 +157,17 @@
 //! `examples/tokio_pool.rs` and `examples/rayon_pool.rs` keep per-worker
 //! statistics shards in an [`RcuCell`] registry this way; the tests
 //! `tokio_pool` and `rayon_pool` count every cleanup (exactly once) and the
-//! syscalls of the hand-over (none). [`pool`] is exitq's own pool.
+//! syscalls of the hand-over (none). `exitq::pool` is exitq's own pool.
+//!
+//! # Features
+//!
+//! `pool` (`exitq::pool`: an elastic thread pool whose workers retire
+//! through exit hooks) and `stacks` (`exitq::stacks`: thread stacks mapped
+//! once and recycled), both on by default. The reclamation core alone (what is
+//! described above: [`Domain`], the guards, [`Reader`], [`RcuCell`] and
+//! [`RcuOption`], exit hooks) is
+//! `exitq = { version = "0.1", default-features = false }`; it depends on
+//! neither.
 //!
 //! # Guarantees
 //!
@@ -184,12 +195,14 @@
 //!   alive wait for those threads' exit, then run inline (no reader can
 //!   exist any more).
 //! * **Panics.** A panicking callback or hook is caught, counted
-//!   ([`DomainStats::callbacks_panicked`]) and the rest still run.
+//!   ([`DomainStats::callbacks_panicked`]) and the rest still run (also
+//!   when the payload's own `Drop` panics; the same holds for the jobs of
+//!   `exitq::pool`).
 //! * **Stalls.** A reader that holds up a grace period for longer than the
 //!   stall timeout is counted and reported (a stall handler, or one line on
-//!   stderr naming the thread); the grace period keeps waiting. A guard
-//!   leaked by a thread that exited stops holding grace periods once the
-//!   thread is gone.
+//!   stderr naming the thread); the grace period keeps waiting. A section
+//!   leaked by a thread stops holding grace periods once the thread is
+//!   gone ([Leaks](crate#leaks)).
 //! * **Progress.** Grace periods advance whenever a thread that waits for
 //!   one runs: a thread whose sealed batches wait drives them at its seals
 //!   (checks the readers once, or starts one) without blocking, and the
@@ -204,9 +217,15 @@
 //! * **No deadlock by misuse.** `synchronize`, `barrier` and friends panic
 //!   with a message instead of deadlocking when called inside a read
 //!   section of the same domain, of any kind (a `Domain::read` guard, a
-//!   `Reader`'s, one taken during thread teardown), or `barrier` inside one
-//!   of its callbacks. Running ready callbacks never waits for a grace
-//!   period.
+//!   `Reader`'s, one taken during thread teardown, a leaked one), or
+//!   `barrier` inside one of its callbacks, also when callbacks of other
+//!   domains run nested in between on the thread (A's callback runs B's
+//!   barrier, whose callback calls A's: `tests/regress.rs`
+//!   `a_barrier_nested_through_another_domains_callback_panics`). Running
+//!   ready callbacks never waits for a grace period. What no library can
+//!   see is a cycle across threads that the callbacks themselves build (a
+//!   callback of A waiting for B's barrier on one thread while a callback
+//!   of B waits for A's on another): order such waits as you would locks.
 //!
 //! Callbacks may run inside `defer` and `flush`, also inside the calling
 //! thread's read sections (as crossbeam-epoch's run inside `pin`): do not
@@ -238,20 +257,75 @@
 //! exitq disables `pthread_cancel` (deferred cancellation) around its own
 //! waits and while it runs callbacks, so a cancellation never acts inside
 //! exitq: it stays pending and acts at the thread's next cancellation point
-//! after exitq returns. Asynchronous cancellation is not supported. See
-//! `cancel.rs` for the model.
+//! after exitq returns. A cancelled thread's exit runs its thread-local
+//! destructors, so its exit hooks and batches are handed over as at a
+//! return, and sections it leaked end once it is gone. Asynchronous
+//! cancellation is not supported. `cancel.rs` states the model; proven by
+//! `tests/exit.rs` `exit_hooks_run_for_cancelled_pthreads`,
+//! `tests/regress.rs`
+//! `a_thread_cancelled_while_waiting_for_a_grace_period_leaves_no_stuck_state`,
+//! `tests/exit_alloc.rs` and `tests/exit_futex.rs` (the exit path of a
+//! cancelled thread allocates nothing and makes no futex call),
+//! `tests/leak.rs` `a_leaked_reader_of_a_cancelled_thread_stops_holding_grace_periods`
+//! and the torture test's cancelled threads.
 //!
 //! # fork()
 //!
-//! Like liburcu without its atfork hooks: a `Domain` must not be used in the
-//! child of `fork()`. The reclaimer thread does not exist in the child, and
-//! the records of the parent's other threads look alive. `synchronize`,
-//! `barrier`, `exit_barrier`, `flush`, `reader` and sealing a batch panic
-//! with a message there (a `pthread_atfork` handler makes the check one
-//! load); dropping the domain in the child leaks its memory and pending
-//! callbacks (they belong to the parent, which still runs them). A child
-//! that only `exec`s needs nothing; a child that wants RCU builds its own
-//! `Domain` ([`pool::Pool`]'s shared domain does so by itself).
+//! Like liburcu without its atfork hooks: a `Domain` (and a
+//! `exitq::pool::Pool`) must not be used in the child of `fork()`. The
+//! reclaimer thread, the pool's workers and the parent's other threads do
+//! not exist in the child, and the records of those threads look alive.
+//! So in a child:
+//!
+//! * `synchronize`, `barrier`, `exit_barrier`, `flush`, `reader`,
+//!   `register_exit`, `retire_thread` and sealing a batch panic with a
+//!   message (a `pthread_atfork` handler makes the check one load), as do
+//!   the pool's `execute`, `spawn`, `scope`, `shutdown` and
+//!   `shutdown_now`;
+//! * nothing of the parent's runs: not the batches waiting for the end of
+//!   a guard held across the fork and dropped in the child, not an
+//!   orphaned record's hooks, not the work the child's own exit (`exit`,
+//!   which runs its thread-local destructors) would hand over; every
+//!   callback and hook runs exactly once, in the parent;
+//! * dropping the domain or the pool leaks its memory and pending work
+//!   (the parent's, which the parent runs).
+//!
+//! A child that only `exec`s needs nothing; a child that wants RCU builds
+//! its own `Domain` (`exitq::pool::Pool`'s shared domain does so by itself).
+//! `fork.rs` states the mechanism; proven by `tests/fork.rs` (a guard held
+//! across the fork, a child that exits normally, every entry point of a
+//! domain and of a pool) and the torture test's forks with held guards.
+//!
+//! # Leaks
+//!
+//! Leaking is safe (`mem::forget` is safe Rust), and exitq stays sound
+//! whatever is leaked:
+//!
+//! * a [`Guard`] or a [`ReaderGuard`] leaked by a thread that lives on
+//!   keeps its section open: grace periods wait (and report a stall), as
+//!   for a guard held that long. Once the thread is gone (it returned,
+//!   called `pthread_exit` or was cancelled: its thread-local destructors
+//!   ran), the section ends: a grace period that waits for it checks,
+//!   after its first milliseconds, whether the thread still exists, and
+//!   frees the record. The same for a [`Reader`] leaked with a guard, and
+//!   for a guard or `Reader` leaked by a thread-local destructor that runs
+//!   after exitq's own;
+//! * a freed record goes to its next owner clean: claiming a record resets
+//!   every owner field, and a record is released exactly once per owner
+//!   (`record`, "A record's life", has the state table and who may make
+//!   each transition);
+//! * a leaked [`Domain`] handle (or a leaked [`Reader`], which owns one)
+//!   keeps the domain, its reclaimer thread and its pending work alive: it
+//!   never shuts down. A guard leaked by a thread whose domain is then
+//!   dropped keeps the domain's memory (not its thread) alive.
+//!
+//! A thread that ends without running its thread-local destructors (a raw
+//! `exit` system call) is not seen to end: its leaked sections stay open.
+//! Proven by `tests/leak.rs` (each case, and the use after free that a
+//! dirty record once caused), `tests/regress.rs`
+//! `a_leaked_guard_of_an_exited_thread_does_not_hang_grace_periods`, the
+//! loom model `leaked_release_races_a_guard_drop_and_a_claim` and the
+//! torture test's leaks.
 //!
 //! # Scale
 //!
@@ -289,92 +363,24 @@ mod grace;
 mod guard;
 mod handshake;
 mod inner;
-pub mod llist;
+mod llist;
 mod local;
+#[cfg(feature = "pool")]
 pub mod pool;
 mod reader;
 mod reclaim;
 mod reclaimer;
 mod record;
 mod run;
+#[cfg(feature = "stacks")]
 pub mod stacks;
 mod stats;
 mod sync;
 mod thread;
 
-/// Entry points for the loom models in `tests/loom.rs` (only built with
-/// `--cfg exitq_loom`): the protocol steps the domain runs, with loom's
-/// atomics, a full fence modelled as a read-modify-write of one global word
-/// (see `sync.rs`), and the membarrier mode's compiler fence modelled the
-/// same way (membarrier puts a full barrier there).
 #[cfg(exitq_loom)]
 #[doc(hidden)]
-pub mod model {
-    use crate::expedite::Fences;
-    use crate::{grace, handshake};
-    pub use loom::sync::atomic::{AtomicBool, AtomicU64};
-
-    const FENCES: Fences = Fences { membarrier: true };
-
-    pub fn reader_enter(gp_ctr: &AtomicU64, ctr: &AtomicU64) {
-        grace::reader_enter(gp_ctr, ctr, FENCES)
-    }
-    pub fn reader_exit(ctr: &AtomicU64) -> bool {
-        grace::reader_exit(ctr)
-    }
-    /// The epoch word before any grace period.
-    pub fn initial_epoch() -> u64 {
-        grace::epoch_word(0)
-    }
-    pub fn start_grace_period(gp_ctr: &AtomicU64, g: u64) {
-        grace::start_grace_period(gp_ctr, g, FENCES)
-    }
-    pub fn holds_grace_period(ctr: &AtomicU64, g: u64) -> bool {
-        grace::holds_grace_period(ctr, g)
-    }
-    pub fn owner_begin(busy: &AtomicBool, steal: &AtomicBool) -> bool {
-        handshake::owner_begin(busy, steal, FENCES)
-    }
-    pub fn owner_end(busy: &AtomicBool) {
-        handshake::owner_end(busy)
-    }
-    pub fn wait_for_stealer(steal: &AtomicBool) {
-        handshake::wait_for_stealer(steal)
-    }
-    /// One whole owner section around `f` (`Record::with_local`'s loop).
-    pub fn owner_section<R>(busy: &AtomicBool, steal: &AtomicBool, f: impl FnOnce() -> R) -> R {
-        handshake::owner_section(busy, steal, FENCES, f)
-    }
-    pub fn stealer_mark(steal: &AtomicBool) {
-        handshake::stealer_mark(steal)
-    }
-    pub fn stealer_wait(busy: &AtomicBool) {
-        handshake::stealer_wait(busy)
-    }
-    pub fn stealer_done(steal: &AtomicBool) {
-        handshake::stealer_done(steal)
-    }
-    /// The heavy barrier alone (a stealer's, between marking and waiting).
-    pub fn heavy_barrier() {
-        FENCES.heavy()
-    }
-    pub fn run_begin(seq: &AtomicU64) {
-        handshake::run_begin(seq)
-    }
-    pub fn run_end(seq: &AtomicU64) {
-        handshake::run_end(seq)
-    }
-    pub fn run_seen(seq: &AtomicU64) -> Option<u64> {
-        handshake::run_seen(seq)
-    }
-    pub fn run_wait(seq: &AtomicU64, seen: u64) {
-        handshake::run_wait(seq, seen)
-    }
-    /// A full fence (`GracePeriods::snapshot`'s).
-    pub fn full_fence() {
-        crate::sync::full_fence()
-    }
-}
+pub mod model;
 
 /// The crate README's examples, compiled and run as doctests.
 #[cfg(doctest)]

@@ -11,23 +11,8 @@
 //!
 //! Order: the list is a stack. [`List::take_all`] returns the most recently
 //! pushed node first; a chain pushed with [`List::push_chain`] stays
-//! contiguous and in its own order.
-//!
-//! # Examples
-//!
-//! ```
-//! use exitq::llist::{Chain, List, Node};
-//!
-//! let list = List::new();
-//! list.push(Node::new(1));
-//! let mut chain = Chain::new();
-//! chain.push_back(Node::new(2));
-//! chain.push_back(Node::new(3));
-//! list.push_chain(chain); // one CAS for both nodes
-//! let all: Vec<i32> = list.take_all().collect();
-//! assert_eq!(all, [2, 3, 1]);
-//! assert!(list.is_empty());
-//! ```
+//! contiguous and in its own order (unit tests: `llist/tests.rs`, also
+//! run under miri; loom models in `tests/loom.rs`).
 use std::fmt;
 use std::ptr;
 
@@ -263,23 +248,10 @@ impl<T> Chain<T> {
         (!self.head.is_null()).then(|| unsafe { &(*self.head).value })
     }
 
-    /// The values, first to last.
-    pub fn iter(&self) -> impl Iterator<Item = &T> + '_ {
-        let mut p = self.head;
-        std::iter::from_fn(move || {
-            if p.is_null() {
-                return None;
-            }
-            // SAFETY: `p` is a node this chain owns; `&self` keeps it.
-            let node = unsafe { &*p };
-            p = node.next;
-            Some(&node.value)
-        })
-    }
-
     /// The first node's value, mutably, if any.
     pub fn front_mut(&mut self) -> Option<&mut T> {
-        // SAFETY: as `front`; `&mut self` makes the access exclusive.
+        // SAFETY: `head`, when not null, is a node this chain owns; the
+        // borrow of `self` keeps it exclusive.
         (!self.head.is_null()).then(|| unsafe { &mut (*self.head).value })
     }
 
@@ -337,3 +309,6 @@ impl<T> Iterator for Chain<T> {
 }
 
 impl<T> ExactSizeIterator for Chain<T> {}
+
+#[cfg(test)]
+mod tests;

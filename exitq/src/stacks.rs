@@ -108,7 +108,6 @@ mod stats;
 mod sys;
 mod thread;
 
-pub use canary::{canary_free, canary_in_use, CANARY_QUARANTINED, CANARY_WORDS};
 pub use config::{Release, StackPoolBuilder};
 pub use error::SpawnError;
 pub use reap::Reap;

@@ -7,7 +7,6 @@ use std::time::Duration;
 use exitq::{Domain, Expedite, Reclaimer};
 
 mod skip_util;
-mod watch_util;
 
 fn domains() -> Vec<(&'static str, Domain)> {
     vec![
@@ -661,54 +660,6 @@ fn barrier_inside_a_callback_panics_and_is_counted() {
     d.defer(move || inner.barrier());
     d.barrier();
     assert_eq!(d.stats().callbacks_panicked, 1);
-}
-
-/// Issue 25, second case: A's callback defers into B and waits for B's
-/// barrier; B's callback calls A's barrier, on the same thread, inside A's
-/// callback (B has no reclaimer thread, so B's barrier runs B's callback
-/// right there). That barrier must panic (it would wait for the pass
-/// running it), and the outer barriers return. Before: the check saw only
-/// the innermost domain whose callbacks the thread ran (B), and A's
-/// barrier waited for itself forever.
-#[test]
-fn a_barrier_nested_through_another_domains_callback_panics() {
-    for (outer, inner_exit) in [(Reclaimer::Thread, false), (Reclaimer::Inline, true)] {
-        let a = Domain::builder().reclaimer(outer).build();
-        let b = Domain::builder().reclaimer(Reclaimer::Inline).build();
-        let refused = Arc::new(AtomicUsize::new(0));
-        let (a3, b2, r) = (a.clone(), b.clone(), refused.clone());
-        a.defer(move || {
-            let b3 = b2.clone();
-            b2.defer(move || {
-                let nested = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    if inner_exit {
-                        a3.exit_barrier()
-                    } else {
-                        a3.barrier()
-                    }
-                }));
-                if nested.is_err() {
-                    r.fetch_add(1, Ordering::SeqCst);
-                }
-            });
-            b3.barrier();
-        });
-        let a2 = a.clone();
-        watch_util::within(
-            "a barrier nested through B",
-            Duration::from_secs(60),
-            move || {
-                a2.barrier();
-            },
-        );
-        assert_eq!(
-            refused.load(Ordering::SeqCst),
-            1,
-            "the nested barrier panicked ({outer:?})"
-        );
-        assert_eq!(a.stats().callbacks_panicked, 0);
-        assert_eq!(b.stats().callbacks_run, 1);
-    }
 }
 
 #[test]

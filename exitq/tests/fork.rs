@@ -4,7 +4,7 @@
 //! with a panic, for a `Domain` and for a `Pool`. A hang in a child is a
 //! test failure (the child is killed), never a hanging test.
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
@@ -15,31 +15,28 @@ use watch_util::{fork_child, wait_child};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
-/// A counter in memory shared with forked children (`MAP_SHARED`), so the
-/// parent sees what ran in a child.
+/// A counter in memory shared with forked children.
 struct SharedCounter(&'static AtomicU64);
 
 impl SharedCounter {
     fn new() -> SharedCounter {
-        // SAFETY: a fresh anonymous shared mapping of one page; never
-        // unmapped (leaked for the test's life).
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                4096,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(p, libc::MAP_FAILED, "mmap");
-        // SAFETY: zeroed, page-aligned, mapped for the process's life.
-        SharedCounter(unsafe { &*p.cast::<AtomicU64>() })
+        SharedCounter(watch_util::shared_counter::shared_counter())
     }
     fn get(&self) -> u64 {
         self.0.load(Ordering::SeqCst)
     }
+}
+
+/// Runs each check under `catch_unwind` (in a forked child): bit `i` of the
+/// result is set if check `i` panicked (refused).
+fn refusals(checks: &[&dyn Fn()]) -> i32 {
+    let mut refused = 0;
+    for (i, f) in checks.iter().enumerate() {
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err() {
+            refused |= 1 << i;
+        }
+    }
+    refused
 }
 
 /// Issue 25, fourth case. A thread holds a guard inside which it deferred,
@@ -71,12 +68,8 @@ fn a_guard_held_across_fork_runs_nothing_in_the_child() {
         thread::sleep(Duration::from_millis(1)); // batch 1 becomes ready
     }
     let mut g = Some(d.read());
-    defer4(&d); // batch 2, sealed inside: batch 1 runs here, batch 2 waits
-    assert_eq!(
-        runs.get(),
-        4,
-        "batch 1 ran at batch 2's seal, inside the guard"
-    );
+    defer4(&d); // batch 2, sealed inside; batch 1 ran at its first defer
+    assert_eq!(runs.get(), 4, "batch 1 ran inside the guard (a drain tick)");
     let code = fork_child(LIMIT, || {
         drop(g.take());
         i32::from(runs.get() != 4)
@@ -127,7 +120,7 @@ fn domain_entry_points_refuse_in_a_forked_child() {
     let d = Domain::new();
     d.defer(|| ());
     let code = fork_child(LIMIT, || {
-        let checks: [&dyn Fn(); 8] = [
+        refusals(&[
             &|| d.barrier(),
             &|| d.exit_barrier(),
             &|| d.flush(),
@@ -140,14 +133,7 @@ fn domain_entry_points_refuse_in_a_forked_child() {
             &|| drop(d.reader()),
             &|| d.register_exit(|| ()),
             &|| d.retire_thread(),
-        ];
-        let mut refused = 0;
-        for (i, f) in checks.iter().enumerate() {
-            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err() {
-                refused |= 1 << i;
-            }
-        }
-        refused
+        ])
     });
     assert_eq!(
         code, 0b1111_1111,
@@ -159,15 +145,16 @@ fn domain_entry_points_refuse_in_a_forked_child() {
 /// Issue 25, sixth case: a `Pool` built in the parent refuses in the child
 /// (its workers do not exist there), and dropping it returns. Before:
 /// `execute` queued a job no worker would run, and `shutdown` hung.
+#[cfg(feature = "pool")]
 #[test]
 fn a_parents_pool_refuses_in_a_forked_child() {
     use exitq::pool::Pool;
     let pool = Pool::builder().min_workers(1).build().expect("pool");
-    let (tx, rx) = mpsc::channel();
+    let (tx, rx) = std::sync::mpsc::channel();
     assert!(pool.execute(move || tx.send(()).unwrap()).is_ok());
     rx.recv().unwrap();
     let code = fork_child(LIMIT, || {
-        let checks: [&dyn Fn(); 5] = [
+        refusals(&[
             &|| drop(pool.execute(|| ())),
             &|| drop(pool.spawn(|| ())),
             &|| pool.scope(|s| s.execute(|| ())),
@@ -175,14 +162,7 @@ fn a_parents_pool_refuses_in_a_forked_child() {
             &|| {
                 pool.shutdown();
             },
-        ];
-        let mut refused = 0;
-        for (i, f) in checks.iter().enumerate() {
-            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err() {
-                refused |= 1 << i;
-            }
-        }
-        refused
+        ])
     });
     assert_eq!(
         code, 0b1_1111,
@@ -200,16 +180,17 @@ fn a_parents_pool_refuses_in_a_forked_child() {
 
 /// In the child of `fork()`, a pool built on the shared domain gets a
 /// domain of its own (the parent's is unusable there) and runs its jobs.
+#[cfg(feature = "pool")]
 #[test]
 fn a_pool_built_in_a_forked_child_works() {
     use exitq::pool::Pool;
     let parent_pool = Pool::new().expect("pool");
-    let (tx, rx) = mpsc::channel();
+    let (tx, rx) = std::sync::mpsc::channel();
     assert!(parent_pool.execute(move || tx.send(()).unwrap()).is_ok());
     rx.recv().unwrap();
     let code = fork_child(LIMIT, || {
         let pool = Pool::new().expect("pool in the child");
-        let (tx, rx) = mpsc::channel();
+        let (tx, rx) = std::sync::mpsc::channel();
         assert!(pool.execute(move || tx.send(7u8).unwrap()).is_ok());
         i32::from(rx.recv_timeout(Duration::from_secs(20)) != Ok(7))
     });

@@ -9,8 +9,10 @@
 //! periods, a few nodes. What is modelled: the lock-free list (push,
 //! push_chain, take_all), the read-side / grace-period protocol (the steps
 //! `Domain` runs, from `exitq::model`), including a reader that enters with
-//! a stale epoch across two grace periods and nested sections, and the
-//! batch steal handshake. The mutex-protected sharing of grace periods
+//! a stale epoch across two grace periods and nested sections, the batch
+//! steal handshake, and a record's life (the release of a leaked record
+//! racing its owner's guard drop and a new owner's claim, through the
+//! record code itself). The mutex-protected sharing of grace periods
 //! between callers is plain locked code and is covered by the unit and
 //! stress tests instead.
 #![cfg(exitq_loom)]
@@ -20,8 +22,7 @@ use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::sync::Arc;
 use loom::thread;
 
-use exitq::llist::{Chain, List, Node};
-use exitq::model::{self, AtomicBool, AtomicU64};
+use exitq::model::{self, AtomicBool, AtomicU64, Chain, List, Node, Records};
 
 #[test]
 fn list_concurrent_pushes_and_take_all_lose_nothing() {
@@ -511,4 +512,77 @@ fn a_lock_free_snapshot_waits_for_every_prior_reader() {
         reader.join().unwrap();
         leader.join().unwrap();
     });
+}
+
+/// A record's life (`record.rs`, "A record's life"): the owner thread
+/// exited with a read section on its record still open (the exit
+/// destructor kept the record, marked retired). Then, concurrently: the
+/// owner's later thread-local destructor drops the guard after all (or
+/// leaked it), and the thread dies; a grace-period leader waits for the
+/// record and releases it once the thread is gone; a new thread claims a
+/// record (the freed one, or a new one) and reads. Every interleaving:
+/// the record is released exactly once, the new owner's section is never
+/// ended by anyone else, and its guard's exit never releases the record it
+/// owns (before the claim reset every owner field, a record freed by the
+/// leader kept its old owner's `RETIRED` flag, and the new owner's first
+/// guard released it: issue 25).
+#[test]
+fn leaked_release_races_a_guard_drop_and_a_claim() {
+    for owner_drops_guard in [false, true] {
+        loom::model(move || {
+            let gp_ctr = Arc::new(AtomicU64::new(model::initial_epoch()));
+            let records = Arc::new(Records::new());
+            let dead = Arc::new(AtomicBool::new(false));
+            // The owner's read section, still open when its thread's exit
+            // destructor ran.
+            let old = records.claim();
+            old.enter(&gp_ctr);
+            assert!(!old.retire(), "kept for the live guard");
+            let owner = {
+                let (records, dead) = (records.clone(), dead.clone());
+                thread::spawn(move || {
+                    if owner_drops_guard {
+                        // A later thread-local destructor drops the guard.
+                        records.oldest().exit();
+                    }
+                    // The thread is gone (what `tgkill` then tells).
+                    dead.store(true, Ordering::Release);
+                })
+            };
+            let leader = {
+                let (records, dead) = (records.clone(), dead.clone());
+                thread::spawn(move || {
+                    let old = records.oldest();
+                    let mut released = false;
+                    // Grace period 1: wait for the old section, or end it.
+                    while old.holds(1) {
+                        if old.release_leaked(|_| !dead.load(Ordering::Acquire)) {
+                            released = true;
+                            break;
+                        }
+                        thread::yield_now();
+                    }
+                    released
+                })
+            };
+            let (records2, gp2) = (records.clone(), gp_ctr.clone());
+            let claimant = thread::spawn(move || {
+                let mine = records2.claim();
+                mine.enter(&gp2);
+                let word = mine.word();
+                thread::yield_now();
+                assert_eq!(mine.word(), word, "someone else ended my section");
+                mine.exit();
+                assert!(mine.in_use(), "my guard's exit released my record");
+            });
+            owner.join().unwrap();
+            let released_by_leader = leader.join().unwrap();
+            claimant.join().unwrap();
+            assert_eq!(
+                released_by_leader, !owner_drops_guard,
+                "released once: by the guard's drop, else by the leader"
+            );
+            assert!(records.count() <= 2);
+        });
+    }
 }

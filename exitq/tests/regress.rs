@@ -1,5 +1,7 @@
-//! Regression tests for the defects of exitq v1 found in review (issue
-//! "exitq core v2"): each one failed (or hung) on v1 and must pass now.
+//! Regression tests for defects found in review: those of exitq v1 (issue
+//! "exitq core v2") and the nested barrier of issue 25 (the other cases of
+//! issue 25 are in `leak.rs`, `fork.rs` and `pool_panics.rs`): each one
+//! failed (or hung) before its fix and must pass now.
 //! Deadlocks are caught by a watchdog that fails the test with a message
 //! after a generous limit instead of hanging CI.
 use std::ffi::c_void;
@@ -436,4 +438,52 @@ fn a_leaked_guard_of_an_exited_thread_does_not_hang_grace_periods() {
             d.barrier();
         },
     );
+}
+
+/// Issue 25, second case: A's callback defers into B and waits for B's
+/// barrier; B's callback calls A's barrier, on the same thread, inside A's
+/// callback (B has no reclaimer thread, so B's barrier runs B's callback
+/// right there). That barrier must panic (it would wait for the pass
+/// running it), and the outer barriers return. Before: the check saw only
+/// the innermost domain whose callbacks the thread ran (B), and A's
+/// barrier waited for itself forever.
+#[test]
+fn a_barrier_nested_through_another_domains_callback_panics() {
+    for (outer, inner_exit) in [(Reclaimer::Thread, false), (Reclaimer::Inline, true)] {
+        let a = Domain::builder().reclaimer(outer).build();
+        let b = Domain::builder().reclaimer(Reclaimer::Inline).build();
+        let refused = Arc::new(AtomicUsize::new(0));
+        let (a3, b2, r) = (a.clone(), b.clone(), refused.clone());
+        a.defer(move || {
+            let b3 = b2.clone();
+            b2.defer(move || {
+                let nested = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    if inner_exit {
+                        a3.exit_barrier()
+                    } else {
+                        a3.barrier()
+                    }
+                }));
+                if nested.is_err() {
+                    r.fetch_add(1, Ordering::SeqCst);
+                }
+            });
+            b3.barrier();
+        });
+        let a2 = a.clone();
+        within(
+            "a barrier nested through B",
+            Duration::from_secs(60),
+            move || {
+                a2.barrier();
+            },
+        );
+        assert_eq!(
+            refused.load(Ordering::SeqCst),
+            1,
+            "the nested barrier panicked ({outer:?})"
+        );
+        assert_eq!(a.stats().callbacks_panicked, 0);
+        assert_eq!(b.stats().callbacks_run, 1);
+    }
 }

@@ -7,7 +7,7 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use exitq::stacks::{canary_free, Reap, Release, SpawnError, StackPool};
+use exitq::stacks::{Reap, Release, SpawnError, StackPool};
 use stacks_util::{kernel_version, mappings_of_len, own_stack, resident_pages, usleep};
 
 const PAGE: usize = 4096;
@@ -18,6 +18,21 @@ unsafe extern "C-unwind" fn report_stack(arg: *mut c_void) -> *mut c_void {
     // SAFETY: the test passes a pointer to a live AtomicUsize.
     let slot = unsafe { &*arg.cast::<AtomicUsize>() };
     slot.store(own_stack().0 as usize, Ordering::Relaxed);
+    arg
+}
+
+/// Reports the thread's stack low address and the word stored there (the
+/// canary's state word while the stack is lent) into `arg` (two
+/// AtomicUsizes), then returns `arg`.
+unsafe extern "C-unwind" fn report_canary(arg: *mut c_void) -> *mut c_void {
+    // SAFETY: the test passes a pointer to two live AtomicUsizes.
+    let out = unsafe { &*arg.cast::<[AtomicUsize; 2]>() };
+    let low = own_stack().0 as usize;
+    // SAFETY: the stack's lowest word, mapped read-write (the canary);
+    // the pool accesses it atomically too.
+    let word = unsafe { &*(low as *const AtomicU64) }.load(Ordering::Relaxed);
+    out[0].store(low, Ordering::Relaxed);
+    out[1].store(word as usize, Ordering::Relaxed);
     arg
 }
 
@@ -102,22 +117,32 @@ fn owner_join_recycles_the_same_stack() {
 #[test]
 fn the_pthread_sees_the_stack_the_pool_gave() {
     let pool = StackPool::builder().stack_size(300 * 1024).build().unwrap();
-    let slot = AtomicUsize::new(0);
-    let arg = &slot as *const AtomicUsize as *mut c_void;
-    // SAFETY: as above.
-    let t = unsafe { pool.spawn(report_stack, arg, Reap::Owner) }.unwrap();
-    t.join().unwrap();
-    let low = slot.load(Ordering::Relaxed);
-    assert_eq!(
-        low % PAGE,
-        0,
-        "stack low end is page aligned just above the guard"
-    );
-    // The canary at the far end says FREE again after the join.
-    // SAFETY: the stack is idle in the pool (mapped, read-write); the pool
-    // accesses these words atomically too.
-    let word = unsafe { &*(low as *const AtomicU64) };
-    assert_eq!(word.load(Ordering::Relaxed), canary_free(1));
+    let runs: Vec<(usize, u64)> = (0..2)
+        .map(|_| {
+            let out = [AtomicUsize::new(0), AtomicUsize::new(0)];
+            let arg = &out as *const [AtomicUsize; 2] as *mut c_void;
+            // SAFETY: as above.
+            let t = unsafe { pool.spawn(report_canary, arg, Reap::Owner) }.unwrap();
+            t.join().unwrap();
+            let low = out[0].load(Ordering::Relaxed);
+            assert_eq!(
+                low % PAGE,
+                0,
+                "stack low end is page aligned just above the guard"
+            );
+            // After the join the canary no longer says "lent".
+            // SAFETY: the stack is idle in the pool (mapped, read-write);
+            // the pool accesses these words atomically too.
+            let idle = unsafe { &*(low as *const AtomicU64) }.load(Ordering::Relaxed);
+            let lent = out[1].load(Ordering::Relaxed) as u64;
+            assert_ne!(idle, lent, "the recycle marked the canary free");
+            assert_ne!(idle, 0);
+            (low, lent)
+        })
+        .collect();
+    assert_eq!(runs[0].0, runs[1].0, "the second thread reused the stack");
+    assert_ne!(runs[0].1, runs[1].1, "each lending has its own generation");
+    assert_eq!(pool.stats().canary_violations, 0);
 }
 
 #[test]

@@ -1,5 +1,7 @@
 //! Exit-cleanup strategies: the per-thread bookkeeping a runtime does when a
-//! thread ends, done five ways (`herd storm --cleanup ...`).
+//! thread ends, done five ways of herd's own and through four reclamation
+//! libraries (`herd storm --cleanup ...`, `herd agent --mode thread
+//! --cleanup ...`).
 //!
 //! # The work (same for every strategy but `none`)
 //! At thread start ([`Hooks::thread_start`]) a thread
@@ -42,10 +44,21 @@
 //!   period per exit, the shape that regressed in the kernel.
 //! * `expedited`: the same with [`exitq::Domain::synchronize_expedited`]
 //!   (membarrier: an IPI to every CPU running the process).
+//! * `crossbeam-epoch`, `sdd`, `seize`, `urcu`: the exiting thread does
+//!   what `sync` does under the writer lock, then hands the entry's free
+//!   to the library (`defer_destroy`, dropping an `sdd::Owned`,
+//!   `retire(.., reclaim::boxed)`, `call_rcu`), each library used the way
+//!   its documentation recommends (`reclaimers.rs` and `with_*.rs`); the
+//!   monitor reads in the library's read section. This exit work runs
+//!   from a thread-local destructor of herd's (`exit_tls.rs`: the
+//!   libraries' own thread-locals must still be alive). At the end of
+//!   the run herd drives the library until every entry is freed (a
+//!   library need not ever run a deferred free by itself) and reports
+//!   how (`Report::drive`).
 //!
 //! # What is checked (reported as metrics of the run)
 //! * `cleanup_violations`: every walk checks each entry it reaches; an
-//!   entry already freed (state [`FREE`]) means a reader could have used
+//!   entry already freed (state `FREE`) means a reader could have used
 //!   freed memory. Entries are never given back to the allocator while the
 //!   run lives (they are kept until the [`Cleanup`] is dropped), so a bug
 //!   shows as a count, never as undefined behaviour. A walk longer than
@@ -53,137 +66,52 @@
 //! * `cleanups_missing` and `cleanups_repeated`: every registered thread's
 //!   cleanup ran exactly once (per-entry counter); `cleanup_merge_errors`:
 //!   the global counters equal the sum of every thread's contribution.
-//!   All must be 0.
+//!   All must be 0; so must `cleanup_frees_missing` (unlinked entries
+//!   never freed, even after driving the reclaimer at the end).
+//! * The timeline of each thread's cleanup (exit began, buffer and
+//!   counters given back, entry freed) gives the cleanup-to-free latency
+//!   and the memory exited threads still hold (`report.rs`).
 //!
 //! # Files
 //! This file holds the strategies' entry points ([`Cleanup`] for the run,
-//! [`Hooks`] for each thread); `registry.rs` the list, its locking and the
-//! monitor's walk; `report.rs` the checks and their metrics.
+//! [`Hooks`] for each thread); `args.rs` the flags; `registry.rs` the
+//! list, its locking and the walk; `monitor.rs` the monitor thread;
+//! `report.rs` the checks and their metrics, `timeline.rs` latency and
+//! memory held; `reclaimers.rs` the libraries (`with_*.rs`, `liburcu.rs`,
+//! `retired.rs`); `exit_tls.rs` where their exit work runs.
 
+mod args;
+mod exit_tls;
+mod liburcu;
+mod monitor;
+mod reclaimers;
 mod registry;
 mod report;
+mod retired;
+mod timeline;
+mod with_crossbeam;
+mod with_sdd;
+mod with_seize;
+mod with_urcu;
 
 use std::cell::Cell;
 use std::ptr::{self, NonNull};
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use serde::{Deserialize, Serialize};
 
-use crate::error::usage;
+use crate::spawn::now_ns;
+pub use args::{CleanupArgs, Strategy};
+use reclaimers::{Lib, LibThread};
 use registry::{
-    contribution, do_cleanup, link, lock, monitor, prepare, Entry, EntryRef, Shared, Writer,
+    contribution, do_cleanup, free_entry, link, lock, prepare, Entry, EntryRef, Shared,
+    ThreadState, Writer,
 };
-pub use registry::{FREE, LIVE, UNLINKED};
-pub use report::{ExitqStats, Report};
-
-/// How the per-thread exit work is done.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum Strategy {
-    /// No exit work at all.
-    #[default]
-    None,
-    /// Everything under one std Mutex (the baseline).
-    Locked,
-    /// One lock-free push at exit; batched cleanup after a grace period.
-    Exitq,
-    /// Unlink, then a full grace period (synchronize) on every exit.
-    Sync,
-    /// Unlink, then an expedited grace period (membarrier) on every exit.
-    Expedited,
-}
-
-impl Strategy {
-    /// The name used on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            Strategy::None => "none",
-            Strategy::Locked => "locked",
-            Strategy::Exitq => "exitq",
-            Strategy::Sync => "sync",
-            Strategy::Expedited => "expedited",
-        }
-    }
-}
-
-/// `--cleanup` flags (flattened into `herd storm`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, clap::Args)]
-pub struct CleanupArgs {
-    /// Exit-cleanup strategy: none, locked, exitq, sync, expedited.
-    #[arg(long, value_enum, default_value_t = Strategy::None)]
-    pub cleanup: Strategy,
-    /// Size of each thread's cleanup: words in its buffer and number of
-    /// statistics counters merged at exit (1..=1048576).
-    #[arg(long, default_value_t = DEFAULT_WORK, value_name = "WORDS")]
-    pub cleanup_work: usize,
-    /// Pause of the registry monitor between two walks, microseconds
-    /// (0: walk back to back).
-    #[arg(long, default_value_t = 100, value_name = "US")]
-    pub cleanup_monitor_us: u64,
-    /// exitq strategy: how often the idle reclaimer looks for exited
-    /// threads' cleanups, milliseconds (1..=1000). Longer: bigger batches,
-    /// fewer grace periods (each costs the reclaimer a timed futex wait),
-    /// but dead threads stay registered longer.
-    #[arg(long, default_value_t = DEFAULT_POLL_MS, value_name = "MS")]
-    pub cleanup_poll_ms: u64,
-}
-
-/// Default `--cleanup-poll-ms` (exitq's own default is 10 ms; 50 ms
-/// cuts the grace periods of a storm about fivefold, see docs/results-cleanup.md).
-pub const DEFAULT_POLL_MS: u64 = 50;
-
-/// Default `--cleanup-work`.
-pub const DEFAULT_WORK: usize = 256;
-/// Largest `--cleanup-work`.
-pub const MAX_WORK: usize = 1 << 20;
-
-impl Default for CleanupArgs {
-    fn default() -> Self {
-        CleanupArgs {
-            cleanup: Strategy::None,
-            cleanup_work: DEFAULT_WORK,
-            cleanup_monitor_us: 100,
-            cleanup_poll_ms: DEFAULT_POLL_MS,
-        }
-    }
-}
-
-impl CleanupArgs {
-    /// Checks the values (usage errors name the flag).
-    pub fn validate(&self) -> Result<()> {
-        if !(1..=MAX_WORK).contains(&self.cleanup_work) {
-            return Err(usage(
-                "--cleanup-work",
-                format!("{} is not in 1..={MAX_WORK}", self.cleanup_work),
-            ));
-        }
-        if !(1..=1000).contains(&self.cleanup_poll_ms) {
-            return Err(usage(
-                "--cleanup-poll-ms",
-                format!("{} is not in 1..=1000", self.cleanup_poll_ms),
-            ));
-        }
-        if self.cleanup_monitor_us > 1_000_000 {
-            return Err(usage(
-                "--cleanup-monitor-us",
-                format!("{} is more than one second", self.cleanup_monitor_us),
-            ));
-        }
-        Ok(())
-    }
-}
-
-/// A thread's own cleanup state, from start to cleanup.
-#[derive(Debug)]
-struct ThreadState {
-    entry: EntryRef,
-    buffer: Box<[u64]>,
-    stats: Vec<u64>,
-}
+pub use report::Report;
+use retired::Retired;
 
 thread_local! {
     /// The calling thread's state for the strategies whose cleanup runs on
@@ -197,6 +125,7 @@ thread_local! {
 #[derive(Debug)]
 pub struct Cleanup {
     shared: Arc<Shared>,
+    lib: Option<Arc<Lib>>,
     monitor: Option<JoinHandle<()>>,
 }
 
@@ -204,6 +133,7 @@ pub struct Cleanup {
 #[derive(Debug, Clone)]
 pub struct Hooks {
     shared: Arc<Shared>,
+    lib: Option<Arc<Lib>>,
 }
 
 impl Cleanup {
@@ -224,6 +154,7 @@ impl Cleanup {
             ),
             _ => None,
         };
+        let lib = Lib::start(args)?.map(Arc::new);
         let shared = Arc::new(Shared {
             strategy: args.cleanup,
             work: args.cleanup_work,
@@ -242,54 +173,59 @@ impl Cleanup {
             repeated: AtomicU64::new(0),
             expected_sum: AtomicU64::new(0),
             violations: AtomicU64::new(0),
+            freed: AtomicU64::new(0),
+            freed_at_finish: AtomicU64::new(0),
+            lib_exits: AtomicU64::new(0),
             walks: AtomicU64::new(0),
             walked_entries: AtomicU64::new(0),
             stop: AtomicBool::new(false),
         });
-        let s = Arc::clone(&shared);
+        let (s, l) = (Arc::clone(&shared), lib.clone());
         let monitor = std::thread::Builder::new()
             .name("herd-monitor".into())
-            .spawn(move || monitor(&s))
+            .spawn(move || monitor::run(&s, l.as_deref()))
             .context("cannot start the registry monitor thread")?;
         Ok(Some(Cleanup {
             shared,
+            lib,
             monitor: Some(monitor),
         }))
-    }
-
-    /// The strategy.
-    pub fn strategy(&self) -> Strategy {
-        self.shared.strategy
     }
 
     /// The handle the per-thread hooks use.
     pub fn hooks(&self) -> Hooks {
         Hooks {
             shared: Arc::clone(&self.shared),
+            lib: self.lib.clone(),
         }
     }
 
-    /// The storm's per-thread hooks: `thread_start` at start, and (all
-    /// strategies but exitq, whose push happens in exitq's own thread-local
-    /// destructor) `thread_exit` in the exit destructor.
+    /// The storm's per-thread hooks: `thread_start` at start, and (for
+    /// locked, sync and expedited; exitq and the libraries do their exit
+    /// work in thread-local destructors, see `exit_tls.rs`) `thread_exit`
+    /// in the exit destructor.
     pub fn spawn_hooks(&self) -> crate::spawn::Hooks {
         let start = self.hooks();
         let exit = self.hooks();
         crate::spawn::Hooks {
             on_start: Some(Box::new(move |_| start.thread_start())),
             on_exit: match self.shared.strategy {
-                Strategy::Exitq | Strategy::None => None,
-                _ => Some(Box::new(move |_| exit.thread_exit())),
+                Strategy::Locked | Strategy::Sync | Strategy::Expedited => {
+                    Some(Box::new(move |_| exit.thread_exit()))
+                }
+                _ => None,
             },
         }
     }
 
     /// Ends the run: waits until every exited thread's cleanup has run
-    /// (exitq: `exit_barrier` then `barrier`), stops the monitor, and
-    /// checks that every cleanup ran exactly once. Call after every thread
-    /// that registered has exited.
+    /// (exitq: `exit_barrier` then `barrier`), stops the monitor, drives a
+    /// library strategy's reclaimer until every entry is freed, and checks
+    /// that every cleanup ran exactly once. Call after every thread that
+    /// registered has exited.
     pub fn finish(mut self) -> Report {
         let s = &self.shared;
+        let t_finish = now_ns();
         if let Some(d) = &s.domain {
             // Exit hooks, then the entry frees they deferred.
             d.exit_barrier();
@@ -300,7 +236,23 @@ impl Cleanup {
             // A panic in the monitor would be a bug; the counts stay valid.
             let _ = m.join();
         }
-        report::of(s)
+        // Acquire: pairs with the Release increments of `free_entry`, so the
+        // frees counted (and their time stamps) are visible. `cleaned` is
+        // final: every cleanup happened-before this call (the caller waited
+        // for every exit, exitq's barriers above), so Relaxed.
+        let all_freed = || s.freed.load(Ordering::Acquire) >= s.cleaned.load(Ordering::Relaxed);
+        let freed_before = s.freed.load(Ordering::Acquire);
+        let drive = self.lib.as_ref().map(|lib| {
+            // Every registered thread has left the library (Acquire: pairs
+            // with the Release increment after its exit work) and the
+            // monitor is joined.
+            let quiescent =
+                s.lib_exits.load(Ordering::Acquire) == s.registered.load(Ordering::Relaxed);
+            lib.drive(all_freed, quiescent)
+        });
+        let at_finish = s.freed.load(Ordering::Acquire).saturating_sub(freed_before);
+        s.freed_at_finish.store(at_finish, Ordering::Relaxed);
+        report::of(s, drive, t_finish)
     }
 }
 
@@ -315,21 +267,16 @@ impl Drop for Cleanup {
 
 impl Hooks {
     /// Thread start: register in the registry, take a buffer, fill the
-    /// statistics and arm the cleanup (exitq: `register_exit`; the others:
-    /// a thread-local for [`Hooks::thread_exit`]).
+    /// statistics and arm the cleanup (exitq: `register_exit`; a library:
+    /// register with it and arm herd's exit destructor; the others: a
+    /// thread-local for [`Hooks::thread_exit`]).
     pub fn thread_start(&self) {
         let s = &self.shared;
         // Relaxed: a unique number is all that is needed.
         let id = s.next_id.fetch_add(1, Ordering::Relaxed);
         let stats: Vec<u64> = (0..s.work).map(|i| contribution(id, i)).collect();
         let sum = stats.iter().fold(0u64, |a, &v| a.wrapping_add(v));
-        let entry = Box::new(Entry {
-            next: AtomicPtr::new(ptr::null_mut()),
-            prev: AtomicPtr::new(ptr::null_mut()),
-            state: AtomicU32::new(LIVE),
-            id,
-            cleaned: AtomicU32::new(0),
-        });
+        let entry = Box::new(Entry::new(id));
         let eref = EntryRef(NonNull::from(&*entry));
         let mut buffer = link(s, entry).unwrap_or_else(|| vec![0u64; s.work].into_boxed_slice());
         for (i, word) in buffer.iter_mut().enumerate() {
@@ -342,11 +289,26 @@ impl Hooks {
             buffer,
             stats,
         };
-        match s.strategy {
-            Strategy::Exitq => {
+        match (s.strategy, &self.lib) {
+            (Strategy::Exitq, _) => {
                 let domain = s.domain.as_ref().expect("exitq strategy has a domain");
                 let shared = Arc::clone(s);
                 domain.register_exit(move || cleanup_deferred(&shared, state));
+                // Armed after exitq's own thread-local: runs just before
+                // exitq's destructor pushes the cleanup (exit_tls.rs). It
+                // holds the run too, as every holder of an EntryRef must.
+                let keep = Arc::clone(s);
+                exit_tls::arm(Box::new(move || {
+                    eref.get().exit_ns.store(now_ns(), Ordering::Relaxed);
+                    drop(keep);
+                }));
+            }
+            (_, Some(lib)) => {
+                // The library's thread-locals first, then herd's exit
+                // destructor, which therefore runs before theirs.
+                let thread = lib.register(Retired::new(eref, Arc::clone(s)));
+                let hooks = self.clone();
+                exit_tls::arm(Box::new(move || hooks.library_exit(state, thread)));
             }
             _ => {
                 let p = Box::into_raw(Box::new(state));
@@ -359,30 +321,31 @@ impl Hooks {
     }
 
     /// Thread exit (from the exit destructor): runs the cleanup the
-    /// strategy's way. Nothing to do for exitq (its own thread-local
-    /// destructor already pushed the hook) or on a thread that did not
-    /// start.
+    /// strategy's way. Nothing to do for exitq and the library strategies
+    /// (thread-local destructors do their exit work, see `exit_tls.rs`) or
+    /// on a thread that did not start.
     pub fn thread_exit(&self) {
         let p = STATE.with(|c| c.replace(ptr::null_mut()));
         if p.is_null() {
             return;
         }
+        let t0 = now_ns();
         // SAFETY: `p` came from Box::into_raw in thread_start on this
         // thread and was taken out of the thread-local just now, so it is
         // reclaimed exactly once.
         let mut state = unsafe { Box::from_raw(p) };
+        let entry = state.entry;
+        entry.get().exit_ns.store(t0, Ordering::Relaxed);
         prepare(&mut state);
         let s = &self.shared;
         match s.strategy {
             Strategy::Locked => {
                 let mut w = lock(&s.writer);
-                let entry = state.entry;
                 do_cleanup(s, &mut w, *state);
                 // Readers walk under this same lock: none can hold the entry.
-                entry.get().state.store(FREE, Ordering::Relaxed);
+                free_entry(s, entry);
             }
             Strategy::Sync | Strategy::Expedited => {
-                let entry = state.entry;
                 {
                     let mut w = lock(&s.writer);
                     do_cleanup(s, &mut w, *state);
@@ -394,12 +357,39 @@ impl Hooks {
                     d.synchronize_expedited();
                 }
                 // After the grace period no reader holds the unlinked
-                // entry. Relaxed: the grace period orders it after every
-                // read section that could have seen the entry.
-                entry.get().state.store(FREE, Ordering::Relaxed);
+                // entry (the grace period orders the free after every read
+                // section that could have seen it).
+                free_entry(s, entry);
             }
-            Strategy::Exitq | Strategy::None => {}
+            _ => {}
         }
+        let e = entry.get();
+        e.exit_work_ns.store(now_ns() - t0, Ordering::Relaxed);
+    }
+
+    /// A library strategy's exit work, from herd's thread-local destructor
+    /// (`exit_tls.rs`): the thread-private part, then the unlink under the
+    /// writer lock inside the library's protection, then the retire.
+    fn library_exit(&self, mut state: ThreadState, thread: LibThread) {
+        let t0 = now_ns();
+        let entry = state.entry;
+        entry.get().exit_ns.store(t0, Ordering::Relaxed);
+        prepare(&mut state);
+        let s = &self.shared;
+        let lib = self
+            .lib
+            .as_ref()
+            .expect("library strategies have a library");
+        lib.exit(thread, || {
+            let mut w = lock(&s.writer);
+            do_cleanup(s, &mut w, state);
+        });
+        entry
+            .get()
+            .exit_work_ns
+            .store(now_ns() - t0, Ordering::Relaxed);
+        // Release: pairs with the Acquire load in `finish`.
+        s.lib_exits.fetch_add(1, Ordering::Release);
     }
 }
 
@@ -418,15 +408,20 @@ fn cleanup_deferred(s: &Arc<Shared>, mut state: ThreadState) {
     }
     let keep = Arc::clone(s);
     if let Some(d) = &s.domain {
-        d.defer(move || {
-            let _keep = keep;
-            entry.get().state.store(FREE, Ordering::Relaxed);
-        });
+        d.defer(move || free_entry(&keep, entry));
     }
+}
+
+/// Tests: whether a missing liburcu fails rather than skips (as root,
+/// where the test command installs it, or under `HERD_TEST_STRICT=1`).
+#[cfg(test)]
+fn must_have_liburcu() -> bool {
+    nix::unistd::geteuid().is_root() || std::env::var("HERD_TEST_STRICT").as_deref() == Ok("1")
 }
 
 #[cfg(test)]
 mod tests {
+    use super::registry::{FREE, LIVE};
     use super::*;
     use registry::walk;
 
@@ -436,7 +431,28 @@ mod tests {
             cleanup_work: 16,
             cleanup_monitor_us: 0,
             cleanup_poll_ms: 10,
+            seize_batch: Some(8),
         }
+    }
+
+    /// Every strategy but `none`; `urcu` only where liburcu loads (as
+    /// root, which the test command is, a missing liburcu fails).
+    fn strategies() -> Vec<Strategy> {
+        let mut v = vec![
+            Strategy::Locked,
+            Strategy::Exitq,
+            Strategy::Sync,
+            Strategy::Expedited,
+            Strategy::CrossbeamEpoch,
+            Strategy::Sdd,
+            Strategy::Seize,
+        ];
+        match liburcu::load() {
+            Ok(_) => v.push(Strategy::Urcu),
+            Err(e) if must_have_liburcu() => panic!("{e}"),
+            Err(e) => eprintln!("SKIPPED: urcu, liburcu is not installed (not root): {e}"),
+        }
+        v
     }
 
     /// `threads` threads each start, do a little, and exit (running the
@@ -461,12 +477,7 @@ mod tests {
 
     #[test]
     fn every_strategy_cleans_each_thread_once() {
-        for s in [
-            Strategy::Locked,
-            Strategy::Exitq,
-            Strategy::Sync,
-            Strategy::Expedited,
-        ] {
+        for s in strategies() {
             let r = run(s, 64);
             assert_eq!(r.registered, 64, "{s:?}: {r:?}");
             assert_eq!(r.cleaned, 64, "{s:?}: {r:?}");
@@ -478,6 +489,14 @@ mod tests {
             assert_eq!(r.violations, 0, "{s:?}: {r:?}");
             assert!(r.walks > 0, "{s:?}: the monitor never walked");
             assert!(r.problems().is_empty(), "{s:?}: {:?}", r.problems());
+            assert_eq!(r.timeline.frees_missing, 0, "{s:?}: {r:?}");
+            assert_eq!(r.timeline.exits, 64, "{s:?}: {r:?}");
+            // Only the library strategies drive a reclamation library.
+            let library = matches!(
+                s,
+                Strategy::CrossbeamEpoch | Strategy::Sdd | Strategy::Seize | Strategy::Urcu
+            );
+            assert_eq!(r.drive.is_some(), library, "{s:?}: {r:?}");
             if s == Strategy::Exitq {
                 assert_eq!(r.exitq.unwrap().exits_run, 64, "{r:?}");
             }
@@ -493,12 +512,7 @@ mod tests {
         // (the herd), while the monitor walks back to back.
         const WAVES: usize = if cfg!(debug_assertions) { 4 } else { 20 };
         const PER_WAVE: usize = 50;
-        for s in [
-            Strategy::Locked,
-            Strategy::Exitq,
-            Strategy::Sync,
-            Strategy::Expedited,
-        ] {
+        for s in strategies() {
             let c = Cleanup::start(&args(s)).unwrap().unwrap();
             for _ in 0..WAVES {
                 let barrier = Arc::new(std::sync::Barrier::new(PER_WAVE));
@@ -573,10 +587,17 @@ mod tests {
         };
         assert!(bad.validate().is_err());
         let bad = CleanupArgs {
-            cleanup_work: MAX_WORK + 1,
+            cleanup_work: args::MAX_WORK + 1,
             ..CleanupArgs::default()
         };
         assert!(bad.validate().is_err());
+        for seize_batch in [0, args::MAX_SEIZE_BATCH + 1] {
+            let bad = CleanupArgs {
+                seize_batch: Some(seize_batch),
+                ..CleanupArgs::default()
+            };
+            assert!(bad.validate().is_err(), "{seize_batch}");
+        }
         assert!(CleanupArgs::default().validate().is_ok());
     }
 }

@@ -4,11 +4,44 @@
 //! every one of its flags: the storm's [`scenario::storm::Args`] are
 //! flattened into [`Cli`] (clap's default-subcommand pattern), so `herd
 //! --waves 10` and `herd storm --waves 10` are the same run. Nothing below
-//! `main` reads [`Cli`]: the dependency goes one way, cli -> scenarios.
+//! [`main`] reads [`Cli`]: the dependency goes one way, cli -> scenarios.
+
+use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use crate::error::exit_code_for;
 use crate::scenario;
+
+/// herd's entry point (the binary is this one call): parse, run, print
+/// errors with their context, and turn the outcome into an exit code (0
+/// ok, 1 failure, 2 usage, 3 resource refusal, 130 Ctrl-C).
+pub fn main() -> ExitCode {
+    // A perf closer is this executable run again (see perf/closer.rs).
+    if let Some(code) = crate::perf::closer::serve() {
+        return ExitCode::from(code);
+    }
+    crate::perf::closer::allow();
+    let outcome = match Cli::parse().into_command() {
+        Command::Storm(a) => scenario::storm::run(&a),
+        Command::Env(a) => scenario::env::run(&a),
+        Command::Compare(a) => scenario::compare::run(&a),
+        Command::Diff(a) => scenario::diff::run(&a),
+        Command::Sweep(a) => scenario::sweep::run(&a),
+        Command::Unregister(a) => scenario::unregister::run(&a),
+        Command::Gp(a) => scenario::gp::run(&a),
+        Command::Membarrier(a) => scenario::membarrier::run(&a),
+        Command::Agent(a) => scenario::agent::run(&a),
+        Command::Report(a) => scenario::report::run(&a),
+    };
+    match outcome {
+        Ok(code) => ExitCode::from(code),
+        Err(err) => {
+            eprintln!("Error: {err:#}");
+            ExitCode::from(exit_code_for(&err))
+        }
+    }
+}
 
 /// Reproduce and measure the thread-exit thundering herd.
 ///
@@ -22,26 +55,26 @@ use crate::scenario;
     subcommand_value_name = "COMMAND",
     subcommand_help_heading = "Commands (storm when omitted)"
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     /// What to run; `storm` when omitted.
     #[command(subcommand)]
-    pub command: Option<Command>,
+    command: Option<Command>,
     /// `herd storm`'s flags, for plain `herd`.
     #[command(flatten)]
-    pub storm: scenario::storm::Args,
+    storm: scenario::storm::Args,
 }
 
 impl Cli {
     /// The command to run: the subcommand given, else the storm with the
     /// flags given without one.
-    pub fn into_command(self) -> Command {
+    pub(crate) fn into_command(self) -> Command {
         self.command.unwrap_or(Command::Storm(self.storm))
     }
 }
 
 /// herd's subcommands.
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Waves of short-lived threads spawned and cancelled across every CPU.
     Storm(scenario::storm::Args),
     /// Host facts and limits: CPUs, kernel, thread limits, perf and tracefs.
@@ -60,6 +93,8 @@ pub enum Command {
     Membarrier(scenario::membarrier::Args),
     /// Bursts of short jobs: thread per job vs pools (exitq::pool).
     Agent(scenario::agent::Args),
+    /// Saved results as one self-contained HTML page (charts, heat maps).
+    Report(scenario::report::Args),
 }
 
 #[cfg(test)]

@@ -17,21 +17,21 @@
 use std::fmt;
 
 /// Exit code for usage errors (matches clap).
-pub const EXIT_USAGE: u8 = 2;
+pub(crate) const EXIT_USAGE: u8 = 2;
 /// Exit code for runtime failures.
-pub const EXIT_FAILURE: u8 = 1;
+pub(crate) const EXIT_FAILURE: u8 = 1;
 /// Exit code when a run was interrupted by Ctrl-C (128 + SIGINT).
-pub const EXIT_INTERRUPTED: u8 = 130;
+pub(crate) const EXIT_INTERRUPTED: u8 = 130;
 /// Exit code for a resource refusal before the run (stress-ng's
 /// EXIT_NO_RESOURCE).
 pub const EXIT_RESOURCE: u8 = 3;
 /// Exit code when a run completed but its own checks failed (its results
 /// are written in full).
-pub const EXIT_CHECKS: u8 = 4;
+pub(crate) const EXIT_CHECKS: u8 = 4;
 
 /// A command-line value that is invalid, names the flag it is about.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UsageError {
+pub(crate) struct UsageError {
     /// The flag, e.g. `--lag`; empty when the problem spans several flags.
     pub flag: String,
     /// What is wrong and, where possible, what would work.
@@ -62,7 +62,7 @@ impl std::error::Error for UsageError {}
 
 /// The host cannot give what the run needs (checked before it starts).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ResourceError {
+pub(crate) struct ResourceError {
     /// The flag that asks for it, or empty.
     pub flag: String,
     /// What is missing and what would provide it.
@@ -82,7 +82,7 @@ impl fmt::Display for ResourceError {
 impl std::error::Error for ResourceError {}
 
 /// Shorthand for a [`ResourceError`].
-pub fn resource(flag: impl Into<String>, message: impl Into<String>) -> anyhow::Error {
+pub(crate) fn resource(flag: impl Into<String>, message: impl Into<String>) -> anyhow::Error {
     ResourceError {
         flag: flag.into(),
         message: message.into(),
@@ -91,7 +91,7 @@ pub fn resource(flag: impl Into<String>, message: impl Into<String>) -> anyhow::
 }
 
 /// Shorthand: `Err(usage("--lag", "must be smaller than --slots"))?`.
-pub fn usage(flag: impl Into<String>, message: impl Into<String>) -> anyhow::Error {
+pub(crate) fn usage(flag: impl Into<String>, message: impl Into<String>) -> anyhow::Error {
     UsageError::new(flag, message).into()
 }
 

@@ -16,17 +16,15 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 mod cpus;
-pub mod futex_hash;
-pub mod numa;
+pub(crate) mod futex_hash;
+pub(crate) mod numa;
 
-pub use cpus::{
-    allowed_cpus, current_cpu, format_cpu_list, online_cpus, parse_cpu_list, parse_cpu_list_for,
-    CpuMask, MAX_CPU_ID,
-};
+pub use cpus::online_cpus;
+pub(crate) use cpus::{allowed_cpus, current_cpu, format_cpu_list, parse_cpu_list_for, CpuMask};
 
 /// A soft and hard resource limit; `None` means unlimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Rlimit {
+pub(crate) struct Rlimit {
     /// The limit that applies now (`None`: unlimited).
     pub soft: Option<u64>,
     /// The ceiling an unprivileged process may raise `soft` to.
@@ -68,7 +66,7 @@ pub struct NumaNode {
 
 /// The cgroup v2 task limit of this process, when there is one.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CgroupPids {
+pub(crate) struct CgroupPids {
     /// The cgroup path (relative to the cgroup2 mount).
     pub path: String,
     /// `pids.max` (`None`: "max", unlimited).
@@ -79,7 +77,7 @@ pub struct CgroupPids {
 
 /// Facts about the machine and this process's limits.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct HostFacts {
+pub(crate) struct HostFacts {
     /// Host name.
     pub hostname: String,
     /// Kernel release and version (`uname -rv`).
@@ -156,14 +154,14 @@ extern "C" {
 /// Where tracefs is looked for, in order: the tracefs mount point, then
 /// the legacy location under debugfs (perf's order; mounting is
 /// `perf::tracefs`'s business, host facts only look).
-pub const TRACEFS_ROOTS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
+pub(crate) const TRACEFS_ROOTS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
 
 /// The command that mounts tracefs where herd looks first.
 pub const MOUNT_TRACEFS: &str = "mount -t tracefs nodev /sys/kernel/tracing";
 
 /// Where tracefs is mounted now (an `events/` directory under one of
 /// [`TRACEFS_ROOTS`]), without mounting anything.
-pub fn tracefs_mounted() -> Option<PathBuf> {
+pub(crate) fn tracefs_mounted() -> Option<PathBuf> {
     TRACEFS_ROOTS
         .iter()
         .map(PathBuf::from)
@@ -172,7 +170,7 @@ pub fn tracefs_mounted() -> Option<PathBuf> {
 
 /// glibc's default stack size for new threads (what `pthread_create` with
 /// default attributes maps), read with `pthread_getattr_default_np`.
-pub fn default_thread_stack() -> Option<u64> {
+pub(crate) fn default_thread_stack() -> Option<u64> {
     let mut attr = std::mem::MaybeUninit::<libc::pthread_attr_t>::uninit();
     // SAFETY: pthread_getattr_default_np initialises `attr` on success
     // (returns 0); we only read it then, and destroy it after.
@@ -391,7 +389,7 @@ impl HostFacts {
 }
 
 /// Bytes as B, KiB, MiB, GiB, ... with one decimal (`8.0 MiB`), by bytesize.
-pub fn human_bytes(v: u64) -> String {
+pub(crate) fn human_bytes(v: u64) -> String {
     bytesize::ByteSize::b(v).display().iec().to_string()
 }
 
@@ -405,7 +403,7 @@ fn mem_total() -> Option<u64> {
 }
 
 /// Tasks on the whole system now (`/proc/loadavg`: running/total).
-pub fn tasks_now() -> Option<u64> {
+pub(crate) fn tasks_now() -> Option<u64> {
     use procfs::Current as _;
     procfs::LoadAverage::current()
         .ok()
@@ -414,7 +412,7 @@ pub fn tasks_now() -> Option<u64> {
 
 /// The cgroup v2 `pids.max`/`pids.current` of this process's cgroup, or
 /// the nearest ancestor that sets a limit.
-pub fn cgroup_pids() -> Option<CgroupPids> {
+pub(crate) fn cgroup_pids() -> Option<CgroupPids> {
     let groups = procfs::process::Process::myself().ok()?.cgroups().ok()?;
     let v2 = groups.into_iter().find(|g| g.hierarchy == 0)?;
     let rel = v2.pathname.trim();
@@ -458,7 +456,7 @@ fn perf_trial() -> std::result::Result<(), String> {
 /// `pthread_create` failed at `vm.max_map_count`, when growing a heap
 /// buffer to the file's size (megabytes) would need a new mapping itself
 /// and fail.
-pub fn map_count() -> Option<u64> {
+pub(crate) fn map_count() -> Option<u64> {
     use std::io::Read as _;
     let mut f = fs::File::open("/proc/self/maps").ok()?;
     let mut buf = [0u8; 16 * 1024];
@@ -473,17 +471,6 @@ pub fn map_count() -> Option<u64> {
     }
 }
 
-/// Tasks of this process now (`Threads:` in `/proc/self/status`).
-pub fn process_threads() -> Option<u64> {
-    Some(
-        procfs::process::Process::myself()
-            .ok()?
-            .status()
-            .ok()?
-            .threads,
-    )
-}
-
 /// The thread ids of this process now (`/proc/self/task`), sorted.
 pub fn own_threads() -> Vec<i32> {
     let mut tids: Vec<i32> = procfs::process::Process::myself()
@@ -492,6 +479,17 @@ pub fn own_threads() -> Vec<i32> {
         .unwrap_or_default();
     tids.sort_unstable();
     tids
+}
+
+#[cfg(test)]
+impl NumaNode {
+    /// Node `id` holding `cpus`.
+    pub(crate) fn of(id: usize, cpus: impl IntoIterator<Item = usize>) -> NumaNode {
+        NumaNode {
+            id,
+            cpus: cpus.into_iter().collect(),
+        }
+    }
 }
 
 #[cfg(test)]

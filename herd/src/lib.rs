@@ -13,16 +13,19 @@
 //! process per measurement is the only way each figure means one run.
 #![warn(unsafe_op_in_unsafe_fn)]
 
-pub mod cleanup;
+// Public: what the binary ([`cli::main`]), the integration tests and the
+// benches use; everything else is crate-private, so rustc reports what
+// nothing uses.
+pub(crate) mod cleanup;
 pub mod cli;
 pub mod error;
 pub mod export;
-pub mod format;
+pub(crate) mod format;
 pub mod host;
 pub mod perf;
 pub mod result;
-pub mod runner;
+pub(crate) mod runner;
 pub mod scenario;
-pub mod spawn;
-pub mod stats;
-pub mod usage;
+pub(crate) mod spawn;
+pub(crate) mod stats;
+pub(crate) mod usage;

@@ -32,12 +32,12 @@ pub struct Metric {
     /// Stable, machine-friendly name, e.g. `wall_s`, `futex_per_exit`.
     pub name: String,
     /// Unit for display, e.g. `s`, `ms`, `calls`, `/s`, `KiB`.
-    pub unit: String,
+    pub(crate) unit: String,
     /// The value. Unavailable figures are left out, never written as 0.
     pub value: f64,
     /// Which direction is an improvement.
     #[serde(default)]
-    pub better: Better,
+    pub(crate) better: Better,
 }
 
 impl Metric {
@@ -60,7 +60,7 @@ impl Metric {
         }
     }
     /// An informational metric.
-    pub fn info(name: &str, unit: &str, value: f64) -> Self {
+    pub(crate) fn info(name: &str, unit: &str, value: f64) -> Self {
         Self {
             name: name.into(),
             unit: unit.into(),
@@ -76,7 +76,7 @@ pub struct RunResult {
     /// [`SCHEMA_VERSION`] at the time of writing.
     pub schema: u32,
     /// herd's version (`CARGO_PKG_VERSION`).
-    pub herd_version: String,
+    pub(crate) herd_version: String,
     /// Scenario name: `storm`, `unregister`, `gp`, `membarrier`, `agent`.
     pub scenario: String,
     /// The arguments after the scenario name that reproduce this run.
@@ -95,7 +95,7 @@ pub struct RunResult {
     pub perf: serde_json::Value,
     /// Things the user should know (pre-flight warnings, creation failures).
     #[serde(default)]
-    pub warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
     /// True when Ctrl-C stopped the run early: figures cover what ran.
     #[serde(default)]
     pub interrupted: bool,
@@ -103,12 +103,16 @@ pub struct RunResult {
     /// repeated cleanups, lost contention samples, ...): the figures are
     /// all here, but not to be trusted; the process exits 4.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub checks_failed: Vec<String>,
+    pub(crate) checks_failed: Vec<String>,
+    /// When the result was made, at the end of the run (RFC 3339, UTC);
+    /// absent in results of herd before 2026-12-03.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) finished_at: Option<String>,
 }
 
 /// The exit code of a finished run: 130 interrupted, 4 when its own
 /// checks failed, else 0.
-pub fn run_code(r: &RunResult) -> u8 {
+pub(crate) fn run_code(r: &RunResult) -> u8 {
     if r.interrupted {
         crate::error::EXIT_INTERRUPTED
     } else if !r.checks_failed.is_empty() {
@@ -120,7 +124,7 @@ pub fn run_code(r: &RunResult) -> u8 {
 
 /// The exit code of several runs (repetitions, a comparison): the first
 /// of 130, 4 that any run has, else 0.
-pub fn runs_code<'a>(runs: impl IntoIterator<Item = &'a RunResult>) -> u8 {
+pub(crate) fn runs_code<'a>(runs: impl IntoIterator<Item = &'a RunResult>) -> u8 {
     let codes: Vec<u8> = runs.into_iter().map(run_code).collect();
     [crate::error::EXIT_INTERRUPTED, crate::error::EXIT_CHECKS]
         .into_iter()
@@ -130,7 +134,7 @@ pub fn runs_code<'a>(runs: impl IntoIterator<Item = &'a RunResult>) -> u8 {
 
 /// The exit code of configurations' runs (compare, sweep): 4 when any
 /// run failed its own checks (each is printed), else 0.
-pub fn checks_code(sets: &[RunSet]) -> u8 {
+pub(crate) fn checks_code(sets: &[RunSet]) -> u8 {
     let mut code = 0;
     for s in sets {
         for r in &s.runs {
@@ -164,6 +168,9 @@ impl RunResult {
             warnings: Vec::new(),
             interrupted: false,
             checks_failed: Vec::new(),
+            finished_at: Some(
+                humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+            ),
         }
     }
 

@@ -1,4 +1,4 @@
-//! `herd::scenario::load::LoadThreads`: threads run, stop, and parked ones
+//! `herd::scenario::LoadThreads`: threads run, stop, and parked ones
 //! are woken. (A separate test binary: unit tests elsewhere in herd count
 //! the process's tasks and must not see these threads come and go.)
 
@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use herd::scenario::load::LoadThreads;
+use herd::scenario::LoadThreads;
 
 #[test]
 fn threads_run_until_stopped() {

@@ -284,21 +284,22 @@ fn scan(src: &Path) -> Crate {
                     i = end + 1;
                     continue;
                 }
-                Tok::Ident(k) if matches!(k.as_str(), "crate" | "super" | "self") => {
-                    if toks.get(i + 1) == Some(&Tok::Colons) {
-                        let mut p = vec![k.clone()];
-                        let mut j = i + 1;
-                        while toks.get(j) == Some(&Tok::Colons) {
-                            match toks.get(j + 1) {
-                                Some(Tok::Ident(s)) => p.push(s.clone()),
-                                _ => break,
-                            }
-                            j += 2;
+                Tok::Ident(k)
+                    if matches!(k.as_str(), "crate" | "super" | "self")
+                        && toks.get(i + 1) == Some(&Tok::Colons) =>
+                {
+                    let mut p = vec![k.clone()];
+                    let mut j = i + 1;
+                    while toks.get(j) == Some(&Tok::Colons) {
+                        match toks.get(j + 1) {
+                            Some(Tok::Ident(s)) => p.push(s.clone()),
+                            _ => break,
                         }
-                        found.push((base, p));
-                        i = j;
-                        continue;
+                        j += 2;
                     }
+                    found.push((base, p));
+                    i = j;
+                    continue;
                 }
                 Tok::Open => depth += 1,
                 Tok::Close => {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Loom models of exitq's lock-free core (exitq/tests/loom.rs): the list, the
-# read-side/grace-period protocol and the batch steal handshake. Reduced
+# read-side/grace-period protocol, the batch steal handshake and a record's
+# life (a leaked record's release racing its guard's drop and a claim). Reduced
 # size (2-3 threads, LOOM_MAX_PREEMPTIONS=2), as loom needs; about a minute.
 # Own target dir: the cfg changes every crate's build.
 set -euo pipefail

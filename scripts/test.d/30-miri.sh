@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Miri on exitq's lock-free list (exitq/tests/llist.rs), reduced size under
+# Miri on exitq's lock-free list (exitq/src/llist/tests.rs), reduced size under
 # cfg(miri) (3 threads x 50 nodes), and on the packed batch encoding of
 # `defer` (exitq/src/batch.rs unit tests: closures of every size, panics),
 # and on the domain's core (exitq/tests/miri_core.rs: batches sealed,
@@ -23,9 +23,9 @@ if ! cargo +nightly miri --version >/dev/null 2>&1; then
     skip "miri: the nightly toolchain has no miri (rustup +nightly component add miri rust-src)"
     exit 0
 fi
-echo "miri: cargo +nightly miri test -p exitq --test llist" >&2
+echo "miri: cargo +nightly miri test -p exitq --lib llist::tests" >&2
 MIRIFLAGS="${MIRIFLAGS:-} -Zmiri-strict-provenance" \
-    cargo +nightly miri test -p exitq --test llist --target-dir target/miri
+    cargo +nightly miri test -p exitq --lib --target-dir target/miri -- llist::tests
 echo "miri: cargo +nightly miri test -p exitq --lib batch::tests" >&2
 MIRIFLAGS="${MIRIFLAGS:-} -Zmiri-strict-provenance" \
     cargo +nightly miri test -p exitq --lib --target-dir target/miri -- batch::tests

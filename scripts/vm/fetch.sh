@@ -176,17 +176,22 @@ unpack_kernel() {
     rm -rf "$work"
     printf '%s/%s\n' "$dest" "$(basename "$img")"
 }
-fetch_backports_kernel() {
-    local dir=$cache/backports found
+# Prints the newest vmlinuz-* in directory $1 when there is one; otherwise
+# returns 1 holding $1/.lock on fd 9, for the fetch that follows (released
+# by the caller), so that concurrent runs fetch once.
+cached_kernel() {
+    local dir=$1 found
     mkdir -p "$dir"
     exec 9>"$dir/.lock"
     flock 9
     found=$(find "$dir" -maxdepth 1 -name 'vmlinuz-*' | sort -V | tail -n1)
-    if [ -n "$found" ]; then
-        exec 9>&-
-        printf '%s\n' "$found"
-        return 0
-    fi
+    [ -n "$found" ] || return 1
+    exec 9>&-
+    printf '%s\n' "$found"
+}
+fetch_backports_kernel() {
+    local dir=$cache/backports
+    cached_kernel "$dir" && return 0
     no_install && die "no guest kernel for more than 255 vCPUs in $dir: fetch it with scripts/vm-run.sh --cpus $cpus --prepare, or pass --kernel PATH ($no_install_hint)"
     ensure_tools apt-get dpkg-deb
     private_apt "the guest kernel" "pass --kernel PATH"
@@ -201,18 +206,9 @@ fetch_backports_kernel() {
     say "kernel $pkg fetched into $dir"
 }
 fetch_kernel() {
-    ensure_tools apt-get dpkg-deb
-    mkdir -p "$cache"
-    exec 9>"$cache/.lock"
-    flock 9
-    local found
-    found=$(find "$cache" -maxdepth 1 -name 'vmlinuz-*' | sort -V | tail -n1)
-    if [ -n "$found" ]; then
-        exec 9>&-
-        printf '%s\n' "$found"
-        return 0
-    fi
+    cached_kernel "$cache" && return 0
     no_install && die "no guest kernel in $cache: fetch it with scripts/vm-run.sh --prepare, or pass --kernel PATH ($no_install_hint)"
+    ensure_tools apt-get dpkg-deb
     local meta=linux-image-cloud-amd64 pkg
     pkg=$(apt-cache depends "$meta" 2>/dev/null | awk '/Depends: linux-image-/ {print $2; exit}')
     if [ -z "$pkg" ] && [ "$(id -u)" = 0 ]; then

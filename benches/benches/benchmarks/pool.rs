@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, Criterion, Throughput};
 use exitq::pool::Pool;
-use herd::scenario::agent::MutexPool;
+use herd::scenario::MutexPool;
 
 const BATCH: usize = 1_000;
 

@@ -21,6 +21,8 @@ pub(crate) fn watchdog(start: Instant, limit: Duration) {
             o.exit_threads.load(Ordering::Relaxed),
             o.cancelled_threads.load(Ordering::Relaxed),
             o.churned_domains.load(Ordering::Relaxed),
+            o.nested_rounds.load(Ordering::Relaxed),
+            o.forks.load(Ordering::Relaxed),
         ]
     };
     let names = [
@@ -29,13 +31,15 @@ pub(crate) fn watchdog(start: Instant, limit: Duration) {
         "exit threads",
         "cancelled threads",
         "domain churn",
+        "nested barriers",
+        "forks",
     ];
     let mut last = snapshot();
-    let mut since = [Instant::now(); 5];
+    let mut since = [Instant::now(); 7];
     while !w.stop.load(Ordering::Relaxed) {
         thread::sleep(Duration::from_millis(200));
         let now = snapshot();
-        for k in 0..5 {
+        for k in 0..names.len() {
             if now[k] != last[k] {
                 since[k] = Instant::now();
             } else if since[k].elapsed() > limit {
@@ -100,7 +104,8 @@ pub(crate) fn report(opts: &Opts, took: Duration, role_panics: &HashMap<&str, u3
     let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
     println!(
         "torture: {:.1} s: {} reads, {} replaces by defer, {} by synchronize, {} counted defers, \
-         {} barriers, {} exited and {} cancelled threads, {} of {} exit hooks ran, {} domains dropped under live threads",
+         {} barriers, {} exited and {} cancelled threads, {} of {} exit hooks ran, {} domains dropped under live threads, \
+         {} guards and {} readers leaked, {} nested rounds ({} nested barriers refused), {} forks with a held guard",
         took.as_secs_f64(),
         g(&o.reads),
         g(&o.replaces_deferred),
@@ -112,6 +117,11 @@ pub(crate) fn report(opts: &Opts, took: Duration, role_panics: &HashMap<&str, u3
         g(&o.hooks_ran),
         g(&o.hooks_registered),
         g(&o.churned_domains),
+        g(&o.leaked_guards),
+        g(&o.leaked_readers),
+        g(&o.nested_rounds),
+        g(&o.nested_barriers_refused),
+        g(&o.forks),
     );
     for slot in &w.slots {
         let s = slot.domain.stats();

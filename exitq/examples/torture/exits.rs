@@ -1,6 +1,7 @@
 //! Threads that end while the domains run: short-lived threads with exit
 //! hooks (`exiter`), raw pthreads cancelled in `nanosleep` or between two
-//! `synchronize` calls (`canceller`), and domains dropped under their live
+//! `synchronize` calls (`canceller`), both of which sometimes leak a guard
+//! or a `Reader` (`leaks.rs`), and domains dropped under their live
 //! threads (`churner`).
 
 use std::ffi::c_void;
@@ -11,8 +12,9 @@ use std::time::Duration;
 
 use exitq::{Callbacks, Domain, Reclaimer};
 
+use crate::leaks;
 use crate::workers::{check_current, counted_defer};
-use crate::world::{inc, world, Rng};
+use crate::world::{inc, not_in_child, world, Rng};
 
 /// Registers a hook of the calling thread on `domain`: it must run once,
 /// after `finished` is set.
@@ -22,6 +24,7 @@ pub(crate) fn register_hook(domain: &Domain, finished: &Arc<AtomicBool>) {
     w.hooks.lock().unwrap().push(count.clone());
     let finished = finished.clone();
     domain.register_exit(move || {
+        not_in_child();
         // Acquire: pairs with the thread's (or canceller's) Release.
         if !finished.load(Ordering::Acquire) {
             inc(&world().v.hook_early);
@@ -44,6 +47,7 @@ pub(crate) fn exiter(seed: u64) {
             .map(|k| {
                 let seed = rng.next() ^ k;
                 thread::spawn(move || {
+                    leaks::arm_late();
                     let rng = Rng::new(seed);
                     let finished = Arc::new(AtomicBool::new(false));
                     for _ in 0..1 + rng.below(3) {
@@ -55,6 +59,7 @@ pub(crate) fn exiter(seed: u64) {
                         let _g = slot.domain.read();
                         check_current(slot, &rng);
                     }
+                    leaks::maybe_leak(&rng, None);
                     // Release: pairs with the hooks' Acquire.
                     finished.store(true, Ordering::Release);
                 })
@@ -106,12 +111,16 @@ pub(crate) extern "C-unwind" fn cancellable(arg: *mut c_void) -> *mut c_void {
 pub(crate) fn cancel_setup(arg: *mut c_void) -> (usize, bool) {
     // SAFETY: `arg` is the `Box<CancelArg>` leaked by `canceller`.
     let arg = unsafe { Box::from_raw(arg.cast::<CancelArg>()) };
+    leaks::arm_late();
     let rng = Rng::new(arg.seed);
     let slot = &world().slots[arg.slot];
     register_hook(&slot.domain, &arg.finished);
     for _ in 0..rng.below(10) {
         counted_defer(slot, &rng);
     }
+    // Not on the domain a synchronizer waits for (inside a section of it,
+    // `synchronize` panics).
+    leaks::maybe_leak(&rng, arg.synchronizer.then_some(arg.slot));
     // Release: the canceller waits for this before cancelling.
     arg.started.store(true, Ordering::Release);
     (arg.slot, arg.synchronizer)
@@ -199,6 +208,7 @@ pub(crate) fn churner(seed: u64) {
                     for _ in 0..10 {
                         let ran = ran.clone();
                         d.defer(move || {
+                            not_in_child();
                             ran.fetch_add(1, Ordering::Relaxed);
                         });
                     }

@@ -32,6 +32,19 @@
 //!   while they loop over `synchronize` (cancellation is deferred there);
 //!   a hook must run exactly once, and never before its thread finished
 //!   (was cancelled);
+//! * some of those threads leak (`mem::forget`) a guard, or a `Reader`
+//!   and its guard, before they end, or from a thread-local destructor
+//!   that runs after exitq's own: the sections must stop holding grace
+//!   periods once the threads are gone, and the freed records pass to
+//!   their next owners clean (the readers' checks above catch a use after
+//!   free);
+//! * a nester defers into domain A a callback that defers into B and
+//!   waits for B's barrier; B's callback, nested on the same thread, calls
+//!   A's barrier: it must panic, never hang or return;
+//! * a forker forks while it holds a guard (with callbacks deferred inside
+//!   it): the child drops the guard, checks `barrier` refuses, and exits
+//!   (`exit` or `_exit`); no callback or hook may run in a child (counted
+//!   in shared memory), and the child must end within 30 s;
 //! * a churner builds short-lived domains (random settings, both
 //!   reclaimer kinds), lets threads use them, and drops the last handle
 //!   while those threads still live: their hooks must wait for their exit
@@ -43,11 +56,18 @@
 //!
 //! Layout: `world.rs` (the shared state and counters), `workers.rs`
 //! (readers, writers, barrier checkers), `exits.rs` (exiting, cancelled
-//! and churned threads), `checks.rs` (watchdog, final checks, report);
-//! this file parses the options, builds the domains and runs the roles.
+//! and churned threads), `leaks.rs` (what they leak), `nested.rs` (nested
+//! barriers), `forker.rs` (fork with held guards), `checks.rs` (watchdog,
+//! final checks, report); this file parses the options, builds the
+//! domains and runs the roles.
 
 mod checks;
 mod exits;
+mod forker;
+mod leaks;
+mod nested;
+#[path = "../../tests/watch_util/shared_counter.rs"]
+mod shared_counter;
 mod workers;
 mod world;
 
@@ -62,6 +82,9 @@ use exitq::{Callbacks, Domain, Expedite, Reclaimer};
 
 use checks::{final_checks, report, watchdog};
 use exits::{canceller, churner, exiter};
+use forker::forker;
+use nested::nester;
+use shared_counter::shared_counter;
 use workers::{checker, worker, Bomb};
 use world::{new_obj, world, Ops, Slot, Violations, World, WORLD};
 
@@ -160,12 +183,18 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    // Expected panics (with a payload whose drop panics) are counted, not
-    // printed.
+    // Expected panics are counted, not printed: a payload whose drop
+    // panics, the refusals of nested barriers and of a fork child's
+    // barrier (which must not print: a lock another thread held at the
+    // fork stays held in the child).
     std::panic::set_hook(Box::new(|info| {
-        if info.payload().downcast_ref::<Bomb>().is_none()
-            && !info.to_string().contains("(expected)")
-        {
+        let expected = info.payload().downcast_ref::<Bomb>().is_some() || {
+            let m = info.to_string();
+            ["(expected)", "(deadlock)", "child of fork()"]
+                .iter()
+                .any(|e| m.contains(e))
+        };
+        if !expected {
             eprintln!("torture: unexpected panic: {info}");
         }
     }));
@@ -176,6 +205,7 @@ fn main() -> ExitCode {
             v: Violations::default(),
             ops: Ops::default(),
             hooks: Mutex::new(Vec::new()),
+            in_child: shared_counter(),
         })
         .unwrap_or_else(|_| unreachable!("set once"));
     let w = world();
@@ -207,9 +237,12 @@ fn main() -> ExitCode {
     roles.push(("exiter", thread::spawn(move || exiter(seed))));
     roles.push(("canceller", thread::spawn(move || canceller(seed))));
     roles.push(("churner", thread::spawn(move || churner(seed))));
+    roles.push(("nester", thread::spawn(move || nester(seed))));
+    roles.push(("forker", thread::spawn(move || forker(seed))));
     let dog = thread::spawn(move || watchdog(start, Duration::from_secs(60)));
     thread::sleep(Duration::from_secs(opts.seconds));
     w.stop.store(true, Ordering::Relaxed);
+    stopped_within(&roles, Duration::from_secs(120));
     let mut role_panics = HashMap::new();
     for (name, h) in roles {
         if h.join().is_err() {
@@ -219,4 +252,17 @@ fn main() -> ExitCode {
     dog.join().expect("watchdog");
     final_checks();
     report(&opts, start.elapsed(), &role_panics)
+}
+
+/// Fails the run if some role has not stopped within `limit` of being
+/// told to (a hang the watchdog, which stops with the roles, would miss).
+fn stopped_within(roles: &[(&str, thread::JoinHandle<()>)], limit: Duration) {
+    let since = Instant::now();
+    while let Some((name, _)) = roles.iter().find(|(_, h)| !h.is_finished()) {
+        if since.elapsed() > limit {
+            eprintln!("torture: FAILURE: a {name} thread did not stop within {limit:?}: a hang");
+            std::process::exit(1);
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
 }

@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::thread;
 use std::time::Duration;
 
-use crate::world::{inc, new_obj, world, Obj, Rng, Slot, ALIVE, POISONED};
+use crate::world::{inc, new_obj, not_in_child, world, Obj, Rng, Slot, ALIVE, POISONED};
 
 /// Inside a read section of `slot`: the current object is alive, now and
 /// after a random delay.
@@ -38,6 +38,7 @@ pub(crate) fn check_current(slot: &Slot, rng: &Rng) {
 /// The callback that retires `old`: poison it (it must not have been
 /// poisoned already), and free it one more grace period later.
 pub(crate) fn retire(slot_index: usize, old: usize) {
+    not_in_child();
     let obj = old as *mut Obj;
     // SAFETY: `old` is an object unpublished before the `defer` that runs
     // us, freed only by the callback we defer below.
@@ -47,6 +48,7 @@ pub(crate) fn retire(slot_index: usize, old: usize) {
         return; // freeing twice would be worse
     }
     world().slots[slot_index].domain.defer(move || {
+        not_in_child();
         // SAFETY: poisoned above, after a grace period; freed once here,
         // another grace period later.
         drop(unsafe { Box::from_raw(old as *mut Obj) });
@@ -97,6 +99,7 @@ pub(crate) fn counted_defer(slot: &'static Slot, rng: &Rng) {
         inc(&slot.panics);
     }
     slot.domain.defer(move || {
+        not_in_child();
         slot.ran.fetch_add(1, Ordering::Relaxed);
         if panics {
             std::panic::panic_any(Bomb);

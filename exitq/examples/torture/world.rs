@@ -41,10 +41,13 @@ pub(crate) struct Violations {
     pub(crate) callback_missing: AtomicU64,
     pub(crate) panics_miscounted: AtomicU64,
     pub(crate) pending_left: AtomicU64,
+    pub(crate) nested_barrier_returned: AtomicU64,
+    pub(crate) ran_in_fork_child: AtomicU64,
+    pub(crate) fork_child_failed: AtomicU64,
 }
 
 impl Violations {
-    pub(crate) fn all(&self) -> [(&'static str, u64); 9] {
+    pub(crate) fn all(&self) -> [(&'static str, u64); 12] {
         let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
         [
             (
@@ -65,6 +68,18 @@ impl Violations {
             ("counted callback never ran", g(&self.callback_missing)),
             ("panics not counted as panics", g(&self.panics_miscounted)),
             ("callbacks still pending at the end", g(&self.pending_left)),
+            (
+                "barrier nested through another domain's callback returned",
+                g(&self.nested_barrier_returned),
+            ),
+            (
+                "callback or hook ran in a fork child",
+                g(&self.ran_in_fork_child),
+            ),
+            (
+                "fork child hung or saw an entry point not refused",
+                g(&self.fork_child_failed),
+            ),
         ]
     }
 }
@@ -82,6 +97,11 @@ pub(crate) struct Ops {
     pub(crate) hooks_registered: AtomicU64,
     pub(crate) hooks_ran: AtomicU64,
     pub(crate) churned_domains: AtomicU64,
+    pub(crate) leaked_guards: AtomicU64,
+    pub(crate) leaked_readers: AtomicU64,
+    pub(crate) nested_rounds: AtomicU64,
+    pub(crate) nested_barriers_refused: AtomicU64,
+    pub(crate) forks: AtomicU64,
 }
 
 pub(crate) struct World {
@@ -91,6 +111,9 @@ pub(crate) struct World {
     pub(crate) ops: Ops,
     /// Per-hook run counts, to find hooks that never ran.
     pub(crate) hooks: Mutex<Vec<Arc<AtomicU32>>>,
+    /// Callbacks and hooks that ran in a fork child, counted in memory
+    /// shared with the children (`forker.rs`).
+    pub(crate) in_child: &'static AtomicU64,
 }
 
 pub(crate) static WORLD: OnceLock<World> = OnceLock::new();
@@ -124,6 +147,18 @@ impl Rng {
 
 pub(crate) fn inc(a: &AtomicU64) {
     a.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Set in a fork child only (`forker.rs`).
+pub(crate) static IN_FORK_CHILD: AtomicBool = AtomicBool::new(false);
+
+/// Called by every callback and hook: counts it if it runs in a fork
+/// child (nothing of the parent's may run there).
+#[inline]
+pub(crate) fn not_in_child() {
+    if IN_FORK_CHILD.load(Ordering::Relaxed) {
+        world().in_child.fetch_add(1, Ordering::SeqCst);
+    }
 }
 
 pub(crate) fn new_obj(generation: u64) -> *mut Obj {

@@ -262,7 +262,7 @@ fn shared_domain() -> io::Result<crate::Domain> {
         let cur = SHARED.load(Ordering::Acquire);
         // SAFETY: installed boxes are leaked, never freed.
         if let Some(d) = unsafe { cur.as_ref() } {
-            if !d.forked() {
+            if !d.inner.forked() {
                 return Ok(d.clone());
             }
         }

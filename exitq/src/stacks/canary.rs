@@ -41,22 +41,22 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use super::shared::{Header, Shared};
 
 /// Number of 64-bit canary words at the far (lowest) end of every stack.
-pub const CANARY_WORDS: usize = 4;
+pub(super) const CANARY_WORDS: usize = 4;
 
 /// Canary state word of a stack that is idle in the pool (generation `gen`).
 #[inline]
-pub fn canary_free(gen: u64) -> u64 {
+pub(super) fn canary_free(gen: u64) -> u64 {
     0x4652_4545_5354_4b00 ^ gen.rotate_left(8)
 }
 
 /// Canary state word of a stack lent to a thread (generation `gen`).
 #[inline]
-pub fn canary_in_use(gen: u64) -> u64 {
+pub(super) fn canary_in_use(gen: u64) -> u64 {
     0x494e_5553_4553_5400 ^ gen.rotate_left(8)
 }
 
 /// Canary state word the pool writes into a quarantined stack.
-pub const CANARY_QUARANTINED: u64 = 0x5155_4152_414e_5449;
+pub(super) const CANARY_QUARANTINED: u64 = 0x5155_4152_414e_5449;
 
 /// Pattern word `i` (1..CANARY_WORDS) of the stack whose canary is at `at`.
 #[inline]
@@ -135,6 +135,29 @@ impl Shared {
         let q = std::mem::take(&mut *self.quarantine.lock().unwrap_or_else(|e| e.into_inner()));
         for h in q {
             self.unmap(h);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The state words are distinct: free from lent, one generation from
+    /// the next, and neither is the quarantine mark or an untouched page.
+    #[test]
+    fn state_words_never_collide() {
+        for g in 0..4096u64 {
+            for h in g..g + 3 {
+                assert_ne!(canary_free(g), canary_in_use(h), "{g} {h}");
+                assert_ne!(canary_in_use(g), canary_free(h), "{g} {h}");
+            }
+            assert_ne!(canary_free(g), canary_free(g + 1));
+            assert_ne!(canary_in_use(g), canary_in_use(g + 1));
+            for w in [canary_free(g), canary_in_use(g)] {
+                assert_ne!(w, CANARY_QUARANTINED);
+                assert_ne!(w, 0);
+            }
         }
     }
 }

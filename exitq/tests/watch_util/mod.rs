@@ -5,6 +5,8 @@
 //! `Drop` panics.
 #![allow(dead_code)] // each test file uses its own subset
 
+pub mod shared_counter;
+
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};

@@ -10,7 +10,16 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use super::{Strategy, ThreadState};
+use super::args::Strategy;
+use crate::spawn::now_ns;
+
+/// A thread's own cleanup state, from start to cleanup.
+#[derive(Debug)]
+pub(super) struct ThreadState {
+    pub(super) entry: EntryRef,
+    pub(super) buffer: Box<[u64]>,
+    pub(super) stats: Vec<u64>,
+}
 
 /// Entry state: linked in the registry.
 pub const LIVE: u32 = 1;
@@ -32,6 +41,36 @@ pub(super) struct Entry {
     pub(super) id: u64,
     /// Times this entry's cleanup ran (must end at 1).
     pub(super) cleaned: AtomicU32,
+    /// When the thread's exit work began ([`now_ns`]; 0: not yet). The
+    /// timeline of the entry (this, `released_ns`, `freed_ns`) is read
+    /// once the run is over, for the cleanup-to-free latency and the
+    /// memory held (`report.rs`); Relaxed throughout, ordered by the
+    /// run's end (see `report::of`).
+    pub(super) exit_ns: AtomicU64,
+    /// Time the exiting thread itself spent in its exit work, ns (0: its
+    /// work ran elsewhere, exitq).
+    pub(super) exit_work_ns: AtomicU64,
+    /// When the buffer went back to the pool and the statistics were merged.
+    pub(super) released_ns: AtomicU64,
+    /// When the entry was freed (state [`FREE`]).
+    pub(super) freed_ns: AtomicU64,
+}
+
+impl Entry {
+    /// A fresh, live entry for thread `id`.
+    pub(super) fn new(id: u64) -> Entry {
+        Entry {
+            next: AtomicPtr::new(std::ptr::null_mut()),
+            prev: AtomicPtr::new(std::ptr::null_mut()),
+            state: AtomicU32::new(LIVE),
+            id,
+            cleaned: AtomicU32::new(0),
+            exit_ns: AtomicU64::new(0),
+            exit_work_ns: AtomicU64::new(0),
+            released_ns: AtomicU64::new(0),
+            freed_ns: AtomicU64::new(0),
+        }
+    }
 }
 
 /// A pointer to an entry owned by [`Writer::entries`].
@@ -92,6 +131,15 @@ pub(super) struct Shared {
     /// counters must add up to once all are cleaned).
     pub(super) expected_sum: AtomicU64,
     pub(super) violations: AtomicU64,
+    /// Entries freed (Release increments, see [`free_entry`]).
+    pub(super) freed: AtomicU64,
+    /// Of `freed`, those freed while `Cleanup::finish` drove the
+    /// strategy's reclaimer to completion.
+    pub(super) freed_at_finish: AtomicU64,
+    /// Library strategies: threads whose exit work (retire included) has
+    /// returned (Release increments; `Cleanup::finish` checks that none is
+    /// still inside the library before seize's `reclaim_all`).
+    pub(super) lib_exits: AtomicU64,
     pub(super) walks: AtomicU64,
     pub(super) walked_entries: AtomicU64,
     pub(super) stop: AtomicBool,
@@ -172,6 +220,7 @@ fn unlink_and_return(s: &Shared, w: &mut Writer, mut state: ThreadState) {
     // The unlinked entry keeps its `next` so readers standing on it can
     // continue the walk (list_del_rcu does the same).
     e.state.store(UNLINKED, Ordering::Relaxed);
+    e.released_ns.store(now_ns(), Ordering::Relaxed);
     w.pool.push(std::mem::take(&mut state.buffer));
     // Relaxed: counts read in `finish` after every cleanup happened-before.
     if e.cleaned.fetch_add(1, Ordering::Relaxed) == 0 {
@@ -220,34 +269,15 @@ pub(super) fn walk(s: &Shared) -> (u64, u64) {
     (seen, bad)
 }
 
-/// The monitor thread's loop: walk the registry (under the lock for
-/// `locked`, in a read section otherwise) until stopped.
-pub(super) fn monitor(s: &Shared) {
-    loop {
-        if s.stop.load(Ordering::Relaxed) {
-            break;
-        }
-        let (seen, bad) = match s.strategy {
-            Strategy::Locked => {
-                let _w = lock(&s.writer);
-                walk(s)
-            }
-            _ => {
-                let d = s.domain.as_ref().expect("RCU strategies have a domain");
-                let _g = d.read();
-                walk(s)
-            }
-        };
-        // Relaxed: statistics, read after the monitor is joined.
-        s.walks.fetch_add(1, Ordering::Relaxed);
-        s.walked_entries.fetch_add(seen, Ordering::Relaxed);
-        if bad > 0 {
-            s.violations.fetch_add(bad, Ordering::Relaxed);
-        }
-        if s.monitor_pause.is_zero() {
-            std::hint::spin_loop();
-        } else {
-            std::thread::sleep(s.monitor_pause);
-        }
-    }
+/// Frees an unlinked entry: no reader can reach it any more (the
+/// strategy's grace period, lock or reclaimer made sure). The entry's
+/// memory stays owned by [`Writer::entries`]; the state says it is freed,
+/// so a reader that still reaches it is counted as a violation.
+pub(super) fn free_entry(s: &Shared, entry: EntryRef) {
+    let e = entry.get();
+    e.freed_ns.store(now_ns(), Ordering::Relaxed);
+    e.state.store(FREE, Ordering::Relaxed);
+    // Release: pairs with the Acquire load in `Cleanup::finish`, which
+    // then reads the entry's timeline.
+    s.freed.fetch_add(1, Ordering::Release);
 }

@@ -6,7 +6,9 @@ use std::sync::atomic::Ordering;
 
 use serde::{Deserialize, Serialize};
 
+use super::reclaimers::Drive;
 use super::registry::{lock, Shared};
+use super::timeline::{self, Timeline};
 use crate::result::Metric;
 
 /// What a run's cleanup did, checked.
@@ -35,6 +37,15 @@ pub struct Report {
     pub entries_per_walk: f64,
     /// exitq's counters (exitq, sync, expedited).
     pub exitq: Option<ExitqStats>,
+    /// Latency to free, memory held, exit work (`timeline.rs`).
+    #[serde(default)]
+    pub timeline: Timeline,
+    /// Entries freed only while herd drove the library at the end.
+    #[serde(default)]
+    pub frees_at_finish: u64,
+    /// How herd drove a library strategy's reclaimer at the end.
+    #[serde(default)]
+    pub drive: Option<Drive>,
 }
 
 /// The subset of [`exitq::DomainStats`] a comparison shows.
@@ -59,15 +70,16 @@ pub struct ExitqStats {
 }
 
 /// The report of a finished run (every hook, the reclaimer and the
-/// monitor happen-before this: see [`super::Cleanup::finish`]).
-pub(super) fn of(s: &Shared) -> Report {
+/// monitor happen-before this: see [`super::Cleanup::finish`]; `end_ns`:
+/// when the finish began).
+pub(super) fn of(s: &Shared, drive: Option<Drive>, end_ns: u64) -> Report {
     // Relaxed loads: the exit hooks, the reclaimer and the monitor
     // happen-before this point (exit_barrier/barrier, join, and the
     // caller's wait for every exit destructor).
     let registered = s.registered.load(Ordering::Relaxed);
     let cleaned = s.cleaned.load(Ordering::Relaxed);
     let repeated = s.repeated.load(Ordering::Relaxed);
-    let (missing, sum) = {
+    let (missing, sum, timeline) = {
         let w = lock(&s.writer);
         let missing = w
             .entries
@@ -77,6 +89,7 @@ pub(super) fn of(s: &Shared) -> Report {
         (
             missing,
             w.stats.iter().fold(0u64, |a, &v| a.wrapping_add(v)),
+            timeline::of(&w.entries, s.work, end_ns),
         )
     };
     let expected = s.expected_sum.load(Ordering::Relaxed);
@@ -110,6 +123,9 @@ pub(super) fn of(s: &Shared) -> Report {
                 stalls: st.stalls,
             }
         }),
+        timeline,
+        frees_at_finish: s.freed_at_finish.load(Ordering::Relaxed),
+        drive,
     }
 }
 
@@ -125,7 +141,51 @@ impl Report {
             Metric::info("cleanups_run", "count", self.cleaned as f64),
             Metric::info("monitor_walks", "count", self.walks as f64),
             Metric::info("monitor_entries_per_walk", "entries", self.entries_per_walk),
+            Metric::lower(
+                "cleanup_frees_missing",
+                "count",
+                self.timeline.frees_missing as f64,
+            ),
+            Metric::info(
+                "cleanup_frees_at_finish",
+                "count",
+                self.frees_at_finish as f64,
+            ),
         ];
+        let t = &self.timeline;
+        for (name, v) in [
+            ("cleanup_to_free_p50_us", t.to_free_p50_us),
+            ("cleanup_to_free_p99_us", t.to_free_p99_us),
+            ("cleanup_to_free_max_us", t.to_free_max_us),
+            ("cleanup_exit_work_p50_us", t.exit_work_p50_us),
+            ("cleanup_exit_work_p99_us", t.exit_work_p99_us),
+        ] {
+            if let Some(v) = v {
+                m.push(Metric::lower(name, "us", v));
+            }
+        }
+        if t.exits > 0 {
+            m.push(Metric::lower(
+                "cleanup_held_peak_kib",
+                "KiB",
+                t.held_peak_kib,
+            ));
+            m.push(Metric::lower(
+                "cleanup_held_mean_kib",
+                "KiB",
+                t.held_mean_kib,
+            ));
+            m.push(Metric::lower(
+                "cleanup_held_kib_ms_per_exit",
+                "KiB*ms",
+                t.held_kib_ms_per_exit,
+            ));
+            m.push(Metric::lower(
+                "cleanup_pending_peak",
+                "threads",
+                t.pending_peak as f64,
+            ));
+        }
         if let Some(x) = &self.exitq {
             m.push(Metric::info(
                 "grace_periods",
@@ -173,6 +233,16 @@ impl Report {
         }
         if self.merge_errors > 0 {
             p.push("cleanup: the global statistics do not add up".into());
+        }
+        if self.timeline.frees_missing > 0 {
+            p.push(format!(
+                "cleanup: {} unlinked registry entries were never freed{}",
+                self.timeline.frees_missing,
+                match &self.drive {
+                    Some(d) => format!(" (after driving the reclaimer: {})", d.how),
+                    None => String::new(),
+                }
+            ));
         }
         if let Some(x) = &self.exitq {
             if x.callbacks_panicked > 0 {

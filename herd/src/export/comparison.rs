@@ -45,9 +45,9 @@ pub struct Row {
     /// Metric name, e.g. `futex_per_exit`.
     pub name: String,
     /// Unit for display.
-    pub unit: String,
+    pub(crate) unit: String,
     /// Which direction is an improvement.
-    pub better: Better,
+    pub(crate) better: Better,
     /// One cell per configuration, in [`Comparison::labels`] order.
     pub cells: Vec<Cell>,
 }
@@ -61,17 +61,17 @@ pub struct Comparison {
     pub kind: String,
     /// First line of the table, e.g. `herd compare: storm --waves 50`.
     #[serde(default)]
-    pub title: String,
+    pub(crate) title: String,
     /// The scenario every configuration ran.
     pub scenario: String,
     /// Scenario arguments shared by every configuration.
     #[serde(default)]
-    pub common_args: Vec<String>,
+    pub(crate) common_args: Vec<String>,
     /// Flags that differ between configurations (e.g. `--cleanup`).
     #[serde(default)]
     pub varied: Vec<String>,
     /// Significance level used for Welch's test.
-    pub alpha: f64,
+    pub(crate) alpha: f64,
     /// Configuration labels; the first is the baseline.
     pub labels: Vec<String>,
     /// One row per metric.
@@ -81,6 +81,10 @@ pub struct Comparison {
     pub notes: Vec<String>,
     /// The raw runs, one set per configuration (same order as `labels`).
     pub sets: Vec<RunSet>,
+    /// The command line that made the document (after `herd`); absent in
+    /// documents of herd before 2026-12-03.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
 }
 
 impl Comparison {
@@ -156,6 +160,7 @@ impl Comparison {
             rows,
             notes,
             sets,
+            command: Vec::new(),
         }
     }
 
@@ -177,7 +182,7 @@ impl Comparison {
     }
 
     /// Long-format CSV: one line per metric and configuration.
-    pub fn to_csv(&self) -> Result<String> {
+    pub(crate) fn to_csv(&self) -> Result<String> {
         let mut w = csv::Writer::from_writer(Vec::new());
         w.write_record([
             "metric",
@@ -230,7 +235,7 @@ impl Comparison {
 
     /// A plain-text table in the LKP style: per configuration `mean ±
     /// %stddev`, and for the others `%change` with its significance mark.
-    pub fn to_table(&self) -> String {
+    pub(crate) fn to_table(&self) -> String {
         let mut header1 = vec![String::new(), String::new()];
         let mut header2 = vec!["metric".to_string(), "unit".to_string()];
         for (i, label) in self.labels.iter().enumerate() {
@@ -265,7 +270,7 @@ impl Comparison {
     }
 
     /// A GitHub-flavoured Markdown table with the same content.
-    pub fn to_markdown(&self) -> String {
+    pub(crate) fn to_markdown(&self) -> String {
         let mut head = vec!["metric".to_string(), "unit".to_string()];
         for (i, label) in self.labels.iter().enumerate() {
             let n = self.complete_runs(i);
@@ -300,7 +305,7 @@ impl Comparison {
         out
     }
 
-    fn legend(&self) -> String {
+    pub(crate) fn legend(&self) -> String {
         let mut out = format!(
             "\n±%stddev: sample standard deviation (n-1) over the runs, as % of the mean.\n\
              %change against the base; * q<0.05 ** q<0.01 *** q<0.001: Welch's t-test p, \
@@ -344,7 +349,7 @@ fn adjust_rows(rows: &mut [Row], alpha: f64) -> usize {
 /// The metrics of `runs` in order of first appearance, with unit and
 /// direction, keeping those `patterns` select (all when it is empty; a
 /// pattern is a name, or a prefix ending in `*`).
-pub fn metric_order<'a>(
+pub(crate) fn metric_order<'a>(
     runs: impl IntoIterator<Item = &'a RunResult>,
     patterns: &[String],
 ) -> Vec<(String, String, Better)> {
@@ -362,7 +367,7 @@ pub fn metric_order<'a>(
 
 /// The [`Summary`] of metric `name` over the complete (not interrupted)
 /// runs of `set` that have it (`None`: none has).
-pub fn complete_summary(set: &RunSet, name: &str) -> Option<Summary> {
+pub(crate) fn complete_summary(set: &RunSet, name: &str) -> Option<Summary> {
     let values: Vec<f64> = set
         .runs
         .iter()

@@ -40,6 +40,9 @@ pub struct ComparisonOutput {
     /// Also write the JSON document to FILE (input for `herd diff`).
     #[arg(long, value_name = "FILE")]
     pub save: Option<PathBuf>,
+    /// Also write a self-contained HTML page of it (`herd report`).
+    #[arg(long, value_name = "FILE", value_parser = crate::export::html::report_path)]
+    pub report: Option<PathBuf>,
 }
 
 impl ComparisonOutput {
@@ -51,6 +54,7 @@ impl ComparisonOutput {
             "csv" => "Print CSV (one line per pair, metric and side)",
             "markdown" => "Print Markdown tables",
             "save" => "Also write the JSON document to FILE",
+            "report" => "Also write a self-contained HTML page of the diff (`herd report`)",
             _ => return arg,
         };
         arg.help(help)

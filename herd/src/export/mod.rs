@@ -6,20 +6,24 @@
 //! * `format`: the one rule for printing a metric's value, and the text
 //!   shapes (grids, `mean ±%stddev`, `%change`) built on it;
 //! * `svg`: sweep charts (plotters);
+//! * `histogram`: a latency histogram's JSON shape, written and read back;
+//! * `html`: `herd report`'s self-contained page (a folder of small files);
 //! * `progress`: progress bars for long runs (indicatif), terminal only.
 
 pub mod comparison;
-pub mod comparison_output;
-pub mod format;
-pub mod progress;
-pub mod run;
-pub mod svg;
+pub(crate) mod comparison_output;
+pub(crate) mod format;
+pub(crate) mod histogram;
+pub(crate) mod html;
+pub(crate) mod progress;
+pub(crate) mod run;
+pub(crate) mod svg;
 
 use std::path::Path;
 
 use anyhow::{Context, Result};
 
 /// Writes `text` to `path`, naming the file in the error.
-pub fn write_file(path: &Path, text: &str) -> Result<()> {
+pub(crate) fn write_file(path: &Path, text: &str) -> Result<()> {
     std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
 }

@@ -90,25 +90,6 @@ impl Progress {
         self.shared.pos.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Steps done so far.
-    pub fn position(&self) -> u64 {
-        self.shared.pos.load(Ordering::Relaxed)
-    }
-
-    /// Prints a line above the bar (or plainly when it is hidden).
-    pub fn println(&self, line: &str) {
-        if self.bar.is_hidden() {
-            eprintln!("{line}");
-        } else {
-            self.bar.println(line);
-        }
-    }
-
-    /// True while the bar is not drawn.
-    pub fn is_hidden(&self) -> bool {
-        self.bar.is_hidden()
-    }
-
     /// Removes the bar.
     pub fn finish(&self) {
         // Relaxed: the helper only polls it; the bar itself is shared
@@ -170,8 +151,8 @@ mod tests {
         let p = Progress::new(3, "runs");
         p.inc();
         p.set_message("x");
-        assert!(p.is_hidden());
-        assert_eq!(p.position(), 1);
+        assert!(p.bar.is_hidden());
+        assert_eq!(p.shared.pos.load(Ordering::Relaxed), 1);
         assert_eq!(p.bar.position(), 0, "only the helper draws");
         p.finish();
         assert!(p.bar.is_finished());

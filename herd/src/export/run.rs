@@ -40,6 +40,9 @@ pub struct OutputArgs {
     #[arg(short = 'r', long = "runs", default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub runs: u32,
+    /// Also write the result as a self-contained HTML page (`herd report`).
+    #[arg(long, value_name = "FILE", value_parser = crate::export::html::report_path)]
+    pub report: Option<std::path::PathBuf>,
 }
 
 /// Writes `text` to stdout. A closed pipe (`herd ... | head`) is not an
@@ -190,8 +193,9 @@ pub fn runset_csv(set: &RunSet) -> Result<String> {
     Ok(String::from_utf8(w.into_inner()?)?)
 }
 
-/// The command-line arguments after `scenario` with `-r/--runs`, `--json`
-/// and `--csv` removed: what a child repetition runs (it adds `--json`).
+/// The command-line arguments after `scenario` with `-r/--runs`, `--json`,
+/// `--csv` and `--report` removed: what a child repetition runs (it adds
+/// `--json`).
 pub fn child_args(scenario: &str) -> Vec<String> {
     let argv: Vec<String> = std::env::args().skip(1).collect();
     strip_output_args(scenario, &argv)
@@ -207,10 +211,10 @@ pub fn strip_output_args(scenario: &str, argv: &[String]) -> Vec<String> {
     while let Some(a) = it.next() {
         match a.as_str() {
             "--json" | "--csv" => {}
-            "-r" | "--runs" => {
+            "-r" | "--runs" | "--report" => {
                 it.next();
             }
-            s if s.starts_with("--runs=") => {}
+            s if s.starts_with("--runs=") || s.starts_with("--report=") => {}
             s if s.starts_with("-r") && s[2..].bytes().all(|b| b.is_ascii_digit()) => {}
             "--" => {
                 out.push(a.clone());
@@ -238,7 +242,25 @@ pub fn emit(r: &RunResult, out: &OutputArgs, extra: impl Fn(&RunResult) -> Strin
         }
         t
     };
+    write_report(out, || RunSet {
+        schema: crate::result::SCHEMA_VERSION,
+        label: String::new(),
+        runs: vec![r.clone()],
+    })?;
     print_out(&text)
+}
+
+/// Writes `--report FILE`, when given, with the runs `set` makes.
+fn write_report(out: &OutputArgs, set: impl FnOnce() -> RunSet) -> Result<()> {
+    let Some(path) = &out.report else {
+        return Ok(());
+    };
+    let section = crate::export::html::Section::new(
+        "this run",
+        "run",
+        crate::export::html::Content::Runs(set()),
+    );
+    crate::export::html::write(path, &[section])
 }
 
 /// Runs `out.runs` repetitions of `herd <scenario> <this command line>`,
@@ -286,6 +308,7 @@ pub fn repeat(scenario: &str, out: &OutputArgs) -> Result<u8> {
         }
         t
     };
+    write_report(out, || set.clone())?;
     print_out(&text)?;
     let failed: Vec<&str> = set
         .runs
@@ -314,7 +337,20 @@ mod tests {
     #[test]
     fn strips_output_flags() {
         let a = s(&[
-            "storm", "--waves", "3", "-r", "5", "--json", "--runs=2", "-r3", "--csv", "--lag", "1",
+            "storm",
+            "--waves",
+            "3",
+            "-r",
+            "5",
+            "--json",
+            "--runs=2",
+            "-r3",
+            "--csv",
+            "--lag",
+            "1",
+            "--report",
+            "r.html",
+            "--report=x.html",
         ]);
         assert_eq!(
             strip_output_args("storm", &a),

@@ -103,11 +103,6 @@ impl NodeMap {
         }
         g
     }
-
-    /// True when the CPUs are spread over more than one node.
-    pub fn is_multi_node(&self, cpus: &[usize]) -> bool {
-        self.group(cpus).len() > 1
-    }
 }
 
 #[cfg(test)]
@@ -136,8 +131,8 @@ mod tests {
         let g = m.group(&(0..16).collect::<Vec<_>>());
         assert_eq!(g[&0], (0..8).collect::<Vec<_>>());
         assert_eq!(g[&1], (8..16).collect::<Vec<_>>());
-        assert!(m.is_multi_node(&[0, 8]));
-        assert!(!m.is_multi_node(&[0, 7]));
+        assert_eq!(m.group(&[0, 8]).len(), 2);
+        assert_eq!(m.group(&[0, 7]).len(), 1);
     }
 
     #[test]

@@ -19,7 +19,7 @@ use super::unavailable::Unavailable;
 
 /// Descriptors kept free for everything else the process opens (files,
 /// pipes of child runs, /proc reads).
-pub const RESERVE: u64 = 64;
+pub(crate) const RESERVE: u64 = 64;
 
 /// What a session's counters need and what the limit allowed.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -28,22 +28,22 @@ pub struct FdBudget {
     pub events: u64,
     /// Descriptors per event (CPUs for per-CPU counters, threads for
     /// inherited ones).
-    pub per_event: u64,
+    pub(crate) per_event: u64,
     /// Sampling descriptors of the contention profile.
-    pub sampling: u64,
+    pub(crate) sampling: u64,
     /// Descriptors open before the session.
-    pub open_before: u64,
+    pub(crate) open_before: u64,
     /// Everything: counters, sampling, those open before, and [`RESERVE`].
-    pub needed: u64,
+    pub(crate) needed: u64,
     /// The soft limit found (`None`: unlimited).
-    pub soft_before: Option<u64>,
+    pub(crate) soft_before: Option<u64>,
     /// The soft limit after raising it.
-    pub soft: Option<u64>,
+    pub(crate) soft: Option<u64>,
     /// The hard limit (after raising it, where that was possible).
-    pub hard: Option<u64>,
+    pub(crate) hard: Option<u64>,
     /// Why the hard limit could not be raised, when it had to be.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hard_error: Option<String>,
+    pub(crate) hard_error: Option<String>,
     /// `fs.nr_open`: the kernel's ceiling for either limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nr_open: Option<u64>,
@@ -64,14 +64,14 @@ impl FdBudget {
     }
 
     /// True when the soft limit covers the budget.
-    pub fn fits(&self) -> bool {
+    pub(crate) fn fits(&self) -> bool {
         !matches!(self.soft, Some(s) if s < self.needed)
     }
 
     /// Raises `RLIMIT_NOFILE` (soft, and hard where permitted: root, or
     /// CAP_SYS_RESOURCE, as perf does) to [`FdBudget::needed`], never
     /// beyond `fs.nr_open` (the kernel refuses more), and records the limits.
-    pub fn ensure(self) -> FdBudget {
+    pub(crate) fn ensure(self) -> FdBudget {
         let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open")
             .ok()
             .and_then(|v| v.trim().parse().ok());
@@ -79,7 +79,7 @@ impl FdBudget {
     }
 
     /// [`FdBudget::ensure`] with `fs.nr_open` given (tests).
-    pub fn ensure_with(mut self, nr_open: Option<u64>) -> FdBudget {
+    pub(crate) fn ensure_with(mut self, nr_open: Option<u64>) -> FdBudget {
         use nix::sys::resource::{getrlimit, setrlimit, Resource};
         self.nr_open = nr_open;
         let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
@@ -173,7 +173,7 @@ pub fn open_now() -> u64 {
 
 /// The explanation of an EMFILE: a descriptor shortage, with the budget
 /// when there is one, and a fix for this user.
-pub fn emfile(budget: Option<&FdBudget>, root: bool) -> Unavailable {
+pub(crate) fn emfile(budget: Option<&FdBudget>, root: bool) -> Unavailable {
     let numbers = budget
         .map(|b| {
             format!(

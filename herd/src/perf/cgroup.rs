@@ -48,7 +48,7 @@ use super::unavailable::{io_error, Unavailable};
 
 /// Which cgroup version a hierarchy is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Version {
+pub(crate) enum Version {
     /// A v1 hierarchy with the perf_event controller.
     V1,
     /// The unified (v2) hierarchy.
@@ -57,7 +57,7 @@ pub enum Version {
 
 /// Where this process's perf_event cgroup is.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Hierarchy {
+pub(crate) struct Hierarchy {
     /// v1 or v2.
     pub version: Version,
     /// Where the hierarchy is mounted.
@@ -115,12 +115,12 @@ fn cgroup_mounts(mountinfo: &str) -> Result<Vec<CgroupMount>, Unavailable> {
 }
 
 /// The command that mounts a v1 perf_event hierarchy.
-pub const MOUNT_V1: &str =
+pub(crate) const MOUNT_V1: &str =
     "mkdir -p /sys/fs/cgroup/perf_event && mount -t cgroup -o perf_event none /sys/fs/cgroup/perf_event";
 
 /// Finds the hierarchy perf_event is bound to and this process's cgroup
 /// in it, from the texts of `/proc/self/mountinfo` and `/proc/self/cgroup`.
-pub fn locate(mountinfo: &str, self_cgroup: &str) -> Result<Hierarchy, Unavailable> {
+pub(crate) fn locate(mountinfo: &str, self_cgroup: &str) -> Result<Hierarchy, Unavailable> {
     let mounts = cgroup_mounts(mountinfo)?;
     let groups = ProcessCGroups::from_buf_read(self_cgroup.as_bytes())
         .map_err(|e| Unavailable::fixable(format!("cannot parse /proc/self/cgroup: {e}"), ""))?;
@@ -187,7 +187,7 @@ fn within(m: &CgroupMount, path: &str, version: Version) -> Result<Hierarchy, Un
 }
 
 /// The real kernel's hierarchy for this process.
-pub fn locate_real() -> Result<Hierarchy, Unavailable> {
+pub(crate) fn locate_real() -> Result<Hierarchy, Unavailable> {
     let read = |p: &str| {
         std::fs::read_to_string(p)
             .map_err(|e| Unavailable::fixable(format!("cannot read {p}: {e}"), ""))
@@ -199,23 +199,21 @@ pub fn locate_real() -> Result<Hierarchy, Unavailable> {
 #[derive(Debug)]
 pub struct CgroupScope {
     /// The cgroup directory (`herd-perf-<pid>`).
-    pub dir: PathBuf,
+    pub(crate) dir: PathBuf,
     /// The counted cgroup: `dir`, or its threaded child `counted` that
     /// holds every thread but the helpers.
-    pub counted: PathBuf,
+    pub(crate) counted: PathBuf,
     /// The counted directory opened, for `perf_event_open`.
-    pub file: std::fs::File,
+    pub(crate) file: std::fs::File,
     /// Helper threads kept out of the counted cgroup.
-    pub helpers_excluded: usize,
+    pub(crate) helpers_excluded: usize,
     /// Why helper threads are counted after all (v1, or threaded mode
     /// refused), when there are any.
-    pub helpers_counted: Option<String>,
+    pub(crate) helpers_counted: Option<String>,
     /// Where the hierarchy is mounted.
-    pub mount: PathBuf,
-    /// v1 or v2.
-    pub version: Version,
+    pub(crate) mount: PathBuf,
     /// The cgroup the process came from (moved back there on drop).
-    pub original: PathBuf,
+    pub(crate) original: PathBuf,
     /// False once [`CgroupScope::leave_to_closer`] took the clean-up.
     owned: bool,
 }
@@ -242,7 +240,11 @@ impl CgroupScope {
     /// Creates the cgroup under this process's one in `h` and moves this
     /// process into it; with `helpers` (thread ids), every other thread
     /// moves on into a threaded child that the counters watch.
-    pub fn enter(h: &Hierarchy, root: bool, helpers: &[i32]) -> Result<CgroupScope, Unavailable> {
+    pub(crate) fn enter(
+        h: &Hierarchy,
+        root: bool,
+        helpers: &[i32],
+    ) -> Result<CgroupScope, Unavailable> {
         remove_stale(&h.own);
         let pid = std::process::id();
         let dir = h.own.join(format!("herd-perf-{pid}"));
@@ -282,14 +284,13 @@ impl CgroupScope {
             counted,
             file,
             mount: h.mount.clone(),
-            version: h.version,
             original: h.own.clone(),
             owned: true,
         })
     }
 
     /// The directories to remove, innermost first.
-    pub fn dirs(&self) -> Vec<PathBuf> {
+    pub(crate) fn dirs(&self) -> Vec<PathBuf> {
         if self.counted == self.dir {
             vec![self.dir.clone()]
         } else {
@@ -299,7 +300,7 @@ impl CgroupScope {
 
     /// Leaves moving back and removing the directories to someone else
     /// (the closer process, which does it after this process has exited).
-    pub fn leave_to_closer(mut self) -> (Vec<PathBuf>, PathBuf) {
+    pub(crate) fn leave_to_closer(mut self) -> (Vec<PathBuf>, PathBuf) {
         self.owned = false;
         (self.dirs(), self.original.clone())
     }

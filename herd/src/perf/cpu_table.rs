@@ -370,22 +370,6 @@ mod tests {
     use crate::perf::pernode::per_node;
     use crate::perf::report::fill_per_node;
 
-    fn cv(cpu: usize, value: f64) -> CpuValue {
-        CpuValue {
-            cpu,
-            raw: value as u64,
-            value,
-            running: None,
-        }
-    }
-
-    fn node(id: usize, cpus: impl IntoIterator<Item = usize>) -> NumaNode {
-        NumaNode {
-            id,
-            cpus: cpus.into_iter().collect(),
-        }
-    }
-
     fn counter(metric: &str, values: &[f64]) -> CounterReading {
         CounterReading {
             metric: metric.into(),
@@ -399,7 +383,11 @@ mod tests {
             fds: values.len(),
             optional: false,
             unavailable: None,
-            per_cpu: values.iter().enumerate().map(|(i, &v)| cv(i, v)).collect(),
+            per_cpu: values
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| CpuValue::exact(i, v))
+                .collect(),
             per_node: Vec::new(),
         }
     }
@@ -508,17 +496,8 @@ mod tests {
 
     #[test]
     fn multi_node_summary_gets_node_totals_and_per_node_replaces_it() {
-        let nodes = vec![
-            crate::host::NumaNode {
-                id: 0,
-                cpus: vec![0, 1],
-            },
-            crate::host::NumaNode {
-                id: 1,
-                cpus: vec![2, 3],
-            },
-        ];
-        let map = crate::host::numa::NodeMap::from_nodes(nodes.clone());
+        let nodes = vec![NumaNode::of(0, 0..2), NumaNode::of(1, 2..4)];
+        let map = NodeMap::from_nodes(nodes.clone());
         let mut counters = vec![counter("sys_futex", &[1.0, 2.0, 3.0, 4.0])];
         fill_per_node(&mut counters, &map);
         let mut r = report(false, counters);
@@ -573,14 +552,20 @@ mod tests {
 
     #[test]
     fn tables_node_columns_and_perf_stat_rows() {
-        let nodes = vec![node(0, 0..4), node(2, 4..8)];
+        let nodes = vec![NumaNode::of(0, 0..4), NumaNode::of(2, 4..8)];
         let map = NodeMap::from_nodes(nodes.clone());
         let futex = reading(
             "sys_futex",
-            (0..8).map(|c| cv(c, 10.0 * c as f64)).collect(),
+            (0..8)
+                .map(|c| CpuValue::exact(c, 10.0 * c as f64))
+                .collect(),
             &map,
         );
-        let exits = reading("task_exits", (0..8).map(|c| cv(c, 1.0)).collect(), &map);
+        let exits = reading(
+            "task_exits",
+            (0..8).map(|c| CpuValue::exact(c, 1.0)).collect(),
+            &map,
+        );
         let cs = [&futex, &exits];
         assert!(multi_node(&cs));
         let t = totals_table(&cs, &nodes);
@@ -602,7 +587,11 @@ mod tests {
         assert_eq!(rows.len(), 5);
 
         let single = NodeMap::default();
-        let one = reading("sys_futex", vec![cv(0, 1.0), cv(1, 2.0)], &single);
+        let one = reading(
+            "sys_futex",
+            vec![CpuValue::exact(0, 1.0), CpuValue::exact(1, 2.0)],
+            &single,
+        );
         assert!(!multi_node(&[&one]));
     }
 }

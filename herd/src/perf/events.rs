@@ -11,7 +11,7 @@ use super::Scope;
 
 /// Where an event comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Source {
+pub(crate) enum Source {
     /// A kernel tracepoint `subsystem:name`, id from tracefs.
     Tracepoint(&'static str, &'static str),
     /// A software event.
@@ -31,14 +31,14 @@ pub struct EventSpec {
     /// The event as `perf stat -e` spells it, e.g. `syscalls:sys_enter_futex`.
     pub event: &'static str,
     /// Display unit of the metric.
-    pub unit: &'static str,
+    pub(crate) unit: &'static str,
     /// Where the event comes from.
-    pub source: Source,
+    pub(crate) source: Source,
     /// True when the machine may legitimately lack it (newer syscalls,
     /// hardware PMU): absent is then reported but never fatal.
     pub optional: bool,
     /// Name of the per-thread-exit metric, if one makes sense.
-    pub per_exit: Option<&'static str>,
+    pub(crate) per_exit: Option<&'static str>,
     /// True when this event counts one of the futex syscalls (summed into
     /// `futex_calls` and `futex_per_exit`).
     pub futex: bool,
@@ -96,9 +96,9 @@ impl EventSpec {
 }
 
 /// `lock:contention_begin`, also the contention profile's start event.
-pub const CONTENTION_BEGIN: (&str, &str) = ("lock", "contention_begin");
+pub(crate) const CONTENTION_BEGIN: (&str, &str) = ("lock", "contention_begin");
 /// `lock:contention_end`, the contention profile's end event.
-pub const CONTENTION_END: (&str, &str) = ("lock", "contention_end");
+pub(crate) const CONTENTION_END: (&str, &str) = ("lock", "contention_end");
 
 /// The counters for `scope`, in display order.
 ///

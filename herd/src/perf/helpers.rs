@@ -33,7 +33,7 @@ pub fn leave() {
 }
 
 /// The helper threads alive now.
-pub fn tids() -> Vec<i32> {
+pub(crate) fn tids() -> Vec<i32> {
     let h = HELPERS.lock().unwrap_or_else(|p| p.into_inner());
     let alive = crate::host::own_threads();
     h.iter().copied().filter(|t| alive.contains(t)).collect()

@@ -98,16 +98,6 @@ impl Keepers {
         crate::runner::set_child_env(KEPT_ENV, Some("1"));
         Some(Keepers { fds })
     }
-
-    /// Tracepoints held.
-    pub fn len(&self) -> usize {
-        self.fds.len()
-    }
-
-    /// True when none is held.
-    pub fn is_empty(&self) -> bool {
-        self.fds.is_empty()
-    }
 }
 
 impl Drop for Keepers {

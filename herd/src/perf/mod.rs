@@ -79,26 +79,27 @@
 
 pub mod budget;
 pub mod cgroup;
-pub mod closer;
-pub mod contention;
-pub mod cpu_table;
+pub(crate) mod closer;
+pub(crate) mod contention;
+pub(crate) mod cpu_table;
 pub mod events;
 mod group;
 pub mod helpers;
-pub mod kallsyms;
-pub mod keeper;
-pub mod kprobe;
-pub mod lock_sample;
-pub mod method;
-pub mod mm_lock;
-pub mod percpu;
-pub mod pernode;
-pub mod report;
-pub mod sampler;
-pub mod session;
+pub(crate) mod kallsyms;
+pub(crate) mod keeper;
+pub(crate) mod kprobe;
+pub(crate) mod lock_kinds;
+pub(crate) mod lock_sample;
+pub(crate) mod method;
+pub(crate) mod mm_lock;
+pub(crate) mod percpu;
+pub(crate) mod pernode;
+pub(crate) mod report;
+pub(crate) mod sampler;
+pub(crate) mod session;
 pub mod sys;
-pub mod tracefs;
-pub mod unavailable;
+pub(crate) mod tracefs;
+pub(crate) mod unavailable;
 
 use serde::{Deserialize, Serialize};
 

@@ -172,6 +172,19 @@ impl Spread {
 }
 
 #[cfg(test)]
+impl CpuValue {
+    /// An exact (never multiplexed) value of `value` on `cpu`.
+    pub(crate) fn exact(cpu: usize, value: f64) -> CpuValue {
+        CpuValue {
+            cpu,
+            raw: value as u64,
+            value,
+            running: None,
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -180,15 +193,6 @@ mod tests {
             count,
             enabled_ns,
             running_ns,
-        }
-    }
-
-    fn cv(cpu: usize, value: f64) -> CpuValue {
-        CpuValue {
-            cpu,
-            raw: value as u64,
-            value,
-            running: None,
         }
     }
 
@@ -205,7 +209,7 @@ mod tests {
         assert_eq!(a.raw, 150);
         assert_eq!((a.enabled_ns, a.running_ns), (3000, 1500));
         assert_eq!(a.per_cpu.len(), 3);
-        assert_eq!(a.per_cpu[0], cv(4, 100.0));
+        assert_eq!(a.per_cpu[0], CpuValue::exact(4, 100.0));
         assert_eq!(a.per_cpu[1].cpu, 9);
         assert_eq!(a.per_cpu[1].raw, 50);
         assert_eq!(a.per_cpu[1].value, 100.0, "50 counted in half the time");
@@ -256,7 +260,7 @@ mod tests {
         let v: Vec<CpuValue> = [0.0, 10.0, 2.0, 0.0, 8.0, 10.0]
             .iter()
             .enumerate()
-            .map(|(i, &x)| cv(i + 100, x))
+            .map(|(i, &x)| CpuValue::exact(i + 100, x))
             .collect();
         let s = Spread::of(&v, 3).unwrap();
         assert_eq!(s.cpus, 6);
@@ -269,12 +273,12 @@ mod tests {
         let odd = Spread::of(&v[..5], 10).unwrap();
         assert_eq!(odd.median, 2.0);
         assert_eq!(odd.top.len(), 3, "zero CPUs are not 'busiest'");
-        let zero = Spread::of(&[cv(0, 0.0), cv(1, 0.0)], 3).unwrap();
+        let zero = Spread::of(&[CpuValue::exact(0, 0.0), CpuValue::exact(1, 0.0)], 3).unwrap();
         assert_eq!(zero.imbalance, None);
         assert!(zero.top.is_empty());
         assert!(Spread::of(&[], 3).is_none());
         // Everything on one of 128 CPUs: imbalance is the CPU count.
-        let mut one: Vec<CpuValue> = (0..128).map(|c| cv(c, 0.0)).collect();
+        let mut one: Vec<CpuValue> = (0..128).map(|c| CpuValue::exact(c, 0.0)).collect();
         one[77].value = 5.0;
         assert_eq!(Spread::of(&one, 3).unwrap().imbalance, Some(128.0));
     }

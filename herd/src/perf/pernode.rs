@@ -66,30 +66,16 @@ mod tests {
     use super::*;
     use crate::host::NumaNode;
 
-    fn cv(cpu: usize, value: f64) -> CpuValue {
-        CpuValue {
-            cpu,
-            raw: value as u64,
-            value,
-            running: None,
-        }
-    }
-
-    fn node(id: usize, cpus: impl IntoIterator<Item = usize>) -> NumaNode {
-        NumaNode {
-            id,
-            cpus: cpus.into_iter().collect(),
-        }
-    }
-
     fn sum(v: &[NodeValue]) -> f64 {
         v.iter().map(|n| n.value).sum()
     }
 
     #[test]
     fn two_nodes_sum_to_the_total() {
-        let map = NodeMap::from_nodes(vec![node(0, 0..8), node(1, 8..16)]);
-        let pc: Vec<CpuValue> = (0..16).map(|c| cv(c, (c + 1) as f64)).collect();
+        let map = NodeMap::from_nodes(vec![NumaNode::of(0, 0..8), NumaNode::of(1, 8..16)]);
+        let pc: Vec<CpuValue> = (0..16)
+            .map(|c| CpuValue::exact(c, (c + 1) as f64))
+            .collect();
         let n = per_node(&pc, &map);
         assert_eq!(
             n,
@@ -114,11 +100,11 @@ mod tests {
         // Nodes 0, 2, 4, 6; CPU c in node 2 * (c % 4); 512 CPUs.
         let map = NodeMap::from_nodes(
             (0..4)
-                .map(|k| node(2 * k, (0..512).filter(move |c| c % 4 == k)))
+                .map(|k| NumaNode::of(2 * k, (0..512).filter(move |c| c % 4 == k)))
                 .collect(),
         );
         let pc: Vec<CpuValue> = (0..512)
-            .map(|c| cv(c, if c % 4 == 3 { 5.0 } else { 1.0 }))
+            .map(|c| CpuValue::exact(c, if c % 4 == 3 { 5.0 } else { 1.0 }))
             .collect();
         let n = per_node(&pc, &map);
         let ids: Vec<usize> = n.iter().map(|n| n.node).collect();
@@ -133,8 +119,18 @@ mod tests {
     fn offline_cpus_unlisted_cpus_and_nodes_never_counted() {
         // Node 1 lists CPUs 4-7 but 6 and 7 are offline (no counter on
         // them); CPU 9 is in no node (node 0); node 3 has no counted CPU.
-        let map = NodeMap::from_nodes(vec![node(0, 0..4), node(1, 4..8), node(3, 10..12)]);
-        let pc = [cv(0, 1.0), cv(3, 2.0), cv(4, 10.0), cv(5, 20.0), cv(9, 4.0)];
+        let map = NodeMap::from_nodes(vec![
+            NumaNode::of(0, 0..4),
+            NumaNode::of(1, 4..8),
+            NumaNode::of(3, 10..12),
+        ]);
+        let pc = [
+            CpuValue::exact(0, 1.0),
+            CpuValue::exact(3, 2.0),
+            CpuValue::exact(4, 10.0),
+            CpuValue::exact(5, 20.0),
+            CpuValue::exact(9, 4.0),
+        ];
         let n = per_node(&pc, &map);
         assert_eq!(n.len(), 2, "node 3 was never counted: {n:?}");
         assert_eq!((n[0].node, n[0].cpus, n[0].value), (0, 3, 7.0));

@@ -31,7 +31,7 @@ pub struct CounterReading {
     /// The perf event (e.g. `syscalls:sys_enter_futex`).
     pub event: String,
     /// Unit of `value`.
-    pub unit: String,
+    pub(crate) unit: String,
     /// Raw count summed over all descriptors; `None` when unavailable.
     pub raw: Option<u64>,
     /// The metric value: raw (a hardware counter scaled for multiplexing), in `unit`; `None`
@@ -42,9 +42,9 @@ pub struct CounterReading {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub not_counted: bool,
     /// Sum of time_enabled over the descriptors, ns.
-    pub time_enabled_ns: u64,
+    pub(crate) time_enabled_ns: u64,
     /// Sum of time_running over the descriptors, ns (< enabled: multiplexed).
-    pub time_running_ns: u64,
+    pub(crate) time_running_ns: u64,
     /// Descriptors summed (threads in process scope, CPUs in system scope).
     pub fds: usize,
     /// True when the machine may legitimately lack the event.
@@ -110,7 +110,7 @@ impl CounterReading {
     }
 
     /// Fraction of the enabled time the counter was actually counting.
-    pub fn running_fraction(&self) -> Option<f64> {
+    pub(crate) fn running_fraction(&self) -> Option<f64> {
         (self.time_enabled_ns > 0)
             .then(|| self.time_running_ns as f64 / self.time_enabled_ns as f64)
     }
@@ -128,7 +128,7 @@ pub fn fill_per_node(counters: &mut [CounterReading], map: &NodeMap) {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Report {
     /// False with `--no-perf` (nothing was opened).
-    pub enabled: bool,
+    pub(crate) enabled: bool,
     /// Counter scope.
     pub scope: Scope,
     /// CPUs watched (system scope only).
@@ -142,18 +142,18 @@ pub struct Report {
     #[serde(default)]
     pub method_fallback: Option<Unavailable>,
     /// Seconds the counters were enabled.
-    pub counted_s: f64,
+    pub(crate) counted_s: f64,
     /// Every counter of the event set, available or not, in display order.
     pub counters: Vec<CounterReading>,
     /// True when `--contention` was given.
-    pub contention_requested: bool,
+    pub(crate) contention_requested: bool,
     /// The contention profile (`--contention`).
     pub contention: Option<ContentionReport>,
     /// Why the contention profile could not be taken.
     pub contention_unavailable: Option<Unavailable>,
     /// `--no-aggregate`: the table shows every CPU, not the summary.
     #[serde(default)]
-    pub no_aggregate: bool,
+    pub(crate) no_aggregate: bool,
     /// `--per-node`: the table shows the counters per NUMA node.
     #[serde(default)]
     pub per_node: bool,
@@ -195,7 +195,7 @@ pub struct Report {
     pub helpers_counted: Option<String>,
     /// `--allow-lost-samples`: lost contention samples do not fail the run.
     #[serde(default)]
-    pub allow_lost_samples: bool,
+    pub(crate) allow_lost_samples: bool,
 }
 
 impl Report {
@@ -205,7 +205,7 @@ impl Report {
     }
 
     /// Reads a report back from `RunResult::perf` (`None` for null or foreign JSON).
-    pub fn from_json(v: &serde_json::Value) -> Option<Report> {
+    pub(crate) fn from_json(v: &serde_json::Value) -> Option<Report> {
         serde_json::from_value(v.clone()).ok()
     }
 
@@ -300,6 +300,8 @@ impl Report {
                     r.total_wait_ns as f64 / 1e3 / exits as f64,
                 ));
             }
+            // Which locks: the profile in stable rows (lock_kinds.rs).
+            out.extend(super::lock_kinds::metrics(r, exits));
             out.push(Metric::info(
                 "contention_lost_samples",
                 "samples",
@@ -391,7 +393,7 @@ impl Report {
     /// The run's own checks on the counters that failed: a contention
     /// profile that lost samples, unless `--allow-lost-samples` (the waits are
     /// undercounted, and the pairs around a loss were left out).
-    pub fn checks(&self) -> Vec<String> {
+    pub(crate) fn checks(&self) -> Vec<String> {
         let mut failed = Vec::new();
         // Counters lost to a descriptor shortage: the run is incomplete.
         let short: Vec<&str> = self

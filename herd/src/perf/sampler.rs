@@ -117,25 +117,25 @@ enum Start {
 /// The drain thread, started before the counters are opened.
 #[derive(Debug)]
 pub struct Drain {
-    tid: i32,
     stop: Arc<AtomicBool>,
     tx: Option<mpsc::Sender<Start>>,
     handle: Option<JoinHandle<Collected>>,
 }
 
 impl Drain {
-    /// Starts the (idle) drain thread and returns once its tid is known.
+    /// Starts the (idle) drain thread and returns once it registered as
+    /// a helper (so it is never counted).
     pub fn spawn(syms: Arc<Symbols>) -> Result<Drain> {
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, rx) = mpsc::channel::<Start>();
-        let (tid_tx, tid_rx) = mpsc::channel();
+        let (ready_tx, ready_rx) = mpsc::channel();
         let stop2 = stop.clone();
         let handle = std::thread::Builder::new()
             .name("herd-perf-drain".into())
             .spawn(move || {
-                // Before anyone learns our tid: not counted (helpers.rs).
+                // Before the counters open: not counted (helpers.rs).
                 super::helpers::register_current();
-                let _ = tid_tx.send(sys::gettid());
+                let _ = ready_tx.send(());
                 let c = match rx.recv() {
                     Ok(Start::Go(samplers, sample_type, layout)) => {
                         drain(samplers, sample_type, &layout, &syms, &stop2)
@@ -146,20 +146,14 @@ impl Drain {
                 c
             })
             .map_err(|e| anyhow!("cannot start the contention drain thread: {e}"))?;
-        let tid = tid_rx
+        ready_rx
             .recv()
             .map_err(|_| anyhow!("the contention drain thread died at start"))?;
         Ok(Drain {
-            tid,
             stop,
             tx: Some(tx),
             handle: Some(handle),
         })
-    }
-
-    /// The drain thread's id (excluded from the counted threads).
-    pub fn tid(&self) -> i32 {
-        self.tid
     }
 
     fn start(&mut self, samplers: Vec<Sampler>, sample_type: u64, layout: Layout) {

@@ -18,8 +18,9 @@ use std::path::{Path, PathBuf};
 
 use super::budget::FdBudget;
 use super::cgroup::{self, CgroupScope};
-pub use super::tracefs::{MOUNT_TRACEFS, TRACEFS_ROOTS};
-pub use super::unavailable::{errno_name, Unavailable};
+pub use super::tracefs::MOUNT_TRACEFS;
+pub(crate) use super::unavailable::errno_name;
+pub use super::unavailable::Unavailable;
 use perf_event::{Builder, Counter};
 use perf_event_open_sys::ioctls;
 
@@ -163,7 +164,7 @@ impl Kernel for RealKernel {
 
 /// Who a counter watches.
 #[derive(Debug, Clone, Copy)]
-pub enum Target<'a> {
+pub(crate) enum Target<'a> {
     /// These threads, inherited by the threads they create (any CPU).
     Threads(&'a [i32]),
     /// Every task of this cgroup, one counter per CPU.
@@ -173,7 +174,7 @@ pub enum Target<'a> {
 }
 
 /// Parses a `perf_event_paranoid` file.
-pub fn read_paranoid(path: &Path) -> Option<i32> {
+pub(crate) fn read_paranoid(path: &Path) -> Option<i32> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
@@ -192,7 +193,7 @@ pub enum EventKind {
 
 /// What [`explain_open_error`] knows about the attempt besides the errno.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct OpenContext<'a> {
+pub(crate) struct OpenContext<'a> {
     /// A per-CPU counter that watches every task (or a cgroup's tasks).
     pub system: bool,
     /// `kernel.perf_event_paranoid`, when readable.
@@ -224,7 +225,11 @@ impl<'a> OpenContext<'a> {
 /// refused anyway is told what else refuses (lockdown, seccomp, a
 /// container, an LSM), never to run as root; EMFILE is named as a
 /// descriptor shortage with the budget, never as a permission problem.
-pub fn explain_open_error(err: &io::Error, kind: EventKind, ctx: &OpenContext<'_>) -> Unavailable {
+pub(crate) fn explain_open_error(
+    err: &io::Error,
+    kind: EventKind,
+    ctx: &OpenContext<'_>,
+) -> Unavailable {
     let errno = err.raw_os_error().unwrap_or(0);
     let name = errno_name(errno);
     match errno {
@@ -309,7 +314,7 @@ fn ioctl_result(rc: libc::c_int) -> io::Result<()> {
 }
 
 /// Starts counting on `fd` (and its inherited children).
-pub fn enable_fd(fd: RawFd) -> io::Result<()> {
+pub(crate) fn enable_fd(fd: RawFd) -> io::Result<()> {
     // SAFETY: `fd` is a perf event descriptor the caller owns and keeps
     // open for the call; PERF_EVENT_IOC_ENABLE takes an integer (flags, 0
     // here), no pointer, so no memory is read or written.
@@ -317,13 +322,13 @@ pub fn enable_fd(fd: RawFd) -> io::Result<()> {
 }
 
 /// Stops counting on `fd` (and its inherited children).
-pub fn disable_fd(fd: RawFd) -> io::Result<()> {
+pub(crate) fn disable_fd(fd: RawFd) -> io::Result<()> {
     // SAFETY: as in `enable_fd`; PERF_EVENT_IOC_DISABLE takes flags too.
     ioctl_result(unsafe { ioctls::DISABLE(fd, 0) })
 }
 
 /// Sends the samples of `fd` into the ring buffer of `target` (same CPU).
-pub fn set_output(fd: RawFd, target: RawFd) -> io::Result<()> {
+pub(crate) fn set_output(fd: RawFd, target: RawFd) -> io::Result<()> {
     // SAFETY: `fd` and `target` are perf event descriptors the caller owns
     // and keeps open for the call; PERF_EVENT_IOC_SET_OUTPUT takes the
     // target descriptor as an integer, no pointer.
@@ -331,7 +336,7 @@ pub fn set_output(fd: RawFd, target: RawFd) -> io::Result<()> {
 }
 
 /// The calling thread's id.
-pub fn gettid() -> i32 {
+pub(crate) fn gettid() -> i32 {
     nix::unistd::gettid().as_raw()
 }
 

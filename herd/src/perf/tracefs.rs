@@ -20,7 +20,8 @@ use std::sync::OnceLock;
 
 use super::unavailable::{io_error, Unavailable};
 
-pub use crate::host::{MOUNT_TRACEFS, TRACEFS_ROOTS};
+pub use crate::host::MOUNT_TRACEFS;
+pub(crate) use crate::host::TRACEFS_ROOTS;
 
 /// What [`locate`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -160,11 +161,6 @@ pub fn real() -> &'static Located {
         }
         located
     })
-}
-
-/// Where tracefs is now, without mounting anything (as `herd env` shows it).
-pub fn find() -> Option<PathBuf> {
-    crate::host::tracefs_mounted()
 }
 
 impl Located {

@@ -18,7 +18,7 @@ pub struct Unavailable {
 
 impl Unavailable {
     /// A counter the user can make available (permissions, tracefs, limits).
-    pub fn fixable(reason: impl Into<String>, fix: impl Into<String>) -> Self {
+    pub(crate) fn fixable(reason: impl Into<String>, fix: impl Into<String>) -> Self {
         Self {
             reason: reason.into(),
             fix: fix.into(),
@@ -39,7 +39,7 @@ impl Unavailable {
 impl Unavailable {
     /// True when the counter failed for want of file descriptors (EMFILE,
     /// ENFILE): not a fact of the host but a run that lost a counter.
-    pub fn is_descriptor_shortage(&self) -> bool {
+    pub(crate) fn is_descriptor_shortage(&self) -> bool {
         self.reason.contains("(EMFILE)") || self.reason.contains("fs.file-max reached")
     }
 }

@@ -38,7 +38,7 @@ mod report;
 mod runner;
 mod tokio_blocking;
 
-pub use mutex_pool::{MutexPool, MutexPoolStats};
+pub use mutex_pool::MutexPool;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -48,6 +48,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use serde::Serialize;
 
+use crate::cleanup::{Cleanup, CleanupArgs, Strategy};
 use crate::error::usage;
 use crate::export::run::{emit, repeat, OutputArgs};
 use crate::perf::{self, PerfArgs};
@@ -129,6 +130,10 @@ pub struct Args {
     /// exitq-pool: microseconds a worker polls the queue before parking (0: never).
     #[arg(long, default_value_t = 50)]
     pub spin_us: u64,
+    /// Thread per job: each job thread's exit cleanup (`--cleanup` and its
+    /// flags, as `herd storm`'s).
+    #[command(flatten)]
+    pub cleanup: CleanupArgs,
     /// Output format and repetitions.
     #[command(flatten)]
     pub out: OutputArgs,
@@ -166,6 +171,9 @@ pub struct Config {
     pub spin_us: u64,
     /// See [`Args::exit_poll_ms`].
     pub exit_poll_ms: Option<u64>,
+    /// See [`Args::cleanup`] (its fields at top level).
+    #[serde(flatten)]
+    pub cleanup: CleanupArgs,
 }
 
 impl Args {
@@ -214,6 +222,13 @@ impl Args {
         if self.retire_batch == 0 {
             return Err(usage("--retire-batch", "must be at least 1"));
         }
+        self.cleanup.validate()?;
+        if self.cleanup.cleanup != Strategy::None && self.mode != Mode::Thread {
+            return Err(usage(
+                "--cleanup",
+                "needs --mode thread (the pools keep their threads' state in the pool)",
+            ));
+        }
         Ok(Config {
             mode: self.mode,
             waves: self.waves,
@@ -228,6 +243,7 @@ impl Args {
             retire_batch: self.retire_batch,
             spin_us: self.spin_us,
             exit_poll_ms: self.exit_poll_ms,
+            cleanup: self.cleanup.clone(),
         })
     }
 
@@ -252,6 +268,18 @@ impl Args {
         }
         if let Some(p) = self.exit_poll_ms {
             v.push(format!("--exit-poll-ms={p}"));
+        }
+        let c = &self.cleanup;
+        if c.cleanup != Strategy::None {
+            v.extend([
+                format!("--cleanup={}", c.cleanup.name()),
+                format!("--cleanup-work={}", c.cleanup_work),
+                format!("--cleanup-monitor-us={}", c.cleanup_monitor_us),
+                format!("--cleanup-poll-ms={}", c.cleanup_poll_ms),
+            ]);
+            if let Some(b) = c.seize_batch {
+                v.push(format!("--seize-batch={b}"));
+            }
         }
         let p = &self.perf;
         if p.perf_scope != perf::Scope::Process {
@@ -298,7 +326,8 @@ fn measure(args: &Args, cfg: &Config) -> Result<RunResult> {
     // gives 4 CPUs that are not 0-3), for system-scope counters.
     let cpus = crate::host::allowed_cpus().unwrap_or_else(crate::host::online_cpus);
     let ncpu = cpus.len();
-    let run = AgentRun::set_up(cfg)?;
+    let cleanup = Cleanup::start(&cfg.cleanup)?;
+    let run = AgentRun::set_up(cfg, cleanup.as_ref().map(Cleanup::hooks))?;
     let mut session = perf::Session::open(&args.perf, &cpus)?;
     let ru0 = Usage::process();
     let t0 = Instant::now();
@@ -308,6 +337,8 @@ fn measure(args: &Args, cfg: &Config) -> Result<RunResult> {
     waves.wall = t0.elapsed();
     let ru1 = Usage::process();
     let (log, submitted, churn) = run.finish()?;
+    // Every job thread is joined: what the strategy still owes is done here.
+    let cleanup = cleanup.map(Cleanup::finish);
     let perf = session.finish()?;
     report::build(&report::Measured {
         args,
@@ -320,6 +351,7 @@ fn measure(args: &Args, cfg: &Config) -> Result<RunResult> {
         ru0,
         ru1,
         perf: &perf,
+        cleanup: cleanup.as_ref(),
     })
 }
 
@@ -348,7 +380,7 @@ struct Waves {
 impl<'a> AgentRun<'a> {
     /// The job log (one preallocated slot per job), the runner, the
     /// submitter threads.
-    fn set_up(cfg: &'a Config) -> Result<AgentRun<'a>> {
+    fn set_up(cfg: &'a Config, hooks: Option<crate::cleanup::Hooks>) -> Result<AgentRun<'a>> {
         let total = cfg.waves * cfg.jobs;
         let log = Arc::new(JobLog {
             started_ns: (0..total).map(|_| AtomicU64::new(0)).collect(),
@@ -359,7 +391,7 @@ impl<'a> AgentRun<'a> {
         });
         let submitted: Arc<Vec<AtomicU64>> =
             Arc::new((0..total).map(|_| AtomicU64::new(0)).collect());
-        let runner = Arc::new(Runner::start(cfg)?);
+        let runner = Arc::new(Runner::start(cfg, hooks)?);
         let submitters = Submitters::start(cfg, &runner, &log, &submitted)?;
         Ok(AgentRun {
             cfg,

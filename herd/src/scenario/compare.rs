@@ -34,10 +34,11 @@ use anyhow::Result;
 pub mod journal;
 pub mod rounds;
 
-pub use rounds::{run_interleaved, run_rounds, Record};
+pub use rounds::{run_interleaved, Record};
 
 use crate::error::{usage, EXIT_INTERRUPTED};
 use crate::export::comparison_output::{check_alpha, ComparisonOutput};
+use crate::export::html::{Content, Section};
 use crate::export::progress::Progress;
 use crate::result::checks_code;
 
@@ -47,8 +48,9 @@ pub const SCENARIOS: &[&str] = &["storm", "unregister", "gp", "membarrier", "age
 /// What varies between configurations: shared by `compare` and `sweep`.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct VaryArgs {
-    /// Exit-cleanup strategies to compare (storm): shorthand for
-    /// `--vary cleanup=LIST`, e.g. `none,locked,exitq,sync,expedited`.
+    /// Exit-cleanup strategies to compare (storm, agent --mode thread):
+    /// shorthand for `--vary cleanup=LIST`, e.g.
+    /// `locked,exitq,crossbeam-epoch,sdd,seize,urcu`.
     #[arg(long, value_name = "LIST")]
     pub cleanup: Option<String>,
     /// Thread-stack providers to compare (storm): shorthand for
@@ -180,6 +182,7 @@ const OWN_FLAGS: &[&str] = &[
     "--steps",
     "--scale",
     "--out",
+    "--report",
 ];
 
 /// One dimension of variation: a list of (label, args) alternatives.
@@ -452,7 +455,17 @@ pub fn run(args: &Args) -> Result<u8> {
         c.notes
             .push("interrupted by Ctrl-C: figures cover the runs that completed".into());
     }
+    c.command = std::env::args().skip(1).collect();
     out.emit(&c.to_json()?, std::slice::from_ref(&c))?;
+    if let Some(path) = &out.report {
+        let kind = if interrupted {
+            "compare result, interrupted"
+        } else {
+            "compare result"
+        };
+        let s = Section::new("this run", kind, Content::Comparison(c));
+        crate::export::html::write(path, &[s])?;
+    }
     Ok(if interrupted {
         EXIT_INTERRUPTED
     } else {

@@ -355,5 +355,20 @@ pub fn run(args: &Args) -> Result<u8> {
     let doc = diff(&a, &b, args)?;
     args.output
         .emit(&serde_json::to_string_pretty(&doc)?, &doc.pairs)?;
+    if let Some(path) = &args.output.report {
+        let content = crate::export::html::Content::Diff {
+            a: doc.a.clone(),
+            b: doc.b.clone(),
+            pairs: doc.pairs,
+        };
+        crate::export::html::write(
+            path,
+            &[crate::export::html::Section::new(
+                "this diff",
+                "diff",
+                content,
+            )],
+        )?;
+    }
     Ok(0)
 }

@@ -11,7 +11,6 @@ use anyhow::Result;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use crate::error::usage;
 pub use crate::export::run::OutputArgs;
 use crate::result::RunResult;
 use crate::runner;
@@ -60,11 +59,6 @@ pub fn format_duration(d: Duration) -> String {
     } else {
         format!("{ns}ns")
     }
-}
-
-/// Parses a duration flag, turning errors into usage errors naming `flag`.
-pub fn duration_flag(flag: &str, s: &str) -> Result<Duration> {
-    parse_duration(s).map_err(|m| usage(flag, m))
 }
 
 /// User and system CPU time, in seconds.

@@ -143,11 +143,6 @@ impl LoadThreads {
         self.handles.is_empty()
     }
 
-    /// The stop flag the bodies poll (Relaxed: it carries no data).
-    pub fn stop_flag(&self) -> &AtomicBool {
-        &self.stop
-    }
-
     /// Stops every thread and returns what each did.
     pub fn stop(mut self) -> Vec<LoadReport> {
         self.stop_and_join()

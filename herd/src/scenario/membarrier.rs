@@ -175,11 +175,6 @@ pub struct Kernel {
 }
 
 impl Kernel {
-    /// The real kernel.
-    pub fn real() -> Kernel {
-        Kernel { fake: None }
-    }
-
     /// membarrier(cmd, flags=0, cpu_id=0); the errno on failure.
     pub fn membarrier(&self, cmd: i32) -> std::result::Result<i64, nix::errno::Errno> {
         match self.fake {
@@ -634,10 +629,11 @@ mod tests {
 
     #[test]
     fn real_kernel_registers_or_explains() {
-        match Kernel::real().prepare(Cmd::PrivateExpedited) {
+        let real = Kernel { fake: None };
+        match real.prepare(Cmd::PrivateExpedited) {
             Ok(mask) => {
                 assert!(mask & CMD_PRIVATE_EXPEDITED as i64 != 0);
-                Kernel::real().membarrier(CMD_PRIVATE_EXPEDITED).unwrap();
+                real.membarrier(CMD_PRIVATE_EXPEDITED).unwrap();
             }
             // A kernel without it explains; under the test command as root
             // (HERD_TEST_STRICT=1, see herd/tests/common/skip.rs) it must

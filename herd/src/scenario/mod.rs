@@ -2,14 +2,19 @@
 //! `pub fn run(&Args) -> anyhow::Result<u8>` returning the exit code
 //! (0, or 130 after Ctrl-C with partial results printed).
 
-pub mod agent;
-pub mod compare;
-pub mod diff;
-pub mod env;
-pub mod gp;
-pub mod gpkit;
-pub mod load;
-pub mod membarrier;
-pub mod storm;
-pub mod sweep;
-pub mod unregister;
+pub(crate) mod agent;
+pub(crate) mod compare;
+pub(crate) mod diff;
+pub(crate) mod env;
+pub(crate) mod gp;
+pub(crate) mod gpkit;
+pub(crate) mod load;
+pub(crate) mod membarrier;
+pub(crate) mod report;
+pub(crate) mod storm;
+pub(crate) mod sweep;
+pub(crate) mod unregister;
+
+// For the tests (the load threads) and the benches (the mutex pool).
+pub use agent::MutexPool;
+pub use load::LoadThreads;

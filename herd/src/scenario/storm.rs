@@ -56,7 +56,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-pub use options::{Args, Config, Pin, Preset};
+pub use options::{Args, Config, Pin};
 pub use report::extra_sections;
 
 use crate::cleanup::{self, Cleanup};
@@ -357,7 +357,7 @@ impl<'a> StormRun<'a> {
                 wave.recs.len() < wave.recs.capacity(),
                 "records must not move"
             );
-            wave.recs.push(ThreadRec::new(self.body, w as u32, pin));
+            wave.recs.push(ThreadRec::new(self.body, pin));
             let rec = wave.recs.last().expect("just pushed");
             let c0 = now_ns();
             rec.create_ns.store(c0, Ordering::Relaxed);

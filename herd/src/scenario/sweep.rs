@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 
 mod doc;
 
-pub use doc::{SweepDoc, SweepMetric, SweepPoint};
+pub use doc::{SweepDoc, SweepPoint};
 
 use crate::error::{usage, EXIT_INTERRUPTED};
 use crate::export::progress::Progress;
@@ -90,6 +90,9 @@ pub struct Args {
     /// Print the sweep document as JSON instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Also write a self-contained HTML page of the sweep (`herd report`).
+    #[arg(long, value_name = "FILE", value_parser = crate::export::html::report_path)]
+    pub report: Option<PathBuf>,
     /// The scenario's own flags, shared by every point.
     #[command(flatten)]
     pub scenario_flags: ScenarioFlags,
@@ -321,7 +324,13 @@ pub fn run(args: &Args) -> Result<u8> {
         doc.notes
             .push("interrupted by Ctrl-C: figures cover the runs that completed".into());
     }
+    doc.command = std::env::args().skip(1).collect();
     let svgs = doc.write_dir(&dir)?;
+    if let Some(path) = &args.report {
+        let content = crate::export::html::Content::Sweep(Box::new(doc.report_view()));
+        let s = crate::export::html::Section::new(&dir.display().to_string(), "sweep", content);
+        crate::export::html::write(path, &[s])?;
+    }
     let text = if args.json {
         serde_json::to_string_pretty(&doc)? + "\n"
     } else {

@@ -219,8 +219,6 @@ pub const NO_PIN: u32 = u32::MAX;
 pub struct ThreadRec {
     /// The run's shared body.
     pub body: &'static Body,
-    /// Wave number.
-    pub wave: u32,
     /// Index into [`Body::pin_masks`], or [`NO_PIN`].
     pub pin: u32,
     /// Creation requested (spawner, before pthread_create).
@@ -246,11 +244,10 @@ pub struct ThreadRec {
 }
 
 impl ThreadRec {
-    /// A fresh record for a thread of `wave`.
-    pub fn new(body: &'static Body, wave: u32, pin: u32) -> ThreadRec {
+    /// A fresh record for a thread pinned by `pin`.
+    pub fn new(body: &'static Body, pin: u32) -> ThreadRec {
         ThreadRec {
             body,
-            wave,
             pin,
             create_ns: AtomicU64::new(0),
             start_ns: AtomicU64::new(0),

@@ -19,6 +19,15 @@ pub fn herd() -> Command {
     Command::cargo_bin("herd").unwrap()
 }
 
+/// The `--cleanup` checks every strategy must end at 0 (storm and agent).
+pub const CLEANUP_ZEROS: &[&str] = &[
+    "cleanup_violations",
+    "cleanups_missing",
+    "cleanups_repeated",
+    "cleanup_merge_errors",
+    "cleanup_frees_missing",
+];
+
 /// A small, quick storm for `herd compare` and `herd sweep`.
 pub const SMALL: &[&str] = &[
     "--waves",

@@ -4,7 +4,9 @@
 //! scripts/test.d/50-vm.sh sets; 264 crosses the 255 of xAPIC, 512 in 4
 //! NUMA nodes is the big check). The guest tests boot qemu, so they run
 //! only when `HERD_VM_TEST=1` (50-vm.sh sets it, and CI runs that file on
-//! every run); otherwise each prints `SKIPPED:` with the reason. The
+//! every run); otherwise each prints `SKIPPED:` with the reason, the one
+//! skip the test command as root allows (50-vm.sh fails if no guest
+//! booted; a missing capability in a guest test fails it there). The
 //! script's own options and command lines are tested without a guest in
 //! `vm_script.rs`.
 //!

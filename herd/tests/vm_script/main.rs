@@ -162,6 +162,42 @@ fn fake_qemu(version: &str, x2apic: bool) -> FakeQemu {
     }
 }
 
+impl FakeQemu {
+    /// `vm-run.sh --dry-run --cpus CPUS` with this qemu, its kernel and the
+    /// herd under test.
+    fn dry_run(&self, cpus: &str, envs: &[(&str, &str)]) -> std::process::Output {
+        vm_run(
+            &[
+                "--dry-run",
+                "--cpus",
+                cpus,
+                "--qemu",
+                self.bin.to_str().unwrap(),
+                "--kernel",
+                self.kernel.to_str().unwrap(),
+                "--herd",
+                herd_bin(),
+            ],
+            envs,
+        )
+    }
+
+    /// [`FakeQemu::dry_run`] on this host, or `None` after [`skip`] when it
+    /// lacks a tool vm-run.sh packs.
+    fn dry_run_here(&self, cpus: &str) -> Option<(i32, Vec<String>, String)> {
+        let out = self.dry_run(cpus, &[]);
+        if tools_missing(&out, &format!("vm-run.sh --dry-run --cpus {cpus}")) {
+            return None;
+        }
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        Some((
+            code(&out),
+            stdout.lines().map(String::from).collect(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        ))
+    }
+}
+
 /// Whether vm-run.sh stopped because the host lacks a tool it packs
 /// (busybox, cpio); then the test [`skip`]s naming it.
 fn tools_missing(out: &std::process::Output, what: &str) -> bool {
@@ -180,29 +216,10 @@ fn tools_missing(out: &std::process::Output, what: &str) -> bool {
 #[test]
 fn a_fetched_qemu_brings_its_firmware_and_modules() {
     let q = fake_qemu("7.2.0", false);
-    let out = vm_run(
-        &[
-            "--dry-run",
-            "--cpus",
-            "16",
-            "--qemu",
-            q.bin.to_str().unwrap(),
-            "--kernel",
-            q.kernel.to_str().unwrap(),
-            "--herd",
-            herd_bin(),
-        ],
-        &[],
-    );
-    if tools_missing(&out, "vm-run.sh --dry-run") {
+    let Some((rc, cmd, err)) = q.dry_run_here("16") else {
         return;
-    }
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(code(&out), 0, "{err}");
-    let cmd: Vec<String> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(String::from)
-        .collect();
+    };
+    assert_eq!(rc, 0, "{err}");
     let root = q.root.to_str().unwrap();
     assert_eq!(
         cmd[0],
@@ -229,26 +246,10 @@ fn a_fetched_qemu_brings_its_firmware_and_modules() {
 #[test]
 fn above_255_a_qemu_without_x2apic_is_refused_naming_what_it_said() {
     let q = fake_qemu("7.2.0", false);
-    let kernel = q.kernel.to_str().unwrap();
-    let out = vm_run(
-        &[
-            "--dry-run",
-            "--cpus",
-            "300",
-            "--qemu",
-            q.bin.to_str().unwrap(),
-            "--kernel",
-            kernel,
-            "--herd",
-            herd_bin(),
-        ],
-        &[],
-    );
-    if tools_missing(&out, "vm-run.sh --dry-run --cpus 300") {
+    let Some((rc, _, err)) = q.dry_run_here("300") else {
         return;
-    }
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(code(&out), 125, "{err}");
+    };
+    assert_eq!(rc, 125, "{err}");
     for want in ["7.2.0", "x2APIC", "8.1", "eim=on requires accel=kvm"] {
         assert!(err.contains(want), "no '{want}' in: {err}");
     }
@@ -327,20 +328,7 @@ fn a_missing_tool_is_named_never_installed() {
     let q = fake_qemu("10.0.2", true);
     let bin = tempfile::tempdir().unwrap();
     let path = path_without(bin.path(), &["busybox", "cpio"]);
-    let out = vm_run(
-        &[
-            "--dry-run",
-            "--cpus",
-            "2",
-            "--qemu",
-            q.bin.to_str().unwrap(),
-            "--kernel",
-            q.kernel.to_str().unwrap(),
-            "--herd",
-            herd_bin(),
-        ],
-        &[("PATH", &path)],
-    );
+    let out = q.dry_run("2", &[("PATH", &path)]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(code(&out), 125, "{err}");
     assert!(

@@ -10,6 +10,7 @@ use anyhow::Result;
 use super::churn::Churn;
 use super::runner::JobLog;
 use super::{Args, Config, Waves};
+use crate::export::histogram;
 use crate::perf;
 use crate::result::{Metric, RunResult};
 use crate::runner as child;
@@ -28,6 +29,8 @@ pub(super) struct Measured<'a> {
     pub(super) ru0: Usage,
     pub(super) ru1: Usage,
     pub(super) perf: &'a perf::Report,
+    /// `--cleanup`'s report (thread per job).
+    pub(super) cleanup: Option<&'a crate::cleanup::Report>,
 }
 
 impl Measured<'_> {
@@ -58,6 +61,13 @@ pub(super) fn build(m: &Measured<'_>) -> Result<RunResult> {
     push_latency(&mut r, m)?;
     push_churn(&mut r, m);
     push_perf(&mut r, m);
+    if let Some(c) = m.cleanup {
+        for x in c.metrics(m.churn.exits_ns.len() as u64) {
+            r.push(x);
+        }
+        r.checks_failed.extend(c.problems());
+        r.details["cleanup"] = serde_json::to_value(c)?;
+    }
     for w in &r.warnings {
         if !m.args.out.json && !m.args.out.csv && !child::is_child() {
             eprintln!("warning: {w}");
@@ -114,6 +124,10 @@ fn push_latency(r: &mut RunResult, m: &Measured<'_>) -> Result<()> {
         );
     }
     if !lat.is_empty() {
+        r.details["histograms"] = serde_json::json!({
+            "latency": histogram::to_json(&lat, "us"),
+            "completion": histogram::to_json(&done, "us"),
+        });
         for (what, h) in [("latency", &lat), ("completion", &done)] {
             for (q, p) in [(0.5, "p50"), (0.99, "p99")] {
                 let name = format!("{what}_{p}_us");
@@ -194,7 +208,7 @@ fn push_perf(r: &mut RunResult, m: &Measured<'_>) {
     r.perf = report.to_json();
     r.warnings.extend(report.notes());
     if let Some(t) = report.contention_table() {
-        r.details = serde_json::json!({ "contention_table": t });
+        r.details["contention_table"] = t.into();
     }
 }
 

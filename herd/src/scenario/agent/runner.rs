@@ -61,7 +61,12 @@ pub(super) fn job(log: &JobLog, idx: usize, job_us: u64, wave_jobs: usize) {
 
 /// Something that runs jobs.
 pub(super) enum Runner {
-    Thread(Mutex<Vec<thread::JoinHandle<()>>>, Mutex<Churn>),
+    /// Thread per job; the hooks of `--cleanup` run on each job thread.
+    Thread(
+        Mutex<Vec<thread::JoinHandle<()>>>,
+        Mutex<Churn>,
+        Option<crate::cleanup::Hooks>,
+    ),
     MutexPool(MutexPool),
     ExitqPool(exitq::pool::Pool, Arc<Mutex<Vec<Instant>>>),
     TokioBlocking(TokioBlocking),
@@ -71,7 +76,7 @@ pub(super) enum Runner {
 impl Runner {
     pub(super) fn submit(&self, f: Box<dyn FnOnce() + Send + 'static>) {
         match self {
-            Runner::Thread(handles, churn) => match spawn_or_return(f) {
+            Runner::Thread(handles, churn, hooks) => match spawn_or_return(f, hooks) {
                 Ok(h) => handles.lock().unwrap_or_else(|e| e.into_inner()).push(h),
                 Err((f, e)) => {
                     // A failed creation is counted and explained, and the
@@ -110,9 +115,11 @@ fn explain(e: &std::io::Error) -> String {
 
 impl Runner {
     /// The runner of `cfg.mode`, started (the pools' minimum workers too).
-    pub(super) fn start(cfg: &Config) -> Result<Runner> {
+    pub(super) fn start(cfg: &Config, hooks: Option<crate::cleanup::Hooks>) -> Result<Runner> {
         Ok(match cfg.mode {
-            Mode::Thread => Runner::Thread(Mutex::new(Vec::new()), Mutex::new(Churn::default())),
+            Mode::Thread => {
+                Runner::Thread(Mutex::new(Vec::new()), Mutex::new(Churn::default()), hooks)
+            }
             Mode::MutexPool => Runner::MutexPool(MutexPool::new(
                 cfg.max_workers,
                 Duration::from_millis(cfg.keep_alive_ms),
@@ -155,7 +162,7 @@ impl Runner {
 
     /// Joins the threads of a finished wave (thread per job only).
     pub(super) fn join_wave(&self) {
-        if let Runner::Thread(handles, _) = self {
+        if let Runner::Thread(handles, _, _) = self {
             let hs = std::mem::take(&mut *handles.lock().unwrap_or_else(|e| e.into_inner()));
             for h in hs {
                 let _ = h.join();
@@ -183,19 +190,29 @@ pub(super) fn submit_share(
     }
 }
 
-/// Spawns a thread for `f`, or hands `f` back with the error.
+/// Spawns a thread for `f` (with the cleanup hooks around it: start, and
+/// for the strategies that exit from a hook, exit), or hands `f` back
+/// with the error.
 #[allow(clippy::type_complexity)]
 fn spawn_or_return(
     f: Box<dyn FnOnce() + Send>,
+    hooks: &Option<crate::cleanup::Hooks>,
 ) -> std::result::Result<thread::JoinHandle<()>, (Box<dyn FnOnce() + Send>, std::io::Error)> {
     // The closure is parked in a slot the thread takes it from, so a failed
     // spawn (which drops the thread's closure) does not lose the job.
     let slot = Arc::new(Mutex::new(Some(f)));
     let s2 = slot.clone();
+    let hooks = hooks.clone();
     match thread::Builder::new().spawn(move || {
         let f = s2.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(h) = &hooks {
+            h.thread_start();
+        }
         if let Some(f) = f {
             f();
+        }
+        if let Some(h) = &hooks {
+            h.thread_exit();
         }
     }) {
         Ok(h) => Ok(h),
@@ -215,7 +232,7 @@ pub(super) fn finish(runner: Runner, log: &JobLog) -> Result<Churn> {
     let base = log.t0;
     let ns = |t: Instant| t.saturating_duration_since(base).as_nanos() as u64;
     Ok(match runner {
-        Runner::Thread(handles, churn) => {
+        Runner::Thread(handles, churn, _) => {
             for h in handles.into_inner().unwrap_or_else(|e| e.into_inner()) {
                 let _ = h.join();
             }

@@ -11,6 +11,12 @@
 //!   latency includes the rest of the spin;
 //! * `exit_own`: the sleep ran out before any request: end of the sleep to
 //!   exit destructor.
+//!
+//! And `exit_done`: for the threads of `exit`, the request to the end of
+//! the exit destructor, so the exit hook's time included. It is the one
+//! exit latency that compares every `--cleanup` strategy: some do their
+//! exit work in the hook (after `exit`'s end point), others in
+//! thread-local destructors (before it).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -31,6 +37,7 @@ pub(super) struct Collector {
     pub(super) exit_spinning: Histogram<u64>,
     pub(super) exit_own: Histogram<u64>,
     pub(super) exit_hook: Histogram<u64>,
+    pub(super) exit_done: Histogram<u64>,
     pub(super) per_cpu_start: BTreeMap<i32, u64>,
     pub(super) per_cpu_exit: BTreeMap<i32, u64>,
     pub(super) ended_by_request: u64,
@@ -54,6 +61,7 @@ impl Collector {
             exit_spinning: histogram(),
             exit_own: histogram(),
             exit_hook: histogram(),
+            exit_done: histogram(),
             per_cpu_start: BTreeMap::new(),
             per_cpu_exit: BTreeMap::new(),
             ended_by_request: 0,
@@ -83,6 +91,7 @@ impl Collector {
         let own = r.self_end_ns.load(Ordering::Relaxed);
         let req = r.cancel_ns.load(Ordering::Relaxed);
         let spin_end = r.spin_end_ns.load(Ordering::Relaxed);
+        let hook_ns = r.exit_hook_ns.load(Ordering::Relaxed);
         let (hist, from) = if own != 0 {
             self.ended_on_own += 1;
             (&mut self.exit_own, own)
@@ -93,14 +102,17 @@ impl Collector {
             (&mut self.exit_spinning, req)
         } else {
             self.ended_by_request += 1;
+            if req != 0 {
+                self.exit_done
+                    .saturating_record((exit.saturating_sub(req) + hook_ns).max(1));
+            }
             (&mut self.exit, req)
         };
         if from != 0 {
             hist.saturating_record(exit.saturating_sub(from).max(1));
         }
         if r.body.hooks.on_exit.is_some() {
-            self.exit_hook
-                .saturating_record(r.exit_hook_ns.load(Ordering::Relaxed).max(1));
+            self.exit_hook.saturating_record(hook_ns.max(1));
         }
         self.harvested += 1;
     }
@@ -115,22 +127,6 @@ pub(super) fn harvest(c: &mut Collector, recs: Vec<ThreadRec>, pending: &mut Vec
     } else {
         pending.push(recs);
     }
-}
-
-pub(super) fn hist_json(h: &Histogram<u64>) -> serde_json::Value {
-    if h.is_empty() {
-        return json!({"count": 0});
-    }
-    json!({
-        "count": h.len(),
-        "unit": "ns",
-        "min": h.min(),
-        "mean": h.mean(),
-        "p50": h.value_at_quantile(0.50),
-        "p90": h.value_at_quantile(0.90),
-        "p99": h.value_at_quantile(0.99),
-        "max": h.max(),
-    })
 }
 
 pub(super) fn push_hist(r: &mut RunResult, name: &str, h: &Histogram<u64>) {
@@ -233,7 +229,7 @@ mod tests {
     use crate::spawn::{Body, Cancel};
 
     fn rec(body: &'static Body, spin_end: u64, cancel: u64, own: u64, exit: u64) -> ThreadRec {
-        let r = ThreadRec::new(body, 0, crate::spawn::NO_PIN);
+        let r = ThreadRec::new(body, crate::spawn::NO_PIN);
         r.create_ns.store(1, Ordering::Relaxed);
         r.start_ns.store(2, Ordering::Relaxed);
         r.spin_end_ns.store(spin_end, Ordering::Relaxed);

@@ -8,9 +8,10 @@ use std::fmt::Write as _;
 use anyhow::Result;
 use serde_json::json;
 
-use super::collect::{hist_json, placement, push_hist};
+use super::collect::{placement, push_hist};
 use super::Measured;
 use crate::export::format::fmt_value;
+use crate::export::histogram;
 use crate::host::format_cpu_list;
 use crate::host::numa::NodeMap;
 use crate::perf;
@@ -33,6 +34,7 @@ pub(super) fn build(m: &Measured<'_>, perf: &perf::Report) -> Result<RunResult> 
     push_hist(&mut r, "create", &m.collector.create);
     push_hist(&mut r, "start", &m.collector.start);
     push_hist(&mut r, "exit", &m.collector.exit);
+    push_hist(&mut r, "exit_done", &m.collector.exit_done);
     push_hist(&mut r, "exit_spinning", &m.collector.exit_spinning);
     push_hist(&mut r, "exit_own", &m.collector.exit_own);
     if !m.collector.exit_hook.is_empty() {
@@ -106,12 +108,13 @@ pub(super) fn build(m: &Measured<'_>, perf: &perf::Report) -> Result<RunResult> 
         "leaked": m.counts.leaked,
         "failures": m.failures.groups(),
         "histograms": {
-            "create": hist_json(&m.collector.create),
-            "start": hist_json(&m.collector.start),
-            "exit": hist_json(&m.collector.exit),
-            "exit_spinning": hist_json(&m.collector.exit_spinning),
-            "exit_own": hist_json(&m.collector.exit_own),
-            "exit_hook": hist_json(&m.collector.exit_hook),
+            "create": histogram::to_json(&m.collector.create, "ns"),
+            "start": histogram::to_json(&m.collector.start, "ns"),
+            "exit": histogram::to_json(&m.collector.exit, "ns"),
+            "exit_spinning": histogram::to_json(&m.collector.exit_spinning, "ns"),
+            "exit_own": histogram::to_json(&m.collector.exit_own, "ns"),
+            "exit_hook": histogram::to_json(&m.collector.exit_hook, "ns"),
+            "exit_done": histogram::to_json(&m.collector.exit_done, "ns"),
         },
         "placement": place,
         "preflight": m.pre,
@@ -135,6 +138,15 @@ fn push_time_and_rusage(r: &mut RunResult, m: &Measured<'_>) {
     r.push(Metric::lower("drain_s", "s", s(m.t1 - m.t_waves)));
     r.push(Metric::lower("user_s", "s", m.ru1.user_s - m.ru0.user_s));
     r.push(Metric::lower("sys_s", "s", m.ru1.sys_s - m.ru0.sys_s));
+    if m.exits > 0 {
+        // The process's system time over its thread exits (everything the
+        // kernel did for the storm, not only the exits).
+        r.push(Metric::lower(
+            "sys_us_per_exit",
+            "us",
+            (m.ru1.sys_s - m.ru0.sys_s) * 1e6 / m.exits as f64,
+        ));
+    }
     let (u0, u1) = (&m.ru0, &m.ru1);
     for (name, after, before) in [
         (
@@ -261,6 +273,18 @@ pub fn extra_sections(r: &RunResult) -> String {
     if let Some(t) = perf::Report::from_json(&r.perf).and_then(|p| p.contention_table()) {
         let _ = writeln!(out, "\n{t}");
     }
+    let drive = &r.details["cleanup"]["drive"];
+    if let Some(how) = drive["how"].as_str() {
+        // A library need not run its deferred frees by itself: say how the
+        // end of the run made it (cleanup/reclaimers.rs).
+        let _ = writeln!(
+            out,
+            "\ncleanup: {} entries were freed only when herd drove {} at the end: {how} ({} rounds)",
+            r.details["cleanup"]["frees_at_finish"],
+            r.details["cleanup"]["strategy"].as_str().unwrap_or("the library"),
+            drive["rounds"]
+        );
+    }
     let p = &r.details["placement"];
     if let Some(starts) = p["per_cpu_start"].as_array() {
         let requested = cpu_numbers(&p["cpus_requested"]);
@@ -380,7 +404,8 @@ fn nodes_section(nodes: &[serde_json::Value]) -> String {
 mod tests {
     use super::*;
     use crate::scenario::storm::collect::{placement, Collector};
-    use crate::scenario::storm::{Config, Pin, Preset};
+    use crate::scenario::storm::options::Preset;
+    use crate::scenario::storm::{Config, Pin};
     use crate::spawn::{Cancel, Reap};
 
     fn cfg_with_cpus(cpus: Vec<usize>) -> Config {

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::Values;
 use crate::export::comparison::{complete_summary, metric_order};
 use crate::export::format::{change_text, render_grid, summary_text};
+use crate::export::html::{SweepLine, SweepView};
 use crate::export::{svg, write_file};
 use crate::result::{Better, RunSet, SCHEMA_VERSION};
 use crate::stats::{Change, Summary};
@@ -73,6 +74,10 @@ pub struct SweepDoc {
     pub points: Vec<SweepPoint>,
     /// Things the reader must know.
     pub notes: Vec<String>,
+    /// The command line that made the document (after `herd`); absent in
+    /// documents of herd before 2026-12-03.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
 }
 
 impl SweepDoc {
@@ -143,6 +148,63 @@ impl SweepDoc {
             metrics,
             points,
             notes: vec![crate::stats::family_note(tests, alpha)],
+            command: Vec::new(),
+        }
+    }
+
+    /// What `herd report` shows of this sweep.
+    pub fn report_view(&self) -> SweepView {
+        let series_args = (0..self.series.len())
+            .map(|s| {
+                let Some(run) = self
+                    .points
+                    .iter()
+                    .find(|p| p.series == s)
+                    .and_then(|p| p.set.runs.first())
+                else {
+                    return Vec::new();
+                };
+                // A point's arguments: the shared ones, the series' own, the swept flag.
+                let end = run.args.len().saturating_sub(2);
+                run.args
+                    .get(self.common_args.len().min(end)..end)
+                    .unwrap_or_default()
+                    .to_vec()
+            })
+            .collect();
+        SweepView {
+            scenario: self.scenario.clone(),
+            common_args: self.common_args.clone(),
+            command: self.command.clone(),
+            flag: self.flag.clone(),
+            values: self.values.clone(),
+            x: self.x.clone(),
+            log_x: self.log_x,
+            series: self.series.clone(),
+            series_args,
+            alpha: self.alpha,
+            metrics: self
+                .metrics
+                .iter()
+                .map(|m| SweepLine {
+                    name: m.name.clone(),
+                    unit: m.unit.clone(),
+                    summaries: m.summaries.clone(),
+                    changes: m.changes.clone(),
+                })
+                .collect(),
+            runs: self
+                .points
+                .iter()
+                .flat_map(|p| p.set.runs.clone())
+                .collect(),
+            rounds: self
+                .points
+                .iter()
+                .map(|p| p.set.runs.len())
+                .max()
+                .unwrap_or(0),
+            notes: self.notes.clone(),
         }
     }
 

@@ -1,11 +1,12 @@
 //! The lock-free list under threads; small enough for miri
-//! (scripts/test.d/30-miri.sh runs this file under miri, which checks for
-//! data races, use-after-free and leaks on the raw-pointer code).
+//! (scripts/test.d/30-miri.sh runs these, `--lib llist::tests`, under
+//! miri, which checks for data races, use-after-free and leaks on the
+//! raw-pointer code).
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
 
-use exitq::llist::{Chain, List, Node};
+use super::{Chain, List, Node};
 
 const PER_THREAD: usize = if cfg!(miri) { 50 } else { 100_000 };
 const THREADS: usize = if cfg!(miri) { 3 } else { 4 };
@@ -56,6 +57,19 @@ fn pushes_and_takes_lose_and_duplicate_nothing() {
     let want: Vec<usize> = (0..THREADS * PER_THREAD).collect();
     assert_eq!(got.len(), want.len());
     assert!(got == want, "lost or duplicated values");
+}
+
+#[test]
+fn a_chain_stays_contiguous_and_in_order_in_a_stack() {
+    let list = List::new();
+    list.push(Node::new(1));
+    let mut chain = Chain::new();
+    chain.push_back(Node::new(2));
+    chain.push_back(Node::new(3));
+    list.push_chain(chain); // one CAS for both nodes
+    let all: Vec<i32> = list.take_all().collect();
+    assert_eq!(all, [2, 3, 1]);
+    assert!(list.is_empty());
 }
 
 #[test]

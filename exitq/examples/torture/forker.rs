@@ -1,0 +1,93 @@
+//! fork() with held guards (the fork model): a thread inside a read
+//! section, with callbacks deferred in it (ready batches may wait for the
+//! section's end), forks. The child drops the guard, checks that `barrier`
+//! refuses, and exits, through `exit` (its thread-local destructors run)
+//! or `_exit`; nothing of the parent's may run there (every callback and
+//! hook counts itself in shared memory if it runs in a child). The parent
+//! checks its object again under the guard, drops it, and gives the child
+//! 30 s.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use exitq::Guard;
+
+use crate::workers::{check_current, counted_defer};
+use crate::world::{inc, world, Rng, Slot, IN_FORK_CHILD};
+
+/// The child's side: never returns.
+fn child(slot: &Slot, guard: Option<Guard<'_>>, normal_exit: bool) -> ! {
+    IN_FORK_CHILD.store(true, Ordering::Relaxed);
+    drop(guard);
+    let refused = catch_unwind(AssertUnwindSafe(|| slot.domain.barrier())).is_err();
+    let code = if refused { 0 } else { 3 };
+    // SAFETY: ends the child; `exit` runs this thread's thread-local
+    // destructors (exitq's among them) and the atexit handlers, `_exit`
+    // nothing.
+    unsafe {
+        if normal_exit {
+            libc::exit(code)
+        } else {
+            libc::_exit(code)
+        }
+    }
+}
+
+/// Waits for child `pid` at most `limit`: its exit code, or None (killed).
+fn wait_child(pid: libc::pid_t, limit: Duration) -> Option<i32> {
+    let start = Instant::now();
+    loop {
+        let mut status = 0;
+        // SAFETY: our child; WNOHANG polls.
+        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        if r == pid {
+            return libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+        }
+        if r < 0 || start.elapsed() > limit {
+            // SAFETY: our child; then reap it.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+                libc::waitpid(pid, &mut status, 0);
+            }
+            return None;
+        }
+        thread::sleep(Duration::from_millis(1));
+    }
+}
+
+pub(crate) fn forker(seed: u64) {
+    let w = world();
+    let rng = Rng::new(seed ^ 0xF04C);
+    while !w.stop.load(Ordering::Relaxed) {
+        let slot = &w.slots[rng.below(w.slots.len() as u64) as usize];
+        let mut guard = Some(slot.domain.read());
+        check_current(slot, &rng);
+        for _ in 0..rng.below(12) {
+            counted_defer(slot, &rng); // sealed inside the section
+        }
+        let normal_exit = rng.chance(50);
+        // SAFETY: the child only drops the guard, calls one entry point
+        // under `catch_unwind` (no printing: the panic hook stays quiet
+        // for it) and exits.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            child(slot, guard.take(), normal_exit);
+        }
+        if pid > 0 {
+            check_current(slot, &rng); // still protected here
+        }
+        drop(guard.take());
+        if pid < 0 {
+            // A resource limit on a loaded machine: try again later.
+            thread::sleep(Duration::from_millis(50));
+            continue;
+        }
+        if wait_child(pid, Duration::from_secs(30)) != Some(0) {
+            inc(&w.v.fork_child_failed);
+        }
+        inc(&w.ops.forks);
+        thread::sleep(Duration::from_millis(5 + rng.below(40)));
+    }
+}

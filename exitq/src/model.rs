@@ -1,0 +1,148 @@
+//! Entry points for the loom models in `tests/loom.rs` (only built with
+//! `--cfg exitq_loom`): the protocol
+//! steps the domain runs, with loom's atomics, a full fence modelled as a
+//! read-modify-write of one global word (see `sync.rs`), and the membarrier
+//! mode's compiler fence modelled the same way (membarrier puts a full
+//! barrier there). Not part of the API.
+use crate::expedite::Fences;
+use crate::sync::Ordering;
+use crate::{grace, handshake, record};
+pub use loom::sync::atomic::{AtomicBool, AtomicU64};
+
+const FENCES: Fences = Fences { membarrier: true };
+
+pub fn reader_enter(gp_ctr: &AtomicU64, ctr: &AtomicU64) {
+    grace::reader_enter(gp_ctr, ctr, FENCES)
+}
+pub fn reader_exit(ctr: &AtomicU64) -> bool {
+    grace::reader_exit(ctr)
+}
+/// The epoch word before any grace period.
+pub fn initial_epoch() -> u64 {
+    grace::epoch_word(0)
+}
+pub fn start_grace_period(gp_ctr: &AtomicU64, g: u64) {
+    grace::start_grace_period(gp_ctr, g, FENCES)
+}
+pub fn holds_grace_period(ctr: &AtomicU64, g: u64) -> bool {
+    grace::holds_grace_period(ctr, g)
+}
+pub fn owner_begin(busy: &AtomicBool, steal: &AtomicBool) -> bool {
+    handshake::owner_begin(busy, steal, FENCES)
+}
+pub fn owner_end(busy: &AtomicBool) {
+    handshake::owner_end(busy)
+}
+pub fn wait_for_stealer(steal: &AtomicBool) {
+    handshake::wait_for_stealer(steal)
+}
+/// One whole owner section around `f` (`Record::with_local`'s loop).
+pub fn owner_section<R>(busy: &AtomicBool, steal: &AtomicBool, f: impl FnOnce() -> R) -> R {
+    handshake::owner_section(busy, steal, FENCES, f)
+}
+pub fn stealer_mark(steal: &AtomicBool) {
+    handshake::stealer_mark(steal)
+}
+pub fn stealer_wait(busy: &AtomicBool) {
+    handshake::stealer_wait(busy)
+}
+pub fn stealer_done(steal: &AtomicBool) {
+    handshake::stealer_done(steal)
+}
+/// The heavy barrier alone (a stealer's, between marking and waiting).
+pub fn heavy_barrier() {
+    FENCES.heavy()
+}
+pub fn run_begin(seq: &AtomicU64) {
+    handshake::run_begin(seq)
+}
+pub fn run_end(seq: &AtomicU64) {
+    handshake::run_end(seq)
+}
+pub fn run_seen(seq: &AtomicU64) -> Option<u64> {
+    handshake::run_seen(seq)
+}
+pub fn run_wait(seq: &AtomicU64, seen: u64) {
+    handshake::run_wait(seq, seen)
+}
+/// A full fence (`GracePeriods::snapshot`'s).
+pub fn full_fence() {
+    crate::sync::full_fence()
+}
+
+pub use crate::llist::{Chain, List, Node};
+
+/// A domain's registry of records (`record::Registry`), for the model
+/// of a record's life.
+#[allow(missing_debug_implementations)]
+pub struct Records(record::Registry);
+
+/// One record of a [`Records`], as its owner or a grace period uses it.
+#[derive(Clone, Copy)]
+#[allow(missing_debug_implementations)]
+pub struct Rec<'a>(&'a record::Record);
+
+impl Records {
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> Records {
+        Records(record::Registry::new())
+    }
+    /// A main record for the calling thread, as `Registry::claim`
+    /// gives it (a free one reused and reset, else a new one).
+    pub fn claim(&self) -> Rec<'_> {
+        Rec(self.0.claim(std::ptr::null(), 1, record::Kind::Main).0)
+    }
+    /// The record claimed first (the registry lists the newest first).
+    pub fn oldest(&self) -> Rec<'_> {
+        Rec(self.0.iter().last().expect("a record was claimed"))
+    }
+    /// How many records the registry holds.
+    pub fn count(&self) -> usize {
+        self.0.iter().count()
+    }
+}
+
+impl Drop for Records {
+    fn drop(&mut self) {
+        self.0.free_all(drop);
+    }
+}
+
+impl Rec<'_> {
+    /// Enters a read section on the record (`Domain::read`).
+    pub fn enter(self, gp_ctr: &AtomicU64) {
+        grace::reader_enter(gp_ctr, &self.0.ctr, FENCES)
+    }
+    /// A `Domain::read` guard's drop.
+    pub fn exit(self) {
+        crate::guard::end_section(self.0)
+    }
+    /// The owner's exit destructor after the hand-over of its work
+    /// (`exit::retire`): the record is kept for a live guard, or
+    /// released. True if released.
+    pub fn retire(self) -> bool {
+        let orphan = crate::exit::keep_or_release(self.0);
+        assert!(orphan.is_none(), "no shutdown in the model");
+        self.0.state.load(Ordering::Relaxed) == record::FREE
+    }
+    /// What a grace-period leader does while the record holds grace
+    /// period `g`, after its first milliseconds: `alive` answers
+    /// whether a thread still exists.
+    pub fn release_leaked(self, alive: impl FnOnce(i32) -> bool) -> bool {
+        self.0.release_leaked_with(alive)
+    }
+    pub fn holds(self, g: u64) -> bool {
+        grace::holds_grace_period(&self.0.ctr, g)
+    }
+    /// The record's reader word.
+    pub fn word(self) -> u64 {
+        self.0.ctr.load(Ordering::Relaxed)
+    }
+    /// Whether the record is `IN_USE` (Acquire, as a claim's CAS).
+    pub fn in_use(self) -> bool {
+        self.0.state.load(Ordering::Acquire) == record::IN_USE
+    }
+    pub fn same(self, other: Rec<'_>) -> bool {
+        std::ptr::eq(self.0, other.0)
+    }
+}
