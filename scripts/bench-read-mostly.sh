@@ -5,9 +5,11 @@
 # (RcuCell + Reader) against arc-swap (load, and with its Cache),
 # crossbeam-epoch (registered LocalHandle) and seize.
 #
-#   scripts/bench-read-mostly.sh [-n ROUNDS] [--seconds S] [--readers "1 2"]
+#   scripts/bench-read-mostly.sh [-n ROUNDS] [--seconds S] [--readers "1 2"] [--write-gap US]
 #
-# Defaults: 5 rounds of 2 s per process, 1 and 2 readers. Rounds interleave
+# Defaults: 5 rounds of 2 s per process, 1 and 2 readers, the writer as
+# fast as it can; --write-gap paces it to one write per US microseconds,
+# the same rate of change for every implementation. Rounds interleave
 # the implementations, the order rotating from round to round; ratios are
 # taken within a round, the median over rounds is reported with the spread.
 set -euo pipefail
@@ -15,6 +17,7 @@ cd "$(dirname "$0")/.."
 rounds=5
 secs=2
 readers="1 2"
+gap=0
 while [[ $# -gt 0 ]]; do
     case "$1" in
         -n) [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]*$ ]] || { echo "bench-read-mostly: -n needs a positive count" >&2; exit 2; }
@@ -23,7 +26,9 @@ while [[ $# -gt 0 ]]; do
             secs=$2; shift 2 ;;
         --readers) [[ $# -ge 2 && "$2" =~ ^[1-9][0-9\ ]*$ ]] || { echo "bench-read-mostly: --readers needs counts like \"1 2\"" >&2; exit 2; }
             readers=$2; shift 2 ;;
-        -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --write-gap) [[ $# -ge 2 && "$2" =~ ^[0-9]+$ ]] || { echo "bench-read-mostly: --write-gap needs microseconds" >&2; exit 2; }
+            gap=$2; shift 2 ;;
+        -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench-read-mostly: unknown argument '$1' (try --help)" >&2; exit 2 ;;
     esac
 done
@@ -32,14 +37,14 @@ trap 'rm -rf "$out"' EXIT
 cargo build -q --release -p benches --example read_mostly
 bin=target/release/examples/read_mostly
 names=(exitq arc-swap-cache arc-swap crossbeam seize)
-echo "bench-read-mostly: $rounds rounds of ${secs} s, readers: $readers ($(date -u +%FT%TZ), load $(cut -d' ' -f1 /proc/loadavg))" >&2
+echo "bench-read-mostly: $rounds rounds of ${secs} s, readers: $readers, write gap ${gap} us ($(date -u +%FT%TZ), load $(cut -d' ' -f1 /proc/loadavg))" >&2
 : >"$out/rows"
 n=${#names[@]}
 for round in $(seq "$rounds"); do
     for r in $readers; do
         for k in $(seq 0 $((n - 1))); do
             i=$(( (k + round) % n ))
-            line=$($bin "${names[$i]}" "$r" "$secs") || { echo "bench-read-mostly: ${names[$i]} failed" >&2; exit 1; }
+            line=$($bin "${names[$i]}" "$r" "$secs" "$gap") || { echo "bench-read-mostly: ${names[$i]} failed" >&2; exit 1; }
             echo "$round $line" >>"$out/rows"
         done
     done

@@ -2,7 +2,12 @@
 //! an 80-byte configuration as fast as it can, reader threads load the
 //! current one and validate every word of it, for a fixed time.
 //!
-//!     cargo run --release -p benches --example read_mostly -- IMPL READERS [SECONDS]
+//!     cargo run --release -p benches --example read_mostly -- IMPL READERS [SECONDS [WRITE_GAP_US]]
+//!
+//! WRITE_GAP_US (default 0: as fast as it can) paces the writer: one write
+//! per that many microseconds, so that every implementation's readers see
+//! the same rate of change (a faster writer invalidates the readers' cache
+//! lines more often, so full-speed read rates also measure the writer).
 //!
 //! IMPL is one of:
 //! * `exitq`: an `RcuCell` read through a `Reader` per reader thread
@@ -71,7 +76,28 @@ impl Drop for Config {
 /// the invalid ones seen).
 trait Bench: Send + Sync + 'static {
     fn read_loop(&self, stop: &AtomicBool) -> (u64, u64);
-    fn write_loop(&self, stop: &AtomicBool) -> u64;
+    fn write_loop(&self, stop: &AtomicBool, pace: &mut Pace) -> u64;
+}
+
+/// The writer's pacing: one write per `gap` (zero: no pacing).
+struct Pace {
+    gap: Duration,
+    next: Instant,
+}
+
+impl Pace {
+    /// Waits (spinning: a sleep is far coarser than the gaps used) until
+    /// the next write is due.
+    #[inline]
+    fn wait(&mut self) {
+        if self.gap.is_zero() {
+            return;
+        }
+        self.next += self.gap;
+        while Instant::now() < self.next {
+            std::hint::spin_loop();
+        }
+    }
 }
 
 /// Checks one loaded configuration; counts it as a read.
@@ -107,11 +133,12 @@ impl Bench for Exitq {
         });
         (reads, bad)
     }
-    fn write_loop(&self, stop: &AtomicBool) -> u64 {
+    fn write_loop(&self, stop: &AtomicBool, pace: &mut Pace) -> u64 {
         let mut seq = 1;
         until(stop, || {
             seq += 1;
             self.cell.store(Config::new(seq));
+            pace.wait();
         });
         seq - 1
     }
@@ -133,11 +160,12 @@ impl Bench for ArcSwap {
         }
         (reads, bad)
     }
-    fn write_loop(&self, stop: &AtomicBool) -> u64 {
+    fn write_loop(&self, stop: &AtomicBool, pace: &mut Pace) -> u64 {
         let mut seq = 1;
         until(stop, || {
             seq += 1;
             self.cell.store(Arc::new(Config::new(seq)));
+            pace.wait();
         });
         seq - 1
     }
@@ -161,7 +189,7 @@ impl Bench for Crossbeam {
         });
         (reads, bad)
     }
-    fn write_loop(&self, stop: &AtomicBool) -> u64 {
+    fn write_loop(&self, stop: &AtomicBool, pace: &mut Pace) -> u64 {
         let handle = self.collector.register();
         let mut seq = 1;
         until(stop, || {
@@ -172,6 +200,8 @@ impl Bench for Crossbeam {
             // SAFETY: `old` is unreachable now; destroyed once, after the
             // guards that could see it.
             unsafe { guard.defer_destroy(old) };
+            drop(guard);
+            pace.wait();
         });
         seq - 1
     }
@@ -203,7 +233,7 @@ impl Bench for Seize {
         });
         (reads, bad)
     }
-    fn write_loop(&self, stop: &AtomicBool) -> u64 {
+    fn write_loop(&self, stop: &AtomicBool, pace: &mut Pace) -> u64 {
         use seize::Guard;
         let mut seq = 1;
         until(stop, || {
@@ -213,6 +243,8 @@ impl Bench for Seize {
             let old = guard.swap(&self.cell, new, Ordering::AcqRel);
             // SAFETY: `old` is unreachable now, was boxed, retired once.
             unsafe { guard.defer_retire(old, seize::reclaim::boxed) };
+            drop(guard);
+            pace.wait();
         });
         seq - 1
     }
@@ -257,7 +289,7 @@ fn build(name: &str) -> Result<Arc<dyn Bench>, String> {
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
-    let usage = "usage: read_mostly IMPL READERS [SECONDS]";
+    let usage = "usage: read_mostly IMPL READERS [SECONDS [WRITE_GAP_US]]";
     let parsed = (|| {
         let name = args.get(1).ok_or(usage)?.clone();
         let readers = match args.get(2).map(|s| s.parse::<usize>()) {
@@ -269,12 +301,17 @@ fn main() -> ExitCode {
             Some(Ok(s)) if s > 0.0 && s <= 3600.0 => s,
             _ => return Err(format!("SECONDS must be in (0, 3600] ({usage})")),
         };
-        if args.len() > 4 {
+        let gap = match args.get(4).map(|s| s.parse::<u64>()) {
+            None => 0,
+            Some(Ok(us)) if us <= 1_000_000 => us,
+            _ => return Err(format!("WRITE_GAP_US must be 0 to 1000000 ({usage})")),
+        };
+        if args.len() > 5 {
             return Err(usage.to_string());
         }
-        Ok((name, readers, secs))
+        Ok((name, readers, secs, Duration::from_micros(gap)))
     })();
-    let (name, readers, secs) = match parsed {
+    let (name, readers, secs, gap) = match parsed {
         Ok(p) => p,
         Err(e) => {
             eprintln!("read_mostly: {e}");
@@ -308,7 +345,11 @@ fn main() -> ExitCode {
         let (bench, stop, start) = (bench.clone(), stop.clone(), start.clone());
         thread::spawn(move || {
             start.wait();
-            bench.write_loop(&stop)
+            let mut pace = Pace {
+                gap,
+                next: Instant::now(),
+            };
+            bench.write_loop(&stop, &mut pace)
         })
     };
     start.wait();
