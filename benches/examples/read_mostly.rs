@@ -77,6 +77,9 @@ impl Drop for Config {
 trait Bench: Send + Sync + 'static {
     fn read_loop(&self, stop: &AtomicBool) -> (u64, u64);
     fn write_loop(&self, stop: &AtomicBool, pace: &mut Pace) -> u64;
+    /// Prints the implementation's own counters, if it has any
+    /// (`EXITQ_STATS=1`).
+    fn report(&self) {}
 }
 
 /// The writer's pacing: one write per `gap` (zero: no pacing).
@@ -124,6 +127,9 @@ struct Exitq {
 }
 
 impl Bench for Exitq {
+    fn report(&self) {
+        eprintln!("{:#?}", self.domain.stats());
+    }
     fn read_loop(&self, stop: &AtomicBool) -> (u64, u64) {
         let mut reader = self.domain.reader();
         let (mut reads, mut bad) = (0, 0);
@@ -363,6 +369,9 @@ fn main() -> ExitCode {
         .sum();
     let writes = writer.join().expect("writer");
     let elapsed = t0.elapsed().as_secs_f64();
+    if std::env::var_os("EXITQ_STATS").is_some() {
+        bench.report();
+    }
     drop(bench);
     let bad = bad.load(Ordering::Relaxed);
     if bad > 0 {
