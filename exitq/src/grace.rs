@@ -208,10 +208,12 @@ struct GpState {
     published: bool,
     /// A thread is waiting for the readers of grace period `started`.
     leading: bool,
-    /// When grace period `started` was published, and when `completed`
-    /// completed (a poll starts one only if no grace period ran for a
-    /// while: the reclaimer is lagging).
+    /// When `completed` completed (the reclaimer steps in when none did
+    /// for a while and nobody polls: `stalled`).
     completed_at: Instant,
+    /// Polls that got the lock, ever (the reclaimer leaves grace periods
+    /// to threads that poll: `stalled`).
+    polls: u64,
     /// Polls that found no grace period running while one was asked for,
     /// since the last one started: a poll starts one at the `IDLE_POLLS`th
     /// (so one heavy barrier serves the batches of a few seals).
@@ -259,6 +261,7 @@ impl GracePeriods {
                 published: false,
                 leading: false,
                 completed_at: Instant::now(),
+                polls: 0,
                 idle_polls: 0,
                 expedite: false,
                 waiters: 0,
@@ -279,10 +282,24 @@ impl GracePeriods {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// How long ago the last grace period completed (or the domain was
-    /// built).
-    pub(crate) fn since_completed(&self) -> Duration {
-        self.lock().completed_at.elapsed()
+    /// Whether a grace period is asked for and nobody drives it: none
+    /// completed for `lag`, and no thread polled during a look of at least
+    /// `lag` (`seen`: the poll count at the look's start, and when it
+    /// started; a new look starts when the last one saw polls). While
+    /// threads poll, they make the progress that can be made (a reader
+    /// preempted inside its section holds every grace period alike), and a
+    /// reclaimer that led one would only take a CPU from them and wait for
+    /// the reader it preempted.
+    pub(crate) fn stalled(&self, lag: Duration, seen: &mut (u64, Instant)) -> bool {
+        if !self.wanted() {
+            return false;
+        }
+        let st = self.lock();
+        if st.polls != seen.0 {
+            *seen = (st.polls, Instant::now());
+            return false;
+        }
+        seen.1.elapsed() >= lag && st.completed_at.elapsed() >= lag
     }
 
     /// The delay before a normal grace period's first check of the readers.
@@ -496,8 +513,8 @@ impl GracePeriods {
     /// fast as the threads that need them seal batches, with no thread in
     /// between, as crossbeam-epoch's collect-on-pin and sdd's guards
     /// advance their epochs; the reclaimer thread only takes over when
-    /// none completed for a while (it is not getting the CPU, or nobody
-    /// seals any more: `since_completed`). True if it completed one.
+    /// none completed for a while and nobody polled (nobody seals any
+    /// more: `stalled`). True if it completed one.
     pub(crate) fn poll(&self, registry: &Registry, stats: &Counters) -> bool {
         // No cancellation point here (no sleep, no wait): cancellation
         // stays as the caller has it. No clock either: a clock read costs
@@ -508,6 +525,7 @@ impl GracePeriods {
             Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
             Err(std::sync::TryLockError::WouldBlock) => return false,
         };
+        st.polls += 1;
         let g = if st.started > st.completed {
             if !st.published {
                 return false;

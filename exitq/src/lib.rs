@@ -206,9 +206,9 @@
 //! * **Progress.** Grace periods advance whenever a thread that waits for
 //!   one runs: a thread whose sealed batches wait drives them at its seals
 //!   (checks the readers once, or starts one) without blocking, and the
-//!   reclaimer runs one when none completed for a millisecond, so neither a
-//!   reclaimer starved of CPU nor a thread that stopped deferring stops
-//!   reclamation.
+//!   reclaimer runs one when none completed for a millisecond and no thread
+//!   polled meanwhile, so neither a reclaimer starved of CPU nor a thread
+//!   that stopped deferring stops reclamation.
 //! * **Bounded memory.** At most `backlog_limit` sealed callbacks wait: a
 //!   thread past the limit waits for its oldest batch's grace period and
 //!   runs it, or helps with the domain's queue (except inside a read guard

@@ -2,9 +2,12 @@
 //!
 //! It drives grace periods and runs what no live thread will:
 //!
-//! * grace periods, back to back while any thread waits for one
-//!   ([`GracePeriods::wanted`](crate::grace::GracePeriods::wanted)): the
-//!   threads then run their own ready batches;
+//! * grace periods that threads wait for and nobody drives
+//!   ([`GracePeriods::stalled`](crate::grace::GracePeriods::stalled): none
+//!   completed for a millisecond and no thread polled meanwhile; while
+//!   threads seal batches they drive their own, `GracePeriods::poll`), then
+//!   back to back while asked for: the threads then run their own ready
+//!   batches;
 //! * reclaim passes over the domain's queue (batches and hooks of exited
 //!   threads, stolen and offloaded batches), **batched in time**: at most
 //!   one pass per [`exit_poll`](crate::DomainBuilder::exit_poll) (10 ms by
@@ -65,6 +68,8 @@ struct Clocks {
     busy: Instant,
     /// The last grace period run because one was asked for.
     gp: Option<Instant>,
+    /// The threads' polls last seen, and since when (`GracePeriods::stalled`).
+    polls: (u64, Instant),
 }
 
 /// The reclaimer thread's loop.
@@ -85,6 +90,7 @@ pub(crate) fn run(inner: Arc<Inner>) {
         pass: None,
         busy: now,
         gp: None,
+        polls: (0, now),
     };
     loop {
         // Acquire: pairs with shutdown's store (its steals happen-before
@@ -97,10 +103,10 @@ pub(crate) fn run(inner: Arc<Inner>) {
             did += reclaim::reclaim_pass(&inner);
             at.pass = Some(Instant::now());
         }
-        if inner.gp.wanted() && inner.gp.since_completed() >= lag {
+        if inner.gp.stalled(lag, &mut at.polls) {
             // The threads that asked drive their grace periods themselves
-            // (`GracePeriods::poll`, at each seal); this one went
-            // without progress: they stopped sealing, or do not get the CPU.
+            // (`GracePeriods::poll`, at each seal); this one went without
+            // progress and without polls: they stopped sealing.
             inner.gp.synchronize(&inner.registry, &inner.stats, false);
             at.gp = Some(Instant::now());
             did += 1;
@@ -128,7 +134,7 @@ pub(crate) fn run(inner: Arc<Inner>) {
             at.busy = Instant::now();
             continue;
         }
-        sleep(&inner, &at, gap);
+        sleep(&inner, &mut at, gap);
     }
     // Shutdown (`domain::Handle::drop`) drains what is left after joining
     // us; hand it our own batches.
@@ -161,7 +167,7 @@ fn due(last: Option<Instant>, every: Duration) -> bool {
 
 /// One sleep of the reclaimer (module docs): publish the state, re-check,
 /// sleep on the doorbell.
-fn sleep(inner: &Inner, at: &Clocks, gap: Duration) {
+fn sleep(inner: &Inner, at: &mut Clocks, gap: Duration) {
     let flush = inner.config.flush_latency;
     let poll = gap.max(flush);
     let watch = || {
@@ -177,7 +183,7 @@ fn sleep(inner: &Inner, at: &Clocks, gap: Duration) {
     let queued = !inner.queue.is_empty();
     let wanted = inner.gp.wanted();
     let changed = inner.shut_down.load(Ordering::SeqCst)
-        || (wanted && inner.gp.since_completed() >= lag(inner))
+        || inner.gp.stalled(lag(inner), &mut at.polls)
         || (queued && (urgent(inner) || due(at.pass, gap)))
         || (state == PARKED && watch());
     if !changed {
@@ -197,8 +203,8 @@ fn sleep(inner: &Inner, at: &Clocks, gap: Duration) {
                 t = t.min(gap.saturating_sub(since));
             }
             if wanted {
-                // When it will lag, unless a thread completes one first.
-                t = t.min(lag(inner).saturating_sub(inner.gp.since_completed()));
+                // The next look at whether the threads still drive it.
+                t = t.min(lag(inner));
             }
             if at.gp.is_some_and(|g| g.elapsed() < GP_ACTIVE) {
                 t = t.min(inner.gp.first_check_delay());
