@@ -38,24 +38,9 @@ while [[ $# -gt 0 ]]; do
     esac
 done
 command -v perf >/dev/null || { echo "bench-churn: perf is not installed (apt-get install linux-perf)" >&2; exit 3; }
-if [[ ! -e /sys/kernel/tracing/events/syscalls/sys_enter_futex/id ]]; then
-    if [[ "$(id -u)" = 0 ]] && mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null \
-        && [[ -e /sys/kernel/tracing/events/syscalls/sys_enter_futex/id ]]; then
-        echo "bench-churn: mounted tracefs on /sys/kernel/tracing" >&2
-    else
-        echo "bench-churn: tracefs is not mounted (as root: mount -t tracefs nodev /sys/kernel/tracing)" >&2
-        exit 3
-    fi
-fi
-if [[ ! -e /usr/include/x86_64-linux-gnu/urcu/urcu-memb.h && ! -e /usr/include/urcu/urcu-memb.h ]]; then
-    if [[ "$(id -u)" = 0 ]]; then
-        echo "bench-churn: installing liburcu-dev" >&2
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq liburcu-dev >/dev/null
-    else
-        echo "bench-churn: liburcu-dev is not installed (apt-get install liburcu-dev)" >&2
-        exit 3
-    fi
-fi
+source scripts/bench-needs.sh
+need_tracefs bench-churn
+need_urcu bench-churn
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 cargo build -q --release -p benches --example churn

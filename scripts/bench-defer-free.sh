@@ -41,15 +41,8 @@ while [[ $# -gt 0 ]]; do
         *) echo "bench-defer-free: unknown argument '$1' (try --help)" >&2; exit 2 ;;
     esac
 done
-if [[ ! -e /usr/include/x86_64-linux-gnu/urcu/urcu-memb.h && ! -e /usr/include/urcu/urcu-memb.h ]]; then
-    if [[ "$(id -u)" = 0 ]]; then
-        echo "bench-defer-free: installing liburcu-dev" >&2
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq liburcu-dev >/dev/null
-    else
-        echo "bench-defer-free: liburcu-dev is not installed (apt-get install liburcu-dev)" >&2
-        exit 3
-    fi
-fi
+source scripts/bench-needs.sh
+need_urcu bench-defer-free
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 cargo build -q --release -p benches --example defer_free
