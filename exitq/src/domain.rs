@@ -536,9 +536,15 @@ impl Domain {
     ///
     /// # Panics
     ///
-    /// Inside a read section of this domain.
+    /// Inside a read section of this domain, or inside one of its
+    /// callbacks or exit hooks (the thread may be running its own batches
+    /// there: its record must stay its own until that run ends); in the
+    /// child of a `fork()`.
     pub fn retire_thread(&self) {
         self.check_can_wait("retire_thread");
+        if run::in_callback(self.inner.id) {
+            panic!("exitq: retire_thread() called from a callback of the same domain (its record may be running its batches)");
+        }
         if let Some(r) = this_thread::unlink_main(&self.inner) {
             // SAFETY: the record is owned by the calling thread and was just
             // unlinked from its list, so it is retired once; it is outside
