@@ -361,6 +361,16 @@ std::thread_local! {
     static OWNER: Cell<Owner> = const { Cell::new(Owner { tid: 0, name: [0; 16] }) };
 }
 
+/// Forgets the calling thread's cached identity: called in the child of
+/// `fork()` (`fork::in_child`, on the forking thread, the child's only
+/// one), whose tid differs from its parent's. A stale tid names no thread
+/// of the child, so `release_leaked` would take the thread for gone while
+/// it lives and end a live section.
+#[cfg_attr(any(miri, exitq_loom), allow(dead_code))]
+pub(crate) fn forget_owner() {
+    OWNER.set(Owner::default());
+}
+
 impl Owner {
     /// The calling thread's identity: two syscalls on the thread's first
     /// call, then a thread-local read.

@@ -118,3 +118,112 @@ fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
         .or_else(|| p.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "?".into())
 }
+
+/// The fork-child test below: its statics (the child's domain and cell,
+/// and what its late thread-local destructor and writer report).
+mod late_guard {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::OnceLock;
+    use std::time::{Duration, Instant};
+
+    use exitq::{Domain, RcuCell};
+
+    pub static DOMAIN: OnceLock<Domain> = OnceLock::new();
+    pub static CELL: OnceLock<RcuCell<Value>> = OnceLock::new();
+    /// Set in the child only: the destructor below does nothing elsewhere.
+    pub static ARMED: AtomicBool = AtomicBool::new(false);
+    pub static HOLDING: AtomicBool = AtomicBool::new(false);
+    pub static WRITER_DONE: AtomicBool = AtomicBool::new(false);
+    pub static DROPPED: AtomicBool = AtomicBool::new(false);
+
+    /// A value that says when it is dropped (checked without reading it).
+    pub struct Value(pub u64);
+
+    impl Drop for Value {
+        fn drop(&mut self) {
+            DROPPED.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// Its destructor runs after exitq's (registered before it): it holds
+    /// a guard of `DOMAIN`, loads the cell's value, and gives the writer
+    /// 2 s to free it; `_exit(3)` if the value was dropped under the guard.
+    pub struct Late;
+
+    impl Drop for Late {
+        fn drop(&mut self) {
+            if !ARMED.load(Ordering::SeqCst) {
+                return;
+            }
+            let d = DOMAIN.get().expect("armed after init");
+            let guard = d.read();
+            let v = CELL.get().expect("armed after init").load(&guard);
+            assert_eq!(v.0, 1);
+            HOLDING.store(true, Ordering::SeqCst);
+            let start = Instant::now();
+            while !WRITER_DONE.load(Ordering::SeqCst) && start.elapsed() < Duration::from_secs(2) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            if DROPPED.load(Ordering::SeqCst) {
+                // SAFETY: ends the child at once with the verdict.
+                unsafe { libc::_exit(3) };
+            }
+            drop(guard);
+        }
+    }
+
+    std::thread_local! {
+        pub static LATE: Late = const { Late };
+    }
+}
+
+/// exitq caches a thread's tid (for stall reports and the "is the owner
+/// gone" check that ends sections leaked by exited threads). The cache
+/// survived `fork()`: in the child, the forking thread still carried its
+/// parent's tid, which names no thread of the child, so a grace period of
+/// a domain built in the child took the thread for gone while it ran its
+/// late thread-local destructors, ended a live guard's section and let a
+/// writer free a value under it (a use after free through safe code).
+#[test]
+fn a_fork_child_s_late_guard_is_not_taken_for_a_dead_thread_s() {
+    use late_guard::*;
+    let code = thread::spawn(|| {
+        // `LATE`'s destructor is registered first, so it runs after
+        // exitq's; then this thread uses exitq (its tid is cached).
+        LATE.with(|_| ());
+        let parent_domain = Domain::new();
+        drop(parent_domain.read());
+        // SAFETY: the child builds its own domain and threads, and ends
+        // through `exit`, which runs this thread's thread-local destructors.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            std::panic::set_hook(Box::new(|_| {}));
+            let d = DOMAIN.get_or_init(|| {
+                Domain::builder()
+                    .stall_timeout(Duration::from_secs(3600))
+                    .build()
+            });
+            CELL.get_or_init(|| exitq::RcuCell::new(d, Value(1)));
+            ARMED.store(true, Ordering::SeqCst);
+            thread::spawn(|| {
+                while !HOLDING.load(Ordering::SeqCst) {
+                    thread::sleep(Duration::from_millis(1));
+                }
+                let (d, cell) = (DOMAIN.get().unwrap(), CELL.get().unwrap());
+                cell.store(Value(2));
+                d.synchronize();
+                d.barrier();
+                WRITER_DONE.store(true, Ordering::SeqCst);
+            });
+            // SAFETY: runs this thread's thread-local destructors (exitq's,
+            // then `LATE`'s), then ends the child.
+            unsafe { libc::exit(0) };
+        }
+        watch_util::wait_child(pid, LIMIT)
+    })
+    .join()
+    .unwrap();
+    assert_ne!(code, 3, "a value was dropped under a live guard");
+    assert_eq!(code, 0);
+}
