@@ -25,6 +25,7 @@ use crate::reclaim::{self, Steal};
 use crate::reclaimer;
 use crate::record::{Kind, Record, IN_USE, ORPHANED, TEMPORARY};
 use crate::run;
+use crate::stall;
 use crate::stats::{Counters, DomainStats};
 use crate::sync::{self, Ordering};
 use crate::thread as this_thread;
@@ -356,6 +357,9 @@ impl Domain {
         self.inner.check_fork();
         if this_thread::inside(&self.inner) {
             panic!("exitq: {what}() called inside a read-side critical section of the same domain (deadlock)");
+        }
+        if stall::in_handler(self.inner.gp.id()) {
+            panic!("exitq: {what}() called from the stall handler of the same domain (deadlock)");
         }
     }
 

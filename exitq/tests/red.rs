@@ -227,3 +227,41 @@ fn a_fork_child_s_late_guard_is_not_taken_for_a_dead_thread_s() {
     assert_ne!(code, 3, "a value was dropped under a live guard");
     assert_eq!(code, 0);
 }
+
+/// A stall handler that waits for a grace period of its own domain (here
+/// `synchronize`; `barrier`, `exit_barrier` and `RcuCell::replace` wait
+/// the same way). It runs on the thread that leads the stalled grace
+/// period, inside its wait: waiting there for a grace period waited for
+/// that very leader, and `synchronize` never returned, even after the
+/// stalled reader had left. It must refuse with a message, as inside a
+/// read section.
+#[test]
+fn waiting_for_a_grace_period_inside_the_stall_handler_panics() {
+    static DOMAIN: std::sync::OnceLock<Domain> = std::sync::OnceLock::new();
+    static REFUSED: AtomicBool = AtomicBool::new(false);
+    let d = DOMAIN.get_or_init(|| {
+        Domain::builder()
+            .stall_timeout(Duration::from_millis(20))
+            .stall_handler(|_| {
+                let d = DOMAIN.get().expect("set before any grace period");
+                if catch_unwind(AssertUnwindSafe(|| d.synchronize())).is_err() {
+                    REFUSED.store(true, Ordering::SeqCst);
+                }
+            })
+            .build()
+    });
+    let (entered_tx, entered_rx) = mpsc::channel();
+    let reader = thread::spawn(move || {
+        let _guard = d.read();
+        entered_tx.send(()).unwrap();
+        thread::sleep(Duration::from_millis(200));
+    });
+    entered_rx.recv().unwrap();
+    watch_util::within(
+        "synchronize with a stall handler that synchronizes",
+        LIMIT,
+        || d.synchronize(),
+    );
+    reader.join().unwrap();
+    assert!(REFUSED.load(Ordering::SeqCst), "the nested wait refused");
+}
