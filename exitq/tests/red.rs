@@ -265,3 +265,31 @@ fn waiting_for_a_grace_period_inside_the_stall_handler_panics() {
     reader.join().unwrap();
     assert!(REFUSED.load(Ordering::SeqCst), "the nested wait refused");
 }
+
+/// A thread registers an exit hook, leaks a guard, and drops the last
+/// handle of the domain; then it exits. The domain's records were
+/// orphaned (the hook waits for the thread's exit, then runs inline, as
+/// documented), but the exit path kept the record for the leaked section
+/// and pushed the hook onto the queue of a domain that no one will ever
+/// run again: the hook never ran. No handle is left, so no reader can
+/// rely on that section: the hook must run at the thread's exit.
+#[test]
+fn an_orphaned_threads_exit_hook_runs_despite_a_leaked_guard() {
+    let ran = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let r = ran.clone();
+    thread::spawn(move || {
+        let d = Domain::new();
+        d.register_exit(move || {
+            r.fetch_add(1, Ordering::SeqCst);
+        });
+        std::mem::forget(d.read());
+        drop(d); // the last handle
+    })
+    .join()
+    .unwrap();
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        1,
+        "the hook ran once, at the thread's exit"
+    );
+}
