@@ -449,6 +449,7 @@ impl Domain {
         } else if self.inner.config.reclaimer == Reclaimer::Inline
             && !this_thread::inside(&self.inner)
             && !run::in_callback(self.inner.id)
+            && !stall::in_handler(self.inner.gp.id())
         {
             reclaim::reclaim_pass(&self.inner);
         }

@@ -8,7 +8,9 @@
 //! would wait for that very wait: `synchronize`, `barrier`,
 //! `exit_barrier`, `RcuCell::replace` (and `retire_thread`, which would
 //! release the record the interrupted wait may belong to) panic instead
-//! (`Domain::check_can_wait`). Handlers of different domains nest (a
+//! (`Domain::check_can_wait`), and `defer` and `flush` there neither run
+//! callbacks nor, with `Reclaimer::Inline`, wait for a grace period
+//! (`local::may_run`): what they queue waits. Handlers of different domains nest (a
 //! handler of A calls B's `synchronize`, which stalls in turn), each frame
 //! linking to the one it runs inside, as `run`'s frames do.
 use std::cell::Cell;

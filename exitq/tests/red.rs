@@ -11,7 +11,7 @@ use exitq::Domain;
 
 mod watch_util;
 
-const LIMIT: Duration = Duration::from_secs(60);
+const LIMIT: Duration = Duration::from_secs(30);
 
 /// A domain whose reclaimer never takes an idle thread's batches (so a
 /// thread runs its own) and never reports a stall.
@@ -292,4 +292,44 @@ fn an_orphaned_threads_exit_hook_runs_despite_a_leaked_guard() {
         1,
         "the hook ran once, at the thread's exit"
     );
+}
+
+/// The same with `defer` in the stall handler of a domain without a
+/// reclaimer thread ([`Reclaimer::Inline`]), where a thread whose batch
+/// is sealed waits for its grace period itself: inside the handler it
+/// waited for the leader running the handler. (`flush` the same.) A
+/// stall handler must be able to defer; what it defers waits.
+#[test]
+fn defer_inside_the_stall_handler_of_an_inline_domain_does_not_wait() {
+    static DOMAIN: std::sync::OnceLock<Domain> = std::sync::OnceLock::new();
+    static DEFERRED: AtomicBool = AtomicBool::new(false);
+    let d = DOMAIN.get_or_init(|| {
+        Domain::builder()
+            .reclaimer(exitq::Reclaimer::Inline)
+            .batch_size(1)
+            .stall_timeout(Duration::from_millis(20))
+            .stall_handler(|_| {
+                let d = DOMAIN.get().expect("set before any grace period");
+                d.defer(|| ());
+                d.flush();
+                DEFERRED.store(true, Ordering::SeqCst);
+            })
+            .build()
+    });
+    let (entered_tx, entered_rx) = mpsc::channel();
+    let reader = thread::spawn(move || {
+        let _guard = d.read();
+        entered_tx.send(()).unwrap();
+        thread::sleep(Duration::from_millis(200));
+    });
+    entered_rx.recv().unwrap();
+    watch_util::within(
+        "synchronize with a stall handler that defers",
+        LIMIT,
+        || d.synchronize(),
+    );
+    reader.join().unwrap();
+    assert!(DEFERRED.load(Ordering::SeqCst), "the handler ran");
+    watch_util::within("barrier after", LIMIT, || d.barrier());
+    assert_eq!(d.stats().callbacks_run, 1, "the deferred callback ran");
 }
