@@ -58,6 +58,7 @@ use crate::llist::{Chain, Node};
 use crate::reclaim;
 use crate::record::{Kind, Local, Record, RUN_PENDING};
 use crate::run;
+use crate::stall;
 use crate::stats::Counters;
 use crate::sync::Ordering;
 use crate::thread;
@@ -81,11 +82,12 @@ struct After {
     ready_left: bool,
 }
 
-/// Whether the calling thread may run `inner`'s callbacks now: outside
-/// every read section and callback of the domain.
+/// Whether the calling thread may run `inner`'s callbacks now (and, with
+/// [`Reclaimer::Inline`], wait for grace periods): outside every read
+/// section, callback and stall handler of the domain.
 #[inline]
 fn may_run(inner: &Inner) -> bool {
-    !run::in_callback(inner.id) && !thread::inside(inner)
+    !run::in_callback(inner.id) && !thread::inside(inner) && !stall::in_handler(inner.gp.id())
 }
 
 /// Appends `d` to the open batch of `r` (the calling thread's main record).
