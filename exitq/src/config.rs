@@ -247,7 +247,11 @@ impl DomainBuilder {
 
     /// Called once per stalled reader per grace period, instead of the
     /// default line on stderr. Runs on the thread waiting for the grace
-    /// period; a panic in it is caught and ignored.
+    /// period, inside that wait; a panic in it is caught and ignored.
+    /// Waiting for a grace period of the same domain in it
+    /// (`synchronize`, `barrier`, `exit_barrier`, `RcuCell::replace`)
+    /// would wait for itself, so those panic there; `defer` and `flush`
+    /// there only queue.
     pub fn stall_handler(mut self, handler: impl Fn(&Stall) + Send + Sync + 'static) -> Self {
         self.stall_handler = Some(Arc::new(handler));
         self

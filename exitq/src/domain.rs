@@ -25,6 +25,7 @@ use crate::reclaim::{self, Steal};
 use crate::reclaimer;
 use crate::record::{Kind, Record, IN_USE, ORPHANED, TEMPORARY};
 use crate::run;
+use crate::stall;
 use crate::stats::{Counters, DomainStats};
 use crate::sync::{self, Ordering};
 use crate::thread as this_thread;
@@ -362,6 +363,9 @@ impl Domain {
         if this_thread::inside(&self.inner) {
             panic!("exitq: {what}() called inside a read-side critical section of the same domain (deadlock)");
         }
+        if stall::in_handler(self.inner.gp.id()) {
+            panic!("exitq: {what}() called from the stall handler of the same domain (deadlock)");
+        }
     }
 
     /// Runs `f` after a grace period: once every read section that started
@@ -452,6 +456,7 @@ impl Domain {
         } else if self.inner.config.reclaimer == Reclaimer::Inline
             && !this_thread::inside(&self.inner)
             && !run::in_callback(self.inner.id)
+            && !stall::in_handler(self.inner.gp.id())
         {
             reclaim::reclaim_pass(&self.inner);
         }
@@ -543,9 +548,15 @@ impl Domain {
     ///
     /// # Panics
     ///
-    /// Inside a read section of this domain.
+    /// Inside a read section of this domain, or inside one of its
+    /// callbacks or exit hooks (the thread may be running its own batches
+    /// there: its record must stay its own until that run ends); in the
+    /// child of a `fork()`.
     pub fn retire_thread(&self) {
         self.check_can_wait("retire_thread");
+        if run::in_callback(self.inner.id) {
+            panic!("exitq: retire_thread() called from a callback of the same domain (its record may be running its batches)");
+        }
         if let Some(r) = this_thread::unlink_main(&self.inner) {
             // SAFETY: the record is owned by the calling thread and was just
             // unlinked from its list, so it is retired once; it is outside

@@ -61,7 +61,7 @@ use std::sync::Arc;
 use crate::batch::Work;
 use crate::inner::Inner;
 use crate::llist::{Chain, Node};
-use crate::record::{Record, FREE, IN_USE, RETIRED};
+use crate::record::{Record, FREE, IN_USE, ORPHANED, RETIRED};
 use crate::sync::Ordering;
 
 /// Registers hook `f` of the calling thread (`record`: its main record; or
@@ -116,7 +116,15 @@ pub(crate) unsafe fn retire(r: &Record) -> Option<Orphan> {
 /// exitq destructor (module docs; also the loom model's).
 #[must_use = "an orphan's strong count must be given back (`Orphan::release`)"]
 pub(crate) fn keep_or_release(r: &Record) -> Option<Orphan> {
-    if r.nesting() > 0 {
+    // An orphaned record's open section was leaked: a live guard borrows a
+    // handle, and none is left. Nothing can rely on it, so the record is
+    // released and what we pushed runs now (`Orphan`); kept, it would
+    // leave our exit hooks on the queue of a domain no one runs again.
+    // An RMW (AcqRel), not a load: against shutdown's orphan CAS, either
+    // it comes later and its drain sees our push (Release), or we see
+    // `ORPHANED` (Acquire).
+    let orphaned = r.state.fetch_or(0, Ordering::AcqRel) == ORPHANED;
+    if r.nesting() > 0 && !orphaned {
         // That guard releases the record, or, leaked, a grace period once
         // the thread is gone (`record`, "A record's life").
         r.flags.set(r.flags.get() | RETIRED);

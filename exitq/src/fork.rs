@@ -13,7 +13,8 @@
 //! once, when the first domain is built) advances a process-wide fork
 //! generation; a domain remembers the generation it was built in.
 //! `getpid()` would be a system call on every check (glibc no longer
-//! caches it).
+//! caches it). The same handler forgets the forking thread's cached tid
+//! (`record`): the child's copy of that thread has a tid of its own.
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Once;
 
@@ -25,6 +26,8 @@ extern "C" fn in_child() {
     // Relaxed: the child is single-threaded right after fork; later
     // threads it creates are ordered after this by thread creation.
     GENERATION.fetch_add(1, Ordering::Relaxed);
+    // The forking thread's cached tid is its parent's (`record`).
+    crate::record::forget_owner();
 }
 
 /// The current fork generation, registering the child handler on first use.

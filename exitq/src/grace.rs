@@ -276,6 +276,12 @@ impl GracePeriods {
         }
     }
 
+    /// This domain's identity for [`stall`](crate::stall): the address of
+    /// its grace-period state.
+    pub(crate) fn id(&self) -> *const () {
+        (self as *const GracePeriods).cast()
+    }
+
     fn lock(&self) -> MutexGuard<'_, GpState> {
         // A panic while holding the lock leaves plain counters that are
         // still consistent; keep going rather than poison every caller.
@@ -566,13 +572,9 @@ impl GracePeriods {
             grace_period: g,
         };
         match &self.stall_handler {
-            Some(handler) => {
-                if let Err(p) =
-                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(&stall)))
-                {
-                    crate::batch::drop_payload(p);
-                }
-            }
+            // Marked as this domain's handler: waiting for a grace period
+            // in it would wait for ourselves (`stall`).
+            Some(handler) => crate::stall::run_handler(self.id(), || handler(&stall)),
             None => eprintln!("{stall}; still waiting (a read guard held too long, or leaked?)"),
         }
     }

@@ -218,7 +218,8 @@
 //!   with a message instead of deadlocking when called inside a read
 //!   section of the same domain, of any kind (a `Domain::read` guard, a
 //!   `Reader`'s, one taken during thread teardown, a leaked one), or
-//!   `barrier` inside one of its callbacks, also when callbacks of other
+//!   `barrier` inside one of its callbacks or any of them inside its stall
+//!   handler (`tests/red.rs`), also when callbacks of other
 //!   domains run nested in between on the thread (A's callback runs B's
 //!   barrier, whose callback calls A's: `tests/regress.rs`
 //!   `a_barrier_nested_through_another_domains_callback_panics`). Running
@@ -374,6 +375,7 @@ mod record;
 mod run;
 #[cfg(feature = "stacks")]
 pub mod stacks;
+mod stall;
 mod stats;
 mod sync;
 mod thread;

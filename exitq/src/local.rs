@@ -72,6 +72,7 @@ use crate::llist::{Chain, Node};
 use crate::reclaim;
 use crate::record::{Local, Record};
 use crate::run;
+use crate::stall;
 use crate::stats::Counters;
 use crate::sync::Ordering;
 use crate::thread;
@@ -99,16 +100,18 @@ struct After {
 
 /// Whether the calling thread may run `inner`'s ready callbacks now:
 /// outside the domain's callbacks (a callback that defers does not run
-/// batches recursively). Inside a read section it may: a batch whose
-/// grace period has completed holds nothing the section can reach.
+/// batches recursively) and its stall handler (which runs on the thread
+/// leading a grace period: a callback that waited for one there would
+/// wait for itself). Inside a read section it may: a batch whose grace
+/// period has completed holds nothing the section can reach.
 #[inline]
 fn may_run(inner: &Inner) -> bool {
-    !run::in_callback(inner.id)
+    !run::in_callback(inner.id) && !stall::in_handler(inner.gp.id())
 }
 
-/// Whether the calling thread may wait for a grace period: outside every
-/// read section and callback of the domain (inside one, the wait would be
-/// for its own section, or for the callback's run).
+/// Whether the calling thread may wait for a grace period: as `may_run`,
+/// and outside every read section of the domain (inside one, the wait
+/// would be for its own section).
 fn may_wait(inner: &Inner) -> bool {
     may_run(inner) && !thread::inside(inner)
 }

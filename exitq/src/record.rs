@@ -19,8 +19,8 @@
 //! |---|---|---|---|
 //! | `FREE` | claim: CAS `FREE → IN_USE` (Acquire), then [`Record::take_over`] resets **every** owner field (flags, kind, thread link, `retired`, reader word, hints, stall mark) and starts a new life | `IN_USE` | the claiming thread (`Registry::claim`): `thread` for a main record, `Domain::reader`, a guard taken during teardown |
 //! | `IN_USE` | read sections, `defer`, runs of its batches (the batches under the steal handshake) | `IN_USE` | the owner thread (a stealer takes batches, never the record) |
-//! | `IN_USE` | the owner's last use, outside any section: thread exit or `retire_thread` (main, `exit::release_main`), `Reader` dropped, a temporary guard's section ended ([`Record::release`]); [`Record::end_ownership`] then the `state` store/CAS (Release) | `FREE` | the owner |
-//! | `IN_USE` | the owner thread is exiting and a section on the record may stay open: a main record retired under a live guard (`RETIRED` flag), every record of the thread's auxiliary list at its exit, a temporary record (claimed during teardown): [`Record::mark_retired`] (Release) | `IN_USE`, retired | the owner |
+//! | `IN_USE` | the owner's last use, outside any section and any run of its batches (`retire_thread` refuses inside a callback): thread exit or `retire_thread` (main, `exit::release_main`), `Reader` dropped, a temporary guard's section ended ([`Record::release`]); [`Record::end_ownership`] then the `state` store/CAS (Release) | `FREE` | the owner |
+//! | `IN_USE` | the owner thread is exiting and a section on the record may stay open: a main record retired under a live guard (`RETIRED` flag; an `ORPHANED` one is released instead, `exit::keep_or_release`: its section can only be leaked), every record of the thread's auxiliary list at its exit, a temporary record (claimed during teardown): [`Record::mark_retired`] (Release) | `IN_USE`, retired | the owner |
 //! | `IN_USE`, retired | the section's guard (or the `Reader`) is dropped after all, by a later thread-local destructor: release as above (`retired` back to 0) | `FREE` | the owner |
 //! | `IN_USE`, retired | the guard was leaked and the owner thread is gone: a grace period waiting for the record wins the CAS of `retired` back to 0 (Acquire), stores 0 into the reader word and CASes `IN_USE → FREE` ([`Record::release_leaked`]) | `FREE` | a grace-period leader |
 //! | `IN_USE` (retired or not) | the last `Domain` handle dropped: CAS `IN_USE → ORPHANED` (AcqRel); the record holds a strong count of the domain | `ORPHANED` | the shutting-down thread (`domain::shutdown`) |
@@ -385,6 +385,16 @@ std::thread_local! {
     /// This thread's tid once looked up (no destructor, so it stays
     /// readable during TLS teardown and frees nothing at exit).
     static OWNER: Cell<Owner> = const { Cell::new(Owner { tid: 0 }) };
+}
+
+/// Forgets the calling thread's cached identity: called in the child of
+/// `fork()` (`fork::in_child`, on the forking thread, the child's only
+/// one), whose tid differs from its parent's. A stale tid names no thread
+/// of the child, so `release_leaked` would take the thread for gone while
+/// it lives and end a live section.
+#[cfg_attr(any(miri, exitq_loom), allow(dead_code))]
+pub(crate) fn forget_owner() {
+    OWNER.set(Owner::default());
 }
 
 impl Owner {

@@ -190,10 +190,12 @@ struct Outcome {
 /// pool recycles at the exit hook and quarantines what it catches, so it
 /// has nothing to wait for.)
 fn storm(s: &Storm) -> Outcome {
-    let pool = StackPool::builder()
+    let builder = StackPool::builder()
         .stack_size(128 * 1024)
-        .reclaim_interval(Duration::from_micros(200))
-        .unsound_recycle_at_exit_for_tests(s.unsound)
+        .reclaim_interval(Duration::from_micros(200));
+    // SAFETY: the unsound storm expects stacks reused under running
+    // threads: the canary check catching them is what it tests.
+    let pool = unsafe { builder.unsound_recycle_at_exit_for_tests(s.unsound) }
         .build()
         .unwrap();
     // `linger` re-arms itself once, so it runs after the pool's exit hook

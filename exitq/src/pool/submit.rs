@@ -23,6 +23,12 @@
 //! `leave`, whose Release makes the queued job visible to `close`'s Acquire
 //! load. After `close`, the queue only shrinks.
 //!
+//! Except for the calling thread's own submitters: with no worker, a
+//! submitter runs the queued jobs itself before its `leave` (`grow.rs`),
+//! and such a job may shut the pool down. `close` then waits for the
+//! others only ([`Inner::while_submitting`] marks them); its own jobs are
+//! queued already (program order).
+//!
 //! # Shutdown
 //! `begin_shutdown` is `close`, then every idle worker is notified (a worker
 //! between states re-checks the bit: the Dekker pair of `go_idle`, see
@@ -31,6 +37,8 @@
 //! until every worker's exit hook has run. `shutdown_now` takes the queue
 //! between `close` and the notifications, so the workers find it empty.
 
+use std::cell::Cell;
+use std::ptr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -56,7 +64,57 @@ pub struct ShutdownReport {
     pub took: Duration,
 }
 
+/// A submitter of one pool on this thread, between `enter` and `leave`,
+/// that may run jobs itself (module docs); on the stack of
+/// [`Inner::while_submitting`], linked to the one it runs inside.
+struct Submitting {
+    pool: *const Inner,
+    outer: *const Submitting,
+}
+
+thread_local! {
+    /// The innermost [`Submitting`] of this thread (null: none).
+    static SUBMITTING: Cell<*const Submitting> = const { Cell::new(ptr::null()) };
+}
+
+/// Unlinks a [`Submitting`] frame when dropped (also when unwinding).
+struct Unlink(*const Submitting);
+
+impl Drop for Unlink {
+    fn drop(&mut self) {
+        SUBMITTING.set(self.0);
+    }
+}
+
 impl Inner {
+    /// Runs `f` (which may run queued jobs on this thread) marked as one of
+    /// this pool's submitters: a job that shuts the pool down does not wait
+    /// for it (module docs). Call it between `enter` and `leave`.
+    pub(super) fn while_submitting<R>(&self, f: impl FnOnce() -> R) -> R {
+        let frame = Submitting {
+            pool: self,
+            outer: SUBMITTING.get(),
+        };
+        SUBMITTING.set(&frame);
+        let _unlink = Unlink(frame.outer);
+        f()
+    }
+
+    /// This thread's submitters of this pool ([`Inner::while_submitting`]).
+    fn own_submitters(&self) -> usize {
+        let mut n = 0;
+        let mut p = SUBMITTING.get();
+        while !p.is_null() {
+            // SAFETY: a linked frame lives on this thread's stack, in a
+            // `while_submitting` call that has not returned (it unlinks
+            // the frame before returning or unwinding, `Unlink`).
+            let f = unsafe { &*p };
+            n += usize::from(ptr::eq(f.pool, self));
+            p = f.outer;
+        }
+        n
+    }
+
     pub(super) fn is_shutdown(&self) -> bool {
         // SeqCst: pairs with `close`'s SeqCst `fetch_or`; the read side of
         // the Dekker pair of a worker going idle (store IDLE, fence, this
@@ -104,10 +162,13 @@ impl Inner {
         // before its `is_shutdown` load (`go_idle`): either it sees the bit,
         // or the notify CAS in `begin_shutdown` (after this) sees it IDLE.
         self.submit_state.fetch_or(SHUTDOWN, Ordering::SeqCst);
+        // Called from a job this thread runs as a submitter: those
+        // submitters leave only after we return (module docs).
+        let own = self.own_submitters();
         let backoff = Backoff::new();
         // Acquire: pairs with the Release decrement in `leave`: their queue
-        // pushes are visible once the count is 0.
-        while self.submit_state.load(Ordering::Acquire) >= SUBMITTER {
+        // pushes are visible once the count is 0 (or ours alone).
+        while self.submit_state.load(Ordering::Acquire) >= SUBMITTER * (own + 1) {
             backoff.snooze();
         }
     }

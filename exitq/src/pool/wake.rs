@@ -70,7 +70,8 @@ impl Inner {
             // wakes help if more work piles up (`found_work`).
             return;
         }
-        self.wake_or_grow();
+        // With no worker, the queued jobs run here, before our `leave`.
+        self.while_submitting(|| self.wake_or_grow());
     }
 
     /// A worker that was notified or spawned starts looking at the queue.

@@ -131,8 +131,20 @@ impl StackPoolBuilder {
     /// as the exit destructor pushes it, without waiting for the join (the
     /// thread is joined later). This is the mistake the canary check must
     /// catch; never use it outside a test.
+    ///
+    /// # Safety
+    ///
+    /// With `on`, the pool may hand a stack to a new thread while the
+    /// thread it was lent to still runs on it (a use after free that no
+    /// contract of [`StackPool::spawn`](super::StackPool::spawn) rules
+    /// out): only a test that expects exactly that may turn it on. A safe
+    /// call does not compile:
+    ///
+    /// ```compile_fail,E0133
+    /// let _ = exitq::stacks::StackPool::builder().unsound_recycle_at_exit_for_tests(true);
+    /// ```
     #[doc(hidden)]
-    pub fn unsound_recycle_at_exit_for_tests(mut self, on: bool) -> Self {
+    pub unsafe fn unsound_recycle_at_exit_for_tests(mut self, on: bool) -> Self {
         self.unsound_recycle_at_exit = on;
         self
     }

@@ -84,7 +84,7 @@ pub struct Comparison {
     /// The command line that made the document (after `herd`); absent in
     /// documents of herd before 2026-12-03.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub command: Vec<String>,
+    pub(crate) command: Vec<String>,
 }
 
 impl Comparison {
