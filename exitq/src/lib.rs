@@ -265,6 +265,7 @@
 //! `tests/exit.rs` `exit_hooks_run_for_cancelled_pthreads`,
 //! `tests/regress.rs`
 //! `a_thread_cancelled_while_waiting_for_a_grace_period_leaves_no_stuck_state`,
+//! `tests/red2.rs` `a_pending_cancellation_does_not_act_inside_the_reclaimers_wake_up`,
 //! `tests/exit_alloc.rs` and `tests/exit_futex.rs` (the exit path of a
 //! cancelled thread allocates nothing and makes no futex call),
 //! `tests/leak.rs` `a_leaked_reader_of_a_cancelled_thread_stops_holding_grace_periods`

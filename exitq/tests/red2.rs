@@ -1,0 +1,135 @@
+//! Defects found by the second red-team review (exitq v3): each test
+//! failed (a broken guarantee, or a hang caught by a watchdog) before its
+//! fix, through the public API only.
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use exitq::Domain;
+
+mod pthread_util;
+mod watch_util;
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+// ---- cancellation inside exitq: the doorbell's `write` ----
+
+extern "C-unwind" {
+    /// glibc's pthread_testcancel(3): acts on a pending cancellation.
+    /// "C-unwind": the cancellation unwinds out of it.
+    fn pthread_testcancel();
+}
+
+/// What a cancelled thread does with the domain.
+#[derive(Clone, Copy)]
+enum FirstUse {
+    /// Its first `defer` (opens the thread's first batch).
+    Defer,
+    /// Its first `register_exit` (arms the domain's first hook).
+    RegisterExit,
+}
+
+struct Start {
+    domain: Domain,
+    first: FirstUse,
+    /// The callback or hook ran (it must, exactly once).
+    ran: Arc<AtomicUsize>,
+    /// The exitq call returned (the cancellation acted after it).
+    returned: Arc<AtomicBool>,
+}
+
+/// With a cancellation pending, makes the thread's first use of a domain
+/// whose reclaimer sleeps without a timeout: the call wakes it (rings its
+/// doorbell). Everything with a destructor lives in this frame, which
+/// returns before the cancellation point the test itself provides.
+fn first_use_with_cancel_pending(arg: *mut c_void) {
+    // SAFETY: `arg` is the `Box<Start>` leaked by the spawner for us.
+    let start = unsafe { Box::from_raw(arg.cast::<Start>()) };
+    // Deferred cancellation (the default): pending until a cancellation
+    // point. SAFETY: our own, live thread.
+    assert_eq!(unsafe { libc::pthread_cancel(libc::pthread_self()) }, 0);
+    let ran = start.ran.clone();
+    match start.first {
+        FirstUse::Defer => start.domain.defer(move || {
+            ran.fetch_add(1, Ordering::SeqCst);
+        }),
+        FirstUse::RegisterExit => start.domain.register_exit(move || {
+            ran.fetch_add(1, Ordering::SeqCst);
+        }),
+    }
+    start.returned.store(true, Ordering::SeqCst);
+}
+
+extern "C-unwind" fn cancelled_after_first_use(arg: *mut c_void) -> *mut c_void {
+    first_use_with_cancel_pending(arg);
+    // SAFETY: a cancellation point; the forced unwind passes only this
+    // plain frame.
+    unsafe { pthread_testcancel() };
+    unreachable!("the cancellation was pending")
+}
+
+/// The reclaimer's doorbell is an eventfd (v3), rung with `write(2)`, a
+/// cancellation point. A thread with a cancellation pending whose first
+/// `defer` (or `register_exit`) woke a reclaimer that slept without a
+/// timeout was cancelled inside exitq, in the middle of the call: the
+/// callback (the hook) was lost, never run, and the forced unwind went
+/// through exitq's frames, which the crate docs promise never happens
+/// ("a cancellation never acts inside exitq").
+#[test]
+fn a_pending_cancellation_does_not_act_inside_the_reclaimers_wake_up() {
+    // In a child: on the code before the fix the forced unwind through
+    // exitq's frames aborted the whole process (glibc's `__pthread_unwind`).
+    let code = watch_util::fork_child(LIMIT * 2, || {
+        for first in [FirstUse::Defer, FirstUse::RegisterExit] {
+            if let Err(what) = cancel_rounds(first) {
+                return what;
+            }
+        }
+        0
+    });
+    assert_eq!(
+        code, 0,
+        "exit code {code}: 1 the cancellation acted inside exitq, 2 a callback or hook was lost, \
+         3 the thread was not cancelled, 101 a panic (134: aborted by the forced unwind)"
+    );
+}
+
+/// Three rounds of a cancelled thread's first use of a domain whose
+/// reclaimer has parked; `Err(code)` on the first violation.
+fn cancel_rounds(first: FirstUse) -> Result<(), i32> {
+    // A reclaimer that parks (sleeps without a timeout) soon after it goes
+    // idle.
+    let d = Domain::builder()
+        .flush_latency(Duration::from_micros(500))
+        .exit_poll(Some(Duration::from_micros(500)))
+        .build();
+    let ran = Arc::new(AtomicUsize::new(0));
+    for round in 0..3 {
+        // Idle for many polls: the reclaimer has parked.
+        thread::sleep(Duration::from_millis(100));
+        let returned = Arc::new(AtomicBool::new(false));
+        let start = Box::new(Start {
+            domain: d.clone(),
+            first,
+            ran: ran.clone(),
+            returned: returned.clone(),
+        });
+        let tid = pthread_util::spawn(cancelled_after_first_use, start);
+        let mut ret: *mut c_void = std::ptr::null_mut();
+        // SAFETY: joinable thread, joined once.
+        assert_eq!(unsafe { libc::pthread_join(tid, &mut ret) }, 0);
+        if ret as isize != -1 {
+            return Err(3);
+        }
+        d.barrier();
+        if !returned.load(Ordering::SeqCst) {
+            return Err(1);
+        }
+        if ran.load(Ordering::SeqCst) != round + 1 {
+            return Err(2);
+        }
+    }
+    Ok(())
+}
