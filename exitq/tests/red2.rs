@@ -133,3 +133,125 @@ fn cancel_rounds(first: FirstUse) -> Result<(), i32> {
     }
     Ok(())
 }
+
+// ---- the doorbell: wake-ups of a parked reclaimer ----
+
+/// Builds a domain whose reclaimer parks soon after it goes idle; with
+/// `no_fds`, while the process has no file descriptor left, so the
+/// doorbell has no eventfd and falls back to park/unpark.
+fn parking_domain(no_fds: bool) -> Domain {
+    let build = || {
+        Domain::builder()
+            .flush_latency(Duration::from_millis(1))
+            .exit_poll(Some(Duration::from_millis(1)))
+            .build()
+    };
+    if !no_fds {
+        return build();
+    }
+    let mut old = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: valid out-pointer.
+    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut old) }, 0);
+    // Every descriptor number below the limit in use: fill the table up to
+    // a low limit.
+    let low = libc::rlimit {
+        rlim_cur: 64,
+        rlim_max: old.rlim_max,
+    };
+    // SAFETY: valid rlimit.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &low) }, 0);
+    let mut opened = Vec::new();
+    loop {
+        // SAFETY: a plain dup of stdin-or-whatever; -1 once the table is full.
+        let fd = unsafe { libc::dup(2) };
+        if fd < 0 {
+            break;
+        }
+        opened.push(fd);
+    }
+    // SAFETY: eventfd takes no pointers; checks the table is full.
+    let probe = unsafe { libc::eventfd(0, 0) };
+    assert!(probe < 0, "the descriptor table is not full");
+    let d = build();
+    for fd in opened {
+        // SAFETY: our own duplicates.
+        unsafe { libc::close(fd) };
+    }
+    // SAFETY: valid rlimit.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &old) }, 0);
+    d
+}
+
+/// Waits (at most 10 s) until `ran` reaches `want`, with no help.
+fn ran_without_help(ran: &AtomicUsize, want: usize) -> bool {
+    for _ in 0..10_000 {
+        if ran.load(Ordering::SeqCst) >= want {
+            return true;
+        }
+        thread::sleep(Duration::from_millis(1));
+    }
+    false
+}
+
+/// A reclaimer parked (no timeout) must be woken by each kind of work only
+/// it would run: an idle thread's first batch, an exited thread's hook,
+/// a sealed batch whose grace period its idle thread asked for; with the
+/// eventfd doorbell, and with the park/unpark fallback (no descriptor
+/// left when the domain was built).
+#[test]
+fn a_parked_reclaimer_is_woken_with_and_without_an_eventfd() {
+    for no_fds in [false, true] {
+        let code = watch_util::fork_child(LIMIT * 2, move || {
+            let d = parking_domain(no_fds);
+            let ran = Arc::new(AtomicUsize::new(0));
+            // Senders that keep the idle threads alive until the end.
+            let mut holders = Vec::new();
+            // 0: an idle thread's first batch (held batches: the idle
+            // steal); 1: an exited thread's hook; 2: a sealed batch of an
+            // idle thread (a grace period asked for, then the steal).
+            for (step, kind) in [0, 1, 2].into_iter().enumerate() {
+                thread::sleep(Duration::from_millis(100)); // parked by now
+                let (d2, r) = (d.clone(), ran.clone());
+                let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+                let hold = (kind != 1).then(|| {
+                    let (tx, rx) = std::sync::mpsc::channel::<()>();
+                    holders.push(tx);
+                    rx
+                });
+                let t = thread::spawn(move || {
+                    match kind {
+                        0 => d2.defer(move || {
+                            r.fetch_add(1, Ordering::SeqCst);
+                        }),
+                        1 => d2.register_exit(move || {
+                            r.fetch_add(1, Ordering::SeqCst);
+                        }),
+                        _ => {
+                            d2.defer(move || {
+                                r.fetch_add(1, Ordering::SeqCst);
+                            });
+                            d2.flush(); // sealed: a grace period asked for
+                        }
+                    }
+                    done_tx.send(()).unwrap();
+                    if let Some(rx) = hold {
+                        let _ = rx.recv(); // alive and idle
+                    }
+                });
+                done_rx.recv().unwrap();
+                if kind == 1 {
+                    t.join().unwrap();
+                }
+                if !ran_without_help(&ran, step + 1) {
+                    return 10 + step as i32;
+                }
+            }
+            drop(holders);
+            0
+        });
+        assert_eq!(code, 0, "no_fds {no_fds}: step {} never ran", code - 10);
+    }
+}
