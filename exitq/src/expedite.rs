@@ -39,6 +39,7 @@ use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
+use crate::cancel::NoCancel;
 use crate::sync;
 
 /// How the writer side forces readers' memory accesses into order.
@@ -188,6 +189,13 @@ fn heavy_membarrier() {
             Err(e) => {
                 // Relaxed: a statistic.
                 if FAILURES.fetch_add(1, Ordering::Relaxed) == 0 {
+                    // The report is a `write`, a cancellation point, and a
+                    // thread's seal starts grace periods with its
+                    // cancellation enabled (`GracePeriods::poll`): acting
+                    // here, between claiming a grace period and publishing
+                    // it, a cancellation left it claimed forever and every
+                    // later grace period waited for it (`tests/red2.rs`).
+                    let _no_cancel = NoCancel::new();
                     eprintln!(
                         "exitq: membarrier(PRIVATE_EXPEDITED) failed after registration ({e}); \
                          retrying, then falling back to a TLB-shootdown barrier"

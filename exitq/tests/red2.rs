@@ -10,6 +10,7 @@ use std::time::Duration;
 use exitq::Domain;
 
 mod pthread_util;
+mod skip_util;
 mod watch_util;
 
 const LIMIT: Duration = Duration::from_secs(30);
@@ -254,4 +255,124 @@ fn a_parked_reclaimer_is_woken_with_and_without_an_eventfd() {
         });
         assert_eq!(code, 0, "no_fds {no_fds}: step {} never ran", code - 10);
     }
+}
+
+// ---- cancellation inside exitq: a membarrier failure's report ----
+
+/// Installs a seccomp filter on the calling thread (and the threads it
+/// creates later) under which membarrier(2) fails with ENOMEM, as the
+/// kernel's own refusal after registration would.
+fn fail_membarrier_on_this_thread() {
+    const BPF_LD_W_ABS: u16 = 0x20;
+    const BPF_JMP_JEQ_K: u16 = 0x15;
+    const BPF_RET_K: u16 = 0x06;
+    const SECCOMP_RET_ERRNO: u32 = 0x0005_0000;
+    const SECCOMP_RET_ALLOW: u32 = 0x7fff_0000;
+    let ins = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
+    let mut prog = [
+        // The syscall number (offset 0 of `struct seccomp_data`).
+        ins(BPF_LD_W_ABS, 0, 0, 0),
+        ins(BPF_JMP_JEQ_K, 0, 1, libc::SYS_membarrier as u32),
+        ins(BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | libc::ENOMEM as u32),
+        ins(BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
+    ];
+    let fprog = libc::sock_fprog {
+        len: prog.len() as u16,
+        filter: prog.as_mut_ptr(),
+    };
+    // SAFETY: plain prctl calls; `fprog` points to a valid program that
+    // outlives the call (the kernel copies it).
+    unsafe {
+        assert_eq!(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+        assert_eq!(
+            libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER as libc::c_ulong,
+                &fprog as *const libc::sock_fprog,
+            ),
+            0,
+            "seccomp: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
+struct Sealer {
+    domain: Domain,
+    returned: Arc<AtomicBool>,
+}
+
+/// With membarrier failing on this thread and a cancellation pending,
+/// seals batches until one of its seals starts a grace period.
+fn seal_with_cancel_pending(arg: *mut c_void) {
+    // SAFETY: `arg` is the `Box<Sealer>` leaked by the spawner for us.
+    let s = unsafe { Box::from_raw(arg.cast::<Sealer>()) };
+    fail_membarrier_on_this_thread();
+    // SAFETY: our own, live thread (deferred cancellation: pending).
+    assert_eq!(unsafe { libc::pthread_cancel(libc::pthread_self()) }, 0);
+    // Batches of one: each defer seals one and polls the grace period; the
+    // eighth idle poll starts one (membarrier, which fails).
+    for _ in 0..64 {
+        s.domain.defer(|| ());
+    }
+    s.returned.store(true, Ordering::SeqCst);
+}
+
+extern "C-unwind" fn sealer_thread(arg: *mut c_void) -> *mut c_void {
+    seal_with_cancel_pending(arg);
+    // SAFETY: a cancellation point; the unwind passes only this frame.
+    unsafe { pthread_testcancel() };
+    unreachable!("the cancellation was pending")
+}
+
+/// A membarrier that fails after registration is reported once on stderr
+/// (`eprintln!`: a `write`, a cancellation point). A thread's seal starts
+/// grace periods itself (v3's polls), with its cancellation enabled: a
+/// pending cancellation acted in the report, between claiming the grace
+/// period and publishing it, so the forced unwind went through exitq (the
+/// process aborted) and the grace period stayed claimed and unpublished
+/// forever (every later `synchronize` would wait for it).
+#[test]
+fn a_pending_cancellation_does_not_act_inside_a_membarrier_failure_report() {
+    if !exitq::membarrier_available() {
+        return skip_util::skip("membarrier(2) PRIVATE_EXPEDITED is not available");
+    }
+    let code = watch_util::fork_child(LIMIT * 2, || {
+        let d = Domain::builder()
+            .batch_size(1)
+            .expedite(exitq::Expedite::Membarrier)
+            .stall_timeout(Duration::from_secs(3600))
+            .build();
+        let returned = Arc::new(AtomicBool::new(false));
+        let start = Box::new(Sealer {
+            domain: d.clone(),
+            returned: returned.clone(),
+        });
+        let tid = pthread_util::spawn(sealer_thread, start);
+        let mut ret: *mut c_void = std::ptr::null_mut();
+        // SAFETY: joinable thread, joined once.
+        assert_eq!(unsafe { libc::pthread_join(tid, &mut ret) }, 0);
+        if ret as isize != -1 {
+            return 3;
+        }
+        let d2 = d.clone();
+        let hung = std::panic::catch_unwind(|| {
+            watch_util::within("synchronize", Duration::from_secs(10), move || {
+                d2.synchronize()
+            })
+        })
+        .is_err();
+        if hung {
+            return 4;
+        }
+        if !returned.load(Ordering::SeqCst) {
+            return 1;
+        }
+        0
+    });
+    assert_eq!(
+        code, 0,
+        "exit code {code}: 1 the cancellation acted inside exitq, 3 the thread was not \
+         cancelled, 4 synchronize hung, 101 a panic (134: aborted by the forced unwind)"
+    );
 }
