@@ -84,6 +84,38 @@ use crate::sync::{self, AtomicU64, Ordering};
 /// grace period) stay within the L2 cache.
 const IDLE_POLLS: u32 = 8;
 
+/// How long the reclaimer lets a grace period that polls started, and
+/// nobody leads, go without completing before it leads it
+/// ([`GracePeriods::stalled`]). Longer than a time slice of a preempted
+/// reader on a busy machine, so that in steady state the polls complete
+/// every grace period; short enough that the section of a guard leaked by
+/// an exited thread ends within milliseconds, as the crate docs promise.
+const UNLED: Duration = Duration::from_millis(10);
+
+/// What the reclaimer saw at its looks ([`GracePeriods::stalled`]).
+pub(crate) struct Look {
+    /// The threads' polls at the start of the current look, and when it
+    /// started.
+    polls: u64,
+    since: Instant,
+    /// The unled grace period seen in progress (0: none yet), and since
+    /// when.
+    unled: u64,
+    unled_since: Instant,
+}
+
+impl Look {
+    pub(crate) fn new() -> Look {
+        let now = Instant::now();
+        Look {
+            polls: 0,
+            since: now,
+            unled: 0,
+            unled_since: now,
+        }
+    }
+}
+
 /// The epoch word of grace period `g` (what readers copy): epoch `g + 1`
 /// above a nesting count of 1. 48 bits of epoch do not wrap in practice
 /// (2^48 grace periods at one per microsecond is 8.9 years; a normal grace
@@ -288,24 +320,43 @@ impl GracePeriods {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Whether a grace period is asked for and nobody drives it: none
-    /// completed for `lag`, and no thread polled during a look of at least
-    /// `lag` (`seen`: the poll count at the look's start, and when it
-    /// started; a new look starts when the last one saw polls). While
-    /// threads poll, they make the progress that can be made (a reader
-    /// preempted inside its section holds every grace period alike), and a
-    /// reclaimer that led one would only take a CPU from them and wait for
-    /// the reader it preempted.
-    pub(crate) fn stalled(&self, lag: Duration, seen: &mut (u64, Instant)) -> bool {
+    /// Whether a grace period is asked for and nobody drives it, or only
+    /// polls drive it and it is stuck:
+    ///
+    /// * none completed for `lag`, and no thread polled during a look of
+    ///   at least `lag` (the look's poll count and start in `look`; a new
+    ///   look starts when the last one saw polls). While threads poll,
+    ///   they make the progress that can be made (a reader preempted
+    ///   inside its section holds every grace period alike), and a
+    ///   reclaimer that led one would only take a CPU from them and wait
+    ///   for the reader it preempted;
+    /// * or one grace period, published and led by nobody (a poll started
+    ///   it), was seen in progress for [`UNLED`] (at least `lag`): polls
+    ///   only check the readers, and the leader's other duties (ending
+    ///   the sections that exited threads leaked, reporting stalls) fall
+    ///   to whoever leads. Before, a producer that sealed inside its read
+    ///   sections polled often enough that the reclaimer never led: a
+    ///   leaked section held every grace period, and a stuck reader was
+    ///   never reported, for as long as it produced (`tests/red2.rs`).
+    pub(crate) fn stalled(&self, lag: Duration, look: &mut Look) -> bool {
         if !self.wanted() {
             return false;
         }
         let st = self.lock();
-        if st.polls != seen.0 {
-            *seen = (st.polls, Instant::now());
+        if st.started > st.completed && st.published && !st.leading {
+            if look.unled != st.started {
+                look.unled = st.started;
+                look.unled_since = Instant::now();
+            } else if look.unled_since.elapsed() >= UNLED.max(lag) {
+                return true;
+            }
+        }
+        if st.polls != look.polls {
+            look.polls = st.polls;
+            look.since = Instant::now();
             return false;
         }
-        seen.1.elapsed() >= lag && st.completed_at.elapsed() >= lag
+        look.since.elapsed() >= lag && st.completed_at.elapsed() >= lag
     }
 
     /// The delay before a normal grace period's first check of the readers.

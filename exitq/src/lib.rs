@@ -208,7 +208,8 @@
 //!   (checks the readers once, or starts one) without blocking, and the
 //!   reclaimer runs one when none completed for a millisecond and no thread
 //!   polled meanwhile, so neither a reclaimer starved of CPU nor a thread
-//!   that stopped deferring stops reclamation.
+//!   that stopped deferring stops reclamation; and it leads one that polls
+//!   left unfinished for 10 ms (ending leaked sections, reporting stalls).
 //! * **Bounded memory.** At most `backlog_limit` sealed callbacks wait: a
 //!   thread past the limit waits for its oldest batch's grace period and
 //!   runs it, or helps with the domain's queue (except inside a read guard

@@ -15,6 +15,14 @@ mod watch_util;
 
 const LIMIT: Duration = Duration::from_secs(30);
 
+/// Before a test forks: exitq's once-per-process set-up (membarrier
+/// registration, the fork handler) done, so that no other test's thread
+/// is inside it at the fork (a `OnceLock` being initialized at a fork
+/// stays so in the child, which would wait for it forever).
+fn before_fork() {
+    drop(Domain::new());
+}
+
 // ---- cancellation inside exitq: the doorbell's `write` ----
 
 extern "C-unwind" {
@@ -82,6 +90,7 @@ extern "C-unwind" fn cancelled_after_first_use(arg: *mut c_void) -> *mut c_void 
 fn a_pending_cancellation_does_not_act_inside_the_reclaimers_wake_up() {
     // In a child: on the code before the fix the forced unwind through
     // exitq's frames aborted the whole process (glibc's `__pthread_unwind`).
+    before_fork();
     let code = watch_util::fork_child(LIMIT * 2, || {
         for first in [FirstUse::Defer, FirstUse::RegisterExit] {
             if let Err(what) = cancel_rounds(first) {
@@ -204,6 +213,7 @@ fn ran_without_help(ran: &AtomicUsize, want: usize) -> bool {
 /// left when the domain was built).
 #[test]
 fn a_parked_reclaimer_is_woken_with_and_without_an_eventfd() {
+    before_fork();
     for no_fds in [false, true] {
         let code = watch_util::fork_child(LIMIT * 2, move || {
             let d = parking_domain(no_fds);
@@ -337,6 +347,7 @@ fn a_pending_cancellation_does_not_act_inside_a_membarrier_failure_report() {
     if !exitq::membarrier_available() {
         return skip_util::skip("membarrier(2) PRIVATE_EXPEDITED is not available");
     }
+    before_fork();
     let code = watch_util::fork_child(LIMIT * 2, || {
         let d = Domain::builder()
             .batch_size(1)
@@ -374,5 +385,116 @@ fn a_pending_cancellation_does_not_act_inside_a_membarrier_failure_report() {
         code, 0,
         "exit code {code}: 1 the cancellation acted inside exitq, 3 the thread was not \
          cancelled, 4 synchronize hung, 101 a panic (134: aborted by the forced unwind)"
+    );
+}
+
+// ---- grace periods driven by the producers' polls ----
+
+/// Small batches (a producer seals often); a first-check delay of 100 ms,
+/// which makes the reclaimer's look for polls 800 ms long (8 delays): no
+/// preemption of the producer on a loaded machine lasts that long, so the
+/// reclaimer sees the producer's polls throughout.
+fn polled_domain() -> exitq::DomainBuilder {
+    Domain::builder()
+        .batch_size(8)
+        .first_check_delay(Duration::from_millis(100))
+}
+
+/// Runs a producer on this thread for at most `limit`: short `Reader`
+/// sections, each deferring 16 counted callbacks (so its batches of 8
+/// seal, and each seal polls the grace period), 100 µs of other work between
+/// sections. Stops as soon as `until()` holds; returns whether it did.
+fn produce_inside_sections(d: &Domain, limit: Duration, until: impl Fn() -> bool) -> bool {
+    let mut reader = d.reader();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let start = std::time::Instant::now();
+    while start.elapsed() < limit {
+        {
+            let _g = reader.read();
+            for _ in 0..16 {
+                let ran = ran.clone();
+                d.defer(move || {
+                    ran.fetch_add(1, Ordering::Relaxed);
+                });
+            }
+        }
+        if until() {
+            return true;
+        }
+        // Other work between sections (not a sleep: it keeps its CPU).
+        let pause = std::time::Instant::now();
+        while pause.elapsed() < Duration::from_micros(100) {
+            std::hint::spin_loop();
+        }
+    }
+    false
+}
+
+/// A thread leaked a guard and exited: its section must stop holding grace
+/// periods once the thread is gone (the crate docs, "Leaks"): a grace
+/// period that waits for it checks whether the thread exists, after its
+/// first milliseconds, and frees the record. Only a grace period's leader
+/// does that check, and v3's reclaimer leads none while threads poll: a
+/// producer that seals batches inside its read sections (polling at each
+/// seal, never waiting) kept the reclaimer from ever leading, so the
+/// leaked section held every grace period for as long as it produced:
+/// none of its callbacks ran, its memory grew without bound.
+#[test]
+fn a_leaked_guard_of_an_exited_thread_stops_holding_grace_periods_while_threads_poll() {
+    let d = polled_domain()
+        .stall_timeout(Duration::from_secs(3600))
+        .build();
+    let d2 = d.clone();
+    thread::spawn(move || std::mem::forget(d2.read()))
+        .join()
+        .unwrap();
+    let d3 = d.clone();
+    let freed = watch_util::within("producer", LIMIT, move || {
+        produce_inside_sections(&d3, Duration::from_secs(5), || d3.stats().callbacks_run > 0)
+    });
+    assert!(
+        freed,
+        "no callback ran in 5 s: the leaked section still holds the grace periods ({:?})",
+        d.stats()
+    );
+}
+
+/// A reader that holds a grace period past the stall timeout is reported
+/// (the crate docs, "Stalls"). Only a grace period's leader reports, and
+/// v3's reclaimer leads none while threads poll: with a producer sealing
+/// inside its read sections, a reader stuck for seconds was never
+/// reported.
+#[test]
+fn a_stalled_reader_is_reported_while_threads_poll() {
+    let stalls = Arc::new(AtomicUsize::new(0));
+    let s = stalls.clone();
+    let d = polled_domain()
+        .stall_timeout(Duration::from_millis(100))
+        .stall_handler(move |_| {
+            s.fetch_add(1, Ordering::SeqCst);
+        })
+        .build();
+    // A reader stuck in its section until the producer is done.
+    let (entered_tx, entered_rx) = std::sync::mpsc::channel::<()>();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let d2 = d.clone();
+    let stuck = thread::spawn(move || {
+        let _g = d2.read();
+        entered_tx.send(()).unwrap();
+        let _ = done_rx.recv();
+    });
+    entered_rx.recv().unwrap();
+    let (d3, s3) = (d.clone(), stalls.clone());
+    let reported = watch_util::within("producer", LIMIT, move || {
+        produce_inside_sections(&d3, Duration::from_secs(5), || {
+            s3.load(Ordering::SeqCst) > 0
+        })
+    });
+    done_tx.send(()).unwrap();
+    stuck.join().unwrap();
+    assert!(
+        reported,
+        "a reader stuck for 5 s was not reported (stall timeout 100 ms): {:?}",
+        d.stats()
     );
 }
