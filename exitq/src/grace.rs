@@ -68,12 +68,13 @@ use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 
+use crate::backoff::{nap, WaitBackoff};
 use crate::cancel::NoCancel;
 use crate::config::{Stall, StallHandler};
 use crate::expedite::Fences;
 use crate::record::{Record, Registry, NEST_BITS, NEST_MASK};
 use crate::stats::Counters;
-use crate::sync::{self, AtomicU64, Ordering};
+use crate::sync::{self, AtomicBool, AtomicU64, Ordering};
 
 /// Polls (seals) that find no grace period running, while one is asked
 /// for, before a poll starts the next: one heavy barrier then serves the
@@ -272,6 +273,9 @@ pub(crate) struct GracePeriods {
     first_check_delay: Duration,
     stall_timeout: Duration,
     stall_handler: Option<StallHandler>,
+    /// The domain is shutting down ([`stop`](Self::stop)): waits for
+    /// readers end.
+    stopped: AtomicBool,
 }
 
 impl GracePeriods {
@@ -305,7 +309,20 @@ impl GracePeriods {
             first_check_delay,
             stall_timeout,
             stall_handler,
+            stopped: AtomicBool::new(false),
         }
+    }
+
+    /// Shutdown (the last handle dropped): a grace period waiting for
+    /// readers stops waiting and completes. No section can be open any
+    /// more but leaked ones (a live guard borrows a handle, a `Reader`
+    /// owns one), which nothing can read through; the reclaimer, which
+    /// shutdown joins, would otherwise wait for a section leaked by a
+    /// live thread forever (`tests/red2.rs`).
+    pub(crate) fn stop(&self) {
+        // Release: pairs with `check_readers`' Acquire load (nothing to
+        // publish but the flag; kept for clarity of the hand-off).
+        self.stopped.store(true, Ordering::Release);
     }
 
     /// This domain's identity for [`stall`](crate::stall): the address of
@@ -543,8 +560,9 @@ impl GracePeriods {
         'records: for r in registry.iter() {
             let mut backoff = WaitBackoff::new(expedited);
             while holds_grace_period(&r.ctr, g) {
-                if self.is_done(g) {
-                    break 'records; // a poll completed it
+                // Acquire: pairs with `stop`.
+                if self.is_done(g) || self.stopped.load(Ordering::Acquire) {
+                    break 'records; // a poll completed it, or shutdown
                 }
                 let waited = start.elapsed();
                 if waited >= Duration::from_millis(2) && r.release_leaked() {
@@ -644,50 +662,4 @@ impl GracePeriods {
 #[inline]
 fn scan_fence() {
     sync::full_fence();
-}
-
-/// Sleeps `d` without a futex (nanosleep; loom: a yield).
-fn nap(d: Duration) {
-    #[cfg(exitq_loom)]
-    {
-        let _ = d;
-        sync::yield_now();
-    }
-    #[cfg(not(exitq_loom))]
-    std::thread::sleep(d);
-}
-
-/// Waiting for a reader: spin briefly, then sleep with exponential backoff.
-pub(crate) struct WaitBackoff {
-    spins: u32,
-    sleep: Duration,
-    max_sleep: Duration,
-}
-
-impl WaitBackoff {
-    pub(crate) fn new(expedited: bool) -> Self {
-        WaitBackoff {
-            spins: if expedited { 1000 } else { 8 },
-            sleep: Duration::from_micros(10),
-            max_sleep: if expedited {
-                Duration::from_micros(100)
-            } else {
-                Duration::from_millis(1)
-            },
-        }
-    }
-
-    pub(crate) fn wait(&mut self) {
-        if self.spins > 0 {
-            self.spins -= 1;
-            if self.spins % 64 == 0 {
-                sync::yield_now();
-            } else {
-                std::hint::spin_loop();
-            }
-            return;
-        }
-        nap(self.sleep);
-        self.sleep = (self.sleep * 2).min(self.max_sleep);
-    }
 }

@@ -193,7 +193,8 @@
 //!   batches, stops and joins the reclaimer thread, and runs every pending
 //!   callback on the dropping thread. Exit hooks of threads that are still
 //!   alive wait for those threads' exit, then run inline (no reader can
-//!   exist any more).
+//!   exist any more). A section leaked by a thread that lives on does not
+//!   hold the shutdown up (a grace period in progress stops waiting).
 //! * **Panics.** A panicking callback or hook is caught, counted
 //!   ([`DomainStats::callbacks_panicked`]) and the rest still run (also
 //!   when the payload's own `Drop` panics; the same holds for the jobs of
@@ -352,6 +353,7 @@ compile_error!(
      its reader words and epoch are AtomicU64"
 );
 
+mod backoff;
 mod batch;
 mod cancel;
 pub mod cell;

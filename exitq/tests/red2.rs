@@ -498,3 +498,51 @@ fn a_stalled_reader_is_reported_while_threads_poll() {
         d.stats()
     );
 }
+
+// ---- shutdown ----
+
+/// Dropping the last handle stops the reclaimer and runs every pending
+/// callback without a grace period (the crate docs, "Shutdown"): no
+/// section can be open any more, a leaked one included. A thread that
+/// leaked a guard and lives on holds grace periods, and the reclaimer,
+/// leading one for a thread's sealed batch, waited for that section
+/// forever; shutdown joined it, and the drop never returned.
+#[test]
+fn dropping_the_last_handle_does_not_wait_for_a_live_threads_leaked_section() {
+    let d = Domain::builder()
+        .stall_timeout(Duration::from_secs(3600))
+        .build();
+    let (leaked_tx, leaked_rx) = std::sync::mpsc::channel::<()>();
+    let (end_tx, end_rx) = std::sync::mpsc::channel::<()>();
+    let d2 = d.clone();
+    let leaker = thread::spawn(move || {
+        std::mem::forget(d2.read());
+        drop(d2);
+        leaked_tx.send(()).unwrap();
+        let _ = end_rx.recv(); // alive until the end
+    });
+    leaked_rx.recv().unwrap();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r = ran.clone();
+    d.defer(move || {
+        r.fetch_add(1, Ordering::SeqCst);
+    });
+    d.flush(); // sealed: the reclaimer leads its grace period
+    thread::sleep(Duration::from_millis(100)); // it waits in that grace period
+    let dropped = std::panic::catch_unwind(|| {
+        watch_util::within(
+            "dropping the last handle",
+            Duration::from_secs(10),
+            move || drop(d),
+        )
+    })
+    .is_ok();
+    end_tx.send(()).unwrap();
+    leaker.join().unwrap();
+    assert!(dropped, "the drop waited for a leaked section");
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        1,
+        "the pending callback did not run"
+    );
+}
