@@ -546,3 +546,130 @@ fn dropping_the_last_handle_does_not_wait_for_a_live_threads_leaked_section() {
         "the pending callback did not run"
     );
 }
+
+// ---- fork: a child that builds its own domain ----
+
+/// Set by the SIGSYS handler while it holds a thread inside the first
+/// membarrier registration; cleared by the test to let it go.
+static TRAPPED: AtomicBool = AtomicBool::new(false);
+static RELEASE: AtomicBool = AtomicBool::new(false);
+
+/// SIGSYS handler (a seccomp trap of membarrier): holds the calling thread
+/// inside the system call until `RELEASE`, then makes the call fail with
+/// ENOSYS (the domain falls back to fences).
+#[cfg(target_arch = "x86_64")]
+extern "C" fn hold_in_membarrier(_sig: libc::c_int, _info: *mut libc::siginfo_t, ctx: *mut c_void) {
+    TRAPPED.store(true, Ordering::SeqCst);
+    while !RELEASE.load(Ordering::SeqCst) {
+        let ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 1_000_000,
+        };
+        // SAFETY: async-signal-safe; valid timespec.
+        unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) };
+    }
+    // SAFETY: the kernel passes the interrupted context; RAX holds the
+    // system call's return value once the handler returns.
+    unsafe {
+        (*ctx.cast::<libc::ucontext_t>()).uc_mcontext.gregs[libc::REG_RAX as usize] =
+            -(libc::ENOSYS as i64);
+    }
+}
+
+/// Makes membarrier(2) raise SIGSYS on the calling thread only.
+#[cfg(target_arch = "x86_64")]
+fn trap_membarrier_on_this_thread() {
+    const SECCOMP_RET_TRAP: u32 = 0x0003_0000;
+    const SECCOMP_RET_ALLOW: u32 = 0x7fff_0000;
+    let ins = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
+    let mut prog = [
+        ins(0x20, 0, 0, 0),
+        ins(0x15, 0, 1, libc::SYS_membarrier as u32),
+        ins(0x06, 0, 0, SECCOMP_RET_TRAP),
+        ins(0x06, 0, 0, SECCOMP_RET_ALLOW),
+    ];
+    let fprog = libc::sock_fprog {
+        len: prog.len() as u16,
+        filter: prog.as_mut_ptr(),
+    };
+    // SAFETY: a valid handler and sigaction; plain prctl calls with a
+    // valid program (copied by the kernel).
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = hold_in_membarrier as *const () as usize;
+        sa.sa_flags = libc::SA_SIGINFO;
+        assert_eq!(libc::sigaction(libc::SIGSYS, &sa, std::ptr::null_mut()), 0);
+        assert_eq!(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+        assert_eq!(
+            libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER as libc::c_ulong,
+                &fprog as *const libc::sock_fprog,
+            ),
+            0
+        );
+    }
+}
+
+const FORK_HELPER: &str = "EXITQ_RED2_FORK_HELPER";
+
+/// Run by `a_child_builds_its_own_domain_while_the_parent_registers_membarrier`
+/// in a fresh process of this test binary (where no domain was built
+/// yet); does nothing otherwise.
+#[test]
+#[ignore = "a helper: run by a_child_builds_its_own_domain_while_the_parent_registers_membarrier"]
+fn fork_helper_first_registration() {
+    if std::env::var_os(FORK_HELPER).is_none() {
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        // Thread A builds the process's first domain and is held inside
+        // its membarrier registration.
+        let a = thread::spawn(|| {
+            trap_membarrier_on_this_thread();
+            drop(Domain::new());
+        });
+        while !TRAPPED.load(Ordering::SeqCst) {
+            thread::sleep(Duration::from_millis(1));
+        }
+        // Meanwhile this thread forks; the child builds its own domain,
+        // as the crate docs' fork model says a child that wants RCU does.
+        let code = watch_util::fork_child(Duration::from_secs(10), || {
+            drop(Domain::new());
+            0
+        });
+        RELEASE.store(true, Ordering::SeqCst);
+        a.join().unwrap();
+        assert_eq!(code, 0);
+    }
+}
+
+/// A child of `fork()` builds its own domain (the crate docs' fork model).
+/// The membarrier registration was a `OnceLock`: forked while another
+/// thread of the parent was inside it (the process's first domain being
+/// built), the child found it being initialized forever, and its
+/// `Domain::new` never returned.
+#[test]
+fn a_child_builds_its_own_domain_while_the_parent_registers_membarrier() {
+    if !cfg!(target_arch = "x86_64") {
+        return skip_util::skip("the SIGSYS handler sets an x86_64 register");
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "fork_helper_first_registration",
+            "--exact",
+            "--ignored",
+            "--test-threads=1",
+        ])
+        .env(FORK_HELPER, "1")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("1 passed"),
+        "the helper failed ({}):\n{text}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
