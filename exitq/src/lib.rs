@@ -289,8 +289,11 @@
 //! * nothing of the parent's runs: not the batches waiting for the end of
 //!   a guard held across the fork and dropped in the child, not an
 //!   orphaned record's hooks, not the work the child's own exit (`exit`,
-//!   which runs its thread-local destructors) would hand over; every
-//!   callback and hook runs exactly once, in the parent;
+//!   which runs its thread-local destructors) would hand over, nor the
+//!   rest of a run whose callback forked and returned in the child (the
+//!   child goes back to the code that ran it; a pool worker's child ends
+//!   when the job returns); every callback and hook runs exactly once, in
+//!   the parent;
 //! * dropping the domain or the pool leaks its memory and pending work
 //!   (the parent's, which the parent runs).
 //!
@@ -298,7 +301,8 @@
 //! its own `Domain` (`exitq::pool::Pool`'s shared domain does so by itself).
 //! `fork.rs` states the mechanism; proven by `tests/fork.rs` (a guard held
 //! across the fork, a child that exits normally, every entry point of a
-//! domain and of a pool) and the torture test's forks with held guards.
+//! domain and of a pool, a callback and a pool job that fork) and the
+//! torture test's forks with held guards.
 //!
 //! # Leaks
 //!
