@@ -13,6 +13,11 @@
 //! * `exitq`: an `RcuCell` read through a `Reader` per reader thread
 //!   (`Reader::read` + `RcuCell::load`); the writer `store`s (the old value
 //!   is dropped after a grace period);
+//! * `exitq-qsbr`: the same cell read through a `QsbrReader` per reader
+//!   thread (`RcuCell::load(&reader)`, no section), announcing a quiescent
+//!   state after every read: what a server does once per request;
+//! * `exitq-qsbr-per64`: the same, announcing one quiescent state per 64
+//!   reads (an extra row: a loop that reads many times per iteration);
 //! * `arc-swap`: an `ArcSwap`, readers `load`, the writer `store`s;
 //! * `arc-swap-cache`: the same with arc-swap's `Cache` per reader (a load
 //!   that only re-reads the shared pointer while it is unchanged);
@@ -126,6 +131,14 @@ struct Exitq {
     cell: exitq::RcuCell<Config>,
 }
 
+impl Exitq {
+    fn new() -> Exitq {
+        let domain = exitq::Domain::new();
+        let cell = exitq::RcuCell::new(&domain, Config::new(1));
+        Exitq { domain, cell }
+    }
+}
+
 impl Bench for Exitq {
     fn report(&self) {
         eprintln!("{:#?}", self.domain.stats());
@@ -147,6 +160,43 @@ impl Bench for Exitq {
             pace.wait();
         });
         seq - 1
+    }
+}
+
+/// exitq with a `QsbrReader` per reader thread, announcing a quiescent
+/// state every `per` reads.
+struct ExitqQsbr {
+    exitq: Exitq,
+    per: u32,
+}
+
+impl Bench for ExitqQsbr {
+    fn report(&self) {
+        self.exitq.report();
+    }
+    fn read_loop(&self, stop: &AtomicBool) -> (u64, u64) {
+        let mut reader = self.exitq.domain.qsbr_reader();
+        let (mut reads, mut bad) = (0, 0);
+        if self.per == 1 {
+            until(stop, || {
+                check(self.exitq.cell.load(&reader), &mut reads, &mut bad);
+                reader.quiescent();
+            });
+        } else {
+            let mut left = self.per;
+            until(stop, || {
+                check(self.exitq.cell.load(&reader), &mut reads, &mut bad);
+                left -= 1;
+                if left == 0 {
+                    left = self.per;
+                    reader.quiescent();
+                }
+            });
+        }
+        (reads, bad)
+    }
+    fn write_loop(&self, stop: &AtomicBool, pace: &mut Pace) -> u64 {
+        self.exitq.write_loop(stop, pace)
     }
 }
 
@@ -265,11 +315,15 @@ impl Drop for Seize {
 
 fn build(name: &str) -> Result<Arc<dyn Bench>, String> {
     Ok(match name {
-        "exitq" => {
-            let domain = exitq::Domain::new();
-            let cell = exitq::RcuCell::new(&domain, Config::new(1));
-            Arc::new(Exitq { domain, cell })
-        }
+        "exitq" => Arc::new(Exitq::new()),
+        "exitq-qsbr" => Arc::new(ExitqQsbr {
+            exitq: Exitq::new(),
+            per: 1,
+        }),
+        "exitq-qsbr-per64" => Arc::new(ExitqQsbr {
+            exitq: Exitq::new(),
+            per: 64,
+        }),
         "arc-swap" | "arc-swap-cache" => Arc::new(ArcSwap {
             cell: arc_swap::ArcSwap::from_pointee(Config::new(1)),
             cache: name == "arc-swap-cache",
@@ -287,7 +341,8 @@ fn build(name: &str) -> Result<Arc<dyn Bench>, String> {
         }
         other => {
             return Err(format!(
-                "unknown IMPL '{other}' (exitq, arc-swap, arc-swap-cache, crossbeam, seize)"
+                "unknown IMPL '{other}' (exitq, exitq-qsbr, exitq-qsbr-per64, arc-swap, \
+                 arc-swap-cache, crossbeam, seize)"
             ))
         }
     })

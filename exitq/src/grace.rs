@@ -69,9 +69,9 @@ use std::time::{Duration, Instant};
 use crossbeam_utils::CachePadded;
 
 use crate::cancel::NoCancel;
-use crate::config::{Stall, StallHandler};
+use crate::config::{HeldBy, Stall, StallHandler};
 use crate::expedite::Fences;
-use crate::record::{Record, Registry, NEST_BITS, NEST_MASK};
+use crate::record::{Kind, Record, Registry, NEST_BITS, NEST_MASK};
 use crate::stats::Counters;
 use crate::sync::{self, AtomicU64, Ordering};
 
@@ -149,6 +149,56 @@ pub(crate) fn reader_exit(ctr: &AtomicU64) -> bool {
         ctr.store(tmp - 1, Ordering::Relaxed);
         false
     }
+}
+
+/// A QSBR reader's quiescent state ([`QsbrReader`](crate::QsbrReader)):
+/// the reader word goes from "in a section since the epoch in `word`" to
+/// "in a section since now", as a section's exit and the next one's entry
+/// in one step, so grace periods check it as any other section
+/// ([`holds_grace_period`]). `word` is the reader's copy of its word (only
+/// this thread writes it). True if the epoch moved on: the caller then
+/// calls [`quiescent_store`] (kept out of line, so the loop around the
+/// fast path keeps its values in registers).
+///
+/// While no grace period has started since the last store (the epoch is
+/// still `word`), nothing is stored, as liburcu-qsbr's
+/// `rcu_quiescent_state` skips: a grace period `g` waits only for words
+/// showing an epoch `<= g`, and the word shows the latest published
+/// epoch, greater than every such `g`, so storing it again would change no
+/// check. Relaxed suffices for that load: what the reader reads next is
+/// ordered after the Acquire load that read this same epoch before the
+/// word was stored (`quiescent_store`, or the reader going online), which
+/// pairs with that grace period's Release store of it, after its heavy
+/// barrier and every removal before it.
+#[inline(always)]
+pub(crate) fn quiescent_due(gp_ctr: &AtomicU64, word: u64) -> bool {
+    // Relaxed: see above.
+    gp_ctr.load(Ordering::Relaxed) != word
+}
+
+/// The store of a quiescent state whose epoch moved on ([`quiescent_due`]);
+/// also a QSBR reader's return online. Returns the new word.
+#[inline]
+pub(crate) fn quiescent_store(gp_ctr: &AtomicU64, ctr: &AtomicU64, fences: Fences) -> u64 {
+    // Acquire: pairs with the leader's Release store of the epoch
+    // (`start_grace_period`), as an entry's.
+    let now = gp_ctr.load(Ordering::Acquire);
+    // Release (`ENTRY`): everything the reader did since its last
+    // quiescent state happens-before a grace period's Acquire load that
+    // sees the new epoch (a section's exit, folded in).
+    ctr.store(now, ENTRY);
+    // Orders the store before the reader's next loads, as an entry's.
+    fences.light();
+    now
+}
+
+/// A QSBR reader goes offline (`QsbrReader::offline`): as a section's
+/// exit.
+#[inline]
+pub(crate) fn offline(ctr: &AtomicU64) {
+    // Release: everything read before happens-before a grace period's
+    // Acquire load that sees 0 (`holds_grace_period`), as `reader_exit`.
+    ctr.store(0, Ordering::Release);
 }
 
 /// Steps 1 and 2 of grace period `g` (see the module docs).
@@ -564,18 +614,23 @@ impl GracePeriods {
     #[cold]
     fn report_stall(&self, r: &Record, g: u64, waited: Duration, stats: &Counters) {
         Counters::add(&stats.stalls, 1);
-        let owner = r.owner();
+        let (owner, kind) = r.owner();
         let stall = Stall {
             tid: owner.tid,
             thread_name: owner.name(),
             waited,
             grace_period: g,
+            held_by: match kind {
+                Kind::Main | Kind::Temporary => HeldBy::Guard,
+                Kind::Reader => HeldBy::ReaderGuard,
+                Kind::Qsbr => HeldBy::QsbrReader,
+            },
         };
         match &self.stall_handler {
             // Marked as this domain's handler: waiting for a grace period
             // in it would wait for ourselves (`stall`).
             Some(handler) => crate::stall::run_handler(self.id(), || handler(&stall)),
-            None => eprintln!("{stall}; still waiting (a read guard held too long, or leaked?)"),
+            None => eprintln!("{stall}; still waiting ({})", stall.held_by.hint()),
         }
     }
 }

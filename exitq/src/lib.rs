@@ -368,6 +368,7 @@ mod llist;
 mod local;
 #[cfg(feature = "pool")]
 pub mod pool;
+mod qsbr;
 mod reader;
 mod reclaim;
 mod reclaimer;
@@ -390,9 +391,10 @@ pub mod model;
 struct ReadmeDoctests;
 
 pub use cell::{CompareExchangeError, RcuCell, RcuOption};
-pub use config::{Callbacks, DomainBuilder, Reclaimer, Stall, StallHandler};
+pub use config::{Callbacks, DomainBuilder, HeldBy, Reclaimer, Stall, StallHandler};
 pub use domain::Domain;
 pub use expedite::{membarrier_available, Expedite};
 pub use guard::{Guard, ReadSection};
+pub use qsbr::QsbrReader;
 pub use reader::{Reader, ReaderGuard};
 pub use stats::DomainStats;

@@ -21,6 +21,21 @@ pub fn reader_exit(ctr: &AtomicU64) -> bool {
 pub fn initial_epoch() -> u64 {
     grace::epoch_word(0)
 }
+/// A `QsbrReader` going online (its creation, the end of `offline`):
+/// returns its word.
+pub fn qsbr_online(gp_ctr: &AtomicU64, ctr: &AtomicU64) -> u64 {
+    grace::quiescent_store(gp_ctr, ctr, FENCES)
+}
+/// `QsbrReader::quiescent`: a store only if the epoch moved on.
+pub fn qsbr_quiescent(gp_ctr: &AtomicU64, ctr: &AtomicU64, word: &mut u64) {
+    if grace::quiescent_due(gp_ctr, *word) {
+        *word = grace::quiescent_store(gp_ctr, ctr, FENCES);
+    }
+}
+/// `QsbrReader::offline`'s store (and a dropped reader's).
+pub fn qsbr_offline(ctr: &AtomicU64) {
+    grace::offline(ctr)
+}
 pub fn start_grace_period(gp_ctr: &AtomicU64, g: u64) {
     grace::start_grace_period(gp_ctr, g, FENCES)
 }
