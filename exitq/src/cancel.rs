@@ -21,6 +21,11 @@
 //! * running callbacks and exit hooks (on any thread: the owner's own
 //!   `defer`/`flush`, a reclaim pass, the reclaimer).
 //!
+//! Elsewhere exitq calls no cancellation point: the one system call the
+//! fast paths may make, waking the reclaimer (`doorbell.rs`, from the
+//! first `defer` of a batch or the first `register_exit`), is made with
+//! `syscall(2)`, not glibc's `write` (`tests/red2.rs`).
+//!
 //! A cancellation request that arrives meanwhile stays pending and acts at
 //! the thread's next cancellation point after exitq returns (the previous
 //! state is restored, never forced to "enabled"). Callbacks therefore run

@@ -138,6 +138,9 @@ fn shutdown(arc: &Arc<Inner>, reclaimer: Option<JoinHandle<()>>) {
     // Exiting threads learn of the shutdown from the orphan marking below,
     // not from this flag.
     inner.shut_down.store(true, Ordering::SeqCst);
+    // A grace period the reclaimer leads stops waiting (a section leaked
+    // by a live thread would hold it, and the join below, forever).
+    inner.gp.stop();
     if let Some(r) = this_thread::existing_main(inner) {
         reclaim::push_own(inner, r);
     }

@@ -16,6 +16,12 @@
 //! Without an eventfd (its creation failed: out of file descriptors, or
 //! under miri), the doorbell falls back to `thread::park` and `unpark`.
 //!
+//! Ringing is the `write` system call made directly, never glibc's
+//! `write` wrapper, which is a cancellation point: a publisher rings from
+//! inside `defer` and `register_exit` on threads that may be cancelled,
+//! and a cancellation must never act inside exitq (`cancel`). The
+//! reclaimer's own `ppoll` and `read` may be (nobody cancels it).
+//!
 //! Who rings and when is the reclaimer's sleep protocol (`Inner::sleeping`,
 //! `reclaimer.rs`); a ring that finds it awake costs nothing but leaves the
 //! doorbell set, so its next sleep returns at once and re-checks.
@@ -91,13 +97,21 @@ impl Doorbell {
         match &self.fd {
             Some(fd) => {
                 let one = 1u64;
+                // The system call itself, not glibc's `write`: that one is
+                // a cancellation point, and `ring` runs inside `defer` and
+                // `register_exit` (the first batch, the first hook), on
+                // threads whose cancellation is enabled; a cancellation
+                // acting there unwound through exitq's frames (the process
+                // aborted) and lost the callback (`tests/red2.rs`).
+                // `syscall(2)` is no cancellation point, and costs no more.
                 // SAFETY: writes 8 bytes from `one` to our eventfd
                 // (nonblocking; it only fails when the counter is
                 // saturated, i.e. already rung).
                 unsafe {
-                    libc::write(
+                    libc::syscall(
+                        libc::SYS_write,
                         fd.as_raw_fd(),
-                        (&one as *const u64).cast(),
+                        (&one as *const u64).cast::<libc::c_void>(),
                         std::mem::size_of::<u64>(),
                     )
                 };

@@ -36,9 +36,9 @@
 //! any reader of that domain exists, so a reader can never run the light
 //! fast path against a writer that skips the membarrier.
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
+use crate::cancel::NoCancel;
 use crate::sync;
 
 /// How the writer side forces readers' memory accesses into order.
@@ -83,19 +83,47 @@ fn membarrier(cmd: libc::c_int) -> io::Result<libc::c_long> {
 
 /// Queries and registers `PRIVATE_EXPEDITED` once per process; the outcome
 /// (Ok, or why not) is remembered.
+///
+/// Threads that ask at once may each register (registering twice is
+/// harmless), and none waits for another: a `OnceLock` did, and a `fork()`
+/// while another thread of the parent was inside it (the process's first
+/// domain being built) left it "being initialized" forever in the child,
+/// whose own first `Domain::new` then never returned (`tests/red2.rs`).
 pub(crate) fn membarrier_registration() -> Result<(), io::ErrorKind> {
-    static REGISTERED: OnceLock<Result<(), io::ErrorKind>> = OnceLock::new();
-    *REGISTERED.get_or_init(|| {
-        if cfg!(miri) || cfg!(exitq_loom) {
-            return Err(io::ErrorKind::Unsupported);
-        }
-        let supported = membarrier(MEMBARRIER_CMD_QUERY).map_err(|e| e.kind())?;
-        if supported & MEMBARRIER_CMD_PRIVATE_EXPEDITED as libc::c_long == 0 {
-            return Err(io::ErrorKind::Unsupported);
-        }
-        membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED).map_err(|e| e.kind())?;
-        Ok(())
-    })
+    /// 0: not known yet; `REG_OK`; `REG_UNSUPPORTED`; else 2 + the errno.
+    static REGISTERED: AtomicU32 = AtomicU32::new(0);
+    const REG_OK: u32 = 1;
+    const REG_UNSUPPORTED: u32 = u32::MAX;
+    // Acquire: pairs with the Release store below: the registration that
+    // stored `REG_OK` has returned.
+    let known = REGISTERED.load(Ordering::Acquire);
+    let outcome = if known != 0 {
+        known
+    } else {
+        let errno = |e: io::Error| e.raw_os_error().map_or(REG_UNSUPPORTED, |n| 2 + n as u32);
+        let outcome = if cfg!(miri) || cfg!(exitq_loom) {
+            REG_UNSUPPORTED
+        } else {
+            match membarrier(MEMBARRIER_CMD_QUERY) {
+                Err(e) => errno(e),
+                Ok(s) if s & MEMBARRIER_CMD_PRIVATE_EXPEDITED as libc::c_long == 0 => {
+                    REG_UNSUPPORTED
+                }
+                Ok(_) => match membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) {
+                    Err(e) => errno(e),
+                    Ok(_) => REG_OK,
+                },
+            }
+        };
+        // Release: see the load above.
+        REGISTERED.store(outcome, Ordering::Release);
+        outcome
+    };
+    match outcome {
+        REG_OK => Ok(()),
+        REG_UNSUPPORTED => Err(io::ErrorKind::Unsupported),
+        e => Err(io::Error::from_raw_os_error((e - 2) as i32).kind()),
+    }
 }
 
 /// Whether membarrier(2) `PRIVATE_EXPEDITED` is usable in this process
@@ -188,6 +216,13 @@ fn heavy_membarrier() {
             Err(e) => {
                 // Relaxed: a statistic.
                 if FAILURES.fetch_add(1, Ordering::Relaxed) == 0 {
+                    // The report is a `write`, a cancellation point, and a
+                    // thread's seal starts grace periods with its
+                    // cancellation enabled (`GracePeriods::poll`): acting
+                    // here, between claiming a grace period and publishing
+                    // it, a cancellation left it claimed forever and every
+                    // later grace period waited for it (`tests/red2.rs`).
+                    let _no_cancel = NoCancel::new();
                     eprintln!(
                         "exitq: membarrier(PRIVATE_EXPEDITED) failed after registration ({e}); \
                          retrying, then falling back to a TLB-shootdown barrier"

@@ -6,8 +6,10 @@
 //! in a child, while their records still look in use: a grace period would
 //! wait for them forever, and running the parent's callbacks in the child
 //! would run them twice. So every entry point that could hang or run
-//! callbacks checks, once per call (never per callback), that the process
-//! is the one that built the domain.
+//! callbacks checks, once per call, that the process is the one that built
+//! the domain; and a run of callbacks (`run.rs`, `Batch::run`) checks again
+//! after each callback, for a callback that forks and returns in the child:
+//! the child abandons the rest of the run (leaks it; the parent runs it).
 //!
 //! The check is one load: a `pthread_atfork` child handler (registered
 //! once, when the first domain is built) advances a process-wide fork
@@ -41,6 +43,14 @@ pub(crate) fn generation() -> u64 {
             libc::pthread_atfork(None, None, Some(in_child));
         }
     });
+    // Relaxed: see `in_child`.
+    GENERATION.load(Ordering::Relaxed)
+}
+
+/// The current fork generation (the handler is registered: a domain was
+/// built), for a later [`is_child`].
+#[inline]
+pub(crate) fn current() -> u64 {
     // Relaxed: see `in_child`.
     GENERATION.load(Ordering::Relaxed)
 }

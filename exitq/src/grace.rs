@@ -68,12 +68,13 @@ use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 
+use crate::backoff::{nap, WaitBackoff};
 use crate::cancel::NoCancel;
 use crate::config::{HeldBy, Stall, StallHandler};
 use crate::expedite::Fences;
 use crate::record::{Kind, Record, Registry, NEST_BITS, NEST_MASK};
 use crate::stats::Counters;
-use crate::sync::{self, AtomicU64, Ordering};
+use crate::sync::{self, AtomicBool, AtomicU64, Ordering};
 
 /// Polls (seals) that find no grace period running, while one is asked
 /// for, before a poll starts the next: one heavy barrier then serves the
@@ -83,6 +84,38 @@ use crate::sync::{self, AtomicU64, Ordering};
 /// about 1,600 grace periods, while the batches in flight (about 9 per
 /// grace period) stay within the L2 cache.
 const IDLE_POLLS: u32 = 8;
+
+/// How long the reclaimer lets a grace period that polls started, and
+/// nobody leads, go without completing before it leads it
+/// ([`GracePeriods::stalled`]). Longer than a time slice of a preempted
+/// reader on a busy machine, so that in steady state the polls complete
+/// every grace period; short enough that the section of a guard leaked by
+/// an exited thread ends within milliseconds, as the crate docs promise.
+const UNLED: Duration = Duration::from_millis(10);
+
+/// What the reclaimer saw at its looks ([`GracePeriods::stalled`]).
+pub(crate) struct Look {
+    /// The threads' polls at the start of the current look, and when it
+    /// started.
+    polls: u64,
+    since: Instant,
+    /// The unled grace period seen in progress (0: none yet), and since
+    /// when.
+    unled: u64,
+    unled_since: Instant,
+}
+
+impl Look {
+    pub(crate) fn new() -> Look {
+        let now = Instant::now();
+        Look {
+            polls: 0,
+            since: now,
+            unled: 0,
+            unled_since: now,
+        }
+    }
+}
 
 /// The epoch word of grace period `g` (what readers copy): epoch `g + 1`
 /// above a nesting count of 1. 48 bits of epoch do not wrap in practice
@@ -290,6 +323,9 @@ pub(crate) struct GracePeriods {
     first_check_delay: Duration,
     stall_timeout: Duration,
     stall_handler: Option<StallHandler>,
+    /// The domain is shutting down ([`stop`](Self::stop)): waits for
+    /// readers end.
+    stopped: AtomicBool,
 }
 
 impl GracePeriods {
@@ -323,7 +359,20 @@ impl GracePeriods {
             first_check_delay,
             stall_timeout,
             stall_handler,
+            stopped: AtomicBool::new(false),
         }
+    }
+
+    /// Shutdown (the last handle dropped): a grace period waiting for
+    /// readers stops waiting and completes. No section can be open any
+    /// more but leaked ones (a live guard borrows a handle, a `Reader`
+    /// owns one), which nothing can read through; the reclaimer, which
+    /// shutdown joins, would otherwise wait for a section leaked by a
+    /// live thread forever (`tests/red2.rs`).
+    pub(crate) fn stop(&self) {
+        // Release: pairs with `check_readers`' Acquire load (nothing to
+        // publish but the flag; kept for clarity of the hand-off).
+        self.stopped.store(true, Ordering::Release);
     }
 
     /// This domain's identity for [`stall`](crate::stall): the address of
@@ -338,24 +387,43 @@ impl GracePeriods {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Whether a grace period is asked for and nobody drives it: none
-    /// completed for `lag`, and no thread polled during a look of at least
-    /// `lag` (`seen`: the poll count at the look's start, and when it
-    /// started; a new look starts when the last one saw polls). While
-    /// threads poll, they make the progress that can be made (a reader
-    /// preempted inside its section holds every grace period alike), and a
-    /// reclaimer that led one would only take a CPU from them and wait for
-    /// the reader it preempted.
-    pub(crate) fn stalled(&self, lag: Duration, seen: &mut (u64, Instant)) -> bool {
+    /// Whether a grace period is asked for and nobody drives it, or only
+    /// polls drive it and it is stuck:
+    ///
+    /// * none completed for `lag`, and no thread polled during a look of
+    ///   at least `lag` (the look's poll count and start in `look`; a new
+    ///   look starts when the last one saw polls). While threads poll,
+    ///   they make the progress that can be made (a reader preempted
+    ///   inside its section holds every grace period alike), and a
+    ///   reclaimer that led one would only take a CPU from them and wait
+    ///   for the reader it preempted;
+    /// * or one grace period, published and led by nobody (a poll started
+    ///   it), was seen in progress for [`UNLED`] (at least `lag`): polls
+    ///   only check the readers, and the leader's other duties (ending
+    ///   the sections that exited threads leaked, reporting stalls) fall
+    ///   to whoever leads. Before, a producer that sealed inside its read
+    ///   sections polled often enough that the reclaimer never led: a
+    ///   leaked section held every grace period, and a stuck reader was
+    ///   never reported, for as long as it produced (`tests/red2.rs`).
+    pub(crate) fn stalled(&self, lag: Duration, look: &mut Look) -> bool {
         if !self.wanted() {
             return false;
         }
         let st = self.lock();
-        if st.polls != seen.0 {
-            *seen = (st.polls, Instant::now());
+        if st.started > st.completed && st.published && !st.leading {
+            if look.unled != st.started {
+                look.unled = st.started;
+                look.unled_since = Instant::now();
+            } else if look.unled_since.elapsed() >= UNLED.max(lag) {
+                return true;
+            }
+        }
+        if st.polls != look.polls {
+            look.polls = st.polls;
+            look.since = Instant::now();
             return false;
         }
-        seen.1.elapsed() >= lag && st.completed_at.elapsed() >= lag
+        look.since.elapsed() >= lag && st.completed_at.elapsed() >= lag
     }
 
     /// The delay before a normal grace period's first check of the readers.
@@ -542,8 +610,9 @@ impl GracePeriods {
         'records: for r in registry.iter() {
             let mut backoff = WaitBackoff::new(expedited);
             while holds_grace_period(&r.ctr, g) {
-                if self.is_done(g) {
-                    break 'records; // a poll completed it
+                // Acquire: pairs with `stop`.
+                if self.is_done(g) || self.stopped.load(Ordering::Acquire) {
+                    break 'records; // a poll completed it, or shutdown
                 }
                 let waited = start.elapsed();
                 if waited >= Duration::from_millis(2) && r.release_leaked() {
@@ -648,50 +717,4 @@ impl GracePeriods {
 #[inline]
 fn scan_fence() {
     sync::full_fence();
-}
-
-/// Sleeps `d` without a futex (nanosleep; loom: a yield).
-fn nap(d: Duration) {
-    #[cfg(exitq_loom)]
-    {
-        let _ = d;
-        sync::yield_now();
-    }
-    #[cfg(not(exitq_loom))]
-    std::thread::sleep(d);
-}
-
-/// Waiting for a reader: spin briefly, then sleep with exponential backoff.
-pub(crate) struct WaitBackoff {
-    spins: u32,
-    sleep: Duration,
-    max_sleep: Duration,
-}
-
-impl WaitBackoff {
-    pub(crate) fn new(expedited: bool) -> Self {
-        WaitBackoff {
-            spins: if expedited { 1000 } else { 8 },
-            sleep: Duration::from_micros(10),
-            max_sleep: if expedited {
-                Duration::from_micros(100)
-            } else {
-                Duration::from_millis(1)
-            },
-        }
-    }
-
-    pub(crate) fn wait(&mut self) {
-        if self.spins > 0 {
-            self.spins -= 1;
-            if self.spins % 64 == 0 {
-                sync::yield_now();
-            } else {
-                std::hint::spin_loop();
-            }
-            return;
-        }
-        nap(self.sleep);
-        self.sleep = (self.sleep * 2).min(self.max_sleep);
-    }
 }

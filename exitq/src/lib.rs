@@ -193,7 +193,8 @@
 //!   batches, stops and joins the reclaimer thread, and runs every pending
 //!   callback on the dropping thread. Exit hooks of threads that are still
 //!   alive wait for those threads' exit, then run inline (no reader can
-//!   exist any more).
+//!   exist any more). A section leaked by a thread that lives on does not
+//!   hold the shutdown up (a grace period in progress stops waiting).
 //! * **Panics.** A panicking callback or hook is caught, counted
 //!   ([`DomainStats::callbacks_panicked`]) and the rest still run (also
 //!   when the payload's own `Drop` panics; the same holds for the jobs of
@@ -208,7 +209,8 @@
 //!   (checks the readers once, or starts one) without blocking, and the
 //!   reclaimer runs one when none completed for a millisecond and no thread
 //!   polled meanwhile, so neither a reclaimer starved of CPU nor a thread
-//!   that stopped deferring stops reclamation.
+//!   that stopped deferring stops reclamation; and it leads one that polls
+//!   left unfinished for 10 ms (ending leaked sections, reporting stalls).
 //! * **Bounded memory.** At most `backlog_limit` sealed callbacks wait: a
 //!   thread past the limit waits for its oldest batch's grace period and
 //!   runs it, or helps with the domain's queue (except inside a read guard
@@ -265,6 +267,7 @@
 //! `tests/exit.rs` `exit_hooks_run_for_cancelled_pthreads`,
 //! `tests/regress.rs`
 //! `a_thread_cancelled_while_waiting_for_a_grace_period_leaves_no_stuck_state`,
+//! `tests/red2.rs` `a_pending_cancellation_does_not_act_inside_the_reclaimers_wake_up`,
 //! `tests/exit_alloc.rs` and `tests/exit_futex.rs` (the exit path of a
 //! cancelled thread allocates nothing and makes no futex call),
 //! `tests/leak.rs` `a_leaked_reader_of_a_cancelled_thread_stops_holding_grace_periods`
@@ -286,8 +289,11 @@
 //! * nothing of the parent's runs: not the batches waiting for the end of
 //!   a guard held across the fork and dropped in the child, not an
 //!   orphaned record's hooks, not the work the child's own exit (`exit`,
-//!   which runs its thread-local destructors) would hand over; every
-//!   callback and hook runs exactly once, in the parent;
+//!   which runs its thread-local destructors) would hand over, nor the
+//!   rest of a run whose callback forked and returned in the child (the
+//!   child goes back to the code that ran it; a pool worker's child ends
+//!   when the job returns); every callback and hook runs exactly once, in
+//!   the parent;
 //! * dropping the domain or the pool leaks its memory and pending work
 //!   (the parent's, which the parent runs).
 //!
@@ -295,7 +301,8 @@
 //! its own `Domain` (`exitq::pool::Pool`'s shared domain does so by itself).
 //! `fork.rs` states the mechanism; proven by `tests/fork.rs` (a guard held
 //! across the fork, a child that exits normally, every entry point of a
-//! domain and of a pool) and the torture test's forks with held guards.
+//! domain and of a pool, a callback and a pool job that fork) and the
+//! torture test's forks with held guards.
 //!
 //! # Leaks
 //!
@@ -350,6 +357,7 @@ compile_error!(
      its reader words and epoch are AtomicU64"
 );
 
+mod backoff;
 mod batch;
 mod cancel;
 pub mod cell;

@@ -133,8 +133,11 @@
 //! [`Pool::shutdown_now`]), as the [`Domain`](crate::Domain)'s do, instead
 //! of queueing jobs no worker runs or waiting for workers forever; dropping
 //! it leaves it alone (its queued jobs belong to the parent, which runs
-//! them). A child that wants a pool builds a new one (on its own shared
-//! domain, built in the child). Proven by `tests/fork.rs`.
+//! them). A job that forks and returns in the child ends the child when it
+//! returns (`_exit(0)`: the worker is the child's only thread, and the
+//! queue it would go on with is the parent's). A child that wants a pool
+//! builds a new one (on its own shared domain, built in the child). Proven
+//! by `tests/fork.rs`.
 //!
 //! # Limits
 //! At most `max_workers` workers are available at once

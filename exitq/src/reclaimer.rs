@@ -5,7 +5,9 @@
 //! * grace periods that threads wait for and nobody drives
 //!   ([`GracePeriods::stalled`](crate::grace::GracePeriods::stalled): none
 //!   completed for a millisecond and no thread polled meanwhile; while
-//!   threads seal batches they drive their own, `GracePeriods::poll`), then
+//!   threads seal batches they drive their own, `GracePeriods::poll`; or
+//!   one that polls started has gone unled for 10 ms: polls do not end
+//!   leaked sections nor report stalls), then
 //!   back to back while asked for: the threads then run their own ready
 //!   batches;
 //! * reclaim passes over the domain's queue (batches and hooks of exited
@@ -48,6 +50,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::config::Callbacks;
+use crate::grace::Look;
 use crate::inner::{Inner, AWAKE, PARKED, POLLING};
 use crate::local;
 use crate::reclaim::{self, Steal};
@@ -68,8 +71,9 @@ struct Clocks {
     busy: Instant,
     /// The last grace period run because one was asked for.
     gp: Option<Instant>,
-    /// The threads' polls last seen, and since when (`GracePeriods::stalled`).
-    polls: (u64, Instant),
+    /// The threads' polls and the unled grace period last seen, and
+    /// since when (`GracePeriods::stalled`).
+    polls: Look,
 }
 
 /// The reclaimer thread's loop.
@@ -90,7 +94,7 @@ pub(crate) fn run(inner: Arc<Inner>) {
         pass: None,
         busy: now,
         gp: None,
-        polls: (0, now),
+        polls: Look::new(),
     };
     loop {
         // Acquire: pairs with shutdown's store (its steals happen-before
@@ -106,7 +110,9 @@ pub(crate) fn run(inner: Arc<Inner>) {
         if inner.gp.stalled(lag, &mut at.polls) {
             // The threads that asked drive their grace periods themselves
             // (`GracePeriods::poll`, at each seal); this one went without
-            // progress and without polls: they stopped sealing.
+            // progress and without polls (they stopped sealing), or polls
+            // left it unled for long (a leaked section to end, a stall to
+            // report: a leader's duties).
             inner.gp.synchronize(&inner.registry, &inner.stats, false);
             at.gp = Some(Instant::now());
             did += 1;

@@ -15,6 +15,7 @@ use std::ptr;
 
 use crate::batch::{drop_payload, Item, Work};
 use crate::cancel::NoCancel;
+use crate::fork;
 use crate::llist::{Chain, Node};
 
 /// One run of a domain's callbacks in progress on this thread, on
@@ -109,6 +110,9 @@ pub(crate) fn run_items_and_chain(
         outer: RUNNING.get(),
     };
     let _in = Linked::new(&frame);
+    // A callback that forks and returns in the child: the child stops
+    // after it and leaks the rest, which the parent runs (`fork.rs`).
+    let fork_gen = fork::current();
     let mut ran = Ran::default();
     loop {
         // Several items per `catch_unwind`; after a panic, go on with the
@@ -117,14 +121,23 @@ pub(crate) fn run_items_and_chain(
         let done = catch_unwind(AssertUnwindSafe(|| {
             for item in items.by_ref() {
                 item.run();
+                if fork::is_child(fork_gen) {
+                    break;
+                }
             }
         }));
-        match done {
-            Ok(()) => break,
-            Err(payload) => {
-                ran.panicked += 1;
-                drop_payload(payload);
-            }
+        let finished = done.is_ok();
+        if let Err(payload) = done {
+            ran.panicked += 1;
+            drop_payload(payload);
+        }
+        if fork::is_child(fork_gen) {
+            // The items left are words without a destructor: dropping the
+            // iterator runs none of them.
+            return abandon(chain, ran);
+        }
+        if finished {
+            break;
         }
     }
     while let Some(mut node) = chain.pop_front() {
@@ -138,7 +151,11 @@ pub(crate) fn run_items_and_chain(
                     ran.held += 1;
                     b.in_held = false;
                 }
-                let (n, p) = b.run();
+                let (n, p) = b.run(fork_gen);
+                if fork::is_child(fork_gen) {
+                    std::mem::forget(node);
+                    return abandon(chain, ran);
+                }
                 ran.callbacks += n;
                 ran.panicked += p;
                 ran.batches += 1;
@@ -152,10 +169,20 @@ pub(crate) fn run_items_and_chain(
                     ran.panicked += 1;
                     drop_payload(payload);
                 }
+                if fork::is_child(fork_gen) {
+                    return abandon(chain, ran);
+                }
                 ran.callbacks += 1;
                 ran.exits += 1;
             }
         }
     }
+    ran
+}
+
+/// In the child of a fork made by a callback: leaks the rest of the run
+/// (the parent's, which the parent runs; `fork.rs`).
+fn abandon(chain: Chain<Work>, ran: Ran) -> Ran {
+    std::mem::forget(chain);
     ran
 }

@@ -199,3 +199,100 @@ fn a_pool_built_in_a_forked_child_works() {
     });
     assert_eq!(code, 0, "the child's pool ran its job");
 }
+
+/// A callback that calls `fork()` and returns in the child: the child goes
+/// on with the run it forked inside of. Before the check after each
+/// callback (`fork.rs`, `run.rs`) it ran the rest of the parent's batch,
+/// which the parent runs too: every such callback ran twice (red team 2).
+#[test]
+fn a_child_forked_inside_a_callback_runs_none_of_the_parents_other_callbacks() {
+    let d = Domain::builder()
+        .batch_size(4)
+        .flush_latency(Duration::from_secs(3600))
+        .build();
+    let counts = SharedCounter::new();
+    // SAFETY: getpid has no preconditions.
+    let parent = unsafe { libc::getpid() };
+    let child = Arc::new(AtomicU64::new(0));
+    let c = child.clone();
+    d.defer(move || {
+        // SAFETY: the child runs only exitq's code and `_exit`s below.
+        let pid = unsafe { libc::fork() };
+        c.store(pid.max(0) as u64, Ordering::SeqCst);
+    });
+    for _ in 0..3 {
+        let n = counts.0;
+        d.defer(move || {
+            n.fetch_add(1, Ordering::SeqCst);
+        });
+    }
+    d.flush(); // sealed
+    d.synchronize();
+    d.flush(); // runs the batch: its first callback forks
+               // SAFETY: getpid has no preconditions.
+    if unsafe { libc::getpid() } != parent {
+        // SAFETY: ends the child without returning into the harness.
+        unsafe { libc::_exit(0) };
+    }
+    let pid = child.load(Ordering::SeqCst);
+    assert!(pid > 0, "the callback forked");
+    assert_eq!(wait_child(pid as libc::pid_t, LIMIT), 0);
+    assert_eq!(
+        counts.get(),
+        3,
+        "the child ran callbacks of the parent's batch"
+    );
+}
+
+/// A pool job that calls `fork()` and returns in the child: the child's
+/// copy of the worker ends with the job (`_exit(0)`) instead of going on
+/// with the parent's queue, whose jobs the parent runs (each once).
+#[cfg(feature = "pool")]
+#[test]
+fn a_pool_job_that_forks_ends_the_child_when_it_returns() {
+    use exitq::pool::Pool;
+    let pool = Pool::builder()
+        .min_workers(1)
+        .max_workers(1)
+        .build()
+        .expect("pool");
+    let counts = SharedCounter::new();
+    let child = Arc::new(AtomicU64::new(0));
+    let (go, wait) = std::sync::mpsc::channel::<()>();
+    let (started_tx, started) = std::sync::mpsc::channel::<()>();
+    let c = child.clone();
+    assert!(pool
+        .execute(move || {
+            started_tx.send(()).unwrap();
+            wait.recv().unwrap();
+            // SAFETY: the child runs the rest of this job and then the
+            // pool's code, which ends it.
+            let pid = unsafe { libc::fork() };
+            c.store(pid.max(0) as u64, Ordering::SeqCst);
+        })
+        .is_ok());
+    started.recv().unwrap(); // the worker is busy with the forking job
+    for _ in 0..3 {
+        let n = counts.0;
+        assert!(pool
+            .execute(move || {
+                n.fetch_add(1, Ordering::SeqCst);
+            })
+            .is_ok());
+    }
+    assert_eq!(
+        pool.stats().queued,
+        3,
+        "the three jobs wait in the queue behind the forking one"
+    );
+    go.send(()).unwrap();
+    let start = std::time::Instant::now();
+    while child.load(Ordering::SeqCst) == 0 || counts.get() < 3 {
+        assert!(start.elapsed() < LIMIT, "the jobs ran");
+        thread::sleep(Duration::from_millis(1));
+    }
+    let pid = child.load(Ordering::SeqCst) as libc::pid_t;
+    assert_eq!(wait_child(pid, LIMIT), 0, "the child ended with its job");
+    assert_eq!(counts.get(), 3, "the child ran the parent's queued jobs");
+    assert_eq!(pool.stats().ran_on_caller, 0);
+}

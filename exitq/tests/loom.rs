@@ -117,6 +117,56 @@ fn grace_period_waits_for_prior_readers() {
     });
 }
 
+/// A grace period whose scan finds the reader already in its *next*
+/// section (its word shows an epoch newer than the grace period): the
+/// scanner frees what the reader's previous section read, so that read
+/// must happen-before the free. Made Relaxed, the Release store of 0 that
+/// ends the section (`grace::reader_exit`) fails this model: the scanner
+/// may see that 0 and free. The other half, the outermost entry store's
+/// Release (`grace::ENTRY`), is for a scanner that sees only the *next*
+/// section's word: under C++20 a Relaxed store does not continue the exit
+/// store's release sequence. Loom models the older rule (a later store by
+/// the same thread continues it), so it passes with `ENTRY` Relaxed; miri
+/// is the check for that half (`tests/miri_cell.rs`).
+/// The scanner is a producer's poll (`GracePeriods::poll`): it starts
+/// grace period 1, checks the reader once after its scan fence, and frees
+/// only if the reader is past.
+#[test]
+fn a_scan_that_finds_the_reader_in_its_next_section_is_ordered_after_the_previous_one() {
+    loom::model(|| {
+        let gp_ctr = Arc::new(AtomicU64::new(model::initial_epoch()));
+        let ctr = Arc::new(AtomicU64::new(0));
+        let current = Arc::new(AtomicUsize::new(0)); // 0: the object is published
+        let object = Arc::new(UnsafeCell::new(ALIVE));
+
+        let reader = {
+            let (gp_ctr, ctr, current, object) =
+                (gp_ctr.clone(), ctr.clone(), current.clone(), object.clone());
+            thread::spawn(move || {
+                model::reader_enter(&gp_ctr, &ctr);
+                if current.load(Ordering::Acquire) == 0 {
+                    // SAFETY (model): loom checks this read against the
+                    // scanner's write.
+                    let seen = object.with(|p| unsafe { *p });
+                    assert_eq!(seen, ALIVE, "the reader saw the object freed");
+                }
+                model::reader_exit(&ctr);
+                model::reader_enter(&gp_ctr, &ctr); // the next section
+                model::reader_exit(&ctr);
+            })
+        };
+
+        current.store(1, Ordering::Release); // unpublish
+        model::start_grace_period(&gp_ctr, 1);
+        model::full_fence(); // `grace::scan_fence`
+        if !model::holds_grace_period(&ctr, 1) {
+            // SAFETY (model): loom checks this write against the read.
+            object.with_mut(|p| unsafe { *p = POISONED });
+        }
+        reader.join().unwrap();
+    });
+}
+
 /// Nested sections, and a reader that may load the epoch before grace
 /// period 1 and store it after (stale epoch): grace period 2 must still wait
 /// for a section that could have seen object 1.

@@ -295,11 +295,7 @@ fn per_cpu_table_summary_and_no_aggregate() {
             .args(extra)
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        common::assert_success(&out);
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
     let cpus = online();

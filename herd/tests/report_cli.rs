@@ -164,11 +164,7 @@ fn a_compare_journal_with_a_missing_round_names_it() {
     ];
     args.extend_from_slice(SMALL);
     let out = herd().current_dir(d).args(&args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out);
     let j = std::fs::read_to_string(d.join("j.jsonl")).unwrap();
     let mut lines: Vec<&str> = j.lines().collect();
     assert_eq!(lines.len(), 1 + 4, "header and 4 runs");
@@ -341,11 +337,7 @@ fn several_inputs_stdin_and_stdout() {
         .write_stdin(storm)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out);
     let p = String::from_utf8(out.stdout).unwrap();
     assert!(p.starts_with("<!DOCTYPE html>"));
     assert_eq!(

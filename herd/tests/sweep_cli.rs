@@ -28,11 +28,7 @@ fn sweep_writes_charts_and_data() {
         .args(SMALL_ANY_WAVE)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out);
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("threads_created (threads)"), "{text}");
     for f in [

@@ -16,9 +16,10 @@ use std::time::{Duration, Instant};
 use super::config::RetireReason;
 use super::exit_hook;
 use super::futex;
+use super::idle::Slot;
 use super::idle::{IDLE, NOTIFIED, RUNNING};
 use super::inner::Inner;
-use super::job::run_counted;
+use super::job::{run_counted, Job};
 
 /// What a worker does after its idle wait.
 enum AfterIdle {
@@ -28,6 +29,19 @@ enum AfterIdle {
     Woken,
     /// Leaves, after an idle period whose drawn keep-alive this is.
     Retire(Duration),
+}
+
+/// Runs `job` (`run_counted`). A job that forks and returns in the child
+/// ends the child here, with `_exit(0)`: the worker is the child's only
+/// thread, and going on would run the parent's queued jobs a second time
+/// (the parent runs them; `crate::fork`).
+fn run_job(inner: &Inner, slot: &Slot, job: Job) {
+    run_counted(slot, job);
+    if inner.forked() {
+        // SAFETY: `_exit` has no preconditions; it runs no destructor, no
+        // atexit handler and flushes none of the parent's stdio buffers.
+        unsafe { libc::_exit(0) };
+    }
 }
 
 /// The worker thread of slot `slot_idx`.
@@ -44,14 +58,14 @@ pub(super) fn main(inner: Arc<Inner>, slot_idx: u32) {
             woken = false;
             if let Some(job) = inner.queue.pop() {
                 inner.found_work();
-                run_counted(slot, job);
+                run_job(&inner, slot, job);
             }
         }
         while let Some(job) = inner.queue.pop() {
-            run_counted(slot, job);
+            run_job(&inner, slot, job);
         }
         if let Some(job) = inner.spin_for_job() {
-            run_counted(slot, job);
+            run_job(&inner, slot, job);
             continue;
         }
         if inner.is_shutdown() {

@@ -165,26 +165,18 @@ impl Report {
             }
         }
         if t.exits > 0 {
-            m.push(Metric::lower(
-                "cleanup_held_peak_kib",
-                "KiB",
-                t.held_peak_kib,
-            ));
-            m.push(Metric::lower(
-                "cleanup_held_mean_kib",
-                "KiB",
-                t.held_mean_kib,
-            ));
-            m.push(Metric::lower(
-                "cleanup_held_kib_ms_per_exit",
-                "KiB*ms",
-                t.held_kib_ms_per_exit,
-            ));
-            m.push(Metric::lower(
-                "cleanup_pending_peak",
-                "threads",
-                t.pending_peak as f64,
-            ));
+            for (name, unit, v) in [
+                ("cleanup_held_peak_kib", "KiB", t.held_peak_kib),
+                ("cleanup_held_mean_kib", "KiB", t.held_mean_kib),
+                (
+                    "cleanup_held_kib_ms_per_exit",
+                    "KiB*ms",
+                    t.held_kib_ms_per_exit,
+                ),
+                ("cleanup_pending_peak", "threads", t.pending_peak as f64),
+            ] {
+                m.push(Metric::lower(name, unit, v));
+            }
         }
         if let Some(x) = &self.exitq {
             m.push(Metric::info(

@@ -82,12 +82,18 @@ pub fn metric_opt(r: &Value, name: &str) -> Option<f64> {
 /// Asserts that the run succeeded (its stderr in the message) and parses
 /// its stdout as JSON.
 pub fn success_json<T: DeserializeOwned>(out: &Output) -> T {
+    assert_success(out);
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Asserts that the run succeeded, with its stderr as the message.
+#[track_caller]
+pub fn assert_success(out: &Output) {
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// Starts `herd ARGS` with stdout and stderr piped.
