@@ -184,56 +184,6 @@ pub(crate) fn reader_exit(ctr: &AtomicU64) -> bool {
     }
 }
 
-/// A QSBR reader's quiescent state ([`QsbrReader`](crate::QsbrReader)):
-/// the reader word goes from "in a section since the epoch in `word`" to
-/// "in a section since now", as a section's exit and the next one's entry
-/// in one step, so grace periods check it as any other section
-/// ([`holds_grace_period`]). `word` is the reader's copy of its word (only
-/// this thread writes it). True if the epoch moved on: the caller then
-/// calls [`quiescent_store`] (kept out of line, so the loop around the
-/// fast path keeps its values in registers).
-///
-/// While no grace period has started since the last store (the epoch is
-/// still `word`), nothing is stored, as liburcu-qsbr's
-/// `rcu_quiescent_state` skips: a grace period `g` waits only for words
-/// showing an epoch `<= g`, and the word shows the latest published
-/// epoch, greater than every such `g`, so storing it again would change no
-/// check. Relaxed suffices for that load: what the reader reads next is
-/// ordered after the Acquire load that read this same epoch before the
-/// word was stored (`quiescent_store`, or the reader going online), which
-/// pairs with that grace period's Release store of it, after its heavy
-/// barrier and every removal before it.
-#[inline(always)]
-pub(crate) fn quiescent_due(gp_ctr: &AtomicU64, word: u64) -> bool {
-    // Relaxed: see above.
-    gp_ctr.load(Ordering::Relaxed) != word
-}
-
-/// The store of a quiescent state whose epoch moved on ([`quiescent_due`]);
-/// also a QSBR reader's return online. Returns the new word.
-#[inline]
-pub(crate) fn quiescent_store(gp_ctr: &AtomicU64, ctr: &AtomicU64, fences: Fences) -> u64 {
-    // Acquire: pairs with the leader's Release store of the epoch
-    // (`start_grace_period`), as an entry's.
-    let now = gp_ctr.load(Ordering::Acquire);
-    // Release (`ENTRY`): everything the reader did since its last
-    // quiescent state happens-before a grace period's Acquire load that
-    // sees the new epoch (a section's exit, folded in).
-    ctr.store(now, ENTRY);
-    // Orders the store before the reader's next loads, as an entry's.
-    fences.light();
-    now
-}
-
-/// A QSBR reader goes offline (`QsbrReader::offline`): as a section's
-/// exit.
-#[inline]
-pub(crate) fn offline(ctr: &AtomicU64) {
-    // Release: everything read before happens-before a grace period's
-    // Acquire load that sees 0 (`holds_grace_period`), as `reader_exit`.
-    ctr.store(0, Ordering::Release);
-}
-
 /// Steps 1 and 2 of grace period `g` (see the module docs).
 #[inline]
 pub(crate) fn start_grace_period(gp_ctr: &AtomicU64, g: u64, fences: Fences) {
@@ -365,8 +315,9 @@ impl GracePeriods {
 
     /// Shutdown (the last handle dropped): a grace period waiting for
     /// readers stops waiting and completes. No section can be open any
-    /// more but leaked ones (a live guard borrows a handle, a `Reader`
-    /// owns one), which nothing can read through; the reclaimer, which
+    /// more but leaked ones (a live guard borrows a handle, a `Reader` or
+    /// a `QsbrReader` owns one), which nothing can read through; the
+    /// reclaimer, which
     /// shutdown joins, would otherwise wait for a section leaked by a
     /// live thread forever (`tests/red2.rs`).
     pub(crate) fn stop(&self) {

@@ -7,7 +7,7 @@
 //! ([`QsbrReader::quiescent`]: "I hold no reference read before this
 //! point"), once per request or loop iteration, and goes *offline* around
 //! blocking calls ([`QsbrReader::offline`]). A quiescent state moves the
-//! word to the current epoch ([`grace::quiescent_due`]: a load and a compare,
+//! word to the current epoch ([`quiescent_due`]: a load and a compare,
 //! and a store only when a grace period has started since the last one),
 //! so grace periods check a QSBR reader exactly as any other section
 //! (`grace::holds_grace_period`): no new case in the grace-period code.
@@ -46,7 +46,7 @@ use crate::grace;
 use crate::guard::{sealed, ReadSection};
 use crate::reader::release_reader;
 use crate::record::{Kind, Record};
-use crate::sync::AtomicU64;
+use crate::sync::{AtomicU64, Ordering};
 
 /// A quiescent-state-based reader (liburcu-qsbr's model): online from its
 /// creation to its drop, so reads under it cost no section at all; it
@@ -83,7 +83,8 @@ use crate::sync::AtomicU64;
 /// let config = exitq::RcuCell::new(&domain, String::from("v1"));
 /// let (tx, rx) = mpsc::channel::<u32>();
 /// std::thread::scope(|s| {
-///     let worker = s.spawn(|| {
+///     let (domain, config) = (&domain, &config);
+///     let worker = s.spawn(move || {
 ///         let mut reader = domain.qsbr_reader();
 ///         let mut served = 0;
 ///         // Offline while blocked: the wait holds no grace period.
@@ -193,7 +194,7 @@ impl QsbrReader {
     #[inline]
     pub fn quiescent(&mut self) {
         // SAFETY: as in `parts`.
-        if grace::quiescent_due(unsafe { &*self.gp_ctr }, self.word) {
+        if quiescent_due(unsafe { &*self.gp_ctr }, self.word) {
             self.online();
         }
     }
@@ -211,7 +212,7 @@ impl QsbrReader {
             }
         }
         self.word = 0;
-        grace::offline(&self.parts().0.ctr);
+        offline(&self.parts().0.ctr);
         let _online = Online(self);
         f()
     }
@@ -236,7 +237,57 @@ impl QsbrReader {
 fn online(record: *const Record, gp_ctr: *const AtomicU64, fences: Fences) -> u64 {
     // SAFETY: as in `QsbrReader::parts` (the caller's fields).
     let (record, gp_ctr) = unsafe { (&*record, &*gp_ctr) };
-    grace::quiescent_store(gp_ctr, &record.ctr, fences)
+    quiescent_store(gp_ctr, &record.ctr, fences)
+}
+
+/// A QSBR reader's quiescent state ([`QsbrReader`](crate::QsbrReader)):
+/// the reader word goes from "in a section since the epoch in `word`" to
+/// "in a section since now", as a section's exit and the next one's entry
+/// in one step, so grace periods check it as any other section
+/// ([`grace::holds_grace_period`]). `word` is the reader's copy of its word (only
+/// this thread writes it). True if the epoch moved on: the caller then
+/// calls [`quiescent_store`] (kept out of line, so the loop around the
+/// fast path keeps its values in registers).
+///
+/// While no grace period has started since the last store (the epoch is
+/// still `word`), nothing is stored, as liburcu-qsbr's
+/// `rcu_quiescent_state` skips: a grace period `g` waits only for words
+/// showing an epoch `<= g`, and the word shows the latest published
+/// epoch, greater than every such `g`, so storing it again would change no
+/// check. Relaxed suffices for that load: what the reader reads next is
+/// ordered after the Acquire load that read this same epoch before the
+/// word was stored (`quiescent_store`, or the reader going online), which
+/// pairs with that grace period's Release store of it, after its heavy
+/// barrier and every removal before it.
+#[inline(always)]
+pub(crate) fn quiescent_due(gp_ctr: &AtomicU64, word: u64) -> bool {
+    // Relaxed: see above.
+    gp_ctr.load(Ordering::Relaxed) != word
+}
+
+/// The store of a quiescent state whose epoch moved on ([`quiescent_due`]);
+/// also a QSBR reader's return online. Returns the new word.
+#[inline]
+pub(crate) fn quiescent_store(gp_ctr: &AtomicU64, ctr: &AtomicU64, fences: Fences) -> u64 {
+    // Acquire: pairs with the leader's Release store of the epoch
+    // (`grace::start_grace_period`), as an entry's.
+    let now = gp_ctr.load(Ordering::Acquire);
+    // Release (`grace::ENTRY`): everything the reader did since its last
+    // quiescent state happens-before a grace period's Acquire load that
+    // sees the new epoch (a section's exit, folded in).
+    ctr.store(now, grace::ENTRY);
+    // Orders the store before the reader's next loads, as an entry's.
+    fences.light();
+    now
+}
+
+/// A QSBR reader goes offline (`QsbrReader::offline`): as a section's
+/// exit.
+#[inline]
+pub(crate) fn offline(ctr: &AtomicU64) {
+    // Release: everything read before happens-before a grace period's
+    // Acquire load that sees 0 (`grace::holds_grace_period`), as `reader_exit`.
+    ctr.store(0, Ordering::Release);
 }
 
 impl ReadSection for QsbrReader {}
