@@ -220,7 +220,12 @@ fn stale_epoch_reader_across_two_grace_periods() {
 /// a grace period waits for the reader's quiescent state after it started
 /// (or its going offline), and whatever the reader reads after a
 /// quiescent state that stored nothing was ordered by the Acquire load of
-/// the epoch it stored before.
+/// the epoch it stored before. Fails (the reader sees object 0 poisoned)
+/// without `quiescent_store`'s light fence, which pairs with the leader's
+/// heavy barrier: going online, the leader's scan could miss the word.
+/// Weakening its Acquire load or Release store alone goes unseen here: the
+/// fence, modelled as a read-modify-write of one global word, orders both
+/// (miri checks those in tests/miri_cell.rs).
 #[test]
 fn a_qsbr_reader_is_waited_for_until_its_quiescent_state() {
     loom::model(|| {
