@@ -28,8 +28,10 @@
 //!   `SEIZE_BATCH`, default 256), `enter` + `protect`; the writer `swap`s
 //!   and `defer_retire`s the old value.
 //!
-//! Prints `IMPL READERS SECONDS READS_PER_S WRITES_PER_S`; exits 1 if a
-//! reader saw an inconsistent configuration. `scripts/bench-read-mostly.sh`
+//! Prints `IMPL READERS SECONDS READS_PER_S WRITES_PER_S READS WRITES`
+//! (rates over the timed phase, then the totals, which the script divides
+//! by the whole process's wall time); exits 1 if a reader saw an
+//! inconsistent configuration. `scripts/bench-read-mostly.sh`
 //! interleaves the implementations.
 use std::hint::black_box;
 use std::process::ExitCode;
@@ -434,7 +436,7 @@ fn main() -> ExitCode {
         return ExitCode::from(1);
     }
     println!(
-        "{name} {readers} {secs} {:.0} {:.0}",
+        "{name} {readers} {secs} {:.0} {:.0} {reads} {writes}",
         reads as f64 / elapsed,
         writes as f64 / elapsed
     );
