@@ -66,7 +66,11 @@ use crate::sync::{AtomicU64, Ordering};
 /// while online panics, as inside any read section; wait inside
 /// `offline`. As with locks, do not hold one domain's reader online while
 /// waiting for another domain's grace period on a thread whose readers
-/// the other domain's waiters hold (a cycle across threads).
+/// the other domain's waiters hold (a cycle across threads); a `defer`
+/// into a domain with [`Reclaimer::Inline`](crate::Reclaimer::Inline), or
+/// past its backlog limit, may wait for that domain's grace period too
+/// (never inside one of its own sections: stay online on both domains, or
+/// go offline around it).
 ///
 /// Not `Send`: the reader is registered with the thread that created it.
 ///
