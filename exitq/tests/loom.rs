@@ -173,43 +173,51 @@ fn a_scan_that_finds_the_reader_in_its_next_section_is_ordered_after_the_previou
 #[test]
 fn stale_epoch_reader_across_two_grace_periods() {
     loom::model(|| {
-        let gp_ctr = Arc::new(AtomicU64::new(model::initial_epoch()));
-        let ctr = Arc::new(AtomicU64::new(0));
-        let current = Arc::new(AtomicUsize::new(0));
-        let objects = Arc::new([
-            AtomicUsize::new(ALIVE),
-            AtomicUsize::new(ALIVE),
-            AtomicUsize::new(ALIVE),
-        ]);
-
-        let reader = {
-            let (gp_ctr, ctr, current, objects) = (
-                gp_ctr.clone(),
-                ctr.clone(),
-                current.clone(),
-                objects.clone(),
-            );
-            thread::spawn(move || {
-                model::reader_enter(&gp_ctr, &ctr);
-                model::reader_enter(&gp_ctr, &ctr); // nested
-                let i = current.load(Ordering::Acquire);
-                assert!(!model::reader_exit(&ctr));
-                let seen = objects[i].load(Ordering::Relaxed);
-                assert!(model::reader_exit(&ctr));
-                assert_eq!(seen, ALIVE, "reader saw object {i} poisoned");
-            })
-        };
-
-        for (g, (old, new)) in [(1u64, (0usize, 1usize)), (2, (1, 2))] {
-            current.store(new, Ordering::Release);
-            model::start_grace_period(&gp_ctr, g);
-            while model::holds_grace_period(&ctr, g) {
-                thread::yield_now();
-            }
-            objects[old].store(POISONED, Ordering::Relaxed);
-        }
-        reader.join().unwrap();
+        two_grace_periods(|gp_ctr, ctr, current, objects| {
+            model::reader_enter(gp_ctr, ctr);
+            model::reader_enter(gp_ctr, ctr); // nested
+            let i = current.load(Ordering::Acquire);
+            assert!(!model::reader_exit(ctr));
+            let seen = objects[i].load(Ordering::Relaxed);
+            assert!(model::reader_exit(ctr));
+            assert_eq!(seen, ALIVE, "reader saw object {i} poisoned");
+        })
     });
+}
+
+/// One reader thread running `reader` (over the epoch, its reader word,
+/// the index of the current object and the objects) while this thread
+/// replaces object 0 by 1, runs grace period 1, poisons 0, replaces 1 by 2,
+/// runs grace period 2 and poisons 1.
+fn two_grace_periods(
+    reader: impl FnOnce(&AtomicU64, &AtomicU64, &AtomicUsize, &[AtomicUsize; 3]) + Send + 'static,
+) {
+    let gp_ctr = Arc::new(AtomicU64::new(model::initial_epoch()));
+    let ctr = Arc::new(AtomicU64::new(0));
+    let current = Arc::new(AtomicUsize::new(0));
+    let objects = Arc::new([
+        AtomicUsize::new(ALIVE),
+        AtomicUsize::new(ALIVE),
+        AtomicUsize::new(ALIVE),
+    ]);
+    let handle = {
+        let (gp_ctr, ctr, current, objects) = (
+            gp_ctr.clone(),
+            ctr.clone(),
+            current.clone(),
+            objects.clone(),
+        );
+        thread::spawn(move || reader(&gp_ctr, &ctr, &current, &objects))
+    };
+    for (g, (old, new)) in [(1u64, (0usize, 1usize)), (2, (1, 2))] {
+        current.store(new, Ordering::Release);
+        model::start_grace_period(&gp_ctr, g);
+        while model::holds_grace_period(&ctr, g) {
+            thread::yield_now();
+        }
+        objects[old].store(POISONED, Ordering::Relaxed);
+    }
+    handle.join().unwrap();
 }
 
 /// A QSBR reader (`QsbrReader`): online, it reads twice with a quiescent
@@ -229,43 +237,16 @@ fn stale_epoch_reader_across_two_grace_periods() {
 #[test]
 fn a_qsbr_reader_is_waited_for_until_its_quiescent_state() {
     loom::model(|| {
-        let gp_ctr = Arc::new(AtomicU64::new(model::initial_epoch()));
-        let ctr = Arc::new(AtomicU64::new(0));
-        let current = Arc::new(AtomicUsize::new(0));
-        let objects = Arc::new([
-            AtomicUsize::new(ALIVE),
-            AtomicUsize::new(ALIVE),
-            AtomicUsize::new(ALIVE),
-        ]);
-
-        let reader = {
-            let (gp_ctr, ctr, current, objects) = (
-                gp_ctr.clone(),
-                ctr.clone(),
-                current.clone(),
-                objects.clone(),
-            );
-            thread::spawn(move || {
-                let mut word = model::qsbr_online(&gp_ctr, &ctr);
-                for _ in 0..2 {
-                    let i = current.load(Ordering::Acquire);
-                    let seen = objects[i].load(Ordering::Relaxed);
-                    assert_eq!(seen, ALIVE, "QSBR reader saw object {i} poisoned");
-                    model::qsbr_quiescent(&gp_ctr, &ctr, &mut word);
-                }
-                model::qsbr_offline(&ctr);
-            })
-        };
-
-        for (g, (old, new)) in [(1u64, (0usize, 1usize)), (2, (1, 2))] {
-            current.store(new, Ordering::Release);
-            model::start_grace_period(&gp_ctr, g);
-            while model::holds_grace_period(&ctr, g) {
-                thread::yield_now();
+        two_grace_periods(|gp_ctr, ctr, current, objects| {
+            let mut word = model::qsbr_online(gp_ctr, ctr);
+            for _ in 0..2 {
+                let i = current.load(Ordering::Acquire);
+                let seen = objects[i].load(Ordering::Relaxed);
+                assert_eq!(seen, ALIVE, "QSBR reader saw object {i} poisoned");
+                model::qsbr_quiescent(gp_ctr, ctr, &mut word);
             }
-            objects[old].store(POISONED, Ordering::Relaxed);
-        }
-        reader.join().unwrap();
+            model::qsbr_offline(ctr);
+        })
     });
 }
 
