@@ -2,7 +2,8 @@
 # The read-mostly pointer as whole processes (benches/examples/read_mostly.rs):
 # one writer replacing an 80-byte configuration as fast as it can, readers
 # validating every word of the current one, for a fixed time. exitq
-# (RcuCell + Reader) against arc-swap (load, and with its Cache),
+# (RcuCell read through a Reader, and through a QsbrReader announcing a
+# quiescent state per read) against arc-swap (load, and with its Cache),
 # crossbeam-epoch (registered LocalHandle) and seize.
 #
 #   scripts/bench-read-mostly.sh [-n ROUNDS] [--seconds S] [--readers "1 2"] [--write-gap US]
@@ -12,6 +13,9 @@
 # the same rate of change for every implementation. Rounds interleave
 # the implementations, the order rotating from round to round; ratios are
 # taken within a round, the median over rounds is reported with the spread.
+# Each process is timed whole: besides the rates over the timed phase,
+# "whole" rates divide the process's reads by its wall time (start-up,
+# thread creation and teardown included).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=5
@@ -28,7 +32,7 @@ while [[ $# -gt 0 ]]; do
             readers=$2; shift 2 ;;
         --write-gap) [[ $# -ge 2 && "$2" =~ ^[0-9]+$ ]] || { echo "bench-read-mostly: --write-gap needs microseconds" >&2; exit 2; }
             gap=$2; shift 2 ;;
-        -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench-read-mostly: unknown argument '$1' (try --help)" >&2; exit 2 ;;
     esac
 done
@@ -36,7 +40,7 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 cargo build -q --release -p benches --example read_mostly
 bin=target/release/examples/read_mostly
-names=(exitq arc-swap-cache arc-swap crossbeam seize)
+names=(exitq exitq-qsbr arc-swap-cache arc-swap crossbeam seize)
 echo "bench-read-mostly: $rounds rounds of ${secs} s, readers: $readers, write gap ${gap} us ($(date -u +%FT%TZ), load $(cut -d' ' -f1 /proc/loadavg))" >&2
 : >"$out/rows"
 n=${#names[@]}
@@ -44,8 +48,10 @@ for round in $(seq "$rounds"); do
     for r in $readers; do
         for k in $(seq 0 $((n - 1))); do
             i=$(( (k + round) % n ))
+            t0=$(date +%s.%N)
             line=$($bin "${names[$i]}" "$r" "$secs" "$gap") || { echo "bench-read-mostly: ${names[$i]} failed" >&2; exit 1; }
-            echo "$round $line" >>"$out/rows"
+            t1=$(date +%s.%N)
+            echo "$round $line $t0 $t1" >>"$out/rows"
         done
     done
     echo "bench-read-mostly: round $round/$rounds done (load $(cut -d' ' -f1 /proc/loadavg))" >&2
@@ -53,28 +59,33 @@ done
 python3 - "$out/rows" <<'PY'
 import statistics, sys
 from collections import defaultdict
-t = defaultdict(dict)  # (round, readers) -> name -> (reads/s, writes/s)
+t = defaultdict(dict)  # (round, readers) -> name -> (reads/s, writes/s, whole-process reads/s)
 for line in open(sys.argv[1]):
-    rnd, name, readers, secs, reads, writes = line.split()
-    t[(int(rnd), int(readers))][name] = (float(reads), float(writes))
+    rnd, name, readers, secs, reads, writes, n_reads, _, t0, t1 = line.split()
+    wall = float(t1) - float(t0)
+    t[(int(rnd), int(readers))][name] = (float(reads), float(writes), float(n_reads) / wall)
 med = statistics.median
 readers = sorted({r for _, r in t})
-names = ["exitq", "arc-swap-cache", "arc-swap", "crossbeam", "seize"]
-print(f"{'readers':>7} {'impl':>15} {'reads M/s':>10} {'writes M/s':>11}  (medians)")
+names = ["exitq", "exitq-qsbr", "arc-swap-cache", "arc-swap", "crossbeam", "seize"]
+ours = ["exitq", "exitq-qsbr"]
+print(f"{'readers':>7} {'impl':>15} {'reads M/s':>10} {'whole M/s':>10} {'writes M/s':>11}  (medians)")
 for r in readers:
     rows = [v for (k, x), v in sorted(t.items()) if x == r]
     for n in names:
-        print(f"{r:>7} {n:>15} {med([v[n][0] for v in rows]) / 1e6:>10.1f} {med([v[n][1] for v in rows]) / 1e6:>11.2f}")
+        print(f"{r:>7} {n:>15} {med([v[n][0] for v in rows]) / 1e6:>10.1f} "
+              f"{med([v[n][2] for v in rows]) / 1e6:>10.1f} {med([v[n][1] for v in rows]) / 1e6:>11.2f}")
 print()
-print(f"{'readers':>7} {'ratio (per round, median)':40} {'median':>7} {'range':>12}  target")
+print(f"{'readers':>7} {'ratio (per round, median)':46} {'median':>7} {'range':>12}  target")
+def ratio(r, rows, a, b, k, what, target):
+    xs = [v[a][k] / v[b][k] for v in rows]
+    print(f"{r:>7} {a + ' ' + what + ' / ' + b:46} {med(xs):>7.2f} {min(xs):.2f}-{max(xs):.2f}  {target}")
 for r in readers:
     rows = [v for (k, x), v in sorted(t.items()) if x == r]
-    for n in names[1:]:
-        xs = [v["exitq"][0] / v[n][0] for v in rows]
-        target = ">= 1" if n == "arc-swap-cache" else ""
-        print(f"{r:>7} {'exitq reads / ' + n + ' reads':40} {med(xs):>7.2f} {min(xs):.2f}-{max(xs):.2f}  {target}")
-    for n in names[1:]:
-        xs = [v["exitq"][1] / v[n][1] for v in rows]
-        target = ">= 1" if n == "crossbeam" else ""
-        print(f"{r:>7} {'exitq writes / ' + n + ' writes':40} {med(xs):>7.2f} {min(xs):.2f}-{max(xs):.2f}  {target}")
+    for a in ours:
+        for b in names[2:]:
+            ratio(r, rows, a, b, 0, "reads", ">= 1" if b == "arc-swap-cache" else "")
+        ratio(r, rows, a, "arc-swap-cache", 2, "whole", ">= 1")
+    for a in ours:
+        for b in names[2:]:
+            ratio(r, rows, a, b, 1, "writes", ">= 1" if b == "crossbeam" else "")
 PY

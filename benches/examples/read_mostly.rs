@@ -13,6 +13,11 @@
 //! * `exitq`: an `RcuCell` read through a `Reader` per reader thread
 //!   (`Reader::read` + `RcuCell::load`); the writer `store`s (the old value
 //!   is dropped after a grace period);
+//! * `exitq-qsbr`: the same cell read through a `QsbrReader` per reader
+//!   thread (`RcuCell::load(&reader)`, no section), announcing a quiescent
+//!   state after every read: what a server does once per request;
+//! * `exitq-qsbr-per64`: the same, announcing one quiescent state per 64
+//!   reads (an extra row: a loop that reads many times per iteration);
 //! * `arc-swap`: an `ArcSwap`, readers `load`, the writer `store`s;
 //! * `arc-swap-cache`: the same with arc-swap's `Cache` per reader (a load
 //!   that only re-reads the shared pointer while it is unchanged);
@@ -23,8 +28,10 @@
 //!   `SEIZE_BATCH`, default 256), `enter` + `protect`; the writer `swap`s
 //!   and `defer_retire`s the old value.
 //!
-//! Prints `IMPL READERS SECONDS READS_PER_S WRITES_PER_S`; exits 1 if a
-//! reader saw an inconsistent configuration. `scripts/bench-read-mostly.sh`
+//! Prints `IMPL READERS SECONDS READS_PER_S WRITES_PER_S READS WRITES`
+//! (rates over the timed phase, then the totals, which the script divides
+//! by the whole process's wall time); exits 1 if a reader saw an
+//! inconsistent configuration. `scripts/bench-read-mostly.sh`
 //! interleaves the implementations.
 use std::hint::black_box;
 use std::process::ExitCode;
@@ -126,6 +133,14 @@ struct Exitq {
     cell: exitq::RcuCell<Config>,
 }
 
+impl Exitq {
+    fn new() -> Exitq {
+        let domain = exitq::Domain::new();
+        let cell = exitq::RcuCell::new(&domain, Config::new(1));
+        Exitq { domain, cell }
+    }
+}
+
 impl Bench for Exitq {
     fn report(&self) {
         eprintln!("{:#?}", self.domain.stats());
@@ -147,6 +162,43 @@ impl Bench for Exitq {
             pace.wait();
         });
         seq - 1
+    }
+}
+
+/// exitq with a `QsbrReader` per reader thread, announcing a quiescent
+/// state every `per` reads.
+struct ExitqQsbr {
+    exitq: Exitq,
+    per: u32,
+}
+
+impl Bench for ExitqQsbr {
+    fn report(&self) {
+        self.exitq.report();
+    }
+    fn read_loop(&self, stop: &AtomicBool) -> (u64, u64) {
+        let mut reader = self.exitq.domain.qsbr_reader();
+        let (mut reads, mut bad) = (0, 0);
+        if self.per == 1 {
+            until(stop, || {
+                check(self.exitq.cell.load(&reader), &mut reads, &mut bad);
+                reader.quiescent();
+            });
+        } else {
+            let mut left = self.per;
+            until(stop, || {
+                check(self.exitq.cell.load(&reader), &mut reads, &mut bad);
+                left -= 1;
+                if left == 0 {
+                    left = self.per;
+                    reader.quiescent();
+                }
+            });
+        }
+        (reads, bad)
+    }
+    fn write_loop(&self, stop: &AtomicBool, pace: &mut Pace) -> u64 {
+        self.exitq.write_loop(stop, pace)
     }
 }
 
@@ -265,11 +317,15 @@ impl Drop for Seize {
 
 fn build(name: &str) -> Result<Arc<dyn Bench>, String> {
     Ok(match name {
-        "exitq" => {
-            let domain = exitq::Domain::new();
-            let cell = exitq::RcuCell::new(&domain, Config::new(1));
-            Arc::new(Exitq { domain, cell })
-        }
+        "exitq" => Arc::new(Exitq::new()),
+        "exitq-qsbr" => Arc::new(ExitqQsbr {
+            exitq: Exitq::new(),
+            per: 1,
+        }),
+        "exitq-qsbr-per64" => Arc::new(ExitqQsbr {
+            exitq: Exitq::new(),
+            per: 64,
+        }),
         "arc-swap" | "arc-swap-cache" => Arc::new(ArcSwap {
             cell: arc_swap::ArcSwap::from_pointee(Config::new(1)),
             cache: name == "arc-swap-cache",
@@ -287,7 +343,8 @@ fn build(name: &str) -> Result<Arc<dyn Bench>, String> {
         }
         other => {
             return Err(format!(
-                "unknown IMPL '{other}' (exitq, arc-swap, arc-swap-cache, crossbeam, seize)"
+                "unknown IMPL '{other}' (exitq, exitq-qsbr, exitq-qsbr-per64, arc-swap, \
+                 arc-swap-cache, crossbeam, seize)"
             ))
         }
     })
@@ -379,7 +436,7 @@ fn main() -> ExitCode {
         return ExitCode::from(1);
     }
     println!(
-        "{name} {readers} {secs} {:.0} {:.0}",
+        "{name} {readers} {secs} {:.0} {:.0} {reads} {writes}",
         reads as f64 / elapsed,
         writes as f64 / elapsed
     );

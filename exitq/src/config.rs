@@ -70,13 +70,49 @@ pub struct Stall {
     pub waited: Duration,
     /// The grace period's number.
     pub grace_period: u64,
+    /// What kind of read section holds it.
+    pub held_by: HeldBy,
+}
+
+/// The kind of read section that holds a stalled grace period
+/// ([`Stall::held_by`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum HeldBy {
+    /// A [`Guard`](crate::Guard) of [`Domain::read`](crate::Domain::read)
+    /// (held too long, or leaked).
+    Guard,
+    /// A [`ReaderGuard`](crate::ReaderGuard) (held too long, or leaked).
+    ReaderGuard,
+    /// An online [`QsbrReader`](crate::QsbrReader) that announced no
+    /// quiescent state since the grace period started (blocked while
+    /// online, a loop that does not call `quiescent`, or leaked).
+    QsbrReader,
+}
+
+impl HeldBy {
+    /// What usually causes the stall, for the default report.
+    pub(crate) fn hint(self) -> &'static str {
+        match self {
+            HeldBy::Guard | HeldBy::ReaderGuard => "a read guard held too long, or leaked?",
+            HeldBy::QsbrReader => {
+                "an online QsbrReader: call quiescent() once per loop iteration and \
+                 go offline() around blocking calls; or leaked?"
+            }
+        }
+    }
 }
 
 impl fmt::Display for Stall {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match self.held_by {
+            HeldBy::Guard => "a read guard",
+            HeldBy::ReaderGuard => "a Reader's guard",
+            HeldBy::QsbrReader => "an online QsbrReader that announced no quiescent state",
+        };
         write!(
             f,
-            "exitq: grace period {} stalled for {:?} by reader thread {} ({})",
+            "exitq: grace period {} stalled for {:?} by reader thread {} ({}): {what}",
             self.grace_period,
             self.waited,
             self.tid,

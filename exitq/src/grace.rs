@@ -70,9 +70,9 @@ use crossbeam_utils::CachePadded;
 
 use crate::backoff::{nap, WaitBackoff};
 use crate::cancel::NoCancel;
-use crate::config::{Stall, StallHandler};
+use crate::config::{HeldBy, Stall, StallHandler};
 use crate::expedite::Fences;
-use crate::record::{Record, Registry, NEST_BITS, NEST_MASK};
+use crate::record::{Kind, Record, Registry, NEST_BITS, NEST_MASK};
 use crate::stats::Counters;
 use crate::sync::{self, AtomicBool, AtomicU64, Ordering};
 
@@ -315,8 +315,9 @@ impl GracePeriods {
 
     /// Shutdown (the last handle dropped): a grace period waiting for
     /// readers stops waiting and completes. No section can be open any
-    /// more but leaked ones (a live guard borrows a handle, a `Reader`
-    /// owns one), which nothing can read through; the reclaimer, which
+    /// more but leaked ones (a live guard borrows a handle, a `Reader` or
+    /// a `QsbrReader` owns one), which nothing can read through; the
+    /// reclaimer, which
     /// shutdown joins, would otherwise wait for a section leaked by a
     /// live thread forever (`tests/red2.rs`).
     pub(crate) fn stop(&self) {
@@ -633,18 +634,23 @@ impl GracePeriods {
     #[cold]
     fn report_stall(&self, r: &Record, g: u64, waited: Duration, stats: &Counters) {
         Counters::add(&stats.stalls, 1);
-        let owner = r.owner();
+        let (owner, kind) = r.owner();
         let stall = Stall {
             tid: owner.tid,
             thread_name: owner.name(),
             waited,
             grace_period: g,
+            held_by: match kind {
+                Kind::Main | Kind::Temporary => HeldBy::Guard,
+                Kind::Reader => HeldBy::ReaderGuard,
+                Kind::Qsbr => HeldBy::QsbrReader,
+            },
         };
         match &self.stall_handler {
             // Marked as this domain's handler: waiting for a grace period
             // in it would wait for ourselves (`stall`).
             Some(handler) => crate::stall::run_handler(self.id(), || handler(&stall)),
-            None => eprintln!("{stall}; still waiting (a read guard held too long, or leaked?)"),
+            None => eprintln!("{stall}; still waiting ({})", stall.held_by.hint()),
         }
     }
 }

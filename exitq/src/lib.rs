@@ -19,7 +19,10 @@
 //!   writer side pays instead, with membarrier(2) (see [`expedite`]). A
 //!   [`Reader`] registered once ([`Domain::reader`]) skips the lookup; it
 //!   owns a handle of the domain, so it can live in a worker's struct or a
-//!   `thread_local!`.
+//!   `thread_local!`. A [`QsbrReader`] ([`Domain::qsbr_reader`]) is
+//!   liburcu-qsbr's model: online from its creation to its drop, so loads
+//!   under it enter no section at all; its thread announces quiescent
+//!   states instead ([Choosing a reader](crate#choosing-a-reader)).
 //! * **grace periods**: [`Domain::synchronize`] returns once every read
 //!   section that started before the call has ended; concurrent callers
 //!   share grace periods. [`Domain::synchronize_expedited`] trades CPU for
@@ -159,12 +162,43 @@
 //! `tokio_pool` and `rayon_pool` count every cleanup (exactly once) and the
 //! syscalls of the hand-over (none). `exitq::pool` is exitq's own pool.
 //!
+//! # Choosing a reader
+//!
+//! | reader | for | a read costs |
+//! |---|---|---|
+//! | [`Domain::read`] guard | any code, occasional reads, nested sections, nothing to set up | a TLS lookup, two stores of the reader word, a compiler fence |
+//! | [`Reader::read`] guard | a thread that reads often (a worker's loop); the `Reader` lives in its struct or a `thread_local!` | two stores, the fence; no lookup, no nesting |
+//! | [`QsbrReader`] | a thread that runs a loop it controls (a server's request loop, an event loop) and reads many times per iteration or per request | nothing but the load: the thread calls [`QsbrReader::quiescent`] once per iteration (a load and a compare; a store only after a grace period started) |
+//!
+//! Every kind is a [`ReadSection`]: `RcuCell::load(&guard)` or
+//! `RcuCell::load(&qsbr_reader)`, and the reference borrows it, so none
+//! outlives its guard, or a QSBR reader's next `quiescent` or `offline`.
+//!
+//! A QSBR reader holds every grace period of its domain from one quiescent
+//! state to the next. A thread that stops announcing them (blocked in a
+//! `recv`, a lock or I/O while online, or a loop that forgot to call
+//! `quiescent`) stalls them all: deferred frees pile up, `synchronize`,
+//! `barrier` and `RcuCell::replace` wait, and past `backlog_limit` so do
+//! other threads' `defer`s. Go offline around anything that blocks
+//! ([`QsbrReader::offline`]). The stall report says so: its
+//! [`Stall::held_by`] is [`HeldBy::QsbrReader`], and the default report on
+//! stderr reads "grace period G stalled for T by reader thread TID (NAME):
+//! an online QsbrReader that announced no quiescent state". As inside any
+//! read section, waiting for a grace period of the domain while online
+//! panics (wait inside `offline`); and a thread online on domain A that
+//! waits for domain B's grace period (`synchronize`, `barrier`, or a
+//! `defer` into B that waits: B's [`Reclaimer::Inline`] pass, B past its
+//! backlog limit) can deadlock with a thread online on B that waits for
+//! A's. Order such waits as you would locks, go offline around them, or
+//! stay online on B too (a thread inside a section of B never waits in B's
+//! `defer`).
+//!
 //! # Features
 //!
 //! `pool` (`exitq::pool`: an elastic thread pool whose workers retire
 //! through exit hooks) and `stacks` (`exitq::stacks`: thread stacks mapped
 //! once and recycled), both on by default. The reclamation core alone (what is
-//! described above: [`Domain`], the guards, [`Reader`], [`RcuCell`] and
+//! described above: [`Domain`], the guards, [`Reader`], [`QsbrReader`], [`RcuCell`] and
 //! [`RcuOption`], exit hooks) is
 //! `exitq = { version = "0.1", default-features = false }`; it depends on
 //! neither.
@@ -201,7 +235,8 @@
 //!   `exitq::pool`).
 //! * **Stalls.** A reader that holds up a grace period for longer than the
 //!   stall timeout is counted and reported (a stall handler, or one line on
-//!   stderr naming the thread); the grace period keeps waiting. A section
+//!   stderr naming the thread and the kind of section, [`Stall::held_by`]);
+//!   the grace period keeps waiting. A section
 //!   leaked by a thread stops holding grace periods once the thread is
 //!   gone ([Leaks](crate#leaks)).
 //! * **Progress.** Grace periods advance whenever a thread that waits for
@@ -219,7 +254,8 @@
 //! * **No deadlock by misuse.** `synchronize`, `barrier` and friends panic
 //!   with a message instead of deadlocking when called inside a read
 //!   section of the same domain, of any kind (a `Domain::read` guard, a
-//!   `Reader`'s, one taken during thread teardown, a leaked one), or
+//!   `Reader`'s, an online `QsbrReader`, one taken during thread teardown,
+//!   a leaked one), or
 //!   `barrier` inside one of its callbacks or any of them inside its stall
 //!   handler (`tests/red.rs`), also when callbacks of other
 //!   domains run nested in between on the thread (A's callback runs B's
@@ -244,6 +280,7 @@
 //! |---|---|
 //! | `read()` + drop | TLS lookup; one load + one store of the thread's reader word on entry (plus a load of the epoch) and on exit; a compiler fence (a full fence in fallback mode) |
 //! | [`Reader::read`] + drop | no TLS lookup and no nesting (`&mut self`): one store of the epoch on entry, one store of 0 on exit, the fence as above |
+//! | [`QsbrReader`] | a load under it: no section; [`QsbrReader::quiescent`]: a load of the epoch and a compare, a store and the fence only once a grace period started since the last; [`QsbrReader::offline`]: two stores and a load |
 //! | [`RcuCell::load`] | one load and a compare (the guard's domain key against the cell's), then the Acquire load of the pointer |
 //! | `defer(f)` | TLS lookup, the closure's captured words written into the batch (one word for `move \|\| drop(p)`; a two-word run header when the closure type changes), 2 plain stores + 1 load (steal handshake); closures over 3 words are boxed |
 //! | ready callbacks | run by their thread 7 per 7 `defer`s (a drain tick: the `defer` that reaches it takes the slow path, disables cancellation, runs 7, settles a batch's counters once it is done) |
@@ -315,14 +352,15 @@
 //!   called `pthread_exit` or was cancelled: its thread-local destructors
 //!   ran), the section ends: a grace period that waits for it checks,
 //!   after its first milliseconds, whether the thread still exists, and
-//!   frees the record. The same for a [`Reader`] leaked with a guard, and
-//!   for a guard or `Reader` leaked by a thread-local destructor that runs
-//!   after exitq's own;
+//!   frees the record. The same for a [`Reader`] leaked with a guard, an
+//!   online [`QsbrReader`] leaked, and for any of them leaked by a
+//!   thread-local destructor that runs after exitq's own;
 //! * a freed record goes to its next owner clean: claiming a record resets
 //!   every owner field, and a record is released exactly once per owner
 //!   (`record`, "A record's life", has the state table and who may make
 //!   each transition);
-//! * a leaked [`Domain`] handle (or a leaked [`Reader`], which owns one)
+//! * a leaked [`Domain`] handle (or a leaked [`Reader`] or [`QsbrReader`],
+//!   which own one)
 //!   keeps the domain, its reclaimer thread and its pending work alive: it
 //!   never shuts down. A guard leaked by a thread whose domain is then
 //!   dropped keeps the domain's memory (not its thread) alive.
@@ -376,6 +414,7 @@ mod llist;
 mod local;
 #[cfg(feature = "pool")]
 pub mod pool;
+mod qsbr;
 mod reader;
 mod reclaim;
 mod reclaimer;
@@ -398,9 +437,10 @@ pub mod model;
 struct ReadmeDoctests;
 
 pub use cell::{CompareExchangeError, RcuCell, RcuOption};
-pub use config::{Callbacks, DomainBuilder, Reclaimer, Stall, StallHandler};
+pub use config::{Callbacks, DomainBuilder, HeldBy, Reclaimer, Stall, StallHandler};
 pub use domain::Domain;
 pub use expedite::{membarrier_available, Expedite};
 pub use guard::{Guard, ReadSection};
+pub use qsbr::QsbrReader;
 pub use reader::{Reader, ReaderGuard};
 pub use stats::DomainStats;

@@ -6,7 +6,7 @@
 //! barrier there). Not part of the API.
 use crate::expedite::Fences;
 use crate::sync::Ordering;
-use crate::{grace, handshake, record};
+use crate::{grace, handshake, qsbr, record};
 pub use loom::sync::atomic::{AtomicBool, AtomicU64};
 
 const FENCES: Fences = Fences { membarrier: true };
@@ -20,6 +20,21 @@ pub fn reader_exit(ctr: &AtomicU64) -> bool {
 /// The epoch word before any grace period.
 pub fn initial_epoch() -> u64 {
     grace::epoch_word(0)
+}
+/// A `QsbrReader` going online (its creation, the end of `offline`):
+/// returns its word.
+pub fn qsbr_online(gp_ctr: &AtomicU64, ctr: &AtomicU64) -> u64 {
+    qsbr::quiescent_store(gp_ctr, ctr, FENCES)
+}
+/// `QsbrReader::quiescent`: a store only if the epoch moved on.
+pub fn qsbr_quiescent(gp_ctr: &AtomicU64, ctr: &AtomicU64, word: &mut u64) {
+    if qsbr::quiescent_due(gp_ctr, *word) {
+        *word = qsbr::quiescent_store(gp_ctr, ctr, FENCES);
+    }
+}
+/// `QsbrReader::offline`'s store (and a dropped reader's).
+pub fn qsbr_offline(ctr: &AtomicU64) {
+    qsbr::offline(ctr)
 }
 pub fn start_grace_period(gp_ctr: &AtomicU64, g: u64) {
     grace::start_grace_period(gp_ctr, g, FENCES)

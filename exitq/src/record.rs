@@ -89,6 +89,10 @@ pub(crate) enum Kind {
     /// One guard's, taken after the thread's exitq state was torn down.
     /// Released when the guard drops.
     Temporary,
+    /// A [`QsbrReader`](crate::QsbrReader)'s: online (a section) from its
+    /// claim to its release, moved on by quiescent states. Released when
+    /// the reader drops.
+    Qsbr,
 }
 
 /// `flags` (owner-only): a main record retired at thread exit while a guard on it was
@@ -173,7 +177,9 @@ pub(crate) struct Record {
     next: *mut Record,
     /// The owner thread's list of its records (owner only).
     pub(crate) thread_next: Cell<*const Record>,
-    owner: Mutex<Owner>,
+    /// Who owns the record and for what, for stall reports (set at claim;
+    /// `kind` is owner-only, this copy is for the grace period's thread).
+    owner: Mutex<(Owner, Kind)>,
     pub(crate) stalled_gp: AtomicU64,
     /// 0, or, once the owner thread is exiting with a section on the record
     /// possibly left open, `life << 32 | tid`: a grace period waiting for
@@ -217,7 +223,7 @@ impl Record {
             inner,
             next: ptr::null_mut(),
             thread_next: Cell::new(ptr::null()),
-            owner: Mutex::new(Owner::default()),
+            owner: Mutex::new((Owner::default(), kind)),
             stalled_gp: AtomicU64::new(0),
             retired: AtomicU64::new(0),
             life: Cell::new(0),
@@ -262,7 +268,7 @@ impl Record {
         self.stalled_gp.store(0, Ordering::Relaxed);
         self.open_epoch.store(0, Ordering::Relaxed);
         self.active_epoch.store(0, Ordering::Relaxed);
-        self.set_owner();
+        self.set_owner(kind);
     }
 
     /// Nesting depth of the record's read sections.
@@ -272,13 +278,14 @@ impl Record {
         (self.ctr.load(Ordering::Relaxed) & NEST_MASK) as u32
     }
 
-    /// The owner's identity, for stall reports.
-    pub(crate) fn owner(&self) -> Owner {
+    /// The owner's identity and what the record is for, for stall
+    /// reports.
+    pub(crate) fn owner(&self) -> (Owner, Kind) {
         *self.owner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn set_owner(&self) {
-        *self.owner.lock().unwrap_or_else(|e| e.into_inner()) = Owner::current();
+    fn set_owner(&self, kind: Kind) {
+        *self.owner.lock().unwrap_or_else(|e| e.into_inner()) = (Owner::current(), kind);
     }
 
     /// Marks the record as its exiting owner's, with a section that may

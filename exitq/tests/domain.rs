@@ -455,6 +455,7 @@ fn a_stalled_reader_is_reported_not_a_silent_hang() {
     let reports = reports.lock().unwrap();
     assert_eq!(reports.len(), 1, "{reports:?}");
     assert_eq!(reports[0].thread_name.as_deref(), Some("slow-reader"));
+    assert_eq!(reports[0].held_by, exitq::HeldBy::Guard);
     assert!(reports[0].waited >= Duration::from_millis(20));
     assert_eq!(d.stats().stalls, 1);
 }

@@ -139,6 +139,9 @@ fn domain_entry_points_refuse_in_a_forked_child() {
         code, 0b1111_1111,
         "every entry point refused in the child (bit per check)"
     );
+    // One more (an exit code holds 8 bits).
+    let code = fork_child(LIMIT, || refusals(&[&|| drop(d.qsbr_reader())]));
+    assert_eq!(code, 1, "qsbr_reader refused in the child");
     d.barrier();
 }
 

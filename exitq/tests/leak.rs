@@ -1,5 +1,6 @@
 //! The leak model (crate docs, "Leaks"): whatever a thread leaks
 //! (`mem::forget` of a guard, of a [`Reader`](exitq::Reader) and its guard,
+//! of an online [`QsbrReader`](exitq::QsbrReader),
 //! of a guard taken during thread teardown), its read section ends when the
 //! thread is gone, and the record it held is handed to its next owner
 //! clean. Each test failed (use after free, or a hang caught by a
@@ -137,6 +138,28 @@ fn a_leaked_reader_and_its_guard_stop_holding_grace_periods_at_thread_exit() {
     });
 }
 
+/// The same for an online `QsbrReader` leaked by a thread that exits
+/// (it loaded a value and never announced a quiescent state): once the
+/// thread is gone, grace periods stop waiting for it.
+#[test]
+fn a_leaked_online_qsbr_reader_stops_holding_grace_periods_at_thread_exit() {
+    let d = quiet_domain();
+    let cell = Arc::new(RcuCell::new(&d, 1u64));
+    let (d1, c1) = (d.clone(), cell.clone());
+    thread::spawn(move || {
+        let r = d1.qsbr_reader();
+        assert_eq!(*c1.load(&r), 1);
+        std::mem::forget(r);
+    })
+    .join()
+    .unwrap();
+    within("synchronize after a leaked QsbrReader", LIMIT, move || {
+        cell.store(2);
+        d.synchronize();
+        d.barrier();
+    });
+}
+
 /// The same with a thread that also holds a main record and leaks a guard
 /// of it: both sections end once the thread is gone, and the records are
 /// reused cleanly by later threads.
@@ -240,6 +263,7 @@ fn a_leaked_reader_of_a_cancelled_thread_stops_holding_grace_periods() {
 enum LateLeak {
     Guard,
     Reader,
+    Qsbr,
 }
 
 /// Runs a thread whose thread-local destructor, running after exitq's own,
@@ -257,6 +281,7 @@ fn late_leak(domain: &'static OnceLock<Domain>, what: LateLeak) {
                     std::mem::forget(r.read());
                     std::mem::forget(r);
                 }
+                LateLeak::Qsbr => std::mem::forget(d.qsbr_reader()),
             }
         }
     }
@@ -291,6 +316,14 @@ fn a_guard_leaked_during_thread_teardown_stops_holding_grace_periods() {
 fn a_reader_leaked_during_thread_teardown_stops_holding_grace_periods() {
     static DOMAIN: OnceLock<Domain> = OnceLock::new();
     late_leak(&DOMAIN, LateLeak::Reader);
+}
+
+/// The same for a `QsbrReader` created (online) and leaked during thread
+/// teardown.
+#[test]
+fn a_qsbr_reader_leaked_during_thread_teardown_stops_holding_grace_periods() {
+    static DOMAIN: OnceLock<Domain> = OnceLock::new();
+    late_leak(&DOMAIN, LateLeak::Qsbr);
 }
 
 /// A Reader whose guard was leaked but which itself is dropped by a later

@@ -9,7 +9,8 @@
 //! periods, a few nodes. What is modelled: the lock-free list (push,
 //! push_chain, take_all), the read-side / grace-period protocol (the steps
 //! `Domain` runs, from `exitq::model`), including a reader that enters with
-//! a stale epoch across two grace periods and nested sections, the batch
+//! a stale epoch across two grace periods and nested sections, a QSBR
+//! reader's quiescent states (stored or skipped) and going offline, the batch
 //! steal handshake, and a record's life (the release of a leaked record
 //! racing its owner's guard drop and a new owner's claim, through the
 //! record code itself). The mutex-protected sharing of grace periods
@@ -172,42 +173,80 @@ fn a_scan_that_finds_the_reader_in_its_next_section_is_ordered_after_the_previou
 #[test]
 fn stale_epoch_reader_across_two_grace_periods() {
     loom::model(|| {
-        let gp_ctr = Arc::new(AtomicU64::new(model::initial_epoch()));
-        let ctr = Arc::new(AtomicU64::new(0));
-        let current = Arc::new(AtomicUsize::new(0));
-        let objects = Arc::new([
-            AtomicUsize::new(ALIVE),
-            AtomicUsize::new(ALIVE),
-            AtomicUsize::new(ALIVE),
-        ]);
+        two_grace_periods(|gp_ctr, ctr, current, objects| {
+            model::reader_enter(gp_ctr, ctr);
+            model::reader_enter(gp_ctr, ctr); // nested
+            let i = current.load(Ordering::Acquire);
+            assert!(!model::reader_exit(ctr));
+            let seen = objects[i].load(Ordering::Relaxed);
+            assert!(model::reader_exit(ctr));
+            assert_eq!(seen, ALIVE, "reader saw object {i} poisoned");
+        })
+    });
+}
 
-        let reader = {
-            let (gp_ctr, ctr, current, objects) = (
-                gp_ctr.clone(),
-                ctr.clone(),
-                current.clone(),
-                objects.clone(),
-            );
-            thread::spawn(move || {
-                model::reader_enter(&gp_ctr, &ctr);
-                model::reader_enter(&gp_ctr, &ctr); // nested
-                let i = current.load(Ordering::Acquire);
-                assert!(!model::reader_exit(&ctr));
-                let seen = objects[i].load(Ordering::Relaxed);
-                assert!(model::reader_exit(&ctr));
-                assert_eq!(seen, ALIVE, "reader saw object {i} poisoned");
-            })
-        };
-
-        for (g, (old, new)) in [(1u64, (0usize, 1usize)), (2, (1, 2))] {
-            current.store(new, Ordering::Release);
-            model::start_grace_period(&gp_ctr, g);
-            while model::holds_grace_period(&ctr, g) {
-                thread::yield_now();
-            }
-            objects[old].store(POISONED, Ordering::Relaxed);
+/// One reader thread running `reader` (over the epoch, its reader word,
+/// the index of the current object and the objects) while this thread
+/// replaces object 0 by 1, runs grace period 1, poisons 0, replaces 1 by 2,
+/// runs grace period 2 and poisons 1.
+fn two_grace_periods(
+    reader: impl FnOnce(&AtomicU64, &AtomicU64, &AtomicUsize, &[AtomicUsize; 3]) + Send + 'static,
+) {
+    let gp_ctr = Arc::new(AtomicU64::new(model::initial_epoch()));
+    let ctr = Arc::new(AtomicU64::new(0));
+    let current = Arc::new(AtomicUsize::new(0));
+    let objects = Arc::new([
+        AtomicUsize::new(ALIVE),
+        AtomicUsize::new(ALIVE),
+        AtomicUsize::new(ALIVE),
+    ]);
+    let handle = {
+        let (gp_ctr, ctr, current, objects) = (
+            gp_ctr.clone(),
+            ctr.clone(),
+            current.clone(),
+            objects.clone(),
+        );
+        thread::spawn(move || reader(&gp_ctr, &ctr, &current, &objects))
+    };
+    for (g, (old, new)) in [(1u64, (0usize, 1usize)), (2, (1, 2))] {
+        current.store(new, Ordering::Release);
+        model::start_grace_period(&gp_ctr, g);
+        while model::holds_grace_period(&ctr, g) {
+            thread::yield_now();
         }
-        reader.join().unwrap();
+        objects[old].store(POISONED, Ordering::Relaxed);
+    }
+    handle.join().unwrap();
+}
+
+/// A QSBR reader (`QsbrReader`): online, it reads twice with a quiescent
+/// state after each read (the relaxed epoch load may find the epoch
+/// unchanged, stale or new: a store only in the last case), then goes
+/// offline; a writer replaces the object and runs grace periods 1 and 2,
+/// poisoning what each one retired. The reader must never see the poison:
+/// a grace period waits for the reader's quiescent state after it started
+/// (or its going offline), and whatever the reader reads after a
+/// quiescent state that stored nothing was ordered by the Acquire load of
+/// the epoch it stored before. Fails (the reader sees object 0 poisoned)
+/// without `quiescent_store`'s light fence, which pairs with the leader's
+/// heavy barrier: going online, the leader's scan could miss the word.
+/// Weakening its Acquire load or Release store alone goes unseen here: the
+/// fence, modelled as a read-modify-write of one global word, orders both
+/// (miri checks those in tests/miri_cell.rs).
+#[test]
+fn a_qsbr_reader_is_waited_for_until_its_quiescent_state() {
+    loom::model(|| {
+        two_grace_periods(|gp_ctr, ctr, current, objects| {
+            let mut word = model::qsbr_online(gp_ctr, ctr);
+            for _ in 0..2 {
+                let i = current.load(Ordering::Acquire);
+                let seen = objects[i].load(Ordering::Relaxed);
+                assert_eq!(seen, ALIVE, "QSBR reader saw object {i} poisoned");
+                model::qsbr_quiescent(gp_ctr, ctr, &mut word);
+            }
+            model::qsbr_offline(ctr);
+        })
     });
 }
 

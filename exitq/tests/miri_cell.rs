@@ -1,7 +1,10 @@
-//! The typed RCU pointers ([`RcuCell`], [`RcuOption`]) and the owned
-//! [`Reader`] under miri (scripts/test.d/30-miri.sh), and as plain tests
-//! with larger counts: readers on other threads load and dereference while
-//! writers store, swap, compare-and-swap, update and replace, so miri's
+//! The typed RCU pointers ([`RcuCell`], [`RcuOption`]), the owned
+//! [`Reader`] and the [`QsbrReader`](exitq::QsbrReader) under miri
+//! (scripts/test.d/30-miri.sh), and as plain tests with larger counts:
+//! readers on other threads load and dereference (under a guard, a
+//! `Reader`'s guard, and a QSBR reader between its quiescent states and
+//! offline periods) while writers store, swap, compare-and-swap, update
+//! and replace, so miri's
 //! use-after-free, data-race, aliasing and leak checks see every path of
 //! `cell/raw.rs`; every value is counted (made, dropped: each exactly
 //! once), and each reader checks, inside its section, that the value it
@@ -56,27 +59,46 @@ impl Drop for Value {
     }
 }
 
-/// Writers replace the value through every write path while two readers
-/// load it; at the end every value made has been dropped exactly once.
+/// Writers replace the value through every write path while three readers
+/// (a guard, a `Reader`, a `QsbrReader`) load it; at the end every value
+/// made has been dropped exactly once.
 #[test]
 fn cell_readers_and_writers() {
     for (name, d) in domains() {
         let live = Arc::new(AtomicUsize::new(0));
         let cell = Arc::new(RcuCell::new(&d, Value::new(0, &live)));
         let stop = Arc::new(AtomicBool::new(false));
-        let readers: Vec<_> = (0..2)
+        let readers: Vec<_> = (0..3)
             .map(|kind| {
                 let (d, cell, stop) = (d.clone(), cell.clone(), stop.clone());
                 thread::spawn(move || {
                     let mut reader = d.reader();
+                    // Online all along, announcing after each read (and
+                    // offline for a moment now and then).
+                    let mut qsbr = (kind == 2).then(|| d.qsbr_reader());
                     let (mut last, mut reads) = (0, 0);
                     while reads < READS && !stop.load(Ordering::Relaxed) {
-                        let n = if kind == 0 {
-                            let guard = d.read();
-                            cell.load(&guard).check()
-                        } else {
-                            let guard = reader.read();
-                            cell.load(&guard).check()
+                        let n = match (kind, &mut qsbr) {
+                            (0, _) => {
+                                let guard = d.read();
+                                cell.load(&guard).check()
+                            }
+                            (_, Some(q)) => {
+                                let v = cell.load(q);
+                                let n = v.check();
+                                thread::yield_now();
+                                v.check();
+                                if reads % 8 == 7 {
+                                    q.offline(thread::yield_now);
+                                } else {
+                                    q.quiescent();
+                                }
+                                n
+                            }
+                            _ => {
+                                let guard = reader.read();
+                                cell.load(&guard).check()
+                            }
                         };
                         assert!(n >= last, "values go forward: {n} after {last}");
                         last = n;

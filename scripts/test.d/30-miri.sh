@@ -5,9 +5,9 @@
 # and on the domain's core (exitq/tests/miri_core.rs: batches sealed,
 # drained a few callbacks at a time, stolen by a barrier, pushed at thread
 # exit, orphaned at shutdown), and on the typed RCU pointers and the owned
-# reader (exitq/tests/miri_cell.rs: loads under both kinds of guard while
-# writers store, swap, CAS, update and replace; a reader in a thread-local
-# released at thread exit): checks data races, use-after-free,
+# reader (exitq/tests/miri_cell.rs: loads under both kinds of guard and an
+# online QSBR reader while writers store, swap, CAS, update and replace; a
+# reader in a thread-local released at thread exit): checks data races, use-after-free,
 # provenance, aliasing and leaks in the raw-pointer code. Needs the nightly
 # toolchain with miri and rust-src (scripts/test-setup.sh adds them); skips
 # LOUDLY without them (fails under the test command as root).

@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 use crate::world::{inc, world};
 use crate::Opts;
 
-/// Fails the run if some role stops making progress.
-pub(crate) fn watchdog(start: Instant, limit: Duration) {
+/// Fails the run if some role stops making progress (the QSBR workers'
+/// waits for grace periods too, if there are any).
+pub(crate) fn watchdog(start: Instant, limit: Duration, qsbr: bool) {
     let w = world();
     let snapshot = || {
         let o = &w.ops;
@@ -23,6 +24,7 @@ pub(crate) fn watchdog(start: Instant, limit: Duration) {
             o.churned_domains.load(Ordering::Relaxed),
             o.nested_rounds.load(Ordering::Relaxed),
             o.forks.load(Ordering::Relaxed),
+            o.qsbr_waits.load(Ordering::Relaxed),
         ]
     };
     let names = [
@@ -33,13 +35,15 @@ pub(crate) fn watchdog(start: Instant, limit: Duration) {
         "domain churn",
         "nested barriers",
         "forks",
+        "QSBR workers' waits",
     ];
+    let watched = if qsbr { names.len() } else { names.len() - 1 };
     let mut last = snapshot();
-    let mut since = [Instant::now(); 7];
+    let mut since = [Instant::now(); 8];
     while !w.stop.load(Ordering::Relaxed) {
         thread::sleep(Duration::from_millis(200));
         let now = snapshot();
-        for k in 0..names.len() {
+        for k in 0..watched {
             if now[k] != last[k] {
                 since[k] = Instant::now();
             } else if since[k].elapsed() > limit {
@@ -105,7 +109,9 @@ pub(crate) fn report(opts: &Opts, took: Duration, role_panics: &HashMap<&str, u3
     println!(
         "torture: {:.1} s: {} reads, {} replaces by defer, {} by synchronize, {} counted defers, \
          {} barriers, {} exited and {} cancelled threads, {} of {} exit hooks ran, {} domains dropped under live threads, \
-         {} guards and {} readers leaked, {} nested rounds ({} nested barriers refused), {} forks with a held guard",
+         {} guards, {} readers and {} QSBR readers leaked, {} nested rounds ({} nested barriers refused), \
+         {} forks with a held guard or QSBR reader; {} cell writes; QSBR: {} reads, {} quiescent states, \
+         {} offline periods, {} waits offline, {} readers rebuilt",
         took.as_secs_f64(),
         g(&o.reads),
         g(&o.replaces_deferred),
@@ -119,9 +125,16 @@ pub(crate) fn report(opts: &Opts, took: Duration, role_panics: &HashMap<&str, u3
         g(&o.churned_domains),
         g(&o.leaked_guards),
         g(&o.leaked_readers),
+        g(&o.leaked_qsbr_readers),
         g(&o.nested_rounds),
         g(&o.nested_barriers_refused),
         g(&o.forks),
+        g(&o.cell_writes),
+        g(&o.qsbr_reads),
+        g(&o.qsbr_quiescent),
+        g(&o.qsbr_offline),
+        g(&o.qsbr_waits),
+        g(&o.qsbr_readers_made),
     );
     for slot in &w.slots {
         let s = slot.domain.stats();

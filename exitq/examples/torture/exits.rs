@@ -1,7 +1,8 @@
 //! Threads that end while the domains run: short-lived threads with exit
 //! hooks (`exiter`), raw pthreads cancelled in `nanosleep` or between two
-//! `synchronize` calls (`canceller`), both of which sometimes leak a guard
-//! or a `Reader` (`leaks.rs`), and domains dropped under their live
+//! `synchronize` calls (`canceller`), both of which sometimes keep a
+//! `QsbrReader` online until they end, or leak a guard, a `Reader` or an
+//! online `QsbrReader` (`leaks.rs`), and domains dropped under their live
 //! threads (`churner`).
 
 use std::ffi::c_void;
@@ -13,7 +14,7 @@ use std::time::Duration;
 use exitq::{Callbacks, Domain, Reclaimer};
 
 use crate::leaks;
-use crate::workers::{check_current, counted_defer};
+use crate::workers::{check_cell, check_current, counted_defer};
 use crate::world::{inc, not_in_child, world, Rng};
 
 /// Registers a hook of the calling thread on `domain`: it must run once,
@@ -50,6 +51,7 @@ pub(crate) fn exiter(seed: u64) {
                     leaks::arm_late();
                     let rng = Rng::new(seed);
                     let finished = Arc::new(AtomicBool::new(false));
+                    let mut used = Vec::new();
                     for _ in 0..1 + rng.below(3) {
                         let slot = &world().slots[rng.below(world().slots.len() as u64) as usize];
                         register_hook(&slot.domain, &finished);
@@ -58,7 +60,23 @@ pub(crate) fn exiter(seed: u64) {
                         }
                         let _g = slot.domain.read();
                         check_current(slot, &rng);
+                        used.push(slot);
                     }
+                    // Online until the thread returns (dropped with it).
+                    // After the defers: online on A, a defer into B may wait
+                    // for B's grace period (B's inline reclaimer, its
+                    // backlog limit), and a thread online on B deferring
+                    // into A would wait for this one (the cross-domain
+                    // cycle `QsbrReader`'s docs warn of).
+                    let _held: Vec<_> = used
+                        .iter()
+                        .filter(|_| rng.chance(30))
+                        .map(|slot| {
+                            let q = slot.domain.qsbr_reader();
+                            check_cell(slot, &q, &rng);
+                            q
+                        })
+                        .collect();
                     leaks::maybe_leak(&rng, None);
                     // Release: pairs with the hooks' Acquire.
                     finished.store(true, Ordering::Release);

@@ -1,7 +1,8 @@
 //! fork() with held guards (the fork model): a thread inside a read
-//! section, with callbacks deferred in it (ready batches may wait for the
-//! section's end), forks. The child drops the guard, checks that `barrier`
-//! refuses, and exits, through `exit` (its thread-local destructors run)
+//! section (a guard, or an online `QsbrReader`), with callbacks deferred
+//! in it (ready batches may wait for the section's end), forks. The child
+//! drops the guard (forgets the reader), checks that `barrier` and
+//! `qsbr_reader` refuse, and exits, through `exit` (its thread-local destructors run)
 //! or `_exit`; nothing of the parent's may run there (every callback and
 //! hook counts itself in shared memory if it runs in a child). The parent
 //! checks its object again under the guard, drops it, and gives the child
@@ -12,16 +13,22 @@ use std::sync::atomic::Ordering;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use exitq::Guard;
+use exitq::{Guard, QsbrReader};
 
-use crate::workers::{check_current, counted_defer};
+use crate::workers::{check_cell, check_current, counted_defer};
 use crate::world::{inc, world, Rng, Slot, IN_FORK_CHILD};
 
 /// The child's side: never returns.
-fn child(slot: &Slot, guard: Option<Guard<'_>>, normal_exit: bool) -> ! {
+fn child(slot: &Slot, section: Section<'_>, normal_exit: bool) -> ! {
     IN_FORK_CHILD.store(true, Ordering::Relaxed);
-    drop(guard);
-    let refused = catch_unwind(AssertUnwindSafe(|| slot.domain.barrier())).is_err();
+    match section {
+        Section::Guard(g) => drop(g),
+        // Its record is the parent's: nothing to release here.
+        Section::Qsbr(q) => std::mem::forget(q),
+        Section::None => {}
+    }
+    let refused = catch_unwind(AssertUnwindSafe(|| slot.domain.barrier())).is_err()
+        && catch_unwind(AssertUnwindSafe(|| drop(slot.domain.qsbr_reader()))).is_err();
     let code = if refused { 0 } else { 3 };
     // SAFETY: ends the child; `exit` runs this thread's thread-local
     // destructors (exitq's among them) and the atexit handlers, `_exit`
@@ -57,12 +64,23 @@ fn wait_child(pid: libc::pid_t, limit: Duration) -> Option<i32> {
     }
 }
 
+/// What the forking thread holds across the fork.
+enum Section<'a> {
+    Guard(Guard<'a>),
+    Qsbr(QsbrReader),
+    None,
+}
+
 pub(crate) fn forker(seed: u64) {
     let w = world();
     let rng = Rng::new(seed ^ 0xF04C);
     while !w.stop.load(Ordering::Relaxed) {
         let slot = &w.slots[rng.below(w.slots.len() as u64) as usize];
-        let mut guard = Some(slot.domain.read());
+        let mut section = if rng.chance(50) {
+            Section::Guard(slot.domain.read())
+        } else {
+            Section::Qsbr(slot.domain.qsbr_reader())
+        };
         check_current(slot, &rng);
         for _ in 0..rng.below(12) {
             counted_defer(slot, &rng); // sealed inside the section
@@ -73,12 +91,19 @@ pub(crate) fn forker(seed: u64) {
         // for it) and exits.
         let pid = unsafe { libc::fork() };
         if pid == 0 {
-            child(slot, guard.take(), normal_exit);
+            child(
+                slot,
+                std::mem::replace(&mut section, Section::None),
+                normal_exit,
+            );
         }
         if pid > 0 {
             check_current(slot, &rng); // still protected here
+            if let Section::Qsbr(q) = &section {
+                check_cell(slot, q, &rng);
+            }
         }
-        drop(guard.take());
+        drop(section);
         if pid < 0 {
             // A resource limit on a loaded machine: try again later.
             thread::sleep(Duration::from_millis(50));

@@ -1,7 +1,9 @@
-//! Leaks on threads that end (the leak model): a guard, or a `Reader` and
-//! its guard, `mem::forget`ten by an exiting or cancelled thread, or by a
-//! thread-local destructor that runs after exitq's own (a temporary
-//! record). Each leaked section must stop holding grace periods once its
+//! Leaks on threads that end (the leak model): a guard, a `Reader` and
+//! its guard, or an online `QsbrReader`, `mem::forget`ten by an exiting or
+//! cancelled thread, or by a thread-local destructor that runs after
+//! exitq's own (a temporary record). Also an online `QsbrReader` not
+//! leaked but kept in a thread-local, dropped at the thread's teardown
+//! (before or after exitq's own). Each leaked section must stop holding grace periods once its
 //! thread is gone (else the watchdog sees writers stop), and the freed
 //! records must pass to their next owners clean (else a reader sees a
 //! poisoned object: a use after free).
@@ -9,7 +11,9 @@
 use std::cell::RefCell;
 use std::mem;
 
-use crate::workers::check_current;
+use exitq::QsbrReader;
+
+use crate::workers::{check_cell, check_current};
 use crate::world::{inc, world, Rng};
 
 /// What a thread leaks.
@@ -19,6 +23,11 @@ enum Leak {
     Guard,
     /// A `Reader` and its guard.
     Reader,
+    /// An online `QsbrReader`, loaded through.
+    Qsbr,
+    /// An online `QsbrReader` left in a thread-local (`HELD`), dropped at
+    /// the thread's teardown: not a leak.
+    Held,
 }
 
 /// A leak left to a thread-local destructor that runs after exitq's.
@@ -38,6 +47,8 @@ std::thread_local! {
     /// Initialised first (`arm_late`), so destroyed after exitq's own
     /// thread-local.
     static LATE: RefCell<Option<Late>> = const { RefCell::new(None) };
+    /// An online QSBR reader the thread's teardown drops.
+    static HELD: RefCell<Option<QsbrReader>> = const { RefCell::new(None) };
 }
 
 /// Call first in a thread that may leak during its teardown.
@@ -65,6 +76,20 @@ fn leak_now(i: usize, what: Leak, rng: &Rng) {
             mem::forget(r);
             inc(&w.ops.leaked_readers);
         }
+        Leak::Qsbr => {
+            let q = slot.domain.qsbr_reader();
+            check_cell(slot, &q, rng);
+            check_current(slot, rng);
+            mem::forget(q);
+            inc(&w.ops.leaked_qsbr_readers);
+        }
+        Leak::Held => {
+            let q = slot.domain.qsbr_reader();
+            check_cell(slot, &q, rng);
+            // Dropped with HELD at the thread's teardown (at once if this
+            // runs from it already: the thread-local is gone).
+            let _ = HELD.try_with(|h| h.borrow_mut().replace(q));
+        }
     }
 }
 
@@ -76,6 +101,8 @@ pub(crate) fn maybe_leak(rng: &Rng, avoid: Option<usize>) {
     let what = match rng.below(100) {
         0..=4 => Leak::Guard,
         5..=9 => Leak::Reader,
+        10..=14 => Leak::Qsbr,
+        15..=19 => Leak::Held,
         _ => return,
     };
     let mut i = rng.below(n) as usize;

@@ -6,8 +6,8 @@
 //!     cargo run --release -p exitq --example torture -- --seconds 60
 //!
 //! Options: `--seconds N` (default 10), `--threads N` (workers, default 12),
-//! `--seed N` (default: from the clock; printed, so a failure can be
-//! rerun). Exit 2 on bad usage.
+//! `--qsbr N` (QSBR workers, default 3), `--seed N` (default: from the
+//! clock; printed, so a failure can be rerun). Exit 2 on bad usage.
 //!
 //! What runs, on several domains at once (default; offloaded callbacks with
 //! batches of 2; the inline reclaimer with batches of 3; batches of 1 with
@@ -15,9 +15,17 @@
 //! of 7), all with flush latencies of 100-200 µs except the default:
 //!
 //! * readers, through `Domain::read` (nested at random) and `Reader`s,
-//!   load a domain's current object and check, inside the section and
-//!   again before leaving it after a random delay, that no callback has
-//!   poisoned it (a use after free, had it been freed);
+//!   load a domain's current object (a raw pointer, or a typed `RcuCell`'s
+//!   value) and check, inside the section and again before leaving it
+//!   after a random delay, that no callback has poisoned it (a use after
+//!   free, had it been freed);
+//! * QSBR workers (`qsbr.rs`) hold a `QsbrReader` online on every domain
+//!   and load through it (the cell, and the raw pointer), announce
+//!   quiescent states at random (several loads may share one), go offline
+//!   around sleeps and, with all their readers offline, around
+//!   `synchronize`, `barrier` and the cell's `replace`; they write, defer,
+//!   nest guards and `Reader` sections inside the online reader, and drop
+//!   and rebuild readers;
 //! * writers replace the object and retire the old one: `defer` (the
 //!   callback poisons it, checks it was not already poisoned, and defers
 //!   its free: a second grace period), or `synchronize` /
@@ -32,8 +40,10 @@
 //!   while they loop over `synchronize` (cancellation is deferred there);
 //!   a hook must run exactly once, and never before its thread finished
 //!   (was cancelled);
-//! * some of those threads leak (`mem::forget`) a guard, or a `Reader`
-//!   and its guard, before they end, or from a thread-local destructor
+//! * some of those threads keep a `QsbrReader` online until they end
+//!   (dropped with the thread, or from a thread-local at its teardown);
+//!   some leak (`mem::forget`) a guard, a `Reader` and its guard, or an
+//!   online `QsbrReader`, before they end, or from a thread-local destructor
 //!   that runs after exitq's own: the sections must stop holding grace
 //!   periods once the threads are gone, and the freed records pass to
 //!   their next owners clean (the readers' checks above catch a use after
@@ -41,8 +51,9 @@
 //! * a nester defers into domain A a callback that defers into B and
 //!   waits for B's barrier; B's callback, nested on the same thread, calls
 //!   A's barrier: it must panic, never hang or return;
-//! * a forker forks while it holds a guard (with callbacks deferred inside
-//!   it): the child drops the guard, checks `barrier` refuses, and exits
+//! * a forker forks while it holds a guard or an online `QsbrReader`
+//!   (with callbacks deferred inside): the child drops the guard (forgets
+//!   the reader), checks that `barrier` and `qsbr_reader` refuse, and exits
 //!   (`exit` or `_exit`); no callback or hook may run in a child (counted
 //!   in shared memory), and the child must end within 30 s;
 //! * a churner builds short-lived domains (random settings, both
@@ -55,7 +66,7 @@
 //! A watchdog fails the run if any role stops making progress for 60 s.
 //!
 //! Layout: `world.rs` (the shared state and counters), `workers.rs`
-//! (readers, writers, barrier checkers), `exits.rs` (exiting, cancelled
+//! (readers, writers, barrier checkers), `qsbr.rs` (QSBR workers), `exits.rs` (exiting, cancelled
 //! and churned threads), `leaks.rs` (what they leak), `nested.rs` (nested
 //! barriers), `forker.rs` (fork with held guards), `checks.rs` (watchdog,
 //! final checks, report); this file parses the options, builds the
@@ -66,6 +77,7 @@ mod exits;
 mod forker;
 mod leaks;
 mod nested;
+mod qsbr;
 #[path = "../../tests/watch_util/shared_counter.rs"]
 mod shared_counter;
 mod workers;
@@ -78,20 +90,22 @@ use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use exitq::{Callbacks, Domain, Expedite, Reclaimer};
+use exitq::{Callbacks, Domain, Expedite, RcuCell, Reclaimer};
 
 use checks::{final_checks, report, watchdog};
 use exits::{canceller, churner, exiter};
 use forker::forker;
 use nested::nester;
+use qsbr::qsbr_worker;
 use shared_counter::shared_counter;
 use workers::{checker, worker, Bomb};
-use world::{new_obj, world, Ops, Slot, Violations, World, WORLD};
+use world::{new_obj, world, Ops, Slot, Tracked, Violations, World, WORLD};
 
 /// Parsed options.
 pub(crate) struct Opts {
     pub(crate) seconds: u64,
     pub(crate) threads: usize,
+    pub(crate) qsbr: usize,
     pub(crate) seed: u64,
 }
 
@@ -99,6 +113,7 @@ fn parse() -> Result<Opts, String> {
     let mut o = Opts {
         seconds: 10,
         threads: 12,
+        qsbr: 3,
         seed: Instant::now().elapsed().as_nanos() as u64
             ^ std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -114,16 +129,17 @@ fn parse() -> Result<Opts, String> {
         match a.as_str() {
             "--seconds" => o.seconds = value("--seconds")?,
             "--threads" => o.threads = value("--threads")? as usize,
+            "--qsbr" => o.qsbr = value("--qsbr")? as usize,
             "--seed" => o.seed = value("--seed")?,
             "-h" | "--help" => {
-                println!("usage: torture [--seconds N] [--threads N] [--seed N]");
+                println!("usage: torture [--seconds N] [--threads N] [--qsbr N] [--seed N]");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument '{other}' (try --help)")),
         }
     }
-    if o.seconds == 0 || o.threads == 0 || o.threads > 1024 {
-        return Err("--seconds must be positive and --threads in 1..=1024".into());
+    if o.seconds == 0 || o.threads == 0 || o.threads > 1024 || o.qsbr > 1024 {
+        return Err("--seconds must be positive, --threads in 1..=1024, --qsbr in 0..=1024".into());
     }
     Ok(o)
 }
@@ -164,13 +180,18 @@ fn slots() -> Vec<Slot> {
     ];
     configs
         .into_iter()
-        .map(|(name, b)| Slot {
-            name,
-            domain: b.stall_timeout(Duration::from_secs(30)).build(),
-            current: AtomicPtr::new(new_obj(0)),
-            issued: AtomicU64::new(0),
-            ran: AtomicU64::new(0),
-            panics: AtomicU64::new(0),
+        .enumerate()
+        .map(|(i, (name, b))| {
+            let domain = b.stall_timeout(Duration::from_secs(30)).build();
+            Slot {
+                name,
+                cell: RcuCell::new(&domain, Tracked::new(i, 0)),
+                domain,
+                current: AtomicPtr::new(new_obj(0)),
+                issued: AtomicU64::new(0),
+                ran: AtomicU64::new(0),
+                panics: AtomicU64::new(0),
+            }
         })
         .collect()
 }
@@ -210,9 +231,10 @@ fn main() -> ExitCode {
         .unwrap_or_else(|_| unreachable!("set once"));
     let w = world();
     println!(
-        "torture: {} s, {} workers, seed {} ({} domains: {})",
+        "torture: {} s, {} workers, {} QSBR workers, seed {} ({} domains: {})",
         opts.seconds,
         opts.threads,
+        opts.qsbr,
         opts.seed,
         w.slots.len(),
         w.slots
@@ -231,6 +253,13 @@ fn main() -> ExitCode {
             .expect("spawn worker");
         roles.push(("worker", h));
     }
+    for id in 0..opts.qsbr {
+        let h = thread::Builder::new()
+            .name(format!("qsbr-{id}"))
+            .spawn(move || qsbr_worker(id, seed))
+            .expect("spawn qsbr worker");
+        roles.push(("qsbr", h));
+    }
     for id in 0..2 {
         roles.push(("checker", thread::spawn(move || checker(id, seed))));
     }
@@ -239,7 +268,8 @@ fn main() -> ExitCode {
     roles.push(("churner", thread::spawn(move || churner(seed))));
     roles.push(("nester", thread::spawn(move || nester(seed))));
     roles.push(("forker", thread::spawn(move || forker(seed))));
-    let dog = thread::spawn(move || watchdog(start, Duration::from_secs(60)));
+    let qsbr = opts.qsbr > 0;
+    let dog = thread::spawn(move || watchdog(start, Duration::from_secs(60), qsbr));
     thread::sleep(Duration::from_secs(opts.seconds));
     w.stop.store(true, Ordering::Relaxed);
     stopped_within(&roles, Duration::from_secs(120));

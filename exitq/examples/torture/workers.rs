@@ -5,7 +5,9 @@ use std::sync::atomic::Ordering;
 use std::thread;
 use std::time::Duration;
 
-use crate::world::{inc, new_obj, not_in_child, world, Obj, Rng, Slot, ALIVE, POISONED};
+use exitq::ReadSection;
+
+use crate::world::{inc, new_obj, not_in_child, world, Obj, Rng, Slot, Tracked, ALIVE, POISONED};
 
 /// Inside a read section of `slot`: the current object is alive, now and
 /// after a random delay.
@@ -14,7 +16,21 @@ pub(crate) fn check_current(slot: &Slot, rng: &Rng) {
     // SAFETY: objects are freed only two grace periods after they were
     // unpublished, and we are in a read section (the property under test:
     // a violation shows as a poisoned object long before a free).
-    let obj = unsafe { &*p };
+    check_obj(unsafe { &*p }, rng);
+}
+
+/// The same for the object of `slot`'s typed cell, loaded under
+/// `section` (a guard, a `Reader`'s guard, or an online `QsbrReader`).
+pub(crate) fn check_cell(slot: &Slot, section: &impl ReadSection, rng: &Rng) {
+    let tracked = slot.cell.load(section);
+    // SAFETY: the `Obj` is poisoned when the cell drops `tracked` (a grace
+    // period after it was replaced, so not before `section` ends) and freed
+    // a grace period later.
+    check_obj(unsafe { &*tracked.obj() }, rng);
+}
+
+/// `obj` is alive, now and after a random delay.
+fn check_obj(obj: &Obj, rng: &Rng) {
     if obj.state.load(Ordering::Acquire) != ALIVE {
         inc(&world().v.read_after_poison);
     }
@@ -55,9 +71,25 @@ pub(crate) fn retire(slot_index: usize, old: usize) {
     });
 }
 
+/// Replaces `slot`'s cell value (`store`: dropped after a grace period;
+/// `replace`: waits for one, then drops it here; `update`). Waits only if
+/// `may_wait` (outside every read section of the slot's domain).
+pub(crate) fn write_cell(slot_index: usize, rng: &Rng, generation: u64, may_wait: bool) {
+    let cell = &world().slots[slot_index].cell;
+    match rng.below(3) {
+        0 if may_wait => drop(cell.replace(Tracked::new(slot_index, generation))),
+        1 => cell.update(|_| Tracked::new(slot_index, generation)),
+        _ => cell.store(Tracked::new(slot_index, generation)),
+    }
+    inc(&world().ops.cell_writes);
+}
+
 /// Replaces `slot`'s object and retires the old one, by `defer` or by
-/// `synchronize`.
+/// `synchronize`; or its cell's value.
 pub(crate) fn replace(slot_index: usize, rng: &Rng, generation: u64) {
+    if rng.chance(30) {
+        return write_cell(slot_index, rng, generation, true);
+    }
     let slot = &world().slots[slot_index];
     let old = slot.current.swap(new_obj(generation), Ordering::AcqRel) as usize;
     match rng.below(10) {
@@ -122,17 +154,24 @@ pub(crate) fn worker(id: usize, seed: u64) {
         generation += 1;
         match rng.below(100) {
             0..=39 => {
-                let _g = slot.domain.read();
+                let g = slot.domain.read();
                 if rng.chance(20) {
-                    let _nested = slot.domain.read();
+                    let nested = slot.domain.read();
+                    check_cell(slot, &nested, &rng);
                     check_current(slot, &rng);
+                } else if rng.chance(50) {
+                    check_cell(slot, &g, &rng);
                 } else {
                     check_current(slot, &rng);
                 }
             }
             40..=59 => {
-                let _g = readers[i].read();
-                check_current(slot, &rng);
+                let g = readers[i].read();
+                if rng.chance(50) {
+                    check_cell(slot, &g, &rng);
+                } else {
+                    check_current(slot, &rng);
+                }
                 if rng.chance(10) {
                     // Defer inside a Reader's section: must not wait for it.
                     counted_defer(slot, &rng);

@@ -1,11 +1,18 @@
 //! What every role shares: the domains under test ([`Slot`]), the
 //! violation and operation counters, the per-thread random generator.
+//!
+//! Each slot publishes an object twice: through a raw `AtomicPtr`
+//! (`current`: retired by `defer` or after `synchronize`) and through a
+//! typed [`RcuCell`] (`cell`: its value, a [`Tracked`] object, retired
+//! when the cell drops it, after a grace period). Both are poisoned when
+//! retired and freed one grace period later, so a reader that sees a
+//! poisoned object caught a use after free before it could happen.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use exitq::Domain;
+use exitq::{Domain, RcuCell};
 
 pub(crate) const ALIVE: u64 = 0xA11E;
 pub(crate) const POISONED: u64 = 0xDEAD;
@@ -16,11 +23,45 @@ pub(crate) struct Obj {
     pub(crate) generation: u64,
 }
 
+/// An object published through a slot's [`RcuCell`]: when the cell drops
+/// it (a grace period after it was replaced), it is retired as
+/// `workers::retire` retires a raw one (poisoned, freed a grace period
+/// later).
+pub(crate) struct Tracked {
+    /// The `Obj` (a `Box::into_raw`, as an address: `Send`).
+    obj: usize,
+    slot: usize,
+}
+
+impl Tracked {
+    pub(crate) fn new(slot: usize, generation: u64) -> Tracked {
+        Tracked {
+            obj: new_obj(generation) as usize,
+            slot,
+        }
+    }
+
+    /// The object, valid while the cell's value is (the caller's read
+    /// section, or its ownership of the value).
+    pub(crate) fn obj(&self) -> *const Obj {
+        self.obj as *const Obj
+    }
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        crate::workers::retire(self.slot, self.obj);
+    }
+}
+
 /// A long-lived domain under test and what the checks need of it.
 pub(crate) struct Slot {
     pub(crate) name: &'static str,
     pub(crate) domain: Domain,
     pub(crate) current: AtomicPtr<Obj>,
+    /// The typed pointer (loads through guards, `Reader`s and
+    /// `QsbrReader`s; `store`, `replace` and `update` by writers).
+    pub(crate) cell: RcuCell<Tracked>,
     /// Counted defers whose `defer` returned (Release after it returns).
     pub(crate) issued: AtomicU64,
     /// Counted callbacks that ran.
@@ -99,6 +140,13 @@ pub(crate) struct Ops {
     pub(crate) churned_domains: AtomicU64,
     pub(crate) leaked_guards: AtomicU64,
     pub(crate) leaked_readers: AtomicU64,
+    pub(crate) leaked_qsbr_readers: AtomicU64,
+    pub(crate) qsbr_reads: AtomicU64,
+    pub(crate) qsbr_quiescent: AtomicU64,
+    pub(crate) qsbr_offline: AtomicU64,
+    pub(crate) qsbr_waits: AtomicU64,
+    pub(crate) qsbr_readers_made: AtomicU64,
+    pub(crate) cell_writes: AtomicU64,
     pub(crate) nested_rounds: AtomicU64,
     pub(crate) nested_barriers_refused: AtomicU64,
     pub(crate) forks: AtomicU64,
