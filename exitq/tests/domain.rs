@@ -1,26 +1,14 @@
 //! Guarantees of `Domain`, each with a test that fails if it is broken.
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
 use exitq::{Domain, Expedite, Reclaimer};
 
+mod domains_util;
 mod skip_util;
-
-fn domains() -> Vec<(&'static str, Domain)> {
-    vec![
-        ("thread", Domain::new()),
-        (
-            "inline",
-            Domain::builder().reclaimer(Reclaimer::Inline).build(),
-        ),
-        (
-            "fallback",
-            Domain::builder().expedite(Expedite::Fallback).build(),
-        ),
-    ]
-}
+use domains_util::domains;
 
 #[test]
 fn every_callback_runs_exactly_once_single_thread() {
@@ -333,133 +321,6 @@ fn a_panicking_callback_is_counted_and_the_rest_still_run() {
     }
 }
 
-/// A thread holds a read section (entered by `hold`, which calls
-/// `wait_inside` while inside and leaves after it returns); `synchronize`
-/// on this thread must not return before the holder has left.
-fn synchronize_waits_for_holder(
-    name: &str,
-    d: &Domain,
-    hold: impl FnOnce(Domain, &dyn Fn()) + Send + 'static,
-) {
-    let inside = Arc::new(AtomicBool::new(false));
-    let left = Arc::new(AtomicBool::new(false));
-    let release = Arc::new(AtomicBool::new(false));
-    let holder = {
-        let (d, inside, left, release) = (d.clone(), inside.clone(), left.clone(), release.clone());
-        thread::spawn(move || {
-            hold(d, &|| {
-                inside.store(true, Ordering::SeqCst);
-                while !release.load(Ordering::SeqCst) {
-                    thread::sleep(Duration::from_millis(1));
-                }
-                left.store(true, Ordering::SeqCst);
-            })
-        })
-    };
-    while !inside.load(Ordering::SeqCst) {
-        thread::yield_now();
-    }
-    let releaser = {
-        let release = release.clone();
-        thread::spawn(move || {
-            thread::sleep(Duration::from_millis(30));
-            release.store(true, Ordering::SeqCst);
-        })
-    };
-    d.synchronize();
-    assert!(
-        left.load(Ordering::SeqCst),
-        "{name}: synchronize returned while a prior reader was inside"
-    );
-    holder.join().unwrap();
-    releaser.join().unwrap();
-}
-
-#[test]
-fn synchronize_waits_for_a_reader_that_started_before() {
-    for (name, d) in domains() {
-        synchronize_waits_for_holder(name, &d, |d, wait_inside| {
-            let _guard = d.read();
-            wait_inside();
-        });
-    }
-}
-
-#[test]
-fn synchronize_does_not_wait_for_later_readers_or_nested_guards_of_others() {
-    let d = Domain::new();
-    // Nested guards on this thread, released before synchronize.
-    {
-        let _a = d.read();
-        let _b = d.read();
-    }
-    d.synchronize();
-    d.synchronize_expedited();
-    let s = d.stats();
-    assert_eq!(s.synchronize_calls, 2);
-    assert_eq!(s.expedited, 1);
-    assert!(s.grace_periods >= 2);
-}
-
-#[test]
-#[should_panic(expected = "inside a read-side critical section")]
-fn synchronize_inside_a_guard_panics_instead_of_deadlocking() {
-    let d = Domain::new();
-    let _g = d.read();
-    d.synchronize();
-}
-
-#[test]
-fn a_stalled_reader_is_reported_not_a_silent_hang() {
-    let reports = Arc::new(Mutex::new(Vec::new()));
-    let d = {
-        let reports = reports.clone();
-        Domain::builder()
-            .stall_timeout(Duration::from_millis(20))
-            .stall_handler(move |s| reports.lock().unwrap().push(s.clone()))
-            .build()
-    };
-    let release = Arc::new(AtomicBool::new(false));
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    let reader = {
-        let (d, release) = (d.clone(), release.clone());
-        thread::Builder::new()
-            .name("slow-reader".into())
-            .spawn(move || {
-                let _g = d.read();
-                ready_tx.send(()).unwrap();
-                while !release.load(Ordering::SeqCst) {
-                    thread::sleep(Duration::from_millis(1));
-                }
-            })
-            .unwrap()
-    };
-    ready_rx.recv().unwrap();
-    let releaser = {
-        let (release, reports) = (release.clone(), reports.clone());
-        thread::spawn(move || {
-            // Release once the stall has been reported (or give up after 10 s
-            // so a broken detector fails the assertion below, not the suite).
-            for _ in 0..10_000 {
-                if !reports.lock().unwrap().is_empty() {
-                    break;
-                }
-                thread::sleep(Duration::from_millis(1));
-            }
-            release.store(true, Ordering::SeqCst);
-        })
-    };
-    d.synchronize();
-    releaser.join().unwrap();
-    reader.join().unwrap();
-    let reports = reports.lock().unwrap();
-    assert_eq!(reports.len(), 1, "{reports:?}");
-    assert_eq!(reports[0].thread_name.as_deref(), Some("slow-reader"));
-    assert_eq!(reports[0].held_by, exitq::HeldBy::Guard);
-    assert!(reports[0].waited >= Duration::from_millis(20));
-    assert_eq!(d.stats().stalls, 1);
-}
-
 #[test]
 fn backlog_is_bounded_producers_help() {
     let limit = 1000;
@@ -492,130 +353,6 @@ fn backlog_is_bounded_producers_help() {
         max_seen.load(Ordering::Relaxed)
     );
     assert_eq!(d.stats().callbacks_run, 80_000);
-}
-
-#[test]
-fn callbacks_never_run_while_a_prior_reader_reads_the_object() {
-    // Readers validate a canary of the object they reach through an
-    // AtomicPtr; the writer swaps in a new object and defers poisoning and
-    // freeing the old one. A callback that ran too early would make a reader
-    // see the poison (or a use-after-free under miri/ASan).
-    const CANARY: u64 = 0x5EED_CAFE_F00D_BEEF;
-    const POISON: u64 = 0xDEAD_DEAD_DEAD_DEAD;
-    struct Obj {
-        canary: AtomicU64,
-    }
-    for (name, d) in domains() {
-        let updates = if cfg!(debug_assertions) {
-            20_000
-        } else {
-            200_000
-        };
-        let shared = Arc::new(std::sync::atomic::AtomicPtr::new(Box::into_raw(Box::new(
-            Obj {
-                canary: AtomicU64::new(CANARY),
-            },
-        ))));
-        let stop = Arc::new(AtomicBool::new(false));
-        let bad = Arc::new(AtomicUsize::new(0));
-        let reads = Arc::new(AtomicUsize::new(0));
-        let readers: Vec<_> = (0..2)
-            .map(|_| {
-                let (d, shared, stop, bad, reads) = (
-                    d.clone(),
-                    shared.clone(),
-                    stop.clone(),
-                    bad.clone(),
-                    reads.clone(),
-                );
-                thread::spawn(move || {
-                    while !stop.load(Ordering::Relaxed) {
-                        let _g = d.read();
-                        let p = shared.load(Ordering::Acquire);
-                        for _ in 0..4 {
-                            // SAFETY: freed only after a grace period.
-                            if unsafe { (*p).canary.load(Ordering::Relaxed) } != CANARY {
-                                bad.fetch_add(1, Ordering::Relaxed);
-                            }
-                        }
-                        reads.fetch_add(1, Ordering::Relaxed);
-                    }
-                })
-            })
-            .collect();
-        // Keep updating until the readers have overlapped the updates a fair
-        // amount (on a loaded 2-CPU machine they may start late).
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        let mut done = 0u64;
-        while done < updates
-            || (reads.load(Ordering::Relaxed) < 10_000 && std::time::Instant::now() < deadline)
-        {
-            let new = Box::into_raw(Box::new(Obj {
-                canary: AtomicU64::new(CANARY),
-            }));
-            let old = shared.swap(new, Ordering::AcqRel) as usize;
-            d.defer(move || {
-                let old = old as *mut Obj;
-                // SAFETY: unreachable for readers that start from now on;
-                // earlier readers are gone (grace period).
-                unsafe {
-                    (*old).canary.store(POISON, Ordering::Relaxed);
-                    drop(Box::from_raw(old));
-                }
-            });
-            done += 1;
-        }
-        stop.store(true, Ordering::Relaxed);
-        for r in readers {
-            r.join().unwrap();
-        }
-        d.barrier();
-        assert_eq!(
-            bad.load(Ordering::Relaxed),
-            0,
-            "{name}: a reader saw a poisoned object"
-        );
-        let reads = reads.load(Ordering::Relaxed);
-        assert!(
-            reads >= 10_000,
-            "{name}: only {reads} reads overlapped the updates"
-        );
-        assert_eq!(d.stats().callbacks_run, done, "{name}");
-        // SAFETY: all threads are gone.
-        drop(unsafe { Box::from_raw(shared.load(Ordering::Acquire)) });
-    }
-}
-
-#[test]
-fn guards_dropped_out_of_order_keep_the_section_open() {
-    let d = Domain::new();
-    let (in_tx, in_rx) = std::sync::mpsc::channel::<()>();
-    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
-    let left = Arc::new(AtomicBool::new(false));
-    let reader = {
-        let (d, left) = (d.clone(), left.clone());
-        thread::spawn(move || {
-            let outer = d.read();
-            let inner = d.read();
-            drop(outer); // out of order: the section must stay open
-            in_tx.send(()).unwrap();
-            go_rx.recv().unwrap();
-            left.store(true, Ordering::SeqCst);
-            drop(inner);
-        })
-    };
-    in_rx.recv().unwrap();
-    let releaser = thread::spawn(move || {
-        thread::sleep(Duration::from_millis(30));
-        go_tx.send(()).unwrap();
-    });
-    d.synchronize();
-    assert!(
-        left.load(Ordering::SeqCst),
-        "the inner guard was not waited for"
-    );
-    reader.join().unwrap();
-    releaser.join().unwrap();
 }
 
 #[test]
@@ -742,35 +479,6 @@ fn a_thread_outliving_many_domains_never_mixes_their_records() {
     }
     to_worker.send(None).unwrap();
     worker.join().unwrap();
-}
-
-/// A registered `Reader`'s guard holds grace periods like
-/// `Domain::read`'s (also with a domain guard nested in it), a forgotten
-/// one ends with its reader, and the record is reused after the reader
-/// drops.
-#[test]
-fn a_registered_readers_guards_hold_grace_periods() {
-    for (name, d) in domains() {
-        synchronize_waits_for_holder(name, &d, |d, wait_inside| {
-            let mut reader = d.reader();
-            let section = reader.read();
-            // A domain guard nested inside, dropped first: the reader's
-            // section still holds the grace period.
-            drop(d.read());
-            wait_inside();
-            drop(section);
-            // A forgotten guard's section ends when its reader drops.
-            std::mem::forget(reader.read());
-        });
-        // The holder's reader record was released: a new reader reuses it.
-        let before = d.stats().participants;
-        for _ in 0..10 {
-            let mut reader = d.reader();
-            drop(reader.read());
-        }
-        assert_eq!(d.stats().participants, before, "{name}: records reused");
-        d.synchronize();
-    }
 }
 
 /// An absurd batch size is clamped (65536), not an allocation of
