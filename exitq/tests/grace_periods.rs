@@ -5,13 +5,14 @@
 //! hanging silently, and no callback runs while a prior reader still reads
 //! its object. The rest of `Domain`'s guarantees: `tests/domain.rs`.
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
 use exitq::Domain;
 
 mod domains_util;
+mod stall_util;
 use domains_util::domains;
 
 /// A thread holds a read section (entered by `hold`, which calls
@@ -92,14 +93,7 @@ fn synchronize_inside_a_guard_panics_instead_of_deadlocking() {
 
 #[test]
 fn a_stalled_reader_is_reported_not_a_silent_hang() {
-    let reports = Arc::new(Mutex::new(Vec::new()));
-    let d = {
-        let reports = reports.clone();
-        Domain::builder()
-            .stall_timeout(Duration::from_millis(20))
-            .stall_handler(move |s| reports.lock().unwrap().push(s.clone()))
-            .build()
-    };
+    let (d, reports) = stall_util::reporting_domain();
     let release = Arc::new(AtomicBool::new(false));
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let reader = {
@@ -116,20 +110,7 @@ fn a_stalled_reader_is_reported_not_a_silent_hang() {
             .unwrap()
     };
     ready_rx.recv().unwrap();
-    let releaser = {
-        let (release, reports) = (release.clone(), reports.clone());
-        thread::spawn(move || {
-            // Release once the stall has been reported (or give up after 10 s
-            // so a broken detector fails the assertion below, not the suite).
-            for _ in 0..10_000 {
-                if !reports.lock().unwrap().is_empty() {
-                    break;
-                }
-                thread::sleep(Duration::from_millis(1));
-            }
-            release.store(true, Ordering::SeqCst);
-        })
-    };
+    let releaser = stall_util::release_after_first_report(&release, &reports);
     d.synchronize();
     releaser.join().unwrap();
     reader.join().unwrap();

@@ -7,12 +7,13 @@
 //! exits, or during its teardown) are in `tests/leak.rs`.
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::Duration;
 
 use exitq::{Domain, HeldBy, RcuCell};
 
+mod stall_util;
 mod watch_util;
 use watch_util::within;
 
@@ -224,14 +225,7 @@ fn an_offline_reader_holds_no_grace_period() {
 /// kind; the grace period completes once it announces.
 #[test]
 fn a_reader_that_never_announces_is_reported_as_one() {
-    let reports = Arc::new(Mutex::new(Vec::new()));
-    let d = {
-        let reports = reports.clone();
-        Domain::builder()
-            .stall_timeout(Duration::from_millis(20))
-            .stall_handler(move |s| reports.lock().unwrap().push(s.clone()))
-            .build()
-    };
+    let (d, reports) = stall_util::reporting_domain();
     let release = Arc::new(AtomicBool::new(false));
     let (ready_tx, ready_rx) = mpsc::channel();
     let reader = {
@@ -254,18 +248,7 @@ fn a_reader_that_never_announces_is_reported_as_one() {
             .unwrap()
     };
     ready_rx.recv().unwrap();
-    let releaser = {
-        let (release, reports) = (release.clone(), reports.clone());
-        thread::spawn(move || {
-            for _ in 0..10_000 {
-                if !reports.lock().unwrap().is_empty() {
-                    break;
-                }
-                thread::sleep(Duration::from_millis(1));
-            }
-            release.store(true, Ordering::SeqCst);
-        })
-    };
+    let releaser = stall_util::release_after_first_report(&release, &reports);
     d.synchronize();
     release.store(false, Ordering::SeqCst);
     releaser.join().unwrap();
