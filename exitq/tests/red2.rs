@@ -127,10 +127,7 @@ fn cancel_rounds(first: FirstUse) -> Result<(), i32> {
             returned: returned.clone(),
         });
         let tid = pthread_util::spawn(cancelled_after_first_use, start);
-        let mut ret: *mut c_void = std::ptr::null_mut();
-        // SAFETY: joinable thread, joined once.
-        assert_eq!(unsafe { libc::pthread_join(tid, &mut ret) }, 0);
-        if ret as isize != -1 {
+        if !pthread_util::join_was_cancelled(tid) {
             return Err(3);
         }
         d.barrier();
@@ -360,10 +357,7 @@ fn a_pending_cancellation_does_not_act_inside_a_membarrier_failure_report() {
             returned: returned.clone(),
         });
         let tid = pthread_util::spawn(sealer_thread, start);
-        let mut ret: *mut c_void = std::ptr::null_mut();
-        // SAFETY: joinable thread, joined once.
-        assert_eq!(unsafe { libc::pthread_join(tid, &mut ret) }, 0);
-        if ret as isize != -1 {
+        if !pthread_util::join_was_cancelled(tid) {
             return 3;
         }
         let d2 = d.clone();

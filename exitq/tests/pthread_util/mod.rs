@@ -1,5 +1,6 @@
 //! Raw pthreads whose start routine may be unwound by `pthread_cancel`
 //! (shared by the exit-path tests).
+#![allow(dead_code)] // each test file uses its own subset
 use std::ffi::c_void;
 
 /// A start routine glibc may unwind through on cancellation.
@@ -29,4 +30,20 @@ pub fn spawn<T>(routine: Routine, arg: Box<T>) -> libc::pthread_t {
         std::io::Error::from_raw_os_error(rc)
     );
     tid
+}
+
+/// Joins `tid` (a joinable thread, joined once) and says whether it ended
+/// by cancellation (its value is `PTHREAD_CANCELED`, `(void *) -1` in
+/// glibc). Panics if the join fails.
+pub fn join_was_cancelled(tid: libc::pthread_t) -> bool {
+    let mut ret: *mut c_void = std::ptr::null_mut();
+    // SAFETY: the caller's joinable thread, joined once; valid out-pointer.
+    let rc = unsafe { libc::pthread_join(tid, &mut ret) };
+    assert_eq!(
+        rc,
+        0,
+        "pthread_join: {}",
+        std::io::Error::from_raw_os_error(rc)
+    );
+    ret as isize == -1
 }
