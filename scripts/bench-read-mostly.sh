@@ -2,8 +2,8 @@
 # The read-mostly pointer as whole processes (benches/examples/read_mostly.rs):
 # one writer replacing an 80-byte configuration as fast as it can, readers
 # validating every word of the current one, for a fixed time. exitq
-# (RcuCell read through a Reader, through a QsbrReader announcing a
-# quiescent state per read, and the same through a QsbrCache) against arc-swap (load, and with its Cache),
+# (RcuCell read through a Reader, and through a QsbrReader announcing a
+# quiescent state per read) against arc-swap (load, and with its Cache),
 # crossbeam-epoch (registered LocalHandle) and seize.
 #
 #   scripts/bench-read-mostly.sh [-n ROUNDS] [--seconds S] [--readers "1 2"] [--write-gap US]
@@ -40,7 +40,7 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 cargo build -q --release -p benches --example read_mostly
 bin=target/release/examples/read_mostly
-names=(exitq exitq-qsbr exitq-qsbr-cached arc-swap-cache arc-swap crossbeam seize)
+names=(exitq exitq-qsbr arc-swap-cache arc-swap crossbeam seize)
 echo "bench-read-mostly: $rounds rounds of ${secs} s, readers: $readers, write gap ${gap} us ($(date -u +%FT%TZ), load $(cut -d' ' -f1 /proc/loadavg))" >&2
 : >"$out/rows"
 n=${#names[@]}
@@ -66,8 +66,8 @@ for line in open(sys.argv[1]):
     t[(int(rnd), int(readers))][name] = (float(reads), float(writes), float(n_reads) / wall)
 med = statistics.median
 readers = sorted({r for _, r in t})
-names = ["exitq", "exitq-qsbr", "exitq-qsbr-cached", "arc-swap-cache", "arc-swap", "crossbeam", "seize"]
-ours = ["exitq", "exitq-qsbr", "exitq-qsbr-cached"]
+names = ["exitq", "exitq-qsbr", "arc-swap-cache", "arc-swap", "crossbeam", "seize"]
+ours = ["exitq", "exitq-qsbr"]
 print(f"{'readers':>7} {'impl':>15} {'reads M/s':>10} {'whole M/s':>10} {'writes M/s':>11}  (medians)")
 for r in readers:
     rows = [v for (k, x), v in sorted(t.items()) if x == r]
@@ -82,11 +82,10 @@ def ratio(r, rows, a, b, k, what, target):
 for r in readers:
     rows = [v for (k, x), v in sorted(t.items()) if x == r]
     for a in ours:
-        for b in names[3:]:
+        for b in names[2:]:
             ratio(r, rows, a, b, 0, "reads", ">= 1" if b == "arc-swap-cache" else "")
         ratio(r, rows, a, "arc-swap-cache", 2, "whole", ">= 1")
-    ratio(r, rows, "exitq-qsbr-cached", "exitq-qsbr", 0, "reads", "")
     for a in ours:
-        for b in names[3:]:
+        for b in names[2:]:
             ratio(r, rows, a, b, 1, "writes", ">= 1" if b == "crossbeam" else "")
 PY

@@ -18,10 +18,6 @@
 //!   state after every read: what a server does once per request;
 //! * `exitq-qsbr-per64`: the same, announcing one quiescent state per 64
 //!   reads (an extra row: a loop that reads many times per iteration);
-//! * `exitq-qsbr-cached`: `exitq-qsbr` reading through a `QsbrCache` per
-//!   reader thread (`cache.load(&reader)`: while the cell is unchanged, the
-//!   pointer the reader kept, as arc-swap's `Cache`), a quiescent state
-//!   after every read; `exitq-qsbr-cached-per64`: one per 64 reads;
 //! * `arc-swap`: an `ArcSwap`, readers `load`, the writer `store`s;
 //! * `arc-swap-cache`: the same with arc-swap's `Cache` per reader (a load
 //!   that only re-reads the shared pointer while it is unchanged);
@@ -170,11 +166,10 @@ impl Bench for Exitq {
 }
 
 /// exitq with a `QsbrReader` per reader thread, announcing a quiescent
-/// state every `per` reads; through a `QsbrCache` if `cached`.
+/// state every `per` reads.
 struct ExitqQsbr {
     exitq: Exitq,
     per: u32,
-    cached: bool,
 }
 
 impl Bench for ExitqQsbr {
@@ -184,18 +179,7 @@ impl Bench for ExitqQsbr {
     fn read_loop(&self, stop: &AtomicBool) -> (u64, u64) {
         let mut reader = self.exitq.domain.qsbr_reader();
         let (mut reads, mut bad) = (0, 0);
-        if self.cached {
-            let cache = exitq::QsbrCache::new(&self.exitq.cell);
-            let mut left = self.per;
-            until(stop, || {
-                check(cache.load(&reader), &mut reads, &mut bad);
-                left -= 1;
-                if left == 0 {
-                    left = self.per;
-                    reader.quiescent();
-                }
-            });
-        } else if self.per == 1 {
+        if self.per == 1 {
             until(stop, || {
                 check(self.exitq.cell.load(&reader), &mut reads, &mut bad);
                 reader.quiescent();
@@ -337,17 +321,10 @@ fn build(name: &str) -> Result<Arc<dyn Bench>, String> {
         "exitq-qsbr" => Arc::new(ExitqQsbr {
             exitq: Exitq::new(),
             per: 1,
-            cached: false,
-        }),
-        "exitq-qsbr-cached" | "exitq-qsbr-cached-per64" => Arc::new(ExitqQsbr {
-            exitq: Exitq::new(),
-            per: if name == "exitq-qsbr-cached" { 1 } else { 64 },
-            cached: true,
         }),
         "exitq-qsbr-per64" => Arc::new(ExitqQsbr {
             exitq: Exitq::new(),
             per: 64,
-            cached: false,
         }),
         "arc-swap" | "arc-swap-cache" => Arc::new(ArcSwap {
             cell: arc_swap::ArcSwap::from_pointee(Config::new(1)),
@@ -366,8 +343,8 @@ fn build(name: &str) -> Result<Arc<dyn Bench>, String> {
         }
         other => {
             return Err(format!(
-                "unknown IMPL '{other}' (exitq, exitq-qsbr, exitq-qsbr-per64, exitq-qsbr-cached, \
-                 exitq-qsbr-cached-per64, arc-swap, arc-swap-cache, crossbeam, seize)"
+                "unknown IMPL '{other}' (exitq, exitq-qsbr, exitq-qsbr-per64, arc-swap, \
+                 arc-swap-cache, crossbeam, seize)"
             ))
         }
     })

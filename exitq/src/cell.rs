@@ -51,11 +51,9 @@ use std::fmt;
 use crate::domain::Domain;
 use crate::guard::ReadSection;
 
-mod cache;
 mod option;
 mod raw;
 
-pub use cache::QsbrCache;
 pub use option::RcuOption;
 use raw::Raw;
 

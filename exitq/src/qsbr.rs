@@ -148,12 +148,6 @@ pub struct QsbrReader {
     fences: Fences,
     /// The reader word as last stored (owner copy; 0 while offline).
     word: u64,
-    /// A number no other word store of any reader has had
-    /// ([`next_stamp`]), renewed with every store of `word` (going online,
-    /// a quiescent state that stores): while it is unchanged, the reader
-    /// has held its word since, so whatever it loaded since is still
-    /// allocated ([`QsbrCache`](crate::QsbrCache) relies on it).
-    stamp: u64,
     /// Dropped by `Drop`, passed by value (see `online`).
     domain: ManuallyDrop<Domain>,
 }
@@ -179,7 +173,6 @@ impl Domain {
             gp_ctr,
             fences,
             word: online(record, gp_ctr, fences),
-            stamp: next_stamp(),
             domain: ManuallyDrop::new(domain),
         }
     }
@@ -233,35 +226,12 @@ impl QsbrReader {
     #[inline]
     fn online(&mut self) {
         self.word = online(self.record, self.gp_ctr, self.fences);
-        self.stamp = next_stamp();
-    }
-
-    /// The reader's stamp: unchanged since a load under this reader means
-    /// that no grace period can have ended since without waiting for the
-    /// reader (its word has not moved), so the loaded value is allocated.
-    #[inline(always)]
-    pub(crate) fn stamp(&self) -> u64 {
-        self.stamp
     }
 
     /// The domain this reader belongs to.
     pub fn domain(&self) -> &Domain {
         &self.domain
     }
-}
-
-/// A stamp never handed out before (process-wide; from 1, so 0 can mean
-/// "none"): a reader's [`QsbrReader::stamp`] after each store of its word.
-/// Out of line, with the store it goes with (a reader creation, a
-/// quiescent state after a grace period started, a return online).
-#[inline(never)]
-fn next_stamp() -> u64 {
-    /// The last stamp handed out (std's atomic, also under loom: a
-    /// counter, no part of any handshake).
-    static STAMPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    // Relaxed: only uniqueness matters, which the counter's own order of
-    // read-modify-writes gives.
-    STAMPS.fetch_add(1, Ordering::Relaxed) + 1
 }
 
 /// [`QsbrReader::online`], out of line and over the reader's fields (not
