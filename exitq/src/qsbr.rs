@@ -21,7 +21,8 @@
 //! free what it points to. What it cannot enforce is that the thread
 //! announces quiescent states at all: a reader that stops announcing
 //! (blocked, or spinning in a loop that forgot to) holds every grace
-//! period, and the stall report names it ([`Stall::kind`](crate::Stall)).
+//! period, and the stall report names it
+//! ([`Stall::held_by`](crate::Stall::held_by)).
 //!
 //! # Life
 //!
