@@ -20,7 +20,6 @@ use std::mem::{self, MaybeUninit};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 
-use crate::fork;
 use crate::llist::Node;
 
 /// Words of inline storage for one deferred closure: closures up to this
@@ -228,11 +227,12 @@ impl Batch {
     /// Runs every callback not taken out yet once (from the drain cursor
     /// on), each under `catch_unwind`; returns (the batch's callbacks, run
     /// here or taken out before, of which panicked here) and leaves the
-    /// batch empty. `fork_gen` is the fork generation the run started in:
-    /// a callback that forks and returns in the child stops the child's
-    /// run right after it (the rest is the parent's, `fork.rs`), leaving
-    /// the batch as it is for the caller to abandon.
-    pub(crate) fn run(&mut self, fork_gen: u64) -> (u64, u64) {
+    /// batch empty. `forked` says whether the process is now a fork child
+    /// of the one the run started in (`run.rs` passes the fork-generation
+    /// check): a callback that forks and returns in the child stops the
+    /// child's run right after it (the rest is the parent's, `fork.rs`),
+    /// leaving the batch as it is for the caller to abandon.
+    pub(crate) fn run(&mut self, forked: impl Fn() -> bool) -> (u64, u64) {
         let base = self.buf.as_mut_ptr().cast::<usize>();
         let (mut ran, mut panicked) = (self.taken as u64, 0u64);
         let mut at = self.at;
@@ -263,7 +263,7 @@ impl Batch {
                         // SAFETY: `call` is this run's entry point for the
                         // closures stored at `item`.
                         unsafe { call(item) };
-                        if fork::is_child(fork_gen) {
+                        if forked() {
                             break;
                         }
                     }
@@ -272,7 +272,7 @@ impl Batch {
                     panicked += 1;
                     drop_payload(payload);
                 }
-                if fork::is_child(fork_gen) {
+                if forked() {
                     return (ran, panicked);
                 }
             }

@@ -151,7 +151,7 @@ pub(crate) fn run_items_and_chain(
                     ran.held += 1;
                     b.in_held = false;
                 }
-                let (n, p) = b.run(fork_gen);
+                let (n, p) = b.run(|| fork::is_child(fork_gen));
                 if fork::is_child(fork_gen) {
                     std::mem::forget(node);
                     return abandon(chain, ran);

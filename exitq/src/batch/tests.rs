@@ -36,7 +36,7 @@ fn run(open: &mut OpenBatch) -> (usize, u64, u64) {
         unreachable!()
     };
     let len = b.len;
-    let (ran, panicked) = b.run(0);
+    let (ran, panicked) = b.run(|| false);
     assert_eq!((b.len, b.used), (0, 0), "a run batch is empty");
     (len, ran, panicked)
 }
@@ -237,7 +237,7 @@ fn a_batch_drained_in_pieces_then_run_runs_each_callback_once_in_order() {
     }
     assert_eq!(*log.lock().unwrap(), (0..11).collect::<Vec<_>>());
     // The rest, resumed at the cursor; the count is the whole batch's.
-    assert_eq!(batch.run(0), (30, 0));
+    assert_eq!(batch.run(|| false), (30, 0));
     assert_eq!(*log.lock().unwrap(), (0..30).collect::<Vec<_>>());
     assert_eq!(Arc::strong_count(&log), 1, "every closure was consumed");
 }
@@ -261,7 +261,11 @@ fn a_batch_drained_to_the_end_runs_nothing_more() {
     assert!(batch.drained());
     assert_eq!(batch.take_some(5, |item| taken.push(item)), 0);
     taken.into_iter().for_each(Item::run);
-    assert_eq!(batch.run(0), (10, 0), "counted whole, run none twice");
+    assert_eq!(
+        batch.run(|| false),
+        (10, 0),
+        "counted whole, run none twice"
+    );
     assert_eq!(ran.load(Ordering::Relaxed), 10);
 }
 
