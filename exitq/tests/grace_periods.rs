@@ -41,13 +41,7 @@ fn synchronize_waits_for_holder(
     while !inside.load(Ordering::SeqCst) {
         thread::yield_now();
     }
-    let releaser = {
-        let release = release.clone();
-        thread::spawn(move || {
-            thread::sleep(Duration::from_millis(30));
-            release.store(true, Ordering::SeqCst);
-        })
-    };
+    let releaser = stall_util::release_after(&release, Duration::from_millis(30));
     d.synchronize();
     assert!(
         left.load(Ordering::SeqCst),

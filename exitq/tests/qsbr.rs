@@ -81,13 +81,7 @@ fn an_online_reader_holds_grace_periods_until_its_quiescent_state() {
     };
     loaded_rx.recv().unwrap();
     cell.store(Poisoned::new(2)); // the old value's drop is deferred
-    let releaser = {
-        let release = release.clone();
-        thread::spawn(move || {
-            thread::sleep(Duration::from_millis(30));
-            release.store(true, Ordering::SeqCst);
-        })
-    };
+    let releaser = stall_util::release_after(&release, Duration::from_millis(30));
     d.synchronize();
     assert!(
         announced.load(Ordering::SeqCst),

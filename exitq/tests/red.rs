@@ -250,19 +250,7 @@ fn waiting_for_a_grace_period_inside_the_stall_handler_panics() {
             })
             .build()
     });
-    let (entered_tx, entered_rx) = mpsc::channel();
-    let reader = thread::spawn(move || {
-        let _guard = d.read();
-        entered_tx.send(()).unwrap();
-        thread::sleep(Duration::from_millis(200));
-    });
-    entered_rx.recv().unwrap();
-    watch_util::within(
-        "synchronize with a stall handler that synchronizes",
-        LIMIT,
-        || d.synchronize(),
-    );
-    reader.join().unwrap();
+    synchronize_past_a_stalling_reader(d, "synchronize with a stall handler that synchronizes");
     assert!(REFUSED.load(Ordering::SeqCst), "the nested wait refused");
 }
 
@@ -316,6 +304,16 @@ fn defer_inside_the_stall_handler_of_an_inline_domain_does_not_wait() {
             })
             .build()
     });
+    synchronize_past_a_stalling_reader(d, "synchronize with a stall handler that defers");
+    assert!(DEFERRED.load(Ordering::SeqCst), "the handler ran");
+    watch_util::within("barrier after", LIMIT, || d.barrier());
+    assert_eq!(d.stats().callbacks_run, 1, "the deferred callback ran");
+}
+
+/// `synchronize` on `d` while another thread holds a guard for 200 ms (a
+/// stall: the domain's stall handler runs), within `LIMIT` (`what` names
+/// the wait if it hangs).
+fn synchronize_past_a_stalling_reader(d: &'static Domain, what: &'static str) {
     let (entered_tx, entered_rx) = mpsc::channel();
     let reader = thread::spawn(move || {
         let _guard = d.read();
@@ -323,13 +321,6 @@ fn defer_inside_the_stall_handler_of_an_inline_domain_does_not_wait() {
         thread::sleep(Duration::from_millis(200));
     });
     entered_rx.recv().unwrap();
-    watch_util::within(
-        "synchronize with a stall handler that defers",
-        LIMIT,
-        || d.synchronize(),
-    );
+    watch_util::within(what, LIMIT, || d.synchronize());
     reader.join().unwrap();
-    assert!(DEFERRED.load(Ordering::SeqCst), "the handler ran");
-    watch_util::within("barrier after", LIMIT, || d.barrier());
-    assert_eq!(d.stats().callbacks_run, 1, "the deferred callback ran");
 }

@@ -1,6 +1,7 @@
-//! A domain whose stall reports are collected, and the thread that ends a
-//! stall once it is reported: what the stall tests of
-//! `tests/grace_periods.rs` and `tests/qsbr.rs` share.
+//! A domain whose stall reports are collected, and the threads that end a
+//! reader's hold (once a stall is reported, or after a delay): what the
+//! grace-period and stall tests of `tests/grace_periods.rs` and
+//! `tests/qsbr.rs` share.
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
@@ -34,6 +35,16 @@ pub fn release_after_first_report(release: &Arc<AtomicBool>, reports: &Reports) 
             }
             thread::sleep(Duration::from_millis(1));
         }
+        release.store(true, Ordering::SeqCst);
+    })
+}
+
+/// Sets `release` after `delay`, from another thread: a reader held until
+/// then is still inside when the caller's `synchronize` starts.
+pub fn release_after(release: &Arc<AtomicBool>, delay: Duration) -> JoinHandle<()> {
+    let release = release.clone();
+    thread::spawn(move || {
+        thread::sleep(delay);
         release.store(true, Ordering::SeqCst);
     })
 }
