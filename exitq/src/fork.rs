@@ -9,7 +9,10 @@
 //! callbacks checks, once per call, that the process is the one that built
 //! the domain; and a run of callbacks (`run.rs`, `Batch::run`) checks again
 //! after each callback, for a callback that forks and returns in the child:
-//! the child abandons the rest of the run (leaks it; the parent runs it).
+//! the child abandons the rest of the run (leaks it; the parent runs it)
+//! and panics out of the exitq call that ran it, as every entry point
+//! refuses in a child (the loop it is in, a barrier's, the reclaimer's,
+//! would otherwise go on with more of the parent's work).
 //!
 //! The check is one load: a `pthread_atfork` child handler (registered
 //! once, when the first domain is built) advances a process-wide fork

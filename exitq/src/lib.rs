@@ -328,9 +328,9 @@
 //!   orphaned record's hooks, not the work the child's own exit (`exit`,
 //!   which runs its thread-local destructors) would hand over, nor the
 //!   rest of a run whose callback forked and returned in the child (the
-//!   child goes back to the code that ran it; a pool worker's child ends
-//!   when the job returns); every callback and hook runs exactly once, in
-//!   the parent;
+//!   exitq call that ran it panics there, having run nothing more; a pool
+//!   worker's child ends when the job returns); every callback and hook
+//!   runs exactly once, in the parent;
 //! * dropping the domain or the pool leaks its memory and pending work
 //!   (the parent's, which the parent runs).
 //!

@@ -111,7 +111,7 @@ pub(crate) fn run_items_and_chain(
     };
     let _in = Linked::new(&frame);
     // A callback that forks and returns in the child: the child stops
-    // after it and leaks the rest, which the parent runs (`fork.rs`).
+    // after it, leaks the rest (the parent runs it) and panics (`abandon`).
     let fork_gen = fork::current();
     let mut ran = Ran::default();
     loop {
@@ -134,7 +134,7 @@ pub(crate) fn run_items_and_chain(
         if fork::is_child(fork_gen) {
             // The items left are words without a destructor: dropping the
             // iterator runs none of them.
-            return abandon(chain, ran);
+            abandon(chain);
         }
         if finished {
             break;
@@ -154,7 +154,7 @@ pub(crate) fn run_items_and_chain(
                 let (n, p) = b.run(|| fork::is_child(fork_gen));
                 if fork::is_child(fork_gen) {
                     std::mem::forget(node);
-                    return abandon(chain, ran);
+                    abandon(chain);
                 }
                 ran.callbacks += n;
                 ran.panicked += p;
@@ -170,7 +170,7 @@ pub(crate) fn run_items_and_chain(
                     drop_payload(payload);
                 }
                 if fork::is_child(fork_gen) {
-                    return abandon(chain, ran);
+                    abandon(chain);
                 }
                 ran.callbacks += 1;
                 ran.exits += 1;
@@ -181,8 +181,15 @@ pub(crate) fn run_items_and_chain(
 }
 
 /// In the child of a fork made by a callback: leaks the rest of the run
-/// (the parent's, which the parent runs; `fork.rs`).
-fn abandon(chain: Chain<Work>, ran: Ran) -> Ran {
+/// (the parent's, which the parent runs; `fork.rs`) and panics out of the
+/// exitq call that ran it, as every entry point does in a child: the
+/// thread it returns into (a `barrier`'s passes, the reclaimer's loop, a
+/// `defer`) would go on with more of the parent's work.
+#[cold]
+fn abandon(chain: Chain<Work>) -> ! {
     std::mem::forget(chain);
-    ran
+    panic!(
+        "exitq: a callback called fork() and returned in the child of fork(); \
+         the rest of the run is the parent's, this call stops here"
+    )
 }

@@ -204,6 +204,8 @@ fn a_pool_built_in_a_forked_child_works() {
 /// on with the run it forked inside of. Before the check after each
 /// callback (`fork.rs`, `run.rs`) it ran the rest of the parent's batch,
 /// which the parent runs too: every such callback ran twice (red team 2).
+/// The child's `flush` panics after the forking callback (exit code 4 if
+/// it returned).
 #[test]
 fn a_child_forked_inside_a_callback_runs_none_of_the_parents_other_callbacks() {
     let d = Domain::builder()
@@ -228,12 +230,15 @@ fn a_child_forked_inside_a_callback_runs_none_of_the_parents_other_callbacks() {
     }
     d.flush(); // sealed
     d.synchronize();
-    d.flush(); // runs the batch: its first callback forks
-               // SAFETY: getpid has no preconditions.
+    // Runs the batch: its first callback forks. In the child the flush
+    // panics after it (nothing more of the parent's runs there).
+    let flushed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| d.flush()));
+    // SAFETY: getpid has no preconditions.
     if unsafe { libc::getpid() } != parent {
         // SAFETY: ends the child without returning into the harness.
-        unsafe { libc::_exit(0) };
+        unsafe { libc::_exit(if flushed.is_err() { 0 } else { 4 }) };
     }
+    assert!(flushed.is_ok(), "the parent's flush ran its callbacks");
     let pid = child.load(Ordering::SeqCst);
     assert!(pid > 0, "the callback forked");
     assert_eq!(wait_child(pid as libc::pid_t, LIMIT), 0);
