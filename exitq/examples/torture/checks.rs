@@ -100,6 +100,11 @@ pub(crate) fn final_checks() {
         .filter(|c| c.load(Ordering::Relaxed) == 0)
         .count() as u64;
     w.v.hook_missing.fetch_add(missing, Ordering::Relaxed);
+    // What ran in fork children, counted in memory shared with them (every
+    // child has ended: waited for, or killed and reaped).
+    let in_children = w.in_child.load(Ordering::SeqCst);
+    w.v.ran_in_fork_child
+        .fetch_add(in_children, Ordering::Relaxed);
 }
 
 pub(crate) fn report(opts: &Opts, took: Duration, role_panics: &HashMap<&str, u32>) -> ExitCode {
@@ -110,7 +115,7 @@ pub(crate) fn report(opts: &Opts, took: Duration, role_panics: &HashMap<&str, u3
         "torture: {:.1} s: {} reads, {} replaces by defer, {} by synchronize, {} counted defers, \
          {} barriers, {} exited and {} cancelled threads, {} of {} exit hooks ran, {} domains dropped under live threads, \
          {} guards, {} readers and {} QSBR readers leaked, {} nested rounds ({} nested barriers refused), \
-         {} forks with a held guard or QSBR reader; {} cell writes; QSBR: {} reads, {} quiescent states, \
+         {} forks with a held guard or QSBR reader, {} by a callback; {} cell writes; QSBR: {} reads, {} quiescent states, \
          {} offline periods, {} waits offline, {} readers rebuilt",
         took.as_secs_f64(),
         g(&o.reads),
@@ -129,6 +134,7 @@ pub(crate) fn report(opts: &Opts, took: Duration, role_panics: &HashMap<&str, u3
         g(&o.nested_rounds),
         g(&o.nested_barriers_refused),
         g(&o.forks),
+        g(&o.forks_in_callbacks),
         g(&o.cell_writes),
         g(&o.qsbr_reads),
         g(&o.qsbr_quiescent),

@@ -7,9 +7,19 @@
 //! hook counts itself in shared memory if it runs in a child). The parent
 //! checks its object again under the guard, drops it, and gives the child
 //! 30 s.
+//!
+//! Or a callback forks: the forker defers a callback that calls `fork()`
+//! and returns in the child, then counted callbacks behind it, and waits
+//! for them with `barrier`. The child goes on inside whatever run the
+//! callback ran in (any thread's: a worker's `defer`, the reclaimer, this
+//! barrier): that run must stop after the forking callback and the exitq
+//! call that ran it panic; nothing more of the parent's may run in the
+//! child (counted in shared memory, as above). The child cannot be asked to exit (the callback does not know
+//! what it returns into), so the parent kills it after 20 ms, the time
+//! the rest of its run would have taken many times over.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -71,11 +81,55 @@ enum Section<'a> {
     None,
 }
 
+/// A callback of `slot`'s domain forks, with counted callbacks behind it;
+/// the child is killed after 20 ms (module docs). False if `fork` failed.
+fn fork_inside_a_callback(slot: &'static Slot, rng: &Rng) -> bool {
+    // The child's pid, written by the callback in the parent (-1: failed).
+    static CHILD: AtomicI32 = AtomicI32::new(0);
+    CHILD.store(0, Ordering::SeqCst);
+    slot.domain.defer(|| {
+        // SAFETY: the child returns into the exitq run it is in, which
+        // stops after this callback; it is killed by the parent, and
+        // anything of the parent's it runs first counts itself.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            IN_FORK_CHILD.store(true, Ordering::Relaxed);
+            return;
+        }
+        CHILD.store(pid.max(-1), Ordering::SeqCst);
+    });
+    for _ in 0..rng.below(12) {
+        counted_defer(slot, rng);
+    }
+    slot.domain.barrier(); // the forking callback ran, in the parent
+    let pid = CHILD.load(Ordering::SeqCst);
+    if pid <= 0 {
+        return false;
+    }
+    thread::sleep(Duration::from_millis(20));
+    let mut status = 0;
+    // SAFETY: our child; then reap it.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+        libc::waitpid(pid, &mut status, 0);
+    }
+    true
+}
+
 pub(crate) fn forker(seed: u64) {
     let w = world();
     let rng = Rng::new(seed ^ 0xF04C);
     while !w.stop.load(Ordering::Relaxed) {
         let slot = &w.slots[rng.below(w.slots.len() as u64) as usize];
+        if rng.chance(30) {
+            if fork_inside_a_callback(slot, &rng) {
+                inc(&w.ops.forks_in_callbacks);
+            } else {
+                thread::sleep(Duration::from_millis(50)); // a resource limit
+            }
+            thread::sleep(Duration::from_millis(5 + rng.below(40)));
+            continue;
+        }
         let mut section = if rng.chance(50) {
             Section::Guard(slot.domain.read())
         } else {

@@ -55,7 +55,9 @@
 //!   (with callbacks deferred inside): the child drops the guard (forgets
 //!   the reader), checks that `barrier` and `qsbr_reader` refuse, and exits
 //!   (`exit` or `_exit`); no callback or hook may run in a child (counted
-//!   in shared memory), and the child must end within 30 s;
+//!   in shared memory), and the child must end within 30 s; or it defers a
+//!   callback that forks (the child returns into whatever run it was in,
+//!   which must run nothing more of the parent's) and kills that child;
 //! * a churner builds short-lived domains (random settings, both
 //!   reclaimer kinds), lets threads use them, and drops the last handle
 //!   while those threads still live: their hooks must wait for their exit

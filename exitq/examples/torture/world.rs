@@ -150,6 +150,7 @@ pub(crate) struct Ops {
     pub(crate) nested_rounds: AtomicU64,
     pub(crate) nested_barriers_refused: AtomicU64,
     pub(crate) forks: AtomicU64,
+    pub(crate) forks_in_callbacks: AtomicU64,
 }
 
 pub(crate) struct World {
