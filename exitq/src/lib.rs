@@ -414,6 +414,7 @@ mod llist;
 mod local;
 #[cfg(feature = "pool")]
 pub mod pool;
+mod prefetch;
 mod qsbr;
 mod reader;
 mod reclaim;
