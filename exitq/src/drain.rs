@@ -12,9 +12,9 @@
 //! object than freeing 7 at a time, which stays in the tcache.
 //!
 //! So ready batches go to the record's `ready` queue, and the owner runs
-//! them [`TICK`] callbacks per `TICK` `defer`s (more while many batches
-//! are ready, to catch up): the kernel's `rcu_do_batch` runs at most
-//! `blimit` callbacks per invocation for the same reason of spreading.
+//! them [`TICK`] callbacks per `TICK` `defer`s: the kernel's
+//! `rcu_do_batch` runs at most `blimit` callbacks per invocation for the
+//! same reason of spreading.
 //! The tick costs the fast path nothing: the open batch's countdown
 //! (`OpenBatch::left`), which `defer` checks anyway, is cut to the next
 //! tick (`OpenBatch::tick`), so every `TICK`th `defer` takes the slow path.
@@ -40,26 +40,25 @@ use crate::record::{Local, Record};
 use crate::run;
 use crate::stats::Counters;
 
-/// Callbacks run per tick while one batch is ready, and `defer`s between
+/// Callbacks run per tick, and `defer`s between
 /// ticks: glibc's tcache holds 7 chunks per size class.
+///
+/// No catch-up: a tick runs `TICK` callbacks however many batches are
+/// ready. A grace period makes every batch sealed before it started ready
+/// at once (with 4 threads on 2 CPUs, where a preempted reader holds a
+/// grace period for a time slice, about 20 per thread), and a thread
+/// drains one callback per `defer` while it seals one per `defer`, so the
+/// backlog stays at that burst's size. Running more per tick past a
+/// backlog overflowed glibc's tcache into its fastbins, whose chunks
+/// `malloc` then pops cold: v3's first cut ran 8 ticks' worth past 8 ready
+/// batches (45% of the time in `malloc`/`free` at 4 threads), then past
+/// 64 (24%); without catch-up `defer_free` at 4 threads took 42 ns per
+/// operation against 51 past 64 (7 interleaved rounds, 2026-12-03).
 pub(crate) const TICK: usize = 7;
-
-/// Most callbacks one tick runs (while many batches are ready).
-const MAX_TICK: usize = 8 * TICK;
-
-/// Ready batches beyond which a tick runs `MAX_TICK` callbacks to catch
-/// up. Below, a tick runs `TICK`: a grace period makes every batch sealed
-/// before it started ready at once (with 4 threads on 2 CPUs, where a
-/// preempted reader holds a grace period for a time slice, about 20 per
-/// thread), and a thread drains one callback per `defer` while it seals
-/// one per `defer`, so the backlog stays at that burst's size; running
-/// more per tick (v3's first cut caught up past 8) overflowed the tcache
-/// again: 45% of the time in `malloc`/`free` at 4 threads, 24% after.
-const CATCH_UP: usize = 64;
 
 /// What a tick took out of the record, to run after the owner section.
 pub(crate) struct Drain {
-    items: [MaybeUninit<Item>; MAX_TICK],
+    items: [MaybeUninit<Item>; TICK],
     len: usize,
     /// Ready batches whose every callback was taken (settled after the
     /// run, their nodes recycled).
@@ -69,7 +68,7 @@ pub(crate) struct Drain {
 impl Default for Drain {
     fn default() -> Drain {
         Drain {
-            items: [const { MaybeUninit::uninit() }; MAX_TICK],
+            items: [const { MaybeUninit::uninit() }; TICK],
             len: 0,
             finished: Chain::new(),
         }
@@ -90,22 +89,16 @@ impl Drain {
 }
 
 /// One tick, inside the owner section: takes the next callbacks of the
-/// ready batches into `drain` (`TICK`, or `MAX_TICK` while more than
-/// `CATCH_UP` batches are ready), makes `run_seq` odd if it took any, and
-/// arms the next tick if batches are still ready. The caller may run
-/// callbacks (`local::may_run`).
+/// ready batches into `drain` (`TICK`), makes `run_seq` odd if it took
+/// any, and arms the next tick if batches are still ready. The caller may
+/// run callbacks (`local::may_run`).
 pub(crate) fn take(r: &Record, local: &mut Local, drain: &mut Drain) {
-    let want = if local.ready.len() > CATCH_UP {
-        MAX_TICK
-    } else {
-        TICK
-    };
-    while drain.len < want {
+    while drain.len < TICK {
         let Some(Work::Batch(b)) = local.ready.front_mut() else {
             break;
         };
         let (items, len) = (&mut drain.items, &mut drain.len);
-        b.take_some(want - *len, |item| {
+        b.take_some(TICK - *len, |item| {
             items[*len].write(item);
             *len += 1;
         });
