@@ -404,10 +404,9 @@ impl Domain {
     /// ```
     #[inline]
     pub fn defer<F: FnOnce() + Send + 'static>(&self, f: F) {
-        let d = Deferred::new(f);
         match this_thread::main_record(&self.inner) {
-            Some(r) => local::defer(&self.inner, r, d),
-            None => local::defer_alone(&self.inner, d),
+            Some(r) => local::defer(&self.inner, r, f),
+            None => local::defer_alone(&self.inner, Deferred::new(f)),
         }
     }
 

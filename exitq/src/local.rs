@@ -62,7 +62,7 @@
 //! progress and waits for it. Callbacks run after
 //! the section ends, so a callback may defer, flush or be stolen from.
 
-use crate::batch::{Deferred, Work};
+use crate::batch::{fits_inline, Deferred, Work};
 use crate::cancel::NoCancel;
 use crate::config::{Callbacks, Reclaimer};
 use crate::drain::{self, keep_node, Drain};
@@ -116,9 +116,30 @@ fn may_wait(inner: &Inner) -> bool {
     may_run(inner) && !thread::inside(inner)
 }
 
-/// Appends `d` to the open batch of `r` (the calling thread's main record).
+/// Appends `f` to the open batch of `r` (the calling thread's main
+/// record). A closure stored inline goes straight into the batch
+/// (`OpenBatch::try_push_fn`); a boxed one, or any slow path, through a
+/// [`Deferred`].
 #[inline(always)]
-pub(crate) fn defer(inner: &Inner, r: &Record, d: Deferred) {
+pub(crate) fn defer<F: FnOnce() + Send + 'static>(inner: &Inner, r: &Record, f: F) {
+    if !fits_inline::<F>() {
+        return push(inner, r, Deferred::new(f));
+    }
+    if !handshake::owner_begin(&r.busy, &r.steal, inner.gp.hot.fences) {
+        return defer_contended(inner, r, Deferred::new(f));
+    }
+    // SAFETY: as in `push`.
+    let local = unsafe { &mut *r.local.get() };
+    match local.open.try_push_fn(f) {
+        Ok(()) if local.open.left() != 0 => handshake::owner_end(&r.busy),
+        Ok(()) => slow_visit(inner, r),
+        Err(f) => defer_slow(inner, r, Deferred::new(f)),
+    }
+}
+
+/// Appends `d` to the open batch of `r`, as [`defer`].
+#[inline]
+fn push(inner: &Inner, r: &Record, d: Deferred) {
     if !handshake::owner_begin(&r.busy, &r.steal, inner.gp.hot.fences) {
         return defer_contended(inner, r, d);
     }
@@ -142,7 +163,7 @@ fn defer_contended(inner: &Inner, r: &Record, d: Deferred) {
     // A stealer is taking our batches: wait for it (it only moves a few
     // pointers), then retry.
     handshake::wait_for_stealer(&r.steal);
-    defer(inner, r, d)
+    push(inner, r, d)
 }
 
 /// `left` reached zero: the batch is full (seal it), or a drain tick is

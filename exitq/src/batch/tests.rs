@@ -294,3 +294,63 @@ fn a_drain_tick_counts_the_batch_down_without_losing_room_or_run_counts() {
     assert_eq!(run(&mut b), (9, 9, 0), "one run of 9, its header right");
     assert_eq!(ran.load(Ordering::Relaxed), 9);
 }
+
+/// `defer`'s typed fast path (`try_push_fn`) and the `Deferred` one write
+/// the same run: a closure type's entry point is one, whichever path
+/// stored it, and each closure runs once, in order, whichever path
+/// stored it. A closure of another type, or one the batch has no room
+/// for, is handed back whole.
+#[test]
+fn the_typed_fast_path_and_the_deferred_one_share_a_run() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let mut b = open(32);
+    let start = b.cur;
+    // Under miri a run per closure: 24 fit in the batch's memory.
+    let n = if cfg!(miri) { 20 } else { 32 };
+    let mut typed = 0;
+    let other = Arc::new(AtomicUsize::new(0));
+    for i in 0..n {
+        if i == 16 {
+            // Another type, in the middle of the run: refused, unconsumed.
+            let o = other.clone();
+            match b.try_push_fn(move || {
+                o.fetch_add(1, Ordering::Relaxed);
+            }) {
+                Ok(()) => panic!("another type joined the run"),
+                Err(f) => f(),
+            }
+        }
+        let log = log.clone();
+        let f = move || log.lock().unwrap().push(i);
+        if i % 3 == 0 {
+            assert!(push(&mut b, f));
+            continue;
+        }
+        match b.try_push_fn(f) {
+            Ok(()) => typed += 1,
+            // Under miri each closure may open a run (entry points of one
+            // function compare unequal): the way `defer` then goes.
+            Err(f) => assert!(push(&mut b, f)),
+        }
+    }
+    if !cfg!(miri) {
+        assert_eq!(typed, 21, "every typed push after the first joined the run");
+        assert_eq!(
+            b.cur,
+            start.wrapping_add(2 + 2 * 32),
+            "one run of two-word closures"
+        );
+    }
+    // A full batch refuses a closure of its run's type, unconsumed (under
+    // miri the batch is not full, and the type's entry point compares
+    // unequal: refused too).
+    let l = log.clone();
+    match b.try_push_fn(move || l.lock().unwrap().push(99)) {
+        Ok(()) => panic!("a full batch took a closure"),
+        Err(f) => drop(f),
+    }
+    assert_eq!(run(&mut b), (n, n as u64, 0));
+    assert_eq!(*log.lock().unwrap(), (0..n).collect::<Vec<_>>());
+    assert_eq!(Arc::strong_count(&log), 1);
+    assert_eq!(Arc::strong_count(&other), 1);
+}
