@@ -7,7 +7,7 @@
 //! exits, or during its teardown) are in `tests/leak.rs`.
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, Barrier};
 use std::thread;
 use std::time::Duration;
 
@@ -101,24 +101,34 @@ fn readers_that_announce_let_writers_progress_and_never_see_a_dropped_value() {
         let d = Domain::new();
         let cell = Arc::new(RcuCell::new(&d, Poisoned::new(0)));
         let stop = Arc::new(AtomicBool::new(false));
+        // The writers start once both readers are online and have read:
+        // a writer that finished before a reader started would test
+        // nothing (and `reads > 0` below failed so once).
+        let started = Arc::new(Barrier::new(3));
         let readers: Vec<_> = (0..2)
             .map(|_| {
                 let (d, cell, stop) = (d.clone(), cell.clone(), stop.clone());
+                let started = started.clone();
                 thread::spawn(move || {
                     let mut r = d.qsbr_reader();
                     let (mut reads, mut bad) = (0u64, 0u64);
-                    while !stop.load(Ordering::Relaxed) {
+                    let mut first = true;
+                    while first || !stop.load(Ordering::Relaxed) {
                         let v = cell.load(&r);
                         bad += u64::from(!v.valid());
                         reads += 1;
                         if reads % per == 0 {
                             r.quiescent();
                         }
+                        if std::mem::take(&mut first) {
+                            r.offline(|| started.wait());
+                        }
                     }
                     (reads, bad)
                 })
             })
             .collect();
+        started.wait();
         {
             let (d, cell) = (d.clone(), cell.clone());
             within("writers with QSBR readers", LIMIT, move || {
