@@ -81,9 +81,13 @@ use crate::sync::{self, AtomicBool, AtomicU64, Ordering};
 /// batches of that many seals. With 2 producers on 2 CPUs each membarrier
 /// IPIs the other CPU (a VM exit here): at 2 idle polls the IPIs took 15%
 /// of `defer_free`'s time (4,198 grace periods for 15,625 batches); at 8,
-/// about 1,600 grace periods, while the batches in flight (about 9 per
-/// grace period) stay within the L2 cache.
-const IDLE_POLLS: u32 = 8;
+/// about 1,600 grace periods. Once the drain prefetched the callbacks'
+/// memory (`prefetch.rs`), cold batches cost less than the barriers: at
+/// 16, about 800 grace periods and 3-5% less time per operation at 2
+/// threads (32: 460 grace periods, no faster; 2026-12-03), the batches in
+/// flight (about 17 per grace period per thread, 1 MB) still within the
+/// L2 and L3 caches.
+const IDLE_POLLS: u32 = 16;
 
 /// How long the reclaimer lets a grace period that polls started, and
 /// nobody leads, go without completing before it leads it
