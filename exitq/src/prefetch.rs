@@ -84,3 +84,36 @@ unsafe fn target(word: *const usize) {
 #[cfg(any(miri, not(any(target_arch = "x86_64", target_arch = "aarch64"))))]
 #[inline(always)]
 unsafe fn target(_word: *const usize) {}
+
+#[cfg(test)]
+mod tests {
+    use super::targets;
+
+    /// A word that is not a pointer costs a dropped hint, never a fault:
+    /// null, small integers (the word before wraps around), non-canonical
+    /// and kernel addresses, an unmapped page, and a real pointer.
+    #[test]
+    fn any_word_is_a_harmless_hint() {
+        let real = Box::new(7u64);
+        let words: [usize; 8] = [
+            0,
+            1,
+            7,
+            usize::MAX,
+            1 << 63,
+            0x0000_8000_0000_0000, // the first non-canonical address
+            0x1000,                // an unmapped page, in every process here
+            &*real as *const u64 as usize,
+        ];
+        for w in 0..=words.len() {
+            // SAFETY: `w` words of the array are valid for reads, and
+            // nothing writes them.
+            unsafe { targets(words.as_ptr(), w) };
+        }
+        for w in &words {
+            // SAFETY: as above, one word at a time.
+            unsafe { targets(w, 1) };
+        }
+        assert_eq!(*real, 7, "a hint changes nothing");
+    }
+}
