@@ -4,8 +4,13 @@
 //! when it fits in three words, boxed otherwise. The batch is packed in
 //! runs of closures of one type (see [`Batch`]), so `defer(move ||
 //! drop(p))` writes one word: the fast path compares the closure's entry
-//! point with the open run's and copies the captured words. No shared
-//! atomic is touched per call.
+//! point with the open run's and writes the closure itself
+//! ([`OpenBatch::try_push_fn`]; a boxed closure, or a slow path, goes
+//! through a [`Deferred`]). No shared atomic is touched per call.
+//!
+//! Whoever runs a sealed batch hints the memory of the callbacks it runs
+//! next ([`prefetch`](crate::prefetch)): a drain tick the next tick's, a
+//! whole-batch run [`AHEAD`] callbacks ahead.
 //!
 //! A batch is a [`Node`] of the domain's lock-free list carrying
 //! [`Work::Batch`], so the same node moves, without copying or allocating,
