@@ -378,25 +378,29 @@ impl OpenBatch {
         }
     }
 
+    /// Whether a closure with entry point `call` and `words` words may be
+    /// appended to the open run: the fast paths' one check.
+    ///
+    /// Comparing entry points as addresses: two closure types whose entry
+    /// points share an address (identical code merged by the linker) with
+    /// the same word count behave the same, so they may share a run; equal
+    /// types never compare unequal within one batch's lifetime except
+    /// across codegen units, which only starts a new run.
+    #[inline(always)]
+    fn joins_run(&self, call: Call, words: usize) -> bool {
+        let room = (self.end as usize).wrapping_sub(self.cur as usize) / mem::size_of::<usize>();
+        self.run_call == call as usize && self.run_words == words && self.left != 0 && room >= words
+    }
+
     /// The fast path: appends `d` to the open run if it has the same type
     /// and fits. Returns it back otherwise.
     #[inline(always)]
     pub(crate) fn try_push(&mut self, d: Deferred, words: usize) -> Result<(), Deferred> {
         debug_assert_eq!(words, d.words);
-        // Comparing entry points as addresses: two closure types whose
-        // entry points share an address (identical code merged by the
-        // linker) with the same word count behave the same, so they may
-        // share a run; equal types never compare unequal within one
-        // batch's lifetime except across codegen units, which only starts a
-        // new run.
-        let room = (self.end as usize).wrapping_sub(self.cur as usize) / mem::size_of::<usize>();
-        if self.run_call == d.call as usize
-            && self.run_words == words
-            && self.left != 0
-            && room >= words
-        {
+        if self.joins_run(d.call, words) {
             // SAFETY: `cur..cur + words` lies inside the open batch's
-            // memory (`room`), owned by us (handshake); `data` holds
+            // memory (`joins_run` checked the room), owned by us
+            // (handshake); `data` holds
             // `words` initialised words of the closure (padding bytes may
             // be uninitialised, which the `MaybeUninit` buffer allows).
             unsafe {
@@ -420,14 +424,10 @@ impl OpenBatch {
     pub(crate) fn try_push_fn<F: FnOnce() + Send + 'static>(&mut self, f: F) -> Result<(), F> {
         debug_assert!(fits_inline::<F>());
         let words = words_of::<F>();
-        let room = (self.end as usize).wrapping_sub(self.cur as usize) / mem::size_of::<usize>();
-        if self.run_call == call_inline::<F> as Call as usize
-            && self.run_words == words
-            && self.left != 0
-            && room >= words
-        {
+        if self.joins_run(call_inline::<F>, words) {
             // SAFETY: `cur..cur + words` lies inside the open batch's
-            // memory (`room`), owned by us (handshake), word-aligned, and
+            // memory (`joins_run` checked the room), owned by us
+            // (handshake), word-aligned, and
             // `F` fits in `words` words with at most a word's alignment
             // (`fits_inline`): the same bytes `Deferred::new` then
             // `try_push` would write, read back by `call_inline::<F>`, this
