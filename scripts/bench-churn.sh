@@ -10,9 +10,14 @@
 # syscalls:sys_enter_futex and lock:contention_begin events of all its
 # threads.
 #
-#   scripts/bench-churn.sh [-n ROUNDS] [--waves N] [--per-wave N] [--lag N] [--only "exitq none ..."]
+#   scripts/bench-churn.sh [-n ROUNDS] [--waves N] [--per-wave N] [--lag N] [--only "exitq none ..."] [--stacks std|recycled]
 #
-# Defaults: 3 rounds of 200 waves x 100 threads, lag 2, every program.
+# Defaults: 3 rounds of 200 waves x 100 threads, lag 2, every program,
+# std::threads. --stacks recycled starts every Rust program's threads on
+# 2 MiB stacks of an exitq StackPool (mapped once, reused after the join)
+# instead of glibc's: the kernel's stack mapping, most of the time with
+# std threads, is then gone and the reclaimers' own costs show; liburcu's
+# C programs keep glibc's stacks and are left out (said so).
 # Rounds interleave the programs, the order rotating from round to round;
 # each process is timed here, from exec to exit. Ratios are taken within a
 # round and the median over rounds is reported with the spread. Needs
@@ -25,6 +30,7 @@ waves=200
 per_wave=100
 lag=2
 only=""
+stacks=std
 num() { [[ "$2" =~ ^[1-9][0-9]*$ ]] || { echo "bench-churn: $1 needs a positive count" >&2; exit 2; }; }
 while [[ $# -gt 0 ]]; do
     case "$1" in
@@ -33,7 +39,9 @@ while [[ $# -gt 0 ]]; do
         --per-wave) [[ $# -ge 2 ]] || { echo "bench-churn: --per-wave needs a count" >&2; exit 2; }; num --per-wave "$2"; per_wave=$2; shift 2 ;;
         --lag) [[ $# -ge 2 ]] || { echo "bench-churn: --lag needs a count" >&2; exit 2; }; num --lag "$2"; lag=$2; shift 2 ;;
         --only) [[ $# -ge 2 && -n "$2" ]] || { echo "bench-churn: --only needs program names" >&2; exit 2; }; only=$2; shift 2 ;;
-        -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --stacks) [[ $# -ge 2 && ( "$2" == std || "$2" == recycled ) ]] || { echo "bench-churn: --stacks needs 'std' or 'recycled'" >&2; exit 2; }
+            stacks=$2; shift 2 ;;
+        -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench-churn: unknown argument '$1' (try --help)" >&2; exit 2 ;;
     esac
 done
@@ -50,17 +58,26 @@ all_names=(exitq crossbeam seize sdd none urcu c-none)
 all_progs=("$rust exitq" "$rust crossbeam" "$rust seize" "$rust sdd" "$rust none" "$out/urcu_churn urcu" "$out/urcu_churn none")
 names=()
 progs=()
+for w in $only; do
+    [[ " ${all_names[*]} " == *" $w "* ]] || { echo "bench-churn: unknown program '$w' (${all_names[*]})" >&2; exit 2; }
+    if [[ $stacks == recycled && ( $w == urcu || $w == c-none ) ]]; then
+        echo "bench-churn: '$w' is a C program on glibc's stacks; it has no --stacks recycled" >&2; exit 2
+    fi
+done
 for i in "${!all_names[@]}"; do
     if [[ -z "$only" || " $only " == *" ${all_names[$i]} "* ]]; then
+        if [[ $stacks == recycled && ${all_progs[$i]} != "$rust "* ]]; then
+            echo "bench-churn: leaving out ${all_names[$i]} (a C program on glibc's stacks) with --stacks recycled" >&2
+            continue
+        fi
         names+=("${all_names[$i]}")
         progs+=("${all_progs[$i]}")
     fi
 done
-for w in $only; do
-    [[ " ${all_names[*]} " == *" $w "* ]] || { echo "bench-churn: unknown program '$w' (${all_names[*]})" >&2; exit 2; }
-done
 threads=$((waves * per_wave))
-echo "bench-churn: $rounds rounds of $waves waves x $per_wave threads (lag $lag): ${names[*]} ($(date -u +%FT%TZ), load $(cut -d' ' -f1 /proc/loadavg))" >&2
+stack_args=()
+[[ $stacks == recycled ]] && stack_args=(--stacks recycled)
+echo "bench-churn: $rounds rounds of $waves waves x $per_wave threads (lag $lag, $stacks stacks): ${names[*]} ($(date -u +%FT%TZ), load $(cut -d' ' -f1 /proc/loadavg))" >&2
 : >"$out/rows"
 n=${#progs[@]}
 for round in $(seq "$rounds"); do
@@ -68,7 +85,7 @@ for round in $(seq "$rounds"); do
         i=$(( (k + round) % n ))
         start=$(date +%s%N)
         perf stat -x, -e syscalls:sys_enter_futex,lock:contention_begin -o "$out/perf" -- \
-            ${progs[$i]} "$waves" "$per_wave" "$lag" >/dev/null \
+            ${progs[$i]} "$waves" "$per_wave" "$lag" "${stack_args[@]}" >/dev/null \
             || { echo "bench-churn: ${names[$i]} failed" >&2; exit 1; }
         end=$(date +%s%N)
         futex=$(awk -F, '$3 ~ /sys_enter_futex/ {print $1}' "$out/perf")

@@ -5,9 +5,12 @@
 //! started, so exits of one wave overlap the starts of the next (the herd).
 //! Every callback is counted before the process exits 0.
 //!
-//!     cargo run --release -p benches --example churn -- IMPL [WAVES] [PER_WAVE] [LAG]
+//!     cargo run --release -p benches --example churn -- IMPL [WAVES] [PER_WAVE] [LAG] [--stacks std|recycled]
 //!
-//! Defaults: 200 waves of 100 threads, lag 2. IMPL is one of:
+//! Defaults: 200 waves of 100 threads, lag 2, `std::thread`s (2 MiB
+//! stacks from glibc); `--stacks recycled` starts the same threads on
+//! 2 MiB stacks of an exitq `StackPool` instead (`benches::spawn`), for
+//! every IMPL alike. IMPL is one of:
 //! * `exitq`: one `Domain`; each thread `Domain::read`s, `defer`s its 16
 //!   callbacks inside the section and exits (its thread-exit destructor
 //!   hands the open batch over); `barrier` at the end;
@@ -31,7 +34,8 @@ use std::hint::black_box;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::thread::{self, JoinHandle};
+
+use benches::spawn::{Handle, Spawner, Stacks};
 use std::time::{Duration, Instant};
 
 /// Objects each thread retires.
@@ -96,9 +100,24 @@ struct Args {
     waves: usize,
     per_wave: usize,
     lag: usize,
+    stacks: Stacks,
+    /// IMPL as given.
+    name: String,
 }
 
-fn parse(args: &[String]) -> Result<Args, String> {
+const USAGE: &str = "usage: churn IMPL [WAVES] [PER_WAVE] [LAG] [--stacks std|recycled]";
+
+fn parse(all: &[String]) -> Result<Args, String> {
+    let mut stacks = Stacks::Std;
+    let mut args = Vec::with_capacity(all.len());
+    let mut it = all.iter();
+    while let Some(s) = it.next() {
+        if s == "--stacks" {
+            stacks = Stacks::parse(it.next().ok_or("--stacks needs 'std' or 'recycled'")?)?;
+        } else {
+            args.push(s.clone());
+        }
+    }
     let which = match args.get(1).map(String::as_str) {
         Some("exitq") => Impl::Exitq,
         Some("crossbeam") => Impl::Crossbeam,
@@ -110,7 +129,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
                 "unknown IMPL '{other}' (exitq, crossbeam, seize, sdd, none)"
             ))
         }
-        None => return Err("usage: churn IMPL [WAVES] [PER_WAVE] [LAG]".into()),
+        None => return Err(USAGE.into()),
     };
     let num = |i: usize, default: usize, what: &str| -> Result<usize, String> {
         match args.get(i) {
@@ -126,27 +145,44 @@ fn parse(args: &[String]) -> Result<Args, String> {
         waves: num(2, 200, "WAVES")?,
         per_wave: num(3, 100, "PER_WAVE")?,
         lag: num(4, 2, "LAG")?,
+        stacks,
+        name: args[1].clone(),
     };
     if a.per_wave.saturating_mul(a.lag + 1) > 20_000 {
         return Err("PER_WAVE x (LAG + 1) threads alive at once is more than 20000".into());
     }
     if args.len() > 5 {
-        return Err("usage: churn IMPL [WAVES] [PER_WAVE] [LAG]".into());
+        return Err(USAGE.into());
     }
     Ok(a)
 }
 
 /// Runs the waves: `body(seq)` on each thread. Returns `None` if a thread
-/// could not be created (the error is printed).
+/// could not be created (the error, with the limit that most likely
+/// explains it, is printed).
 fn waves(a: &Args, body: Arc<dyn Fn(u64) + Send + Sync>) -> Option<()> {
-    let mut alive: std::collections::VecDeque<Vec<JoinHandle<()>>> = Default::default();
+    let spawner = match Spawner::new(a.stacks) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("churn: cannot build the stack pool: {e}");
+            return None;
+        }
+    };
+    let join = |wave: Vec<Handle>| {
+        for h in wave {
+            if let Err(e) = h.join() {
+                panic!("churn: {e}");
+            }
+        }
+    };
+    let mut alive: std::collections::VecDeque<Vec<Handle>> = Default::default();
     let mut seq = 0u64;
     for _ in 0..a.waves {
         let mut wave = Vec::with_capacity(a.per_wave);
         for _ in 0..a.per_wave {
             let (body, s) = (body.clone(), seq);
             seq += 1;
-            match thread::Builder::new().spawn(move || body(s)) {
+            match spawner.spawn(Box::new(move || body(s))) {
                 Ok(h) => wave.push(h),
                 Err(e) => {
                     eprintln!("churn: cannot create thread {seq}: {e}");
@@ -156,16 +192,10 @@ fn waves(a: &Args, body: Arc<dyn Fn(u64) + Send + Sync>) -> Option<()> {
         }
         alive.push_back(wave);
         if alive.len() > a.lag {
-            for h in alive.pop_front().expect("a wave") {
-                h.join().expect("a churn thread panicked");
-            }
+            join(alive.pop_front().expect("a wave"));
         }
     }
-    for wave in alive {
-        for h in wave {
-            h.join().expect("a churn thread panicked");
-        }
-    }
+    alive.into_iter().for_each(join);
     Some(())
 }
 
@@ -305,7 +335,7 @@ fn main() -> ExitCode {
     }
     println!(
         "{} {threads} {} {:.0}",
-        args[1],
+        a.name,
         elapsed.as_nanos(),
         elapsed.as_nanos() as f64 / threads as f64
     );

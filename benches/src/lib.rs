@@ -4,6 +4,8 @@
 //! The benches themselves live in `benches/benches/benchmarks/<topic>.rs`
 //! and are collected by `benches/benches/bench_main.rs`.
 
+pub mod spawn;
+
 /// The batch size of the seize collectors the examples build: the
 /// `SEIZE_BATCH` environment variable, or 256 (seize's default of 32 pays
 /// a membarrier every 32 retires, 2-8x slower on this VM; the sizes that
