@@ -6,9 +6,9 @@
 # callback counted before the process exits. exitq against crossbeam-epoch
 # (registered LocalHandle), seize (SEIZE_BATCH, default 256), sdd (Owned),
 # liburcu's call_rcu (urcu-memb) and no reclamation at all (Rust's and C's
-# floors), each process under `perf stat` counting the kernel's
-# syscalls:sys_enter_futex and lock:contention_begin events of all its
-# threads.
+# floors): each timed as a plain process, and counted in a second run
+# under `perf stat` (the kernel's syscalls:sys_enter_futex and
+# lock:contention_begin events of all its threads).
 #
 #   scripts/bench-churn.sh [-n ROUNDS] [--waves N] [--per-wave N] [--lag N] [--only "exitq none ..."] [--stacks std|recycled]
 #
@@ -18,8 +18,10 @@
 # instead of glibc's: the kernel's stack mapping, most of the time with
 # std threads, is then gone and the reclaimers' own costs show; liburcu's
 # C programs keep glibc's stacks and are left out (said so).
+#
 # Rounds interleave the programs, the order rotating from round to round;
-# each process is timed here, from exec to exit. Ratios are taken within a
+# each round times every program as a plain process, from exec to exit,
+# then counts it in a second run under perf stat. Ratios are taken within a
 # round and the median over rounds is reported with the spread. Needs
 # perf and a mounted tracefs (mounted here when run as root), liburcu-dev
 # (installed here when run as root), gcc.
@@ -41,7 +43,7 @@ while [[ $# -gt 0 ]]; do
         --only) [[ $# -ge 2 && -n "$2" ]] || { echo "bench-churn: --only needs program names" >&2; exit 2; }; only=$2; shift 2 ;;
         --stacks) [[ $# -ge 2 && ( "$2" == std || "$2" == recycled ) ]] || { echo "bench-churn: --stacks needs 'std' or 'recycled'" >&2; exit 2; }
             stacks=$2; shift 2 ;;
-        -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench-churn: unknown argument '$1' (try --help)" >&2; exit 2 ;;
     esac
 done
@@ -81,18 +83,28 @@ echo "bench-churn: $rounds rounds of $waves waves x $per_wave threads (lag $lag,
 : >"$out/rows"
 n=${#progs[@]}
 for round in $(seq "$rounds"); do
+    # Timed pass: plain processes, as a user runs them (perf's inherited
+    # counters cost every thread's creation and exit, about 15 us here,
+    # which would hide the differences).
     for k in $(seq 0 $((n - 1))); do
         i=$(( (k + round) % n ))
         start=$(date +%s%N)
-        perf stat -x, -e syscalls:sys_enter_futex,lock:contention_begin -o "$out/perf" -- \
-            ${progs[$i]} "$waves" "$per_wave" "$lag" "${stack_args[@]}" >/dev/null \
+        ${progs[$i]} "$waves" "$per_wave" "$lag" "${stack_args[@]}" >/dev/null \
             || { echo "bench-churn: ${names[$i]} failed" >&2; exit 1; }
         end=$(date +%s%N)
+        echo "$((end - start))" >"$out/ns-$i"
+    done
+    # Counting pass: the same processes under perf stat.
+    for k in $(seq 0 $((n - 1))); do
+        i=$(( (k + round) % n ))
+        perf stat -x, -e syscalls:sys_enter_futex,lock:contention_begin -o "$out/perf" -- \
+            ${progs[$i]} "$waves" "$per_wave" "$lag" "${stack_args[@]}" >/dev/null \
+            || { echo "bench-churn: ${names[$i]} failed under perf" >&2; exit 1; }
         futex=$(awk -F, '$3 ~ /sys_enter_futex/ {print $1}' "$out/perf")
         locks=$(awk -F, '$3 ~ /contention_begin/ {print $1}' "$out/perf")
         [[ "$futex" =~ ^[0-9]+$ && "$locks" =~ ^[0-9]+$ ]] \
             || { echo "bench-churn: perf counted nothing for ${names[$i]}:" >&2; cat "$out/perf" >&2; exit 1; }
-        echo "$round ${names[$i]} $((end - start)) $futex $locks" >>"$out/rows"
+        echo "$round ${names[$i]} $(cat "$out/ns-$i") $futex $locks" >>"$out/rows"
     done
     echo "bench-churn: round $round/$rounds done (load $(cut -d' ' -f1 /proc/loadavg))" >&2
 done
