@@ -10,14 +10,17 @@
 # under `perf stat` (the kernel's syscalls:sys_enter_futex and
 # lock:contention_begin events of all its threads).
 #
-#   scripts/bench-churn.sh [-n ROUNDS] [--waves N] [--per-wave N] [--lag N] [--only "exitq none ..."] [--stacks std|recycled]
+#   scripts/bench-churn.sh [-n ROUNDS] [--waves N] [--per-wave N] [--lag N] [--only "exitq none ..."] [--stacks std|recycled|both]
 #
 # Defaults: 3 rounds of 200 waves x 100 threads, lag 2, every program,
 # std::threads. --stacks recycled starts every Rust program's threads on
 # 2 MiB stacks of an exitq StackPool (mapped once, reused after the join)
 # instead of glibc's: the kernel's stack mapping, most of the time with
 # std threads, is then gone and the reclaimers' own costs show; liburcu's
-# C programs keep glibc's stacks and are left out (said so).
+# C programs keep glibc's stacks and are left out (said so). --stacks both
+# runs every Rust program both ways (NAME and NAME@pool, the C ones on
+# glibc's stacks) in the same rounds, and compares exitq on pooled stacks
+# with each peer on std::threads too.
 #
 # Rounds interleave the programs, the order rotating from round to round;
 # each round times every program as a plain process, from exec to exit,
@@ -41,9 +44,9 @@ while [[ $# -gt 0 ]]; do
         --per-wave) [[ $# -ge 2 ]] || { echo "bench-churn: --per-wave needs a count" >&2; exit 2; }; num --per-wave "$2"; per_wave=$2; shift 2 ;;
         --lag) [[ $# -ge 2 ]] || { echo "bench-churn: --lag needs a count" >&2; exit 2; }; num --lag "$2"; lag=$2; shift 2 ;;
         --only) [[ $# -ge 2 && -n "$2" ]] || { echo "bench-churn: --only needs program names" >&2; exit 2; }; only=$2; shift 2 ;;
-        --stacks) [[ $# -ge 2 && ( "$2" == std || "$2" == recycled ) ]] || { echo "bench-churn: --stacks needs 'std' or 'recycled'" >&2; exit 2; }
+        --stacks) [[ $# -ge 2 && ( "$2" == std || "$2" == recycled || "$2" == both ) ]] || { echo "bench-churn: --stacks needs 'std', 'recycled' or 'both'" >&2; exit 2; }
             stacks=$2; shift 2 ;;
-        -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench-churn: unknown argument '$1' (try --help)" >&2; exit 2 ;;
     esac
 done
@@ -67,18 +70,26 @@ for w in $only; do
     fi
 done
 for i in "${!all_names[@]}"; do
-    if [[ -z "$only" || " $only " == *" ${all_names[$i]} "* ]]; then
-        if [[ $stacks == recycled && ${all_progs[$i]} != "$rust "* ]]; then
+    [[ -z "$only" || " $only " == *" ${all_names[$i]} "* ]] || continue
+    if [[ ${all_progs[$i]} != "$rust "* ]]; then
+        if [[ $stacks == recycled ]]; then
             echo "bench-churn: leaving out ${all_names[$i]} (a C program on glibc's stacks) with --stacks recycled" >&2
             continue
         fi
         names+=("${all_names[$i]}")
         progs+=("${all_progs[$i]}")
+        continue
+    fi
+    if [[ $stacks != recycled ]]; then
+        names+=("${all_names[$i]}")
+        progs+=("${all_progs[$i]}")
+    fi
+    if [[ $stacks != std ]]; then
+        if [[ $stacks == both ]]; then names+=("${all_names[$i]}@pool"); else names+=("${all_names[$i]}"); fi
+        progs+=("${all_progs[$i]} --stacks recycled")
     fi
 done
 threads=$((waves * per_wave))
-stack_args=()
-[[ $stacks == recycled ]] && stack_args=(--stacks recycled)
 echo "bench-churn: $rounds rounds of $waves waves x $per_wave threads (lag $lag, $stacks stacks): ${names[*]} ($(date -u +%FT%TZ), load $(cut -d' ' -f1 /proc/loadavg))" >&2
 : >"$out/rows"
 n=${#progs[@]}
@@ -89,7 +100,7 @@ for round in $(seq "$rounds"); do
     for k in $(seq 0 $((n - 1))); do
         i=$(( (k + round) % n ))
         start=$(date +%s%N)
-        ${progs[$i]} "$waves" "$per_wave" "$lag" "${stack_args[@]}" >/dev/null \
+        ${progs[$i]} "$waves" "$per_wave" "$lag" >/dev/null \
             || { echo "bench-churn: ${names[$i]} failed" >&2; exit 1; }
         end=$(date +%s%N)
         echo "$((end - start))" >"$out/ns-$i"
@@ -98,7 +109,7 @@ for round in $(seq "$rounds"); do
     for k in $(seq 0 $((n - 1))); do
         i=$(( (k + round) % n ))
         perf stat -x, -e syscalls:sys_enter_futex,lock:contention_begin -o "$out/perf" -- \
-            ${progs[$i]} "$waves" "$per_wave" "$lag" "${stack_args[@]}" >/dev/null \
+            ${progs[$i]} "$waves" "$per_wave" "$lag" >/dev/null \
             || { echo "bench-churn: ${names[$i]} failed under perf" >&2; exit 1; }
         futex=$(awk -F, '$3 ~ /sys_enter_futex/ {print $1}' "$out/perf")
         locks=$(awk -F, '$3 ~ /contention_begin/ {print $1}' "$out/perf")
@@ -118,38 +129,51 @@ for line in open(path):
     t[int(r)][name] = (int(ns), int(fx), int(lk))
 rounds = [t[r] for r in sorted(t)]
 names = list(rounds[0])
-order = [n for n in ["exitq", "crossbeam", "seize", "sdd", "urcu", "none", "c-none"] if n in names]
+base_order = ["exitq", "crossbeam", "seize", "sdd", "urcu", "none", "c-none"]
+order = [n for b in base_order for n in (b, b + "@pool") if n in names]
+floors = ("none", "c-none", "none@pool")
 med = statistics.median
 def spread(xs):
     return f"{min(xs):.2f}-{max(xs):.2f}"
 print(f"{threads} threads per process, {len(rounds)} rounds (medians; per-round ranges)")
-print(f"{'program':>10} {'us/thread':>10} {'futex/thread':>13} {'lock contentions/thread':>24}")
+print(f"{'program':>14} {'us/thread':>10} {'futex/thread':>13} {'lock contentions/thread':>24}")
 for n in order:
     us = [v[n][0] / threads / 1000 for v in rounds]
     fx = [v[n][1] / threads for v in rounds]
     lk = [v[n][2] / threads for v in rounds]
-    print(f"{n:>10} {med(us):>10.1f} {med(fx):>13.3f} {med(lk):>24.2f}   ({spread(fx)} futex, {spread(lk)} locks)")
+    print(f"{n:>14} {med(us):>10.1f} {med(fx):>13.3f} {med(lk):>24.2f}   ({spread(fx)} futex, {spread(lk)} locks)")
 print()
 def floor_of(n):
-    return "c-none" if n == "urcu" else "none"
-print(f"{'ratio (per round, median)':52} {'median':>7} {'range':>12}  target")
+    return "c-none" if n == "urcu" else ("none@pool" if n.endswith("@pool") else "none")
+def pooled(n):
+    return n.endswith("@pool")
+def ratio(a, b, target=""):
+    xs = [v[b][0] / v[a][0] for v in rounds]
+    print(f"{a + ' throughput / ' + b + ' throughput':56} {med(xs):>7.2f} {spread(xs):>12}  {target}")
+print(f"{'ratio (per round, median)':56} {'median':>7} {'range':>12}  target")
 for n in order:
     f = floor_of(n)
-    if n in ("none", "c-none") or f not in names:
+    if n in floors or f not in names:
         continue
-    xs = [v[f][0] / v[n][0] for v in rounds]
     target = ">= 0.95" if n == "exitq" else ""
-    print(f"{n + ' throughput / ' + f + ' throughput':52} {med(xs):>7.2f} {spread(xs):>12}  {target}")
+    ratio(n, f, target)
     d = [(v[n][1] - v[f][1]) / threads for v in rounds]
     target = "<= 0.01" if n == "exitq" else ""
-    print(f"{n + ' futex/thread - ' + f + ' futex/thread':52} {med(d):>7.3f} {min(d):.3f}-{max(d):.3f}  {target}")
-if "exitq" in names:
+    print(f"{n + ' futex/thread - ' + f + ' futex/thread':56} {med(d):>7.3f} {min(d):.3f}-{max(d):.3f}  {target}")
+for e in ("exitq", "exitq@pool"):
+    if e not in names:
+        continue
     for n in order:
-        if n in ("exitq", "none", "c-none"):
+        if n in floors or n.startswith("exitq") or pooled(n) != pooled(e):
             continue
-        xs = [v[n][0] / v["exitq"][0] for v in rounds]
-        print(f"{'exitq throughput / ' + n + ' throughput':52} {med(xs):>7.2f} {spread(xs):>12}  >= 1.15")
+        ratio(e, n, ">= 1.15" if e == "exitq" else "")
         if n == "urcu" and "none" in names and "c-none" in names:
             xs = [(v["none"][0] / v["exitq"][0]) / (v["c-none"][0] / v["urcu"][0]) for v in rounds]
-            print(f"{'  the same, each of its own floor':52} {med(xs):>7.2f} {spread(xs):>12}")
+            print(f"{'  the same, each of its own floor':56} {med(xs):>7.2f} {spread(xs):>12}")
+if "exitq@pool" in names:
+    print("exitq on pooled stacks against the others on std::threads (not the reclaimer comparison):")
+    for n in order:
+        if n.startswith("exitq") or pooled(n):
+            continue
+        ratio("exitq@pool", n)
 PY
