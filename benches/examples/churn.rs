@@ -34,9 +34,9 @@ use std::hint::black_box;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use benches::spawn::{Handle, Spawner, Stacks};
-use std::time::{Duration, Instant};
 
 /// Objects each thread retires.
 const PER_THREAD: u64 = 16;

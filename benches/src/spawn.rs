@@ -78,7 +78,7 @@ impl Spawner {
                 .stack_size(STACK_SIZE)
                 .spawn(body)
                 .map(Handle::Std)
-                .map_err(|e| e.to_string()),
+                .map_err(|e| std_spawn_error(&e)),
             Spawner::Pool(pool) => {
                 let arg = Box::into_raw(Box::new(body)).cast::<c_void>();
                 // SAFETY: `start` takes `arg` back as the `Box<Body>` made
@@ -116,6 +116,17 @@ impl Handle {
             },
         }
     }
+}
+
+/// `std::thread`'s spawn error, with the limit that most likely explains
+/// it (as `exitq::stacks::SpawnError` names it for a pooled stack).
+fn std_spawn_error(e: &std::io::Error) -> String {
+    let limit = match e.raw_os_error() {
+        Some(libc::EAGAIN) => "RLIMIT_NPROC, kernel.threads-max or kernel.pid_max",
+        Some(libc::ENOMEM) => "vm.max_map_count or memory overcommit (each stack is 2 mappings)",
+        _ => return format!("std::thread::spawn failed: {e}"),
+    };
+    format!("std::thread::spawn failed: {e} (likely limit: {limit})")
 }
 
 /// A pooled thread's start routine: runs the `Box<Body>` behind `arg`.
@@ -180,6 +191,14 @@ mod tests {
                 .expect("a thread");
             assert_eq!(h.join(), Err("a thread panicked".to_string()), "{stacks:?}");
         }
+    }
+
+    #[test]
+    fn a_std_spawn_failure_names_the_limit() {
+        let e = std_spawn_error(&std::io::Error::from_raw_os_error(libc::EAGAIN));
+        assert!(e.contains("RLIMIT_NPROC"), "{e}");
+        let e = std_spawn_error(&std::io::Error::from_raw_os_error(libc::ENOMEM));
+        assert!(e.contains("vm.max_map_count"), "{e}");
     }
 
     #[test]
