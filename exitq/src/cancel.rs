@@ -30,7 +30,7 @@
 //! the thread's next cancellation point after exitq returns (the previous
 //! state is restored, never forced to "enabled"). Callbacks therefore run
 //! with cancellation disabled: a callback that blocks is not cancellable.
-//! The exit path itself (the thread-local destructor) runs after glibc has
+//! The exit path itself (the exit key's destructor) runs after glibc has
 //! disabled cancellation for the exiting thread.
 //!
 //! Asynchronous cancellation (`PTHREAD_CANCEL_ASYNCHRONOUS`) is not

@@ -50,6 +50,10 @@ impl DomainBuilder {
     /// thread not spawned, e.g. at `RLIMIT_NPROC` or `threads-max`).
     pub fn try_build(self) -> io::Result<Domain> {
         let fences = Fences::resolve(self.expedite)?;
+        // The exit key exists before any thread uses the domain, so keys
+        // created after the first domain have their destructors run after
+        // exitq's exit path (`thread`, "The exit destructor").
+        crate::thread::create_exit_key();
         let inner = Arc::new(Inner::new(self, fences));
         let handle = Arc::new(Handle {
             inner: inner.clone(),
@@ -286,7 +290,7 @@ impl Domain {
         let record = match this_thread::main_record(&self.inner) {
             Some(r) => r,
             // The thread's exitq state is gone (called from a later
-            // thread-local destructor): a record for this guard only.
+            // destructor): a record for this guard only.
             None => {
                 let r = self.claim_aux(Kind::Temporary);
                 r.flags.set(TEMPORARY);

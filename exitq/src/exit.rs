@@ -25,24 +25,26 @@
 //!
 //! # When the destructor runs
 //!
-//! Rust thread-locals with destructors are registered with glibc's
-//! `__cxa_thread_atexit_impl`; glibc runs them (`__call_tls_dtors`) when the
-//! thread function returns, on `pthread_exit`, and on `pthread_cancel`
-//! (after the forced unwind reaches the start routine), before pthread-key
-//! destructors. Code that runs later (a pthread-key destructor, or another
-//! thread-local destructor) can still use the domain: `read` takes a
-//! temporary record for the guard's lifetime, `defer` publishes the
-//! callback alone, `register_exit` pushes the hook at once. Callers who
-//! control thread exit themselves can call
+//! The exit path is the destructor of a process-wide pthread key, armed
+//! when the thread first uses a domain (`thread`, "The exit destructor").
+//! glibc runs key destructors when the thread function returns, on
+//! `pthread_exit`, and on `pthread_cancel` (after the forced unwind
+//! reaches the start routine), after the thread-locals' destructors, in
+//! the keys' creation order (the key is created with the first domain).
+//! Code that runs later (the destructor of a key created after the first
+//! domain) can still use the domain: `read` takes a temporary record for
+//! the guard's lifetime, `defer` publishes the callback alone,
+//! `register_exit` pushes the hook at once. Callers who control thread
+//! exit themselves can call
 //! [`Domain::retire_thread`](crate::Domain::retire_thread) at the point of
 //! their choice.
 //!
 //! # A guard that outlives the destructor
 //!
-//! A guard held by a later thread-local destructor (a `Guard<'static>` of a
-//! domain in a static) is still a read section of the thread. The exit
-//! path then hands the work over as above but keeps the record: the
-//! guard's outermost exit releases it. Should the guard never be dropped
+//! A guard held by a later destructor (a `Guard<'static>` of a domain in
+//! a static, kept by a younger key's destructor) is still a read section
+//! of the thread. The exit path then hands the work over as above but
+//! keeps the record: the guard's outermost exit releases it. Should the guard never be dropped
 //! (leaked), the section ends when the thread is gone: a grace period that
 //! waits for it checks, after the first milliseconds, whether the thread
 //! still exists. The same holds for the thread's `Reader`s and temporary

@@ -33,6 +33,8 @@ extern "C" fn in_child() {
     GENERATION.fetch_add(1, Ordering::Relaxed);
     // The forking thread's cached tid is its parent's (`record`).
     crate::record::forget_owner();
+    // It is the child's main thread.
+    crate::record::note_main_thread();
 }
 
 /// The current fork generation, registering the child handler on first use.

@@ -41,9 +41,9 @@
 //!   [`Domain::barrier`] waits until everything deferred before it has run.
 //! * **thread-exit hooks**: [`Domain::register_exit`] allocates the hook's
 //!   node now; when the thread exits (returns, `pthread_exit`, or
-//!   `pthread_cancel`) its thread-local destructor pushes the node, together
-//!   with the thread's batches, with one CAS: no lock, no syscall, no
-//!   allocation. See [`exit`].
+//!   `pthread_cancel`) its exit destructor (a pthread key's) pushes the
+//!   node, together with the thread's batches, with one CAS: no lock, no
+//!   syscall, no allocation. See [`exit`].
 //!
 //! The mechanisms live one per module, each with its protocol and every
 //! memory ordering written down: `grace` (the read side and grace
@@ -298,7 +298,7 @@
 //! waits and while it runs callbacks, so a cancellation never acts inside
 //! exitq: it stays pending and acts at the thread's next cancellation point
 //! after exitq returns. A cancelled thread's exit runs its thread-local
-//! destructors, so its exit hooks and batches are handed over as at a
+//! and key destructors, so its exit hooks and batches are handed over as at a
 //! return, and sections it leaked end once it is gone. Asynchronous
 //! cancellation is not supported. `cancel.rs` states the model; proven by
 //! `tests/exit.rs` `exit_hooks_run_for_cancelled_pthreads`,
@@ -349,12 +349,12 @@
 //! * a [`Guard`] or a [`ReaderGuard`] leaked by a thread that lives on
 //!   keeps its section open: grace periods wait (and report a stall), as
 //!   for a guard held that long. Once the thread is gone (it returned,
-//!   called `pthread_exit` or was cancelled: its thread-local destructors
-//!   ran), the section ends: a grace period that waits for it checks,
+//!   called `pthread_exit` or was cancelled: its exit destructor ran),
+//!   the section ends: a grace period that waits for it checks,
 //!   after its first milliseconds, whether the thread still exists, and
 //!   frees the record. The same for a [`Reader`] leaked with a guard, an
 //!   online [`QsbrReader`] leaked, and for any of them leaked by a
-//!   thread-local destructor that runs after exitq's own;
+//!   destructor that runs after exitq's own (a younger pthread key's);
 //! * a freed record goes to its next owner clean: claiming a record resets
 //!   every owner field, and a record is released exactly once per owner
 //!   (`record`, "A record's life", has the state table and who may make
@@ -365,8 +365,8 @@
 //!   never shuts down. A guard leaked by a thread whose domain is then
 //!   dropped keeps the domain's memory (not its thread) alive.
 //!
-//! A thread that ends without running its thread-local destructors (a raw
-//! `exit` system call) is not seen to end: its leaked sections stay open.
+//! A thread that ends without running its destructors (a raw `exit`
+//! system call) is not seen to end: its leaked sections stay open.
 //! Proven by `tests/leak.rs` (each case, and the use after free that a
 //! dirty record once caused), `tests/regress.rs`
 //! `a_leaked_guard_of_an_exited_thread_does_not_hang_grace_periods`, the
@@ -386,7 +386,8 @@ compile_error!(
     "exitq supports Linux with glibc only (target_os = \"linux\", target_env = \"gnu\"): \
      it uses membarrier(2), gettid(2), tgkill(2), futex(2), pidfd_open(2), \
      pthread_tryjoin_np, pthread_setcancelstate and glibc's thread-exit destructor \
-     order (__cxa_thread_atexit_impl); musl, Android (bionic), the BSDs, macOS and \
+     order (thread-locals, then pthread keys in creation order); musl, Android (bionic), \
+     the BSDs, macOS and \
      Windows have no equivalent of some of them"
 );
 #[cfg(not(all(target_has_atomic = "64", target_has_atomic = "ptr")))]

@@ -501,8 +501,8 @@ fn oldest_wait(inner: &Inner, r: &Record) -> u64 {
 }
 
 /// `defer` when the thread's exitq state is gone (from a later
-/// thread-local destructor): the callback is sealed alone and pushed onto
-/// the domain's queue.
+/// destructor, a younger pthread key's): the callback is sealed alone and
+/// pushed onto the domain's queue.
 #[cold]
 pub(crate) fn defer_alone(inner: &Inner, d: Deferred) {
     inner.check_fork();

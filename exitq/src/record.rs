@@ -21,7 +21,7 @@
 //! | `IN_USE` | read sections, `defer`, runs of its batches (the batches under the steal handshake) | `IN_USE` | the owner thread (a stealer takes batches, never the record) |
 //! | `IN_USE` | the owner's last use, outside any section and any run of its batches (`retire_thread` refuses inside a callback): thread exit or `retire_thread` (main, `exit::release_main`), `Reader` dropped, a temporary guard's section ended ([`Record::release`]); [`Record::end_ownership`] then the `state` store/CAS (Release) | `FREE` | the owner |
 //! | `IN_USE` | the owner thread is exiting and a section on the record may stay open: a main record retired under a live guard (`RETIRED` flag; an `ORPHANED` one is released instead, `exit::keep_or_release`: its section can only be leaked), every record of the thread's auxiliary list at its exit, a temporary record (claimed during teardown): [`Record::mark_retired`] (Release) | `IN_USE`, retired | the owner |
-//! | `IN_USE`, retired | the section's guard (or the `Reader`) is dropped after all, by a later thread-local destructor: release as above (`retired` back to 0) | `FREE` | the owner |
+//! | `IN_USE`, retired | the section's guard (or the `Reader`) is dropped after all, by a later destructor: release as above (`retired` back to 0) | `FREE` | the owner |
 //! | `IN_USE`, retired | the guard was leaked and the owner thread is gone: a grace period waiting for the record wins the CAS of `retired` back to 0 (Acquire), stores 0 into the reader word and CASes `IN_USE → FREE` ([`Record::release_leaked`]) | `FREE` | a grace-period leader |
 //! | `IN_USE` (retired or not) | the last `Domain` handle dropped: CAS `IN_USE → ORPHANED` (AcqRel); the record holds a strong count of the domain | `ORPHANED` | the shutting-down thread (`domain::shutdown`) |
 //! | `ORPHANED` | the owner's release CAS fails: it gives the count back after its last use of the record (`exit::Orphan`; the record is freed with the domain) | (freed) | the owner |
@@ -56,6 +56,7 @@
 //! a stealer under the handshake; `state` and `retired` as in the table.
 use std::cell::{Cell, UnsafeCell};
 use std::ptr;
+use std::sync::atomic::AtomicI32; // a process-wide static, outside loom models
 use std::sync::Mutex;
 
 use crate::batch::{OpenBatch, Work};
@@ -96,7 +97,7 @@ pub(crate) enum Kind {
 }
 
 /// `flags` (owner-only): a main record retired at thread exit while a guard on it was
-/// still alive (held by a later thread-local destructor); that guard's
+/// still alive (held by a later destructor); that guard's
 /// outermost exit releases it.
 pub(crate) const RETIRED: u8 = 2;
 /// `flags`: a temporary record, released by its guard's exit.
@@ -379,6 +380,53 @@ fn thread_alive(tid: i32) -> bool {
     }
 }
 
+/// The process's main thread's tid (its pid); 0 until the first domain.
+static MAIN_TID: AtomicI32 = AtomicI32::new(0);
+
+/// Notes the process's main thread: when the first domain is built, and
+/// in a `fork()` child (whose only thread, the forking one, is its main
+/// thread), from its fork handler.
+pub(crate) fn note_main_thread() {
+    #[cfg(not(any(miri, exitq_loom)))]
+    // SAFETY: getpid has no preconditions (and is async-signal-safe).
+    let pid = unsafe { libc::getpid() };
+    #[cfg(any(miri, exitq_loom))]
+    let pid = 0;
+    // Relaxed: read by threads created later (ordered by their creation)
+    // or by the thread that stored it.
+    MAIN_TID.store(pid, Ordering::Relaxed);
+}
+
+extern "C" {
+    // In glibc's libc.so since 2.34 (librt before); the `libc` crate does
+    // not declare it for Linux.
+    fn pthread_getcpuclockid(thread: libc::pthread_t, clock: *mut libc::clockid_t) -> libc::c_int;
+}
+
+/// The calling thread's kernel tid, without a system call where it can:
+/// `gettid(2)` costs about 230 ns in this VM, a tenth of a herd thread's
+/// whole exitq cost. glibc keeps the tid in the thread's descriptor
+/// (the kernel writes it at `clone`), and `pthread_getcpuclockid` returns
+/// it encoded as the thread's CPU-time clock, in the kernel's ABI
+/// (`include/linux/posix-timers_types.h`): `~tid << 3`, low bits
+/// `CPUCLOCK_PERTHREAD_MASK | CPUCLOCK_SCHED` (6). Anything else falls
+/// back to `gettid`.
+#[cfg(not(miri))]
+fn current_tid() -> i32 {
+    let mut clock: libc::clockid_t = 0;
+    // SAFETY: `pthread_self()` is the calling thread's own, live handle;
+    // `clock` is writable.
+    let rc = unsafe { pthread_getcpuclockid(libc::pthread_self(), &mut clock) };
+    if rc == 0 && clock & 7 == 6 {
+        let tid = !(clock >> 3);
+        if tid > 0 {
+            return tid;
+        }
+    }
+    // SAFETY: gettid has no preconditions and cannot fail.
+    unsafe { libc::gettid() }
+}
+
 /// Who owns a record, for stall reports and leaked-guard checks: its
 /// kernel tid. The thread's name is read only when a report needs it
 /// (`/proc/self/task/<tid>/comm`): a `prctl` per new thread cost every
@@ -405,21 +453,27 @@ pub(crate) fn forget_owner() {
 }
 
 impl Owner {
-    /// The calling thread's identity: one syscall on the thread's first
-    /// call, then a thread-local read.
-    fn current() -> Owner {
+    /// The calling thread's identity: looked up on the thread's first
+    /// call ([`current_tid`], no system call), then a thread-local read.
+    pub(crate) fn current() -> Owner {
         let cached = OWNER.get();
         if cached.tid != 0 {
             return cached;
         }
         #[cfg(not(miri))]
-        // SAFETY: gettid has no preconditions and cannot fail.
-        let tid = unsafe { libc::gettid() };
+        let tid = current_tid();
         #[cfg(miri)]
         let tid = 1; // miri has no gettid: stall reports say thread 1
         let owner = Owner { tid };
         OWNER.set(owner);
         owner
+    }
+
+    /// Whether this is the process's main thread (as noted by
+    /// [`note_main_thread`]).
+    pub(crate) fn is_main(&self) -> bool {
+        // Relaxed: see `MAIN_TID`.
+        self.tid == MAIN_TID.load(Ordering::Relaxed)
     }
 
     /// The thread's name now, if it has one and still exists.
@@ -530,5 +584,30 @@ impl<T> Iterator for ChainNodes<T> {
     type Item = Box<Node<T>>;
     fn next(&mut self) -> Option<Box<Node<T>>> {
         self.0.pop_front()
+    }
+}
+
+#[cfg(all(test, not(miri), not(exitq_loom)))]
+mod tests {
+    use super::current_tid;
+
+    /// The tid decoded from the thread's CPU clock is the kernel's, on the
+    /// main thread and on new ones (whose descriptors glibc reuses).
+    #[test]
+    fn current_tid_is_gettid() {
+        // SAFETY: gettid has no preconditions.
+        assert_eq!(current_tid(), unsafe { libc::gettid() });
+        for _ in 0..4 {
+            let pairs: Vec<(i32, i32)> = (0..8)
+                .map(|_| {
+                    // SAFETY: as above.
+                    std::thread::spawn(|| (current_tid(), unsafe { libc::gettid() }))
+                })
+                .map(|t| t.join().unwrap())
+                .collect();
+            for (decoded, real) in pairs {
+                assert_eq!(decoded, real);
+            }
+        }
     }
 }

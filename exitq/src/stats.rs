@@ -16,8 +16,10 @@ pub struct DomainStats {
     pub callbacks_run: u64,
     /// Callbacks and exit hooks that panicked (caught; the rest still ran).
     pub callbacks_panicked: u64,
-    /// Batches sealed (full, flushed, taken from an idle thread, or left at
-    /// thread exit).
+    /// Batches sealed (full, flushed, taken from an idle thread, or one
+    /// callback published alone by an exiting thread). A batch handed over
+    /// by a thread's exit path is not counted (the exit path does one
+    /// compare-and-swap and nothing else).
     pub batches: u64,
     /// Batches run by the thread that deferred their callbacks
     /// ([`Callbacks::Local`](crate::Callbacks::Local)); the rest ran on the

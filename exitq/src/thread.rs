@@ -16,17 +16,51 @@
 //!
 //! Both lists live in a thread-local without a destructor, readable until
 //! the thread is gone (a `Reader` or a guard dropped by a later
-//! thread-local destructor still unlinks itself). A separate thread-local
-//! with a destructor, touched when the thread claims its first record of
-//! either kind, runs the exit path: it marks the thread as exiting (later
-//! uses of a domain take temporary records and publish at once), marks
-//! every auxiliary record retired (a section left open on one, by a
-//! leaked guard or `Reader`, ends once the thread is gone: `record`, "A
-//! record's life"; records claimed later are marked at claim), then takes
-//! the main records off the list one at a time and retires each
-//! ([`exit::retire`](crate::exit)); user code that runs meanwhile (hooks
-//! of an orphaned domain) cannot disturb that walk. In a `fork()` child
-//! the walk leaves the records of the parent's domains alone (`fork`).
+//! destructor still unlinks itself).
+//!
+//! # The exit destructor
+//!
+//! When the thread claims its first record of either kind, it arms its
+//! exit destructor ([`arm_exit`]): it sets its value of a process-wide
+//! pthread key, created when the first domain is built, whose destructor
+//! glibc runs at every thread exit (return, `pthread_exit`, cancellation)
+//! after every thread-local destructor.
+//!
+//! Why not a Rust thread-local with a destructor (exitq's first design):
+//! Rust registers those with glibc's `__cxa_thread_atexit_impl`, which
+//! allocates and, under the process-wide `dl_load_lock`, looks up the
+//! caller's shared object (`_dl_find_dso_for_object`) on every call:
+//! about 300 ns per new thread in this VM, and one more global lock taken
+//! by every thread of a herd. Setting a key is a store into the thread's
+//! descriptor. Only if the key cannot be created (the process used up
+//! `PTHREAD_KEYS_MAX`) or set (`ENOMEM` for a key above 31) does a thread
+//! fall back to a thread-local with a destructor, which runs the same
+//! path.
+//!
+//! The exit path marks the thread as exiting (later uses of a domain take
+//! temporary records and publish at once), marks every auxiliary record
+//! retired (a section left open on one, by a leaked guard or `Reader`,
+//! ends once the thread is gone: `record`, "A record's life"; records
+//! claimed later are marked at claim), then takes the main records off
+//! the list one at a time and retires each ([`exit::retire`](crate::exit));
+//! user code that runs meanwhile (hooks of an orphaned domain) cannot
+//! disturb that walk. In a `fork()` child the walk leaves the records of
+//! the parent's domains alone (`fork`).
+//!
+//! Order. Because the exit path runs after the thread-locals'
+//! destructors, a guard or `Reader` dropped by one of them is released
+//! the ordinary way, and what they defer goes to the thread's batches and
+//! is handed over with them. glibc runs key destructors in the keys'
+//! creation order (and again, up to four rounds, for keys set meanwhile):
+//! a key created after the first domain has its destructor run after
+//! exitq's exit path, and can still use a domain (temporary records,
+//! published at once); a key created before (a runtime's) runs first and
+//! uses the domain as any code of the thread does (a first claim there
+//! arms exitq's key for the next round). The main thread arms a
+//! thread-local destructor as well: glibc's `exit()` runs thread-local
+//! destructors for it but no key destructors, and the exit hooks of a
+//! domain dropped before `exit()` must still run. The path runs once,
+//! whichever destructor comes first.
 //!
 //! # Orphans
 //!
@@ -35,12 +69,13 @@
 //! for the thread's exit, as the docs promise; a record without hooks is
 //! given back when the thread next claims a record, after the walk.
 use std::cell::Cell;
-use std::ptr;
-use std::sync::Arc;
+use std::ffi::c_void;
+use std::ptr::{self, NonNull};
+use std::sync::{Arc, OnceLock};
 
 use crate::exit;
 use crate::inner::Inner;
-use crate::record::{Kind, Record, ORPHANED, RETIRED};
+use crate::record::{Kind, Owner, Record, ORPHANED, RETIRED};
 use crate::stats::Counters;
 use crate::sync::Ordering;
 
@@ -58,9 +93,12 @@ struct ThreadState {
     aux: Cell<*const Record>,
     /// The exit destructor has started: no more main records.
     exiting: Cell<bool>,
+    /// The exit destructor is armed ([`arm_exit`]).
+    armed: Cell<bool>,
 }
 
-/// Runs the exit path when the thread's thread-locals are destroyed.
+/// The fallback exit destructor: a thread-local whose destructor runs the
+/// exit path, for a thread whose pthread key cannot be set.
 struct ExitTrigger;
 
 std::thread_local! {
@@ -70,6 +108,7 @@ std::thread_local! {
             main: Cell::new(ptr::null()),
             aux: Cell::new(ptr::null()),
             exiting: Cell::new(false),
+            armed: Cell::new(false),
         }
     };
     static EXIT: ExitTrigger = const { ExitTrigger };
@@ -77,47 +116,116 @@ std::thread_local! {
 
 impl Drop for ExitTrigger {
     fn drop(&mut self) {
-        STATE.with(|s| {
-            s.exiting.set(true);
-            s.cache.set((ptr::null(), ptr::null()));
-            // Readers' and temporary guards' records: a section on them
-            // may never end (a leaked guard or `Reader`); once this thread
-            // is gone, grace periods stop waiting for it (`record`, "A
-            // record's life"). A `Reader` dropped later still releases its
-            // record itself.
-            for r in records(&s.aux) {
-                r.mark_retired();
-            }
-            loop {
-                let p = s.main.get();
-                if p.is_null() {
-                    break;
-                }
-                // SAFETY: records in our list are IN_USE or ORPHANED and
-                // owned by this thread; either way their domain is alive.
-                let r = unsafe { &*p };
-                s.main.set(r.thread_next.get());
-                r.thread_next.set(ptr::null());
-                // SAFETY: as above: the domain is alive.
-                if unsafe { r.domain() }.forked() {
-                    // A fork() child exiting: the records and their work
-                    // are the parent's (`fork`); leave them.
-                    continue;
-                }
-                // SAFETY: our record, just unlinked: retired once.
-                let orphan = unsafe { exit::retire(r) };
-                if r.flags.get() & RETIRED != 0 {
-                    // A guard on it is still alive (a later thread-local
-                    // destructor holds it): its section is still ours.
-                    link(&s.aux, r);
-                }
-                // After the last use of `r` (it may be freed).
-                if let Some(o) = orphan {
-                    o.release();
-                }
-            }
-        });
+        run_exit();
     }
+}
+
+/// The process's exit key (`None` if `pthread_key_create` failed: no keys
+/// left). Never deleted: threads may be armed until the process ends.
+static EXIT_KEY: OnceLock<Option<libc::pthread_key_t>> = OnceLock::new();
+
+/// Creates the exit key if no domain did yet (a failure is kept: threads
+/// then fall back to the thread-local destructor), and notes the main
+/// thread, which arms the thread-local destructor as well (glibc's
+/// `exit()` runs thread-local destructors for it, key destructors not, and
+/// the exit hooks of a domain dropped before `exit()` must run then).
+pub(crate) fn create_exit_key() {
+    exit_key();
+    crate::record::note_main_thread();
+}
+
+fn exit_key() -> Option<libc::pthread_key_t> {
+    *EXIT_KEY.get_or_init(|| {
+        let mut key: libc::pthread_key_t = 0;
+        // SAFETY: `key` is writable; `exit_destructor` has the signature
+        // glibc expects and does not unwind (an `extern "C"` function
+        // aborts instead).
+        let rc = unsafe { libc::pthread_key_create(&mut key, Some(exit_destructor)) };
+        (rc == 0).then_some(key)
+    })
+}
+
+/// The exit key's destructor: the thread is exiting.
+extern "C" fn exit_destructor(_: *mut c_void) {
+    run_exit();
+}
+
+/// Arms the calling thread's exit destructor (module docs, "The exit
+/// destructor"); false if the thread's exit path has started (or its
+/// thread-locals are being destroyed and the key could not be set).
+fn arm_exit() -> bool {
+    let (exiting, armed) = STATE.with(|s| (s.exiting.get(), s.armed.get()));
+    if exiting {
+        return false;
+    }
+    if armed {
+        return true;
+    }
+    let keyed = exit_key().is_some_and(|key| {
+        // Any non-null value: glibc calls a key's destructor only for a
+        // non-null value, and ours ignores it.
+        let armed = NonNull::<c_void>::dangling().as_ptr();
+        // SAFETY: a key created by `exit_key` and never deleted.
+        unsafe { libc::pthread_setspecific(key, armed) == 0 }
+    });
+    if !keyed || Owner::current().is_main() {
+        // The fallback, or the main thread's destructor for `exit()`.
+        let registered = EXIT.try_with(|_| ()).is_ok();
+        if !registered && !keyed {
+            // The thread-locals are being destroyed: the fallback
+            // destructor can no longer be registered (or has run).
+            return false;
+        }
+    }
+    STATE.with(|s| s.armed.set(true));
+    true
+}
+
+/// The exit path (module docs): runs once per thread, from whichever
+/// destructor armed it.
+fn run_exit() {
+    STATE.with(|s| {
+        if s.exiting.replace(true) {
+            return;
+        }
+        s.cache.set((ptr::null(), ptr::null()));
+        // Readers' and temporary guards' records: a section on them
+        // may never end (a leaked guard or `Reader`); once this thread
+        // is gone, grace periods stop waiting for it (`record`, "A
+        // record's life"). A `Reader` dropped later still releases its
+        // record itself.
+        for r in records(&s.aux) {
+            r.mark_retired();
+        }
+        loop {
+            let p = s.main.get();
+            if p.is_null() {
+                break;
+            }
+            // SAFETY: records in our list are IN_USE or ORPHANED and
+            // owned by this thread; either way their domain is alive.
+            let r = unsafe { &*p };
+            s.main.set(r.thread_next.get());
+            r.thread_next.set(ptr::null());
+            // SAFETY: as above: the domain is alive.
+            if unsafe { r.domain() }.forked() {
+                // A fork() child exiting: the records and their work
+                // are the parent's (`fork`); leave them.
+                continue;
+            }
+            // SAFETY: our record, just unlinked: retired once.
+            let orphan = unsafe { exit::retire(r) };
+            if r.flags.get() & RETIRED != 0 {
+                // A guard on it is still alive (a later thread-local
+                // destructor holds it): its section is still ours.
+                link(&s.aux, r);
+            }
+            // After the last use of `r` (it may be freed).
+            if let Some(o) = orphan {
+                o.release();
+            }
+        }
+    });
 }
 
 /// Pushes `r` at the front of a thread list.
@@ -190,7 +298,7 @@ fn main_record_slow(arc: &Arc<Inner>) -> Option<&Record> {
     if let Some(r) = existing_main(inner) {
         return Some(r);
     }
-    if STATE.with(|s| s.exiting.get()) || EXIT.try_with(|_| ()).is_err() {
+    if !arm_exit() {
         // The thread is exiting (its exit destructor ran or is running).
         return None;
     }
@@ -276,9 +384,8 @@ pub(crate) fn unlink_main(inner: &Inner) -> Option<&Record> {
 /// already run (or is running), it is marked now.
 pub(crate) fn link_aux(r: &Record) {
     STATE.with(|s| link(&s.aux, r));
-    // Registers the exit destructor if this is the thread's first record.
-    let exiting = STATE.with(|s| s.exiting.get()) || EXIT.try_with(|_| ()).is_err();
-    if exiting {
+    // Arms the exit destructor if this is the thread's first record.
+    if !arm_exit() {
         r.mark_retired();
     }
 }

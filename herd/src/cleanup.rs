@@ -30,10 +30,10 @@
 //!   the lock (futex wait/wake).
 //! * `exitq`: at start the thread registers the cleanup with
 //!   [`exitq::Domain::register_exit`] (node preallocated). Its exit path is
-//!   one compare-and-swap push, done by exitq's thread-local destructor
-//!   (which glibc runs just before the pthread-key exit destructor, so
-//!   storm's `exit_hook_*` figures do not include it; its exit latency
-//!   does). The reclaimer runs the hooks of a pass one after another after
+//!   one compare-and-swap push, done by exitq's exit destructor (a pthread
+//!   key's, which runs before the storm's exit destructor: that one defers
+//!   itself to glibc's last round, `spawn::exit_destructor`; so storm's
+//!   `exit_hook_*` figures do not include it; its exit latency does). The reclaimer runs the hooks of a pass one after another after
 //!   one grace period: each does its thread-private part, then the shared
 //!   part under the writer lock (which no exiting thread ever takes), and
 //!   `defer`s the entry's free (one more grace period for the whole pass).

@@ -14,8 +14,9 @@
 //! thread-locals (an sdd guard, a seize `enter`), then arms this one, so
 //! this destructor runs first, while the library's are alive (checked by
 //! `later_destructors_run_first` below). For exitq the slot holds only a
-//! time stamp, armed after `register_exit`, so it runs just before
-//! exitq's own destructor pushes the thread's cleanup.
+//! time stamp; it runs before exitq's own exit destructor (a pthread
+//! key's, after every thread-local destructor) pushes the thread's
+//! cleanup.
 //!
 //! Cancellation: a `pthread_cancel`led storm thread runs these destructors
 //! after the forced unwind has finished (from glibc's `start_thread`), and

@@ -410,16 +410,38 @@ pub unsafe fn thread_prologue(rec: *const ThreadRec) {
     r.spin_end_ns.store(now_ns(), Ordering::Relaxed);
 }
 
+/// Tags the key's value of a thread whose exit destructor already
+/// deferred itself to the next round (records are 8-byte aligned).
+const DEFERRED: usize = 1;
+
 /// The exit destructor: glibc calls it when a storm thread exits, whether
 /// it returned or was cancelled (after the unwind finished, from
 /// `start_thread`, so no unwinding is in progress). Stamps the exit time
 /// and CPU, runs the exit hook and counts the exit. It neither allocates
 /// nor frees (see [`ThreadRec`]).
 ///
+/// It runs last: glibc calls key destructors in rounds, each in the keys'
+/// creation order, and another round while a destructor set a key. So on
+/// its first call it sets its key again (tagged) and returns, and does its
+/// work in the next round, after every other key's destructor, whichever
+/// key was created first: exitq's exit path, a pthread key's destructor
+/// created with the first `exitq::Domain`, is then inside the exit
+/// latency whether or not the storm's key is older. (If the key cannot be
+/// set again, it does its work now.)
+///
 /// # Safety
-/// Called by glibc only, with a value set by [`thread_prologue`].
+/// Called by glibc only, with a value set by [`thread_prologue`] (or by
+/// its own first call, tagged).
 unsafe extern "C" fn exit_destructor(value: *mut c_void) {
+    if value.addr() & DEFERRED == 0 {
+        let tagged = value.map_addr(|a| a | DEFERRED);
+        // SAFETY: the key exists; glibc cleared it before this call.
+        if unsafe { libc::pthread_setspecific(exit_key(), tagged) } == 0 {
+            return;
+        }
+    }
     let entered = now_ns();
+    let value = value.map_addr(|a| a & !DEFERRED);
     // SAFETY: `value` is the record pointer thread_prologue stored; the
     // record stays valid until the `exit_ns` store below.
     let rec = unsafe { &*value.cast_const().cast::<ThreadRec>() };

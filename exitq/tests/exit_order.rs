@@ -1,0 +1,252 @@
+//! Where the exit path runs among a thread's other exit destructors (the
+//! `thread` module docs, "The exit destructor"), in a process of its own
+//! (`harness = false`): which pthread keys exist before the first domain,
+//! and what the main thread does at `exit()`, are the test's to decide.
+//!
+//! 1. A pthread key created *before* the first domain, whose destructor
+//!    is a thread's first use of exitq: its callback and exit hook run.
+//! 2. A thread-local destructor (created before the thread's first use of
+//!    exitq) defers into the thread's own batch, which the exit path hands
+//!    over afterwards: nothing is published alone. A key created *after*
+//!    the first domain runs after the exit path: its callback is
+//!    published alone, and runs.
+//! 3. The main thread's exit hook of a domain dropped before `exit()`
+//!    runs at `exit()` (glibc runs no key destructors there), checked by
+//!    re-running this binary as a child.
+//! 4. With every pthread key used up before the first domain, threads fall
+//!    back to a thread-local destructor: hooks and callbacks still run.
+use std::cell::Cell;
+use std::ffi::c_void;
+use std::process::{Command, ExitCode};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+use std::thread;
+use std::time::Duration;
+
+use exitq::Domain;
+
+static DOMAIN: OnceLock<Domain> = OnceLock::new();
+static BEFORE_KEY_DEFER: AtomicUsize = AtomicUsize::new(0);
+static BEFORE_KEY_HOOK: AtomicUsize = AtomicUsize::new(0);
+static AFTER_KEY_DEFER: AtomicUsize = AtomicUsize::new(0);
+static TLS_DEFER: AtomicUsize = AtomicUsize::new(0);
+static BODY_DEFER: AtomicUsize = AtomicUsize::new(0);
+
+const CHILD: &str = "EXITQ_EXIT_ORDER_CHILD";
+const MAIN_HOOK_LINE: &[u8] = b"main thread exit hook ran\n";
+
+fn domain() -> &'static Domain {
+    DOMAIN.get().expect("built in main")
+}
+
+fn count(c: &'static AtomicUsize) -> impl FnOnce() + Send + 'static {
+    move || {
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+fn new_key(dtor: extern "C" fn(*mut c_void)) -> libc::pthread_key_t {
+    let mut key: libc::pthread_key_t = 0;
+    // SAFETY: `key` is writable; `dtor` does not unwind (extern "C").
+    let rc = unsafe { libc::pthread_key_create(&mut key, Some(dtor)) };
+    assert_eq!(rc, 0, "pthread_key_create: {rc}");
+    key
+}
+
+fn set_key(key: libc::pthread_key_t) {
+    // SAFETY: a live key; any non-null value arms its destructor.
+    let rc = unsafe {
+        libc::pthread_setspecific(key, std::ptr::NonNull::<u8>::dangling().as_ptr().cast())
+    };
+    assert_eq!(rc, 0, "pthread_setspecific: {rc}");
+}
+
+extern "C" fn before_key_dtor(_: *mut c_void) {
+    let d = domain();
+    d.defer(count(&BEFORE_KEY_DEFER));
+    d.register_exit(count(&BEFORE_KEY_HOOK));
+}
+
+extern "C" fn after_key_dtor(_: *mut c_void) {
+    let d = domain();
+    let _g = d.read();
+    d.defer(count(&AFTER_KEY_DEFER));
+}
+
+struct DefersOnDrop;
+
+impl Drop for DefersOnDrop {
+    fn drop(&mut self) {
+        domain().defer(count(&TLS_DEFER));
+    }
+}
+
+thread_local! {
+    static DEFERS_ON_DROP: Cell<Option<DefersOnDrop>> = const { Cell::new(None) };
+}
+
+fn check(what: &str, got: usize, want: usize, failures: &mut Vec<String>) {
+    if got != want {
+        failures.push(format!("{what}: {got}, expected {want}"));
+    }
+}
+
+fn settle() {
+    domain().exit_barrier();
+    domain().barrier();
+}
+
+fn parent() -> ExitCode {
+    let mut failures = Vec::new();
+    // 1: a key created before any domain.
+    let before = new_key(before_key_dtor);
+    // A flush latency beyond the test: a thread's batch leaves only with
+    // its exit chain (or is published alone).
+    let _ = DOMAIN.set(
+        Domain::builder()
+            .flush_latency(Duration::from_secs(3600))
+            .build(),
+    );
+    let after = new_key(after_key_dtor);
+
+    thread::spawn(move || set_key(before)).join().unwrap();
+    settle();
+    check(
+        "defer from a key destructor older than the domain",
+        BEFORE_KEY_DEFER.load(Ordering::Relaxed),
+        1,
+        &mut failures,
+    );
+    check(
+        "exit hook from a key destructor older than the domain",
+        BEFORE_KEY_HOOK.load(Ordering::Relaxed),
+        1,
+        &mut failures,
+    );
+
+    // 2: a thread-local destructor and a younger key.
+    let batches = domain().stats().batches;
+    thread::spawn(move || {
+        DEFERS_ON_DROP.set(Some(DefersOnDrop));
+        set_key(after);
+        let d = domain();
+        let _g = d.read();
+        d.defer(count(&BODY_DEFER));
+    })
+    .join()
+    .unwrap();
+    settle();
+    let s = domain().stats();
+    check(
+        "body defer",
+        BODY_DEFER.load(Ordering::Relaxed),
+        1,
+        &mut failures,
+    );
+    check(
+        "thread-local destructor's defer",
+        TLS_DEFER.load(Ordering::Relaxed),
+        1,
+        &mut failures,
+    );
+    check(
+        "younger key destructor's defer",
+        AFTER_KEY_DEFER.load(Ordering::Relaxed),
+        1,
+        &mut failures,
+    );
+    // Only the younger key's callback is published alone (a batch the
+    // exit path hands over is not counted: `DomainStats::batches`). Two
+    // would mean the thread-local destructor ran after the exit path.
+    check(
+        "batches sealed by the thread",
+        (s.batches - batches) as usize,
+        1,
+        &mut failures,
+    );
+
+    // 3: the main thread at exit().
+    for (mode, what) in [
+        ("main", "main thread's hook at exit()"),
+        ("no-keys", "every key used up"),
+    ] {
+        let out = Command::new(std::env::current_exe().unwrap())
+            .env(CHILD, mode)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let lines = stdout
+            .matches(std::str::from_utf8(MAIN_HOOK_LINE).unwrap())
+            .count();
+        if !out.status.success() || lines != 1 {
+            failures.push(format!(
+                "child '{mode}' ({what}): {}, the hook's line {lines} times (expected 1)\nstdout:\n{stdout}\nstderr:\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+    }
+    if failures.is_empty() {
+        println!("exit_order: all passed");
+        ExitCode::SUCCESS
+    } else {
+        for f in &failures {
+            eprintln!("exit_order: FAILED: {f}");
+        }
+        ExitCode::FAILURE
+    }
+}
+
+/// The main thread registers an exit hook, the domain is dropped, and the
+/// process exits (returning from `main`): the hook must run then, once.
+/// In `no-keys` mode every pthread key is taken first, and a spawned
+/// thread's hook and callback must run too (the fallback destructor).
+fn child(mode: &str) -> ExitCode {
+    if mode == "no-keys" {
+        // std's own key (created with the first thread it starts) first.
+        thread::spawn(|| ()).join().unwrap();
+        let mut taken = 0;
+        loop {
+            let mut key: libc::pthread_key_t = 0;
+            // SAFETY: `key` is writable; no destructor.
+            if unsafe { libc::pthread_key_create(&mut key, None) } != 0 {
+                break;
+            }
+            taken += 1;
+        }
+        eprintln!("child: {taken} pthread keys taken");
+    }
+    let d = Domain::new();
+    if mode == "no-keys" {
+        static RAN: AtomicUsize = AtomicUsize::new(0);
+        let t = {
+            let d = d.clone();
+            thread::spawn(move || {
+                d.defer(count(&RAN));
+                d.register_exit(count(&RAN));
+            })
+        };
+        t.join().unwrap();
+        d.exit_barrier();
+        d.barrier();
+        let ran = RAN.load(Ordering::Relaxed);
+        if ran != 2 {
+            eprintln!("child: the thread's callback and hook ran {ran} times, expected 2");
+            return ExitCode::FAILURE;
+        }
+    }
+    d.register_exit(|| {
+        // SAFETY: writes a static buffer to stdout (fd 1): the process is
+        // exiting, so no Rust stdout machinery.
+        unsafe { libc::write(1, MAIN_HOOK_LINE.as_ptr().cast(), MAIN_HOOK_LINE.len()) };
+    });
+    drop(d); // the main thread's record now holds the hook alone
+    ExitCode::SUCCESS
+}
+
+fn main() -> ExitCode {
+    match std::env::var(CHILD) {
+        Ok(mode) => child(&mode),
+        Err(_) => parent(),
+    }
+}
