@@ -91,6 +91,13 @@ fn check(what: &str, got: usize, want: usize, failures: &mut Vec<String>) {
     }
 }
 
+/// Each counter counted exactly one run.
+fn ran_once(counters: &[(&str, &AtomicUsize)], failures: &mut Vec<String>) {
+    for (what, c) in counters {
+        check(what, c.load(Ordering::Relaxed), 1, failures);
+    }
+}
+
 fn settle() {
     domain().exit_barrier();
     domain().barrier();
@@ -111,16 +118,17 @@ fn parent() -> ExitCode {
 
     thread::spawn(move || set_key(before)).join().unwrap();
     settle();
-    check(
-        "defer from a key destructor older than the domain",
-        BEFORE_KEY_DEFER.load(Ordering::Relaxed),
-        1,
-        &mut failures,
-    );
-    check(
-        "exit hook from a key destructor older than the domain",
-        BEFORE_KEY_HOOK.load(Ordering::Relaxed),
-        1,
+    ran_once(
+        &[
+            (
+                "defer from a key destructor older than the domain",
+                &BEFORE_KEY_DEFER,
+            ),
+            (
+                "exit hook from a key destructor older than the domain",
+                &BEFORE_KEY_HOOK,
+            ),
+        ],
         &mut failures,
     );
 
@@ -137,22 +145,12 @@ fn parent() -> ExitCode {
     .unwrap();
     settle();
     let s = domain().stats();
-    check(
-        "body defer",
-        BODY_DEFER.load(Ordering::Relaxed),
-        1,
-        &mut failures,
-    );
-    check(
-        "thread-local destructor's defer",
-        TLS_DEFER.load(Ordering::Relaxed),
-        1,
-        &mut failures,
-    );
-    check(
-        "younger key destructor's defer",
-        AFTER_KEY_DEFER.load(Ordering::Relaxed),
-        1,
+    ran_once(
+        &[
+            ("body defer", &BODY_DEFER),
+            ("thread-local destructor's defer", &TLS_DEFER),
+            ("younger key destructor's defer", &AFTER_KEY_DEFER),
+        ],
         &mut failures,
     );
     // Only the younger key's callback is published alone (a batch the
