@@ -35,7 +35,11 @@
 //! descriptor. Only if the key cannot be created (the process used up
 //! `PTHREAD_KEYS_MAX`) or set (`ENOMEM` for a key above 31) does a thread
 //! fall back to a thread-local with a destructor, which runs the same
-//! path.
+//! path. glibc keeps a shared object with pending thread-local
+//! destructors loaded; a key's destructor it does not know about, so the
+//! first domain also pins the object exitq lives in (`pin_own_object`):
+//! a `dlclose` of a plugin or JNI library that uses exitq leaves it
+//! mapped for the threads that still have to exit.
 //!
 //! The exit path marks the thread as exiting (later uses of a domain take
 //! temporary records and publish at once), marks every auxiliary record
@@ -136,6 +140,7 @@ pub(crate) fn create_exit_key() {
 
 fn exit_key() -> Option<libc::pthread_key_t> {
     *EXIT_KEY.get_or_init(|| {
+        pin_own_object();
         let mut key: libc::pthread_key_t = 0;
         // SAFETY: `key` is writable; `exit_destructor` has the signature
         // glibc expects and does not unwind (an `extern "C"` function
@@ -143,6 +148,37 @@ fn exit_key() -> Option<libc::pthread_key_t> {
         let rc = unsafe { libc::pthread_key_create(&mut key, Some(exit_destructor)) };
         (rc == 0).then_some(key)
     })
+}
+
+/// Makes the shared object holding exitq (if it is one: a plugin, a JNI
+/// library) permanent, so that `dlclose` never unmaps it: glibc calls the
+/// exit key's destructor, in that object, at every armed thread's exit,
+/// and the domain's reclaimer thread runs there. (glibc keeps an object
+/// with pending thread-local destructors loaded by itself; it knows
+/// nothing of a key's.) One `dladdr` and one `dlopen(RTLD_NOLOAD |
+/// RTLD_NODELETE)`, once per process; the handle is never closed. In the
+/// main program the `dlopen` finds nothing to pin and returns null.
+fn pin_own_object() {
+    #[cfg(not(any(miri, exitq_loom)))]
+    {
+        // SAFETY: `Dl_info` is plain data (pointers and integers), valid
+        // zeroed.
+        let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+        let addr = exit_destructor as *const c_void;
+        // SAFETY: dladdr only looks `addr` up and writes `info`.
+        if unsafe { libc::dladdr(addr, &mut info) } == 0 || info.dli_fname.is_null() {
+            return;
+        }
+        // SAFETY: `dli_fname` is the loader's NUL-terminated name of an
+        // object loaded now (ours); RTLD_NOLOAD only takes a reference to
+        // it, RTLD_NODELETE marks it never to be unloaded.
+        let _ = unsafe {
+            libc::dlopen(
+                info.dli_fname,
+                libc::RTLD_LAZY | libc::RTLD_NOLOAD | libc::RTLD_NODELETE,
+            )
+        };
+    }
 }
 
 /// The exit key's destructor: the thread is exiting.

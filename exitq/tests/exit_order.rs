@@ -15,8 +15,14 @@
 //!    re-running this binary as a child.
 //! 4. With every pthread key used up before the first domain, threads fall
 //!    back to a thread-local destructor: hooks and callbacks still run.
+//! 5. exitq in a shared object (the example `exit_dso`) that is
+//!    `dlclose`d while a thread that used it lives: the object stays
+//!    loaded (exitq pins it), the thread's exit destructor runs, and the
+//!    callback and hook run.
 use std::cell::Cell;
-use std::ffi::c_void;
+use std::ffi::{c_void, CStr, CString};
+use std::os::unix::ffi::OsStringExt;
+use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
@@ -24,6 +30,8 @@ use std::thread;
 use std::time::Duration;
 
 use exitq::Domain;
+
+mod skip_util;
 
 static DOMAIN: OnceLock<Domain> = OnceLock::new();
 static BEFORE_KEY_DEFER: AtomicUsize = AtomicUsize::new(0);
@@ -34,6 +42,7 @@ static BODY_DEFER: AtomicUsize = AtomicUsize::new(0);
 
 const CHILD: &str = "EXITQ_EXIT_ORDER_CHILD";
 const MAIN_HOOK_LINE: &[u8] = b"main thread exit hook ran\n";
+const DSO_LINE: &[u8] = b"shared object still loaded, its callback and hook ran\n";
 
 fn domain() -> &'static Domain {
     DOMAIN.get().expect("built in main")
@@ -163,22 +172,30 @@ fn parent() -> ExitCode {
         &mut failures,
     );
 
-    // 3: the main thread at exit().
-    for (mode, what) in [
-        ("main", "main thread's hook at exit()"),
-        ("no-keys", "every key used up"),
-    ] {
+    // 3 and 4: the main thread at exit(), every key taken; 5: exitq in a
+    // shared object closed while its threads live.
+    let mut children = vec![
+        ("main", "main thread's hook at exit()", MAIN_HOOK_LINE),
+        ("no-keys", "every key used up", MAIN_HOOK_LINE),
+    ];
+    if dso_path().exists() {
+        children.push(("dso", "exitq in a dlclose'd shared object", DSO_LINE));
+    } else {
+        skip_util::skip(&format!(
+            "{} not built (`cargo test` builds every example; `cargo build -p exitq --example exit_dso`)",
+            dso_path().display()
+        ));
+    }
+    for (mode, what, line) in children {
         let out = Command::new(std::env::current_exe().unwrap())
             .env(CHILD, mode)
             .output()
             .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
-        let lines = stdout
-            .matches(std::str::from_utf8(MAIN_HOOK_LINE).unwrap())
-            .count();
+        let lines = stdout.matches(std::str::from_utf8(line).unwrap()).count();
         if !out.status.success() || lines != 1 {
             failures.push(format!(
-                "child '{mode}' ({what}): {}, the hook's line {lines} times (expected 1)\nstdout:\n{stdout}\nstderr:\n{}",
+                "child '{mode}' ({what}): {}, its line {lines} times (expected 1)\nstdout:\n{stdout}\nstderr:\n{}",
                 out.status,
                 String::from_utf8_lossy(&out.stderr)
             ));
@@ -200,6 +217,9 @@ fn parent() -> ExitCode {
 /// In `no-keys` mode every pthread key is taken first, and a spawned
 /// thread's hook and callback must run too (the fallback destructor).
 fn child(mode: &str) -> ExitCode {
+    if mode == "dso" {
+        return dso_child();
+    }
     if mode == "no-keys" {
         // std's own key (created with the first thread it starts) first.
         thread::spawn(|| ()).join().unwrap();
@@ -239,6 +259,67 @@ fn child(mode: &str) -> ExitCode {
         unsafe { libc::write(1, MAIN_HOOK_LINE.as_ptr().cast(), MAIN_HOOK_LINE.len()) };
     });
     drop(d); // the main thread's record now holds the hook alone
+    ExitCode::SUCCESS
+}
+
+/// The example `exit_dso`, built beside this test's binary
+/// (`target/<profile>/deps/exit_order-*` -> `target/<profile>/examples/`).
+fn dso_path() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let profile_dir = exe.parent().and_then(|deps| deps.parent()).unwrap();
+    profile_dir.join("examples").join("libexit_dso.so")
+}
+
+fn dlsym<T>(handle: *mut c_void, name: &CStr) -> T {
+    // SAFETY: a live handle and a NUL-terminated name.
+    let f = unsafe { libc::dlsym(handle, name.as_ptr()) };
+    assert!(!f.is_null(), "{name:?} not found in the shared object");
+    assert_eq!(std::mem::size_of::<T>(), std::mem::size_of::<*mut c_void>());
+    // SAFETY: the symbol is a function of type `T` (the example's
+    // `extern "C"` signatures, as the callers name them).
+    unsafe { std::mem::transmute_copy(&f) }
+}
+
+/// Loads the shared object, uses its domain on a thread, closes the
+/// object while the thread (and the domain's reclaimer) lives, lets the
+/// thread exit, then finds the object still loaded and its callback and
+/// hook run. Unpinned, the thread's exit destructor would jump into
+/// unmapped code.
+fn dso_child() -> ExitCode {
+    let path = CString::new(dso_path().into_os_string().into_vec()).unwrap();
+    // SAFETY: a NUL-terminated path; loading runs no code of ours but the
+    // object's initialisers (Rust's: none that matter).
+    let h = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW) };
+    if h.is_null() {
+        eprintln!("child: dlopen failed");
+        return ExitCode::FAILURE;
+    }
+    let use_it: extern "C" fn() = dlsym(h, c"exit_dso_use");
+    let (used_tx, used_rx) = std::sync::mpsc::channel::<()>();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let t = thread::spawn(move || {
+        use_it();
+        used_tx.send(()).unwrap();
+        go_rx.recv().unwrap();
+    });
+    used_rx.recv().unwrap();
+    // SAFETY: our handle, closed once; nothing of ours uses `use_it` after.
+    unsafe { libc::dlclose(h) };
+    go_tx.send(()).unwrap();
+    t.join().unwrap();
+    // SAFETY: as above; RTLD_NOLOAD only finds an object still loaded.
+    let h = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
+    if h.is_null() {
+        eprintln!("child: the shared object was unloaded by dlclose");
+        return ExitCode::FAILURE;
+    }
+    let settle: extern "C" fn() -> usize = dlsym(h, c"exit_dso_settle");
+    let ran = settle();
+    if ran != 2 {
+        eprintln!("child: the object's callback and hook ran {ran} times, expected 2");
+        return ExitCode::FAILURE;
+    }
+    print!("{}", std::str::from_utf8(DSO_LINE).unwrap());
     ExitCode::SUCCESS
 }
 
