@@ -78,6 +78,7 @@ use std::ptr::{self, NonNull};
 use std::sync::{Arc, OnceLock};
 
 use crate::exit;
+use crate::fork;
 use crate::inner::Inner;
 use crate::record::{Kind, Owner, Record, ORPHANED, RETIRED};
 use crate::stats::Counters;
@@ -97,8 +98,10 @@ struct ThreadState {
     aux: Cell<*const Record>,
     /// The exit destructor has started: no more main records.
     exiting: Cell<bool>,
-    /// The exit destructor is armed ([`arm_exit`]).
-    armed: Cell<bool>,
+    /// The exit destructor is armed ([`arm_exit`]): the fork generation
+    /// it was armed in, plus one (0: not armed). A `fork()` child's
+    /// thread, now its process's main thread, arms again.
+    armed: Cell<u64>,
 }
 
 /// The fallback exit destructor: a thread-local whose destructor runs the
@@ -112,7 +115,7 @@ std::thread_local! {
             main: Cell::new(ptr::null()),
             aux: Cell::new(ptr::null()),
             exiting: Cell::new(false),
-            armed: Cell::new(false),
+            armed: Cell::new(0),
         }
     };
     static EXIT: ExitTrigger = const { ExitTrigger };
@@ -156,8 +159,9 @@ fn exit_key() -> Option<libc::pthread_key_t> {
 /// and the domain's reclaimer thread runs there. (glibc keeps an object
 /// with pending thread-local destructors loaded by itself; it knows
 /// nothing of a key's.) One `dladdr` and one `dlopen(RTLD_NOLOAD |
-/// RTLD_NODELETE)`, once per process; the handle is never closed. In the
-/// main program the `dlopen` finds nothing to pin and returns null.
+/// RTLD_NODELETE)`, once per process; the handle is never closed. (In the
+/// main program there is nothing to unload, and the call changes
+/// nothing.)
 fn pin_own_object() {
     #[cfg(not(any(miri, exitq_loom)))]
     {
@@ -194,7 +198,8 @@ fn arm_exit() -> bool {
     if exiting {
         return false;
     }
-    if armed {
+    let generation = fork::current() + 1;
+    if armed == generation {
         return true;
     }
     let keyed = exit_key().is_some_and(|key| {
@@ -213,7 +218,7 @@ fn arm_exit() -> bool {
             return false;
         }
     }
-    STATE.with(|s| s.armed.set(true));
+    STATE.with(|s| s.armed.set(generation));
     true
 }
 

@@ -15,7 +15,9 @@
 //!    re-running this binary as a child.
 //! 4. With every pthread key used up before the first domain, threads fall
 //!    back to a thread-local destructor: hooks and callbacks still run.
-//! 5. exitq in a shared object (the example `exit_dso`) that is
+//! 5. A thread that used exitq forks: in the child it is the main thread,
+//!    and a hook of a domain built and dropped there runs at `exit()`.
+//! 6. exitq in a shared object (the example `exit_dso`) that is
 //!    `dlclose`d while a thread that used it lives: the object stays
 //!    loaded (exitq pins it), the thread's exit destructor runs, and the
 //!    callback and hook run.
@@ -172,11 +174,17 @@ fn parent() -> ExitCode {
         &mut failures,
     );
 
-    // 3 and 4: the main thread at exit(), every key taken; 5: exitq in a
-    // shared object closed while its threads live.
+    // 3-5: the main thread at exit(), every key taken, a fork child's
+    // main thread; 6: exitq in a shared object closed while its threads
+    // live.
     let mut children = vec![
         ("main", "main thread's hook at exit()", MAIN_HOOK_LINE),
         ("no-keys", "every key used up", MAIN_HOOK_LINE),
+        (
+            "fork",
+            "a fork child's main thread at exit()",
+            MAIN_HOOK_LINE,
+        ),
     ];
     if dso_path().exists() {
         children.push(("dso", "exitq in a dlclose'd shared object", DSO_LINE));
@@ -220,6 +228,9 @@ fn child(mode: &str) -> ExitCode {
     if mode == "dso" {
         return dso_child();
     }
+    if mode == "fork" {
+        return fork_child();
+    }
     if mode == "no-keys" {
         // std's own key (created with the first thread it starts) first.
         thread::spawn(|| ()).join().unwrap();
@@ -260,6 +271,46 @@ fn child(mode: &str) -> ExitCode {
     });
     drop(d); // the main thread's record now holds the hook alone
     ExitCode::SUCCESS
+}
+
+/// A thread that armed its exit destructor (a key's only: it is not the
+/// main thread) forks; in the child it is the main thread: a domain built
+/// there gets its exit hook run at the child's `exit()`, as on a main
+/// thread (the thread arms again, the thread-local destructor too).
+fn fork_child() -> ExitCode {
+    let d = Domain::new();
+    let t = thread::spawn(move || {
+        d.defer(|| ()); // arms this thread's exit destructor
+                        // SAFETY: the child only builds a domain, registers a hook, drops
+                        // the domain and calls exit(): what a fork child may do with
+                        // exitq (the crate docs' fork model).
+        match unsafe { libc::fork() } {
+            -1 => panic!("fork: {}", std::io::Error::last_os_error()),
+            0 => {
+                let d2 = Domain::new();
+                d2.register_exit(|| {
+                    // SAFETY: a static buffer to fd 1 (the parent's pipe).
+                    unsafe { libc::write(1, MAIN_HOOK_LINE.as_ptr().cast(), MAIN_HOOK_LINE.len()) };
+                });
+                drop(d2);
+                // SAFETY: exit() runs the calling thread's thread-local
+                // destructors (glibc's `__call_tls_dtors`), then exits.
+                unsafe { libc::exit(0) }
+            }
+            pid => {
+                let mut status = 0;
+                // SAFETY: our child; `status` is writable.
+                unsafe { libc::waitpid(pid, &mut status, 0) };
+                libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
+            }
+        }
+    });
+    if t.join().unwrap() {
+        ExitCode::SUCCESS
+    } else {
+        eprintln!("child: the fork child failed");
+        ExitCode::FAILURE
+    }
 }
 
 /// The example `exit_dso`, built beside this test's binary
