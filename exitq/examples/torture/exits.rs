@@ -2,12 +2,13 @@
 //! hooks (`exiter`), raw pthreads cancelled in `nanosleep` or between two
 //! `synchronize` calls (`canceller`), both of which sometimes keep a
 //! `QsbrReader` online until they end, or leak a guard, a `Reader` or an
-//! online `QsbrReader` (`leaks.rs`), and domains dropped under their live
-//! threads (`churner`).
+//! online `QsbrReader` (`leaks.rs`), exiters whose first use of exitq is
+//! an older pthread key's destructor (`arm_elder`), and domains
+//! dropped under their live threads (`churner`).
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::thread;
 use std::time::Duration;
 
@@ -16,6 +17,54 @@ use exitq::{Callbacks, Domain, Reclaimer};
 use crate::leaks;
 use crate::workers::{check_cell, check_current, counted_defer};
 use crate::world::{inc, not_in_child, world, Rng};
+
+/// Created before any domain (`create_elder_key`): its destructor runs
+/// before exitq's exit path.
+static ELDER_KEY: OnceLock<libc::pthread_key_t> = OnceLock::new();
+
+/// Call before the first domain is built.
+pub(crate) fn create_elder_key() {
+    ELDER_KEY.get_or_init(|| leaks::new_key(elder_dtor));
+}
+
+/// What the elder key's destructor does on a thread: a hook and callbacks
+/// on slot `slot`'s domain.
+struct Elder {
+    slot: usize,
+    seed: u64,
+}
+
+extern "C" fn elder_dtor(p: *mut c_void) {
+    // SAFETY: the value `leaks::put` stored (glibc cleared the slot).
+    let e = unsafe { Box::from_raw(p.cast::<Elder>()) };
+    elder_use(&e);
+}
+
+fn elder_use(e: &Elder) {
+    let slot = &world().slots[e.slot];
+    let rng = Rng::new(e.seed);
+    // The thread's body is over: the hook may run from now on.
+    register_hook(&slot.domain, &Arc::new(AtomicBool::new(true)));
+    for _ in 0..rng.below(10) {
+        counted_defer(slot, &rng);
+    }
+    inc(&world().ops.elder_key_uses);
+}
+
+/// Leaves to the elder key's destructor a hook and callbacks on a random
+/// slot's domain: for a thread that does nothing else with exitq, its
+/// first use, before exitq's exit path (a hook lost that way before v3.2).
+fn arm_elder(rng: &Rng) {
+    let key = *ELDER_KEY.get().expect("created in main");
+    let e = Elder {
+        slot: rng.below(world().slots.len() as u64) as usize,
+        seed: rng.next(),
+    };
+    if let Err(e) = leaks::put(key, e) {
+        // No second-level block for the key (ENOMEM): use it now.
+        elder_use(&e);
+    }
+}
 
 /// Registers a hook of the calling thread on `domain`: it must run once,
 /// after `finished` is set.
@@ -48,8 +97,16 @@ pub(crate) fn exiter(seed: u64) {
             .map(|k| {
                 let seed = rng.next() ^ k;
                 thread::spawn(move || {
-                    leaks::arm_late();
                     let rng = Rng::new(seed);
+                    if rng.chance(10) {
+                        // exitq's first use on this thread: the elder
+                        // key's destructor, before exitq's exit path.
+                        arm_elder(&rng);
+                        return;
+                    }
+                    if rng.chance(10) {
+                        arm_elder(&rng); // and a use already made
+                    }
                     let finished = Arc::new(AtomicBool::new(false));
                     let mut used = Vec::new();
                     for _ in 0..1 + rng.below(3) {
@@ -129,7 +186,6 @@ pub(crate) extern "C-unwind" fn cancellable(arg: *mut c_void) -> *mut c_void {
 pub(crate) fn cancel_setup(arg: *mut c_void) -> (usize, bool) {
     // SAFETY: `arg` is the `Box<CancelArg>` leaked by `canceller`.
     let arg = unsafe { Box::from_raw(arg.cast::<CancelArg>()) };
-    leaks::arm_late();
     let rng = Rng::new(arg.seed);
     let slot = &world().slots[arg.slot];
     register_hook(&slot.domain, &arg.finished);

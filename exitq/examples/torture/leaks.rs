@@ -1,15 +1,18 @@
 //! Leaks on threads that end (the leak model): a guard, a `Reader` and
 //! its guard, or an online `QsbrReader`, `mem::forget`ten by an exiting or
-//! cancelled thread, or by a thread-local destructor that runs after
-//! exitq's own (a temporary record). Also an online `QsbrReader` not
-//! leaked but kept in a thread-local, dropped at the thread's teardown
-//! (before or after exitq's own). Each leaked section must stop holding grace periods once its
+//! cancelled thread, or by the destructor of a pthread key created after
+//! the first domain, which glibc runs after exitq's exit path (a temporary
+//! record). Also an online `QsbrReader` not leaked but kept in a
+//! thread-local, dropped at the thread's teardown (before exitq's exit
+//! path). Each leaked section must stop holding grace periods once its
 //! thread is gone (else the watchdog sees writers stop), and the freed
 //! records must pass to their next owners clean (else a reader sees a
 //! poisoned object: a use after free).
 
 use std::cell::RefCell;
+use std::ffi::c_void;
 use std::mem;
+use std::sync::OnceLock;
 
 use exitq::QsbrReader;
 
@@ -30,30 +33,70 @@ enum Leak {
     Held,
 }
 
-/// A leak left to a thread-local destructor that runs after exitq's.
-struct Late {
+/// A leak left to the late key's destructor: which slot, what, and the
+/// seed of its choices.
+struct Later {
     slot: usize,
     what: Leak,
     seed: u64,
 }
 
-impl Drop for Late {
-    fn drop(&mut self) {
-        leak_now(self.slot, self.what, &Rng::new(self.seed));
-    }
-}
-
 std::thread_local! {
-    /// Initialised first (`arm_late`), so destroyed after exitq's own
-    /// thread-local.
-    static LATE: RefCell<Option<Late>> = const { RefCell::new(None) };
     /// An online QSBR reader the thread's teardown drops.
     static HELD: RefCell<Option<QsbrReader>> = const { RefCell::new(None) };
 }
 
-/// Call first in a thread that may leak during its teardown.
-pub(crate) fn arm_late() {
-    LATE.with(|_| ());
+/// Created after the domains (`create_late_key`): its destructor leaks
+/// after exitq's exit path.
+static LATE_KEY: OnceLock<libc::pthread_key_t> = OnceLock::new();
+/// A new pthread key with destructor `dtor`.
+pub(crate) fn new_key(dtor: extern "C" fn(*mut c_void)) -> libc::pthread_key_t {
+    let mut key: libc::pthread_key_t = 0;
+    // SAFETY: `key` is writable; `dtor` does not unwind (extern "C").
+    let rc = unsafe { libc::pthread_key_create(&mut key, Some(dtor)) };
+    assert_eq!(rc, 0, "torture: pthread_key_create: {rc}");
+    key
+}
+
+/// Call after the first domain is built.
+pub(crate) fn create_late_key() {
+    LATE_KEY.get_or_init(|| new_key(late_dtor));
+}
+
+/// Takes the calling thread's value of `key` (a box `put` there) out of
+/// the key (null: none).
+fn take<T>(key: libc::pthread_key_t) -> Option<Box<T>> {
+    // SAFETY: a live key of ours.
+    let p = unsafe { libc::pthread_getspecific(key) }.cast::<T>();
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: set by `put` from `Box::into_raw`, taken once (cleared
+    // below, or by glibc before the destructor).
+    unsafe { libc::pthread_setspecific(key, std::ptr::null()) };
+    // SAFETY: as above.
+    Some(unsafe { Box::from_raw(p) })
+}
+
+/// Stores `value` in the calling thread's value of `key`, for its
+/// destructor; gives it back if the key cannot be set (the caller then
+/// does now what the destructor would).
+pub(crate) fn put<T>(key: libc::pthread_key_t, value: T) -> Result<(), Box<T>> {
+    let p = Box::into_raw(Box::new(value));
+    // SAFETY: a live key of ours; the value is a leaked box taken back by
+    // `take` or the destructor.
+    if unsafe { libc::pthread_setspecific(key, p.cast()) } == 0 {
+        Ok(())
+    } else {
+        // SAFETY: not stored: still ours.
+        Err(unsafe { Box::from_raw(p) })
+    }
+}
+
+extern "C" fn late_dtor(p: *mut c_void) {
+    // SAFETY: the value `put` stored (glibc cleared the slot).
+    let l = unsafe { Box::from_raw(p.cast::<Later>()) };
+    leak_now(l.slot, l.what, &Rng::new(l.seed));
 }
 
 /// Checks the current object of slot `i` inside a section of the kind
@@ -95,7 +138,7 @@ fn leak_now(i: usize, what: Leak, rng: &Rng) {
 
 /// With a small chance, leaks a section of a random slot's domain (never
 /// `avoid`'s: the thread still waits for that one's grace periods), now
-/// or from a late thread-local destructor (if `arm_late` ran).
+/// or from the late key's destructor.
 pub(crate) fn maybe_leak(rng: &Rng, avoid: Option<usize>) {
     let n = world().slots.len() as u64;
     let what = match rng.below(100) {
@@ -110,14 +153,19 @@ pub(crate) fn maybe_leak(rng: &Rng, avoid: Option<usize>) {
         i = (i + 1) % n as usize;
     }
     if rng.chance(30) {
-        let late = Late {
+        let key = *LATE_KEY.get().expect("created in main");
+        // A late leak armed before by this thread happens now instead.
+        if let Some(earlier) = take::<Later>(key) {
+            leak_now(earlier.slot, earlier.what, &Rng::new(earlier.seed));
+        }
+        let late = Later {
             slot: i,
             what,
             seed: rng.next(),
         };
-        // A late leak armed before by this thread happens now instead.
-        let earlier = LATE.with(|l| l.borrow_mut().replace(late));
-        drop(earlier);
+        if let Err(l) = put(key, late) {
+            leak_now(l.slot, l.what, &Rng::new(l.seed));
+        }
         return;
     }
     leak_now(i, what, rng);

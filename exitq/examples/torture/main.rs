@@ -221,6 +221,8 @@ fn main() -> ExitCode {
             eprintln!("torture: unexpected panic: {info}");
         }
     }));
+    // Before any domain: its destructor runs before exitq's exit path.
+    exits::create_elder_key();
     WORLD
         .set(World {
             slots: slots(),
@@ -231,6 +233,8 @@ fn main() -> ExitCode {
             in_child: shared_counter(),
         })
         .unwrap_or_else(|_| unreachable!("set once"));
+    // After the domains: its destructor runs after exitq's exit path.
+    leaks::create_late_key();
     let w = world();
     println!(
         "torture: {} s, {} workers, {} QSBR workers, seed {} ({} domains: {})",

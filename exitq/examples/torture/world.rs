@@ -137,6 +137,8 @@ pub(crate) struct Ops {
     pub(crate) cancelled_threads: AtomicU64,
     pub(crate) hooks_registered: AtomicU64,
     pub(crate) hooks_ran: AtomicU64,
+    /// Threads whose older pthread key's destructor used exitq.
+    pub(crate) elder_key_uses: AtomicU64,
     pub(crate) churned_domains: AtomicU64,
     pub(crate) leaked_guards: AtomicU64,
     pub(crate) leaked_readers: AtomicU64,
