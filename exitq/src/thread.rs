@@ -138,11 +138,12 @@ static EXIT_KEY: OnceLock<Option<libc::pthread_key_t>> = OnceLock::new();
 /// the exit hooks of a domain dropped before `exit()` must run then).
 pub(crate) fn create_exit_key() {
     exit_key();
-    crate::record::note_main_thread();
 }
 
 fn exit_key() -> Option<libc::pthread_key_t> {
     *EXIT_KEY.get_or_init(|| {
+        // Once per process (a fork child notes its own in its handler).
+        crate::record::note_main_thread();
         pin_own_object();
         let mut key: libc::pthread_key_t = 0;
         // SAFETY: `key` is writable; `exit_destructor` has the signature
