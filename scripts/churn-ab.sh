@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Two builds of the churn benchmark against each other: the checkout's and
+# the one at git revision REV, each run as a whole process, interleaved
+# (the order alternating from round to round), and the median of the
+# per-round time ratios with its quartiles, plus wall, user and system time
+# per thread (getrusage of each child). For a change to exitq: does the
+# whole process get faster, and where (user or system time)?
+#
+#   scripts/churn-ab.sh REV [-n ROUNDS] [--impl IMPL] [--stacks std|recycled] [--peer IMPL]
+#
+# --peer adds a third program from the checkout's build (e.g. crossbeam)
+# in the same rounds. Builds REV in a temporary git worktree with its own
+# target directory (target/churn-ab/REV), removed afterwards.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+usage() {
+    echo "usage: scripts/churn-ab.sh REV [-n ROUNDS] [--impl IMPL] [--stacks std|recycled] [--peer IMPL]" >&2
+    exit 2
+}
+[ $# -ge 1 ] || usage
+rev=$1
+shift
+rounds=21 impl=exitq stacks=recycled peer=
+while [ $# -gt 0 ]; do
+    case $1 in
+    -n) rounds=${2:?}; shift 2 ;;
+    --impl) impl=${2:?}; shift 2 ;;
+    --stacks) stacks=${2:?}; shift 2 ;;
+    --peer) peer=${2:?}; shift 2 ;;
+    *) usage ;;
+    esac
+done
+case $rounds in '' | *[!0-9]* | 0) echo "churn-ab: -n must be a positive integer" >&2; exit 2 ;; esac
+case $stacks in std | recycled) ;; *) echo "churn-ab: --stacks std|recycled" >&2; exit 2 ;; esac
+full=$(git rev-parse --verify --quiet "$rev^{commit}") || { echo "churn-ab: no commit '$rev'" >&2; exit 2; }
+short=${full:0:7}
+wt=$(mktemp -d)
+trap 'git worktree remove --force "$wt" >/dev/null 2>&1 || true; rm -rf "$wt"' EXIT
+git worktree add -q --detach "$wt" "$full"
+old_target=$PWD/target/churn-ab/$short
+echo "churn-ab: building $short and the checkout" >&2
+(cd "$wt" && CARGO_TARGET_DIR=$old_target cargo build -q --release -p benches --example churn)
+cargo build -q --release -p benches --example churn
+old=$old_target/release/examples/churn
+new=$PWD/target/release/examples/churn
+echo "churn-ab: $rounds rounds, $impl --stacks $stacks, $short against the checkout$([ -n "$peer" ] && echo ", $peer beside") ($(date -u +%FT%TZ), load $(cut -d' ' -f1 /proc/loadavg))"
+python3 - "$rounds" "$stacks" "$short" "$old" "$impl" "checkout" "$new" "$impl" ${peer:+"$peer" "$new" "$peer"} <<'PY'
+import resource, statistics as st, subprocess, sys, time
+rounds, stacks = int(sys.argv[1]), sys.argv[2]
+a = sys.argv[3:]
+progs = [(a[i], a[i + 1], a[i + 2]) for i in range(0, len(a), 3)]
+rows = {p[0]: [] for p in progs}
+label = lambda name, impl: name if name == impl else f"{name} {impl}"
+for r in range(rounds):
+    order = progs if r % 2 == 0 else list(reversed(progs))
+    for name, binary, impl in order:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        out = subprocess.run([binary, impl, "--stacks", stacks], capture_output=True, text=True)
+        t1 = time.perf_counter()
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if out.returncode != 0:
+            sys.exit(f"churn-ab: {name} ({impl}) failed: {out.stderr.strip()}")
+        threads = int(out.stdout.split()[1])
+        rows[name].append((t1 - t0, after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime, threads))
+print(f"{'program':>16} {'wall ms':>9} {'us/thread: wall':>16} {'user':>6} {'sys':>6}   (medians)")
+for name, _, impl in progs:
+    w, u, s, n = (st.median(x[i] for x in rows[name]) for i in range(4))
+    print(f"{label(name, impl):>16} {w * 1e3:9.1f} {w / n * 1e6:16.2f} {u / n * 1e6:6.2f} {s / n * 1e6:6.2f}")
+for i, (first, _, fimpl) in enumerate(progs):
+    for name, _, impl in progs[i + 1:]:
+        q = sorted(b[0] / x[0] for b, x in zip(rows[first], rows[name]))
+        print(f"{label(first, fimpl)} time / {label(name, impl)} time, per round: median {st.median(q):.3f} "
+              f"(quartiles {q[len(q) // 4]:.3f}-{q[(3 * len(q)) // 4]:.3f}, {len(q)} rounds)")
+PY
