@@ -18,6 +18,15 @@
 //! (at thread exit, or when another thread takes it), and back to a pool
 //! of empty batches once it has run.
 //!
+//! A thread's first batch is small ([`FIRST_BATCH`] callbacks, 0.8 KB
+//! against 6 KB at the default batch size of 256), its later ones full:
+//! most short-lived threads defer a few callbacks and exit, and their
+//! batch waits a grace period or two in the domain's queue, so in a herd
+//! of exiting threads the nodes are most of the memory exitq holds (and
+//! the pages glibc's arenas grow for it, under the process's `mmap_lock`).
+//! Small and full nodes are pooled apart (`Inner::recycle_node`); a
+//! record's spare is always a full one (`drain::keep_node`).
+//!
 //! This module is all single-threaded code (the callers own the batch), so
 //! miri checks it on its own (`scripts/test.d/30-miri.sh`).
 use std::any::Any;
@@ -32,6 +41,10 @@ use crate::prefetch;
 /// size (and word-aligned) are stored in the batch itself; larger ones are
 /// boxed and the batch holds the box pointer.
 const INLINE_WORDS: usize = 3;
+
+/// Callbacks of a thread's first batch (module docs): room for what a
+/// short-lived thread defers, then full batches.
+pub(crate) const FIRST_BATCH: usize = 32;
 
 /// Callbacks ahead of the running one whose memory a whole-batch run
 /// hints ([`prefetch`]): a few hundred nanoseconds of callbacks, a miss's
@@ -179,6 +192,19 @@ impl Batch {
     /// be sealed with fewer callbacks.
     fn capacity(batch_size: usize) -> usize {
         batch_size.saturating_mul(INLINE_WORDS).saturating_add(2)
+    }
+
+    /// Whether the batch memory holds `batch_size` callbacks of one type
+    /// (the node may serve a batch of that size).
+    #[inline]
+    pub(crate) fn holds(&self, batch_size: usize) -> bool {
+        self.buf.len() >= Batch::capacity(batch_size)
+    }
+
+    /// Callbacks of one type the batch memory holds.
+    #[inline]
+    fn slots(&self) -> usize {
+        self.buf.len().saturating_sub(2) / INLINE_WORDS
     }
 
     /// An empty batch for `batch_size` callbacks.
@@ -507,7 +533,8 @@ impl OpenBatch {
         self.reserve = total - left;
     }
 
-    /// Opens `node` (an empty batch) for `batch_size` callbacks; `held`:
+    /// Opens `node` (an empty batch) for `batch_size` callbacks, or as many
+    /// as its memory holds if fewer (a thread's small first batch); `held`:
     /// whether it counts in the domain's held batches (`Batch::in_held`).
     pub(crate) fn open(&mut self, mut node: Box<Node<Work>>, batch_size: usize, held: bool) {
         let Work::Batch(b) = &mut node.value else {
@@ -520,6 +547,7 @@ impl OpenBatch {
         let range = b.buf.as_mut_ptr_range();
         self.cur = range.start.cast::<usize>();
         self.end = range.end.cast::<usize>();
+        let batch_size = batch_size.min(b.slots());
         self.left = batch_size;
         self.reserve = 0;
         self.opened_with = batch_size;

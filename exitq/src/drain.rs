@@ -147,6 +147,12 @@ pub(crate) fn run(inner: &Inner, r: &Record, drain: &mut Drain) {
 
 /// Keeps an emptied batch node as the record's spare, or in the pool.
 pub(crate) fn keep_node(inner: &Inner, r: &Record, node: Box<Node<Work>>) {
+    if !inner.full_size(&node) {
+        // A small node as the spare would give the owner small batches
+        // from then on.
+        inner.recycle_node(node);
+        return;
+    }
     match r.spare.take() {
         None => r.spare.set(Some(node)),
         Some(spare) => {

@@ -12,7 +12,7 @@ use std::thread;
 use crossbeam_queue::ArrayQueue;
 use crossbeam_utils::CachePadded;
 
-use crate::batch::{Batch, Work};
+use crate::batch::{Batch, Work, FIRST_BATCH};
 use crate::config::{Builder, Config};
 use crate::doorbell::Doorbell;
 use crate::expedite::Fences;
@@ -87,6 +87,9 @@ pub(crate) struct Inner {
     pub(crate) stats: Counters,
     /// Emptied batch nodes, reused when a thread opens a batch.
     pub(crate) recycle: ArrayQueue<Box<Node<Work>>>,
+    /// Emptied small nodes ([`FIRST_BATCH`] callbacks), reused for threads'
+    /// first batches.
+    recycle_first: ArrayQueue<Box<Node<Work>>>,
     /// Reclaim passes that may run at once before producers over the
     /// backlog limit wait instead of helping: half the CPUs, at least 2.
     pub(crate) pass_cap: usize,
@@ -136,6 +139,7 @@ impl Inner {
             // Emptied batches kept for reuse beyond each thread's spare: a
             // quarter of the backlog limit's worth, at most 1024.
             recycle: ArrayQueue::new((b.backlog_limit / b.batch_size / 4).clamp(16, 1024)),
+            recycle_first: ArrayQueue::new(1024),
             pass_cap: thread::available_parallelism().map_or(2, |n| (n.get() / 2).max(2)),
             fork_gen: fork::generation(),
         }
@@ -156,18 +160,37 @@ impl Inner {
         }
     }
 
-    /// An empty batch node: a recycled one, or a new one.
-    pub(crate) fn empty_batch(&self) -> Box<Node<Work>> {
-        self.recycle
+    /// An empty batch node, recycled or new: for a thread's `first` batch
+    /// a small one ([`FIRST_BATCH`] callbacks, if the batch size is
+    /// larger), else one of the batch size.
+    pub(crate) fn empty_batch(&self, first: bool) -> Box<Node<Work>> {
+        let (queue, size) = if first && FIRST_BATCH < self.config.batch_size {
+            (&self.recycle_first, FIRST_BATCH)
+        } else {
+            (&self.recycle, self.config.batch_size)
+        };
+        queue
             .pop()
-            .unwrap_or_else(|| Node::new(Work::Batch(Batch::new(self.config.batch_size))))
+            .unwrap_or_else(|| Node::new(Work::Batch(Batch::new(size))))
     }
 
-    /// Keeps an emptied batch node for reuse (or frees it).
+    /// Keeps an emptied batch node for reuse, with the nodes of its size
+    /// (or frees it: a full pool, or a node smaller than both sizes).
     pub(crate) fn recycle_node(&self, node: Box<Node<Work>>) {
-        if let Err(node) = self.recycle.push(node) {
+        let queue = match &node.value {
+            Work::Batch(b) if b.holds(self.config.batch_size) => &self.recycle,
+            Work::Batch(b) if b.holds(FIRST_BATCH) => &self.recycle_first,
+            _ => return,
+        };
+        if let Err(node) = queue.push(node) {
             drop(node);
         }
+    }
+
+    /// Whether `node` is a batch of the full batch size (a record's spare
+    /// must be: `drain::keep_node`).
+    pub(crate) fn full_size(&self, node: &Node<Work>) -> bool {
+        matches!(&node.value, Work::Batch(b) if b.holds(self.config.batch_size))
     }
 
     /// Runs `chain` and settles the counters.

@@ -255,9 +255,11 @@ fn take_all_ready(inner: &Inner, r: &Record, local: &mut Local, after: &mut Afte
 }
 
 /// Opens a batch in `local` (the record's spare node, a recycled one, or a
-/// new one). Inside the owner section.
+/// new one; the owner's first batch in this life a small one, see
+/// [`FIRST_BATCH`](crate::batch::FIRST_BATCH)). Inside the owner section.
 fn open_batch(inner: &Inner, r: &Record, local: &mut Local) {
-    let node = r.spare.take().unwrap_or_else(|| inner.empty_batch());
+    let first = !r.opened.replace(true);
+    let node = r.spare.take().unwrap_or_else(|| inner.empty_batch(first));
     // Counted in `held` below.
     local.open.open(node, inner.config.batch_size, true);
     // Relaxed: a hint for the reclaimer's idle steal.

@@ -166,8 +166,12 @@ pub(crate) struct Record {
     /// Exit hooks registered by the owner, preallocated (owner only).
     pub(crate) exits: UnsafeCell<Chain<Work>>,
     /// One emptied batch node kept for the owner's next batch (owner only:
-    /// memory this core just wrote; kept across owners).
+    /// memory this core just wrote; kept across owners). Always a full one
+    /// (`drain::keep_node`).
     pub(crate) spare: Cell<Option<Box<Node<Work>>>>,
+    /// The owner has opened a batch in this life (owner only): its first
+    /// one is small (`local::open_batch`).
+    pub(crate) opened: Cell<bool>,
     /// `FREE`, `IN_USE` or `ORPHANED` (see the module docs).
     pub(crate) state: AtomicU32,
     pub(crate) domain_id: u64,
@@ -219,6 +223,7 @@ impl Record {
             active_epoch: AtomicU64::new(0),
             exits: UnsafeCell::new(Chain::new()),
             spare: Cell::new(None),
+            opened: Cell::new(false),
             state: AtomicU32::new(IN_USE),
             domain_id,
             inner,
@@ -260,6 +265,7 @@ impl Record {
         self.life.set(self.life.get().wrapping_add(1));
         self.kind.set(kind);
         self.flags.set(0);
+        self.opened.set(false);
         self.thread_next.set(ptr::null());
         // Relaxed (all): values every release path already left (0), set
         // again so that the reset does not depend on which path that was;

@@ -499,6 +499,46 @@ fn a_huge_batch_size_is_clamped() {
     }
     d.barrier();
     assert_eq!(ran.load(Ordering::Relaxed), 70_000);
-    // One full batch of 65536, and the rest published by the barrier.
-    assert_eq!(d.stats().batches, 2);
+    // The thread's small first batch (32), one full batch of 65536, and
+    // the rest published by the barrier.
+    assert_eq!(d.stats().batches, 3);
+}
+
+/// A thread's first batch holds 32 callbacks (a short-lived thread's node
+/// is small), its later ones the batch size; a new thread starts small
+/// again, also on a record another thread used (and with a node the
+/// barrier recycled). A batch seals when the `defer` that fills it returns.
+#[test]
+fn a_threads_first_batch_is_small_and_its_later_ones_full() {
+    let d = Domain::builder()
+        .batch_size(100)
+        .flush_latency(Duration::from_secs(600))
+        .build();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let defer = |n: usize| {
+        for _ in 0..n {
+            let ran = ran.clone();
+            d.defer(move || {
+                ran.fetch_add(1, Ordering::Relaxed);
+            });
+        }
+    };
+    let sealed = || d.stats().batches;
+    for round in 0..3 {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let before = sealed();
+                defer(31);
+                assert_eq!(sealed(), before, "round {round}: 31 leave the first batch open");
+                defer(1);
+                assert_eq!(sealed(), before + 1, "round {round}: the 32nd fills and seals it");
+                defer(99);
+                assert_eq!(sealed(), before + 1, "round {round}: the second takes 100");
+                defer(1);
+                assert_eq!(sealed(), before + 2, "round {round}: the 100th seals it");
+            });
+        });
+    }
+    d.barrier();
+    assert_eq!(ran.load(Ordering::Relaxed), 3 * 132);
 }
