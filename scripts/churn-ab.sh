@@ -3,8 +3,9 @@
 # the one at git revision REV, each run as a whole process, interleaved
 # (the order alternating from round to round), and the median of the
 # per-round time ratios with its quartiles, plus wall, user and system time
-# per thread (getrusage of each child). For a change to exitq: does the
-# whole process get faster, and where (user or system time)?
+# per thread, peak RSS and minor page faults (each child's own rusage,
+# wait4). For a change to exitq: does the whole process get faster, and
+# where (user or system time, memory)?
 #
 #   scripts/churn-ab.sh REV [-n ROUNDS] [--impl IMPL] [--stacks std|recycled] [--peer IMPL]
 #
@@ -45,7 +46,7 @@ old=$old_target/release/examples/churn
 new=$PWD/target/release/examples/churn
 echo "churn-ab: $rounds rounds, $impl --stacks $stacks, $short against the checkout$([ -n "$peer" ] && echo ", $peer beside") ($(date -u +%FT%TZ), load $(cut -d' ' -f1 /proc/loadavg))"
 python3 - "$rounds" "$stacks" "$short" "$old" "$impl" "checkout" "$new" "$impl" ${peer:+"$peer" "$new" "$peer"} <<'PY'
-import resource, statistics as st, subprocess, sys, time
+import os, statistics as st, sys, tempfile, time
 rounds, stacks = int(sys.argv[1]), sys.argv[2]
 a = sys.argv[3:]
 progs = [(a[i], a[i + 1], a[i + 2]) for i in range(0, len(a), 3)]
@@ -54,19 +55,26 @@ label = lambda name, impl: name if name == impl else f"{name} {impl}"
 for r in range(rounds):
     order = progs if r % 2 == 0 else list(reversed(progs))
     for name, binary, impl in order:
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        rd, wr = os.pipe()
+        errf = tempfile.TemporaryFile()
         t0 = time.perf_counter()
-        out = subprocess.run([binary, impl, "--stacks", stacks], capture_output=True, text=True)
+        pid = os.posix_spawn(binary, [binary, impl, "--stacks", stacks], os.environ,
+                             file_actions=[(os.POSIX_SPAWN_DUP2, wr, 1), (os.POSIX_SPAWN_DUP2, errf.fileno(), 2),
+                                           (os.POSIX_SPAWN_CLOSE, rd)])
+        os.close(wr)
+        with os.fdopen(rd) as f:
+            stdout = f.read()
+        _, status, ru = os.wait4(pid, 0)
         t1 = time.perf_counter()
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        if out.returncode != 0:
-            sys.exit(f"churn-ab: {name} ({impl}) failed: {out.stderr.strip()}")
-        threads = int(out.stdout.split()[1])
-        rows[name].append((t1 - t0, after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime, threads))
-print(f"{'program':>16} {'wall ms':>9} {'us/thread: wall':>16} {'user':>6} {'sys':>6}   (medians)")
+        if os.waitstatus_to_exitcode(status) != 0:
+            errf.seek(0)
+            sys.exit(f"churn-ab: {name} ({impl}) failed: {errf.read().decode().strip()}")
+        threads = int(stdout.split()[1])
+        rows[name].append((t1 - t0, ru.ru_utime, ru.ru_stime, threads, ru.ru_maxrss / 1024, ru.ru_minflt))
+print(f"{'program':>16} {'wall ms':>9} {'us/thread: wall':>16} {'user':>6} {'sys':>6} {'peak RSS MB':>12} {'minor faults':>13}   (medians)")
 for name, _, impl in progs:
-    w, u, s, n = (st.median(x[i] for x in rows[name]) for i in range(4))
-    print(f"{label(name, impl):>16} {w * 1e3:9.1f} {w / n * 1e6:16.2f} {u / n * 1e6:6.2f} {s / n * 1e6:6.2f}")
+    w, u, s, n, rss, flt = (st.median(x[i] for x in rows[name]) for i in range(6))
+    print(f"{label(name, impl):>16} {w * 1e3:9.1f} {w / n * 1e6:16.2f} {u / n * 1e6:6.2f} {s / n * 1e6:6.2f} {rss:12.1f} {flt:13.0f}")
 for i, (first, _, fimpl) in enumerate(progs):
     for name, _, impl in progs[i + 1:]:
         q = sorted(b[0] / x[0] for b, x in zip(rows[first], rows[name]))
