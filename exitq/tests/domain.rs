@@ -529,9 +529,17 @@ fn a_threads_first_batch_is_small_and_its_later_ones_full() {
             s.spawn(|| {
                 let before = sealed();
                 defer(31);
-                assert_eq!(sealed(), before, "round {round}: 31 leave the first batch open");
+                assert_eq!(
+                    sealed(),
+                    before,
+                    "round {round}: 31 leave the first batch open"
+                );
                 defer(1);
-                assert_eq!(sealed(), before + 1, "round {round}: the 32nd fills and seals it");
+                assert_eq!(
+                    sealed(),
+                    before + 1,
+                    "round {round}: the 32nd fills and seals it"
+                );
                 defer(99);
                 assert_eq!(sealed(), before + 1, "round {round}: the second takes 100");
                 defer(1);
