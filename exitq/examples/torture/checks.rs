@@ -53,11 +53,29 @@ pub(crate) fn watchdog(start: Instant, limit: Duration, qsbr: bool) {
                     limit,
                     start.elapsed()
                 );
-                std::process::exit(1);
+                hang_exit();
             }
         }
         last = now;
     }
+}
+
+/// Ends a run that hangs: every thread's stack first (`gdb`, attached to
+/// this process, when it is on the PATH: which thread waits for what is
+/// the first question a hang asks), then exit status 1.
+pub(crate) fn hang_exit() -> ! {
+    let pid = std::process::id().to_string();
+    let dumped = std::process::Command::new("gdb")
+        .args(["-p", &pid, "-batch", "-nx", "-ex", "thread apply all bt 40"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::from(std::io::stderr()))
+        .status();
+    match dumped {
+        Ok(status) if status.success() => {}
+        Ok(status) => eprintln!("torture: gdb could not dump the threads' stacks ({status})"),
+        Err(e) => eprintln!("torture: no thread stacks: gdb not run ({e})"),
+    }
+    std::process::exit(1)
 }
 
 /// After every role stopped: each domain's counted callbacks all ran once,

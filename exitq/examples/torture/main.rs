@@ -297,7 +297,7 @@ fn stopped_within(roles: &[(&str, thread::JoinHandle<()>)], limit: Duration) {
     while let Some((name, _)) = roles.iter().find(|(_, h)| !h.is_finished()) {
         if since.elapsed() > limit {
             eprintln!("torture: FAILURE: a {name} thread did not stop within {limit:?}: a hang");
-            std::process::exit(1);
+            checks::hang_exit();
         }
         thread::sleep(Duration::from_millis(50));
     }
