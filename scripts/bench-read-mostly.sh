@@ -6,7 +6,7 @@
 # quiescent state per read) against arc-swap (load, and with its Cache),
 # crossbeam-epoch (registered LocalHandle) and seize.
 #
-#   scripts/bench-read-mostly.sh [-n ROUNDS] [--seconds S] [--readers "1 2"] [--write-gap US]
+#   scripts/bench-read-mostly.sh [-n ROUNDS] [--seconds S] [--readers "1 2"] [--write-gap US] [--layouts "0 32 64"]
 #
 # Defaults: 5 rounds of 2 s per process, 1 and 2 readers, the writer as
 # fast as it can; --write-gap paces it to one write per US microseconds,
@@ -16,12 +16,19 @@
 # Each process is timed whole: besides the rates over the timed phase,
 # "whole" rates divide the process's reads by its wall time (start-up,
 # thread creation and teardown included).
+# --layouts builds the benchmark once per loop alignment (bytes; 0: the
+# compiler's default, -C llvm-args=-align-loops=N otherwise, each in its own
+# target directory) and runs every round in each: a read loop of ~20
+# instructions moves by 20-50% with where its code lands alone, so a ratio
+# from one build is one draw of that; ratios are taken within a round and a
+# layout, and reported per layout and over all of them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=5
 secs=2
 readers="1 2"
 gap=0
+layouts=0
 while [[ $# -gt 0 ]]; do
     case "$1" in
         -n) [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]*$ ]] || { echo "bench-read-mostly: -n needs a positive count" >&2; exit 2; }
@@ -32,26 +39,41 @@ while [[ $# -gt 0 ]]; do
             readers=$2; shift 2 ;;
         --write-gap) [[ $# -ge 2 && "$2" =~ ^[0-9]+$ ]] || { echo "bench-read-mostly: --write-gap needs microseconds" >&2; exit 2; }
             gap=$2; shift 2 ;;
-        -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --layouts) [[ $# -ge 2 && "$2" =~ ^[0-9][0-9\ ]*$ ]] || { echo "bench-read-mostly: --layouts needs loop alignments in bytes like \"0 32 64\" (0: the default)" >&2; exit 2; }
+            layouts=$2; shift 2 ;;
+        -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench-read-mostly: unknown argument '$1' (try --help)" >&2; exit 2 ;;
     esac
 done
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-cargo build -q --release -p benches --example read_mostly
-bin=target/release/examples/read_mostly
+declare -A bins
+for l in $layouts; do
+    if [[ $l == 0 ]]; then
+        cargo build -q --release -p benches --example read_mostly
+        bins[$l]=target/release/examples/read_mostly
+    else
+        [[ $l =~ ^(1|2|4|8|16|32|64|128|256)$ ]] || { echo "bench-read-mostly: a loop alignment must be a power of two up to 256 (got $l)" >&2; exit 2; }
+        echo "bench-read-mostly: building with loops aligned to $l bytes (target/layout-$l)" >&2
+        RUSTFLAGS="${RUSTFLAGS:-} -C llvm-args=-align-loops=$l" CARGO_TARGET_DIR=target/layout-$l \
+            cargo build -q --release -p benches --example read_mostly
+        bins[$l]=target/layout-$l/release/examples/read_mostly
+    fi
+done
 names=(exitq exitq-qsbr arc-swap-cache arc-swap crossbeam seize)
-echo "bench-read-mostly: $rounds rounds of ${secs} s, readers: $readers, write gap ${gap} us ($(date -u +%FT%TZ), load $(cut -d' ' -f1 /proc/loadavg))" >&2
+echo "bench-read-mostly: $rounds rounds of ${secs} s, readers: $readers, write gap ${gap} us, loop alignments: $layouts ($(date -u +%FT%TZ), load $(cut -d' ' -f1 /proc/loadavg))" >&2
 : >"$out/rows"
 n=${#names[@]}
 for round in $(seq "$rounds"); do
     for r in $readers; do
-        for k in $(seq 0 $((n - 1))); do
-            i=$(( (k + round) % n ))
-            t0=$(date +%s.%N)
-            line=$($bin "${names[$i]}" "$r" "$secs" "$gap") || { echo "bench-read-mostly: ${names[$i]} failed" >&2; exit 1; }
-            t1=$(date +%s.%N)
-            echo "$round $line $t0 $t1" >>"$out/rows"
+        for l in $layouts; do
+            for k in $(seq 0 $((n - 1))); do
+                i=$(( (k + round) % n ))
+                t0=$(date +%s.%N)
+                line=$("${bins[$l]}" "${names[$i]}" "$r" "$secs" "$gap") || { echo "bench-read-mostly: ${names[$i]} failed" >&2; exit 1; }
+                t1=$(date +%s.%N)
+                echo "$round $l $line $t0 $t1" >>"$out/rows"
+            done
         done
     done
     echo "bench-read-mostly: round $round/$rounds done (load $(cut -d' ' -f1 /proc/loadavg))" >&2
@@ -59,28 +81,32 @@ done
 python3 - "$out/rows" <<'PY'
 import statistics, sys
 from collections import defaultdict
-t = defaultdict(dict)  # (round, readers) -> name -> (reads/s, writes/s, whole-process reads/s)
+t = defaultdict(dict)  # (round, readers, layout) -> name -> (reads/s, writes/s, whole-process reads/s)
 for line in open(sys.argv[1]):
-    rnd, name, readers, secs, reads, writes, n_reads, _, t0, t1 = line.split()
+    rnd, layout, name, readers, secs, reads, writes, n_reads, _, t0, t1 = line.split()
     wall = float(t1) - float(t0)
-    t[(int(rnd), int(readers))][name] = (float(reads), float(writes), float(n_reads) / wall)
+    t[(int(rnd), int(readers), int(layout))][name] = (float(reads), float(writes), float(n_reads) / wall)
 med = statistics.median
-readers = sorted({r for _, r in t})
+readers = sorted({r for _, r, _ in t})
+layouts = sorted({l for _, _, l in t})
 names = ["exitq", "exitq-qsbr", "arc-swap-cache", "arc-swap", "crossbeam", "seize"]
 ours = ["exitq", "exitq-qsbr"]
+def cells(r, l=None):
+    return [v for (_, x, y), v in sorted(t.items()) if x == r and l in (None, y)]
 print(f"{'readers':>7} {'impl':>15} {'reads M/s':>10} {'whole M/s':>10} {'writes M/s':>11}  (medians)")
 for r in readers:
-    rows = [v for (k, x), v in sorted(t.items()) if x == r]
+    rows = cells(r)
     for n in names:
         print(f"{r:>7} {n:>15} {med([v[n][0] for v in rows]) / 1e6:>10.1f} "
               f"{med([v[n][2] for v in rows]) / 1e6:>10.1f} {med([v[n][1] for v in rows]) / 1e6:>11.2f}")
 print()
-print(f"{'readers':>7} {'ratio (per round, median)':46} {'median':>7} {'range':>12}  target")
+scope = "per round" if len(layouts) == 1 else "per round and layout"
+print(f"{'readers':>7} {'ratio (' + scope + ', median)':46} {'median':>7} {'range':>12}  target")
 def ratio(r, rows, a, b, k, what, target):
     xs = [v[a][k] / v[b][k] for v in rows]
     print(f"{r:>7} {a + ' ' + what + ' / ' + b:46} {med(xs):>7.2f} {min(xs):.2f}-{max(xs):.2f}  {target}")
 for r in readers:
-    rows = [v for (k, x), v in sorted(t.items()) if x == r]
+    rows = cells(r)
     for a in ours:
         for b in names[2:]:
             ratio(r, rows, a, b, 0, "reads", ">= 1" if b == "arc-swap-cache" else "")
@@ -88,4 +114,14 @@ for r in readers:
     for a in ours:
         for b in names[2:]:
             ratio(r, rows, a, b, 1, "writes", ">= 1" if b == "crossbeam" else "")
+if len(layouts) > 1:
+    print()
+    print(f"{'readers':>7} {'layout':>6} {'reads / arc-swap-cache (per round, median)':46} {'median':>7} {'range':>12}")
+    for r in readers:
+        for l in layouts:
+            rows = cells(r, l)
+            for a in ours + ["arc-swap-cache"]:
+                xs = [v[a][0] / v["arc-swap-cache"][0] for v in rows]
+                label = f"{a} ({med([v[a][0] for v in rows]) / 1e6:.0f} M/s)"
+                print(f"{r:>7} {l if l else 'dflt':>6} {label:46} {med(xs):>7.2f} {min(xs):.2f}-{max(xs):.2f}")
 PY
