@@ -108,11 +108,11 @@ def ratio(r, rows, a, b, k, what, target):
 for r in readers:
     rows = cells(r)
     for a in ours:
-        for b in names[2:]:
+        for b in names[len(ours):]:
             ratio(r, rows, a, b, 0, "reads", ">= 1" if b == "arc-swap-cache" else "")
         ratio(r, rows, a, "arc-swap-cache", 2, "whole", ">= 1")
     for a in ours:
-        for b in names[2:]:
+        for b in names[len(ours):]:
             ratio(r, rows, a, b, 1, "writes", ">= 1" if b == "crossbeam" else "")
 if len(layouts) > 1:
     print()
