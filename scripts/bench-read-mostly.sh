@@ -41,9 +41,12 @@ while [[ $# -gt 0 ]]; do
             gap=$2; shift 2 ;;
         --layouts) [[ $# -ge 2 && "$2" =~ ^[0-9][0-9\ ]*$ ]] || { echo "bench-read-mostly: --layouts needs loop alignments in bytes like \"0 32 64\" (0: the default)" >&2; exit 2; }
             layouts=$2; shift 2 ;;
-        -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench-read-mostly: unknown argument '$1' (try --help)" >&2; exit 2 ;;
     esac
+done
+for l in $layouts; do
+    [[ $l =~ ^(0|1|2|4|8|16|32|64|128|256)$ ]] || { echo "bench-read-mostly: a loop alignment is 0 (the default) or a power of two up to 256 (got $l)" >&2; exit 2; }
 done
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -53,7 +56,6 @@ for l in $layouts; do
         cargo build -q --release -p benches --example read_mostly
         bins[$l]=target/release/examples/read_mostly
     else
-        [[ $l =~ ^(1|2|4|8|16|32|64|128|256)$ ]] || { echo "bench-read-mostly: a loop alignment must be a power of two up to 256 (got $l)" >&2; exit 2; }
         echo "bench-read-mostly: building with loops aligned to $l bytes (target/layout-$l)" >&2
         RUSTFLAGS="${RUSTFLAGS:-} -C llvm-args=-align-loops=$l" CARGO_TARGET_DIR=target/layout-$l \
             cargo build -q --release -p benches --example read_mostly
