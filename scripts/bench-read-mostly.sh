@@ -19,7 +19,7 @@
 # --layouts builds the benchmark once per loop alignment (bytes; 0: the
 # compiler's default, -C llvm-args=-align-loops=N otherwise, each in its own
 # target directory) and runs every round in each: a read loop of ~20
-# instructions moves by 20-50% with where its code lands alone, so a ratio
+# instructions moves by 15-30% with where its code lands alone, so a ratio
 # from one build is one draw of that; ratios are taken within a round and a
 # layout, and reported per layout and over all of them.
 set -euo pipefail
