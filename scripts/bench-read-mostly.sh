@@ -45,6 +45,8 @@ while [[ $# -gt 0 ]]; do
         *) echo "bench-read-mostly: unknown argument '$1' (try --help)" >&2; exit 2 ;;
     esac
 done
+read -ra wanted <<<"$layouts"
+layouts=$(printf '%s\n' "${wanted[@]}" | sort -un | xargs)
 for l in $layouts; do
     [[ $l =~ ^(0|1|2|4|8|16|32|64|128|256)$ ]] || { echo "bench-read-mostly: a loop alignment is 0 (the default) or a power of two up to 256 (got $l)" >&2; exit 2; }
 done
