@@ -72,6 +72,7 @@ use crate::backoff::{nap, WaitBackoff};
 use crate::cancel::NoCancel;
 use crate::config::{HeldBy, Stall, StallHandler};
 use crate::expedite::Fences;
+use crate::look::{Look, Seen};
 use crate::record::{Kind, Record, Registry, NEST_BITS, NEST_MASK};
 use crate::stats::Counters;
 use crate::sync::{self, AtomicBool, AtomicU64, Ordering};
@@ -88,38 +89,6 @@ use crate::sync::{self, AtomicBool, AtomicU64, Ordering};
 /// flight (about 17 per grace period per thread, 1 MB) still within the
 /// L2 and L3 caches.
 const IDLE_POLLS: u32 = 16;
-
-/// How long the reclaimer lets a grace period that polls started, and
-/// nobody leads, go without completing before it leads it
-/// ([`GracePeriods::stalled`]). Longer than a time slice of a preempted
-/// reader on a busy machine, so that in steady state the polls complete
-/// every grace period; short enough that the section of a guard leaked by
-/// an exited thread ends within milliseconds, as the crate docs promise.
-const UNLED: Duration = Duration::from_millis(10);
-
-/// What the reclaimer saw at its looks ([`GracePeriods::stalled`]).
-pub(crate) struct Look {
-    /// The threads' polls at the start of the current look, and when it
-    /// started.
-    polls: u64,
-    since: Instant,
-    /// The unled grace period seen in progress (0: none yet), and since
-    /// when.
-    unled: u64,
-    unled_since: Instant,
-}
-
-impl Look {
-    pub(crate) fn new() -> Look {
-        let now = Instant::now();
-        Look {
-            polls: 0,
-            since: now,
-            unled: 0,
-            unled_since: now,
-        }
-    }
-}
 
 /// The epoch word of grace period `g` (what readers copy): epoch `g + 1`
 /// above a nesting count of 1. 48 bits of epoch do not wrap in practice
@@ -343,42 +312,20 @@ impl GracePeriods {
     }
 
     /// Whether a grace period is asked for and nobody drives it, or only
-    /// polls drive it and it is stuck:
-    ///
-    /// * none completed for `lag`, and no thread polled during a look of
-    ///   at least `lag` (the look's poll count and start in `look`; a new
-    ///   look starts when the last one saw polls). While threads poll,
-    ///   they make the progress that can be made (a reader preempted
-    ///   inside its section holds every grace period alike), and a
-    ///   reclaimer that led one would only take a CPU from them and wait
-    ///   for the reader it preempted;
-    /// * or one grace period, published and led by nobody (a poll started
-    ///   it), was seen in progress for [`UNLED`] (at least `lag`): polls
-    ///   only check the readers, and the leader's other duties (ending
-    ///   the sections that exited threads leaked, reporting stalls) fall
-    ///   to whoever leads. Before, a producer that sealed inside its read
-    ///   sections polled often enough that the reclaimer never led: a
-    ///   leaked section held every grace period, and a stuck reader was
-    ///   never reported, for as long as it produced (`tests/red2.rs`).
+    /// polls drive it and it is stuck: one look of the reclaimer's at the
+    /// state (`look.rs` says when each case holds and why).
     pub(crate) fn stalled(&self, lag: Duration, look: &mut Look) -> bool {
         if !self.wanted() {
             return false;
         }
         let st = self.lock();
-        if st.started > st.completed && st.published && !st.leading {
-            if look.unled != st.started {
-                look.unled = st.started;
-                look.unled_since = Instant::now();
-            } else if look.unled_since.elapsed() >= UNLED.max(lag) {
-                return true;
-            }
-        }
-        if st.polls != look.polls {
-            look.polls = st.polls;
-            look.since = Instant::now();
-            return false;
-        }
-        look.since.elapsed() >= lag && st.completed_at.elapsed() >= lag
+        let seen = Seen {
+            polls: st.polls,
+            completed_at: st.completed_at,
+            unled: (st.started > st.completed && st.published && !st.leading).then_some(st.started),
+        };
+        drop(st);
+        look.stalled(Instant::now(), seen, lag)
     }
 
     /// The delay before a normal grace period's first check of the readers.

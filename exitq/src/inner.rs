@@ -259,6 +259,7 @@ impl Inner {
             exits_run: get(&c.exits_run),
             exits_armed: self.armed_exits.load(Ordering::Relaxed) as u64,
             stalls: get(&c.stalls),
+            takeovers: get(&c.takeovers),
             passes: get(&c.passes),
             stolen_batches: get(&c.stolen_batches),
             backlog_waits: get(&c.backlog_waits),

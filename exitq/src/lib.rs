@@ -413,6 +413,7 @@ mod handshake;
 mod inner;
 mod llist;
 mod local;
+mod look;
 #[cfg(feature = "pool")]
 pub mod pool;
 mod prefetch;

@@ -3,13 +3,14 @@
 //! It drives grace periods and runs what no live thread will:
 //!
 //! * grace periods that threads wait for and nobody drives
-//!   ([`GracePeriods::stalled`](crate::grace::GracePeriods::stalled): none
-//!   completed for a millisecond and no thread polled meanwhile; while
-//!   threads seal batches they drive their own, `GracePeriods::poll`; or
-//!   one that polls started has gone unled for 10 ms: polls do not end
-//!   leaked sections nor report stalls), then
-//!   back to back while asked for: the threads then run their own ready
-//!   batches;
+//!   ([`GracePeriods::stalled`](crate::grace::GracePeriods::stalled),
+//!   judged by `look.rs`: none completed and no thread polled for a
+//!   millisecond, or for 10 ms while threads poll at a cadence, since
+//!   each seal polls and drives its own; or one that polls started has
+//!   gone unled for 10 ms: polls do not end leaked sections nor report
+//!   stalls), then back to back while asked for: the threads then run
+//!   their own ready batches. Each is counted in
+//!   [`DomainStats::takeovers`](crate::DomainStats::takeovers);
 //! * reclaim passes over the domain's queue (batches and hooks of exited
 //!   threads, stolen and offloaded batches), **batched in time**: at most
 //!   one pass per [`exit_poll`](crate::DomainBuilder::exit_poll) (10 ms by
@@ -30,9 +31,12 @@
 //!   threads hold batches (the next idle steal), work is queued (the next
 //!   pass), exit hooks are armed (their threads' exits cannot wake it), or
 //!   it was busy within the last two polls. The timeout is the time to the
-//!   next thing due, and one first-check delay while grace periods were
-//!   asked for in the last millisecond (a steady producer's next request
-//!   is then served without any wake-up);
+//!   next thing due, the next look that could find a grace period asked
+//!   for abandoned (`look.rs`: 10 ms on while threads drive them, so a
+//!   writer that seals every few milliseconds does not wake it every
+//!   millisecond), and one first-check delay while it ran grace periods
+//!   itself in the last millisecond (a steady producer's next request is
+//!   then served without any wake-up);
 //! * **without one** (`PARKED`) once nothing is left to watch and it was
 //!   idle for two polls: so a herd of threads that come and go, or a
 //!   producer that pauses, does not make it park and be woken over and
@@ -50,10 +54,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::config::Callbacks;
-use crate::grace::Look;
 use crate::inner::{Inner, AWAKE, PARKED, POLLING};
 use crate::local;
+use crate::look::Look;
 use crate::reclaim::{self, Steal};
+use crate::stats::Counters;
 use crate::sync::Ordering;
 use crate::thread as this_thread;
 
@@ -94,7 +99,7 @@ pub(crate) fn run(inner: Arc<Inner>) {
         pass: None,
         busy: now,
         gp: None,
-        polls: Look::new(),
+        polls: Look::new(now),
     };
     loop {
         // Acquire: pairs with shutdown's store (its steals happen-before
@@ -114,6 +119,7 @@ pub(crate) fn run(inner: Arc<Inner>) {
             // left it unled for long (a leaked section to end, a stall to
             // report: a leader's duties).
             inner.gp.synchronize(&inner.registry, &inner.stats, false);
+            Counters::add(&inner.stats.takeovers, 1);
             at.gp = Some(Instant::now());
             did += 1;
         }
@@ -209,8 +215,9 @@ fn sleep(inner: &Inner, at: &mut Clocks, gap: Duration) {
                 t = t.min(gap.saturating_sub(since));
             }
             if wanted {
-                // The next look at whether the threads still drive it.
-                t = t.min(lag(inner));
+                // The next look that could find the threads stopped
+                // driving it (`look.rs`).
+                t = t.min(at.polls.next(Instant::now(), lag(inner)));
             }
             if at.gp.is_some_and(|g| g.elapsed() < GP_ACTIVE) {
                 t = t.min(inner.gp.first_check_delay());

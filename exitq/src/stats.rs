@@ -35,6 +35,13 @@ pub struct DomainStats {
     pub exits_armed: u64,
     /// Readers reported for stalling a grace period.
     pub stalls: u64,
+    /// Grace periods the reclaimer thread led because the threads waiting
+    /// for them had stopped driving them (no poll for a millisecond, or
+    /// for 10 ms while they polled at a cadence; or one a poll started
+    /// went unled for 10 ms). A steady producer drives its own; a count
+    /// that grows with its seals means the reclaimer takes the grace
+    /// periods, and their membarrier(2) calls, over.
+    pub takeovers: u64,
     /// Reclaim passes (take the domain's queue, one grace period, run) that
     /// found work.
     pub passes: u64,
@@ -70,6 +77,7 @@ pub(crate) struct Counters {
     pub(crate) max_batch: AtomicU64,
     pub(crate) exits_run: AtomicU64,
     pub(crate) stalls: AtomicU64,
+    pub(crate) takeovers: AtomicU64,
     pub(crate) passes: AtomicU64,
     pub(crate) stolen_batches: AtomicU64,
     pub(crate) backlog_waits: AtomicU64,

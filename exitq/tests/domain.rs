@@ -100,6 +100,39 @@ fn idle_thread_batch_is_published_after_flush_latency() {
     assert_eq!(ran.load(Ordering::Relaxed), 1, "{:?}", d.stats());
 }
 
+#[test]
+fn a_grace_period_nobody_drives_is_taken_over_by_the_reclaimer_and_counted() {
+    // Batches sealed, then the thread stops: no more polls, no idle steal
+    // (an hour's flush latency), no exit. Only the reclaimer's takeover
+    // can complete the grace period the batches wait for.
+    let d = Domain::builder()
+        .batch_size(8)
+        .flush_latency(Duration::from_secs(3600))
+        .build();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let mut n = 0;
+    while d.stats().batches < 2 {
+        let r = ran.clone();
+        d.defer(move || {
+            r.fetch_add(1, Ordering::Relaxed);
+        });
+        n += 1;
+    }
+    let before = d.stats();
+    assert_eq!(before.takeovers, 0, "{before:?}");
+    for _ in 0..60_000 {
+        if d.stats().takeovers > 0 {
+            break;
+        }
+        thread::sleep(Duration::from_millis(1));
+    }
+    let s = d.stats();
+    assert!(s.takeovers >= 1 && s.grace_periods >= 1, "{s:?}");
+    // The thread runs its batches once it comes back; all exactly once.
+    d.barrier();
+    assert_eq!(ran.load(Ordering::Relaxed), n, "{:?}", d.stats());
+}
+
 /// Defers `n` counted callbacks on a new thread (inside a `Reader`
 /// section when `in_reader`), which then stays alive and idle (no flush,
 /// no exit hook, no more defers) until every callback ran without help, or
