@@ -242,10 +242,13 @@
 //! * **Progress.** Grace periods advance whenever a thread that waits for
 //!   one runs: a thread whose sealed batches wait drives them at its seals
 //!   (checks the readers once, or starts one) without blocking, and the
-//!   reclaimer runs one when none completed for a millisecond and no thread
-//!   polled meanwhile, so neither a reclaimer starved of CPU nor a thread
-//!   that stopped deferring stops reclamation; and it leads one that polls
-//!   left unfinished for 10 ms (ending leaked sections, reporting stalls).
+//!   reclaimer runs one when none completed and no thread polled for a
+//!   millisecond (10 ms while threads poll at a cadence: a writer that
+//!   seals every few milliseconds keeps its own), so neither a reclaimer
+//!   starved of CPU nor a thread that stopped deferring stops reclamation;
+//!   and it leads one that polls left unfinished for 10 ms (ending leaked
+//!   sections, reporting stalls). [`DomainStats::takeovers`] counts the
+//!   grace periods it took over.
 //! * **Bounded memory.** At most `backlog_limit` sealed callbacks wait: a
 //!   thread past the limit waits for its oldest batch's grace period and
 //!   runs it, or helps with the domain's queue (except inside a read guard
