@@ -75,6 +75,7 @@ use crate::expedite::Fences;
 use crate::look::{Look, Seen};
 use crate::record::{Kind, Record, Registry, NEST_BITS, NEST_MASK};
 use crate::stats::Counters;
+use crate::stuck;
 use crate::sync::{self, AtomicBool, AtomicU64, Ordering};
 
 /// Polls (seals) that find no grace period running, while one is asked
@@ -535,7 +536,8 @@ impl GracePeriods {
     /// readers once and completes it if they are all past it; if none
     /// runs and someone waits for one, starts one at the `IDLE_POLLS`th
     /// such poll (one heavy barrier for the batches of a few seals) and
-    /// checks once.
+    /// checks once. A thread whose polls keep finding one grace period
+    /// held yields its CPU now and then (`stuck.rs`).
     /// So grace periods progress as
     /// fast as the threads that need them seal batches, with no thread in
     /// between, as crossbeam-epoch's collect-on-pin and sdd's guards
@@ -575,6 +577,11 @@ impl GracePeriods {
         drop(st);
         scan_fence();
         if registry.iter().any(|r| holds_grace_period(&r.ctr, g)) {
+            // A reader preempted in its section, most likely: after a few
+            // such polls give it the CPU (`stuck.rs`).
+            if stuck::held(g) {
+                Counters::add(&stats.poll_yields, 1);
+            }
             return false; // the leader, or a later poll, finishes it
         }
         let mut st = self.lock();

@@ -260,6 +260,7 @@ impl Inner {
             exits_armed: self.armed_exits.load(Ordering::Relaxed) as u64,
             stalls: get(&c.stalls),
             takeovers: get(&c.takeovers),
+            poll_yields: get(&c.poll_yields),
             passes: get(&c.passes),
             stolen_batches: get(&c.stolen_batches),
             backlog_waits: get(&c.backlog_waits),

@@ -430,6 +430,7 @@ mod run;
 pub mod stacks;
 mod stall;
 mod stats;
+mod stuck;
 mod sync;
 mod thread;
 

@@ -42,6 +42,11 @@ pub struct DomainStats {
     /// that grows with its seals means the reclaimer takes the grace
     /// periods, and their membarrier(2) calls, over.
     pub takeovers: u64,
+    /// Times a thread's poll gave its CPU away (`sched_yield`) after
+    /// finding the same grace period held at 16 of its seals in a row: a
+    /// reader preempted inside its section, most likely, where threads
+    /// outnumber CPUs.
+    pub poll_yields: u64,
     /// Reclaim passes (take the domain's queue, one grace period, run) that
     /// found work.
     pub passes: u64,
@@ -78,6 +83,7 @@ pub(crate) struct Counters {
     pub(crate) exits_run: AtomicU64,
     pub(crate) stalls: AtomicU64,
     pub(crate) takeovers: AtomicU64,
+    pub(crate) poll_yields: AtomicU64,
     pub(crate) passes: AtomicU64,
     pub(crate) stolen_batches: AtomicU64,
     pub(crate) backlog_waits: AtomicU64,

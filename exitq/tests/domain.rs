@@ -133,6 +133,41 @@ fn a_grace_period_nobody_drives_is_taken_over_by_the_reclaimer_and_counted() {
     assert_eq!(ran.load(Ordering::Relaxed), n, "{:?}", d.stats());
 }
 
+#[test]
+fn a_producer_whose_polls_find_a_grace_period_held_yields_and_counts_it() {
+    let d = Domain::builder().batch_size(8).build();
+    // A reader inside its section holds every grace period from now on.
+    let (inside_tx, inside_rx) = std::sync::mpsc::channel::<()>();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let holder = {
+        let d = d.clone();
+        thread::spawn(move || {
+            let _guard = d.read();
+            inside_tx.send(()).unwrap();
+            release_rx.recv().unwrap();
+        })
+    };
+    inside_rx.recv().unwrap();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let mut n = 0;
+    // Each seal polls; once a grace period runs, every poll finds it held
+    // by the reader, and every 16th in a row yields.
+    while d.stats().poll_yields == 0 && n < 1_000_000 {
+        let r = ran.clone();
+        d.defer(move || {
+            r.fetch_add(1, Ordering::Relaxed);
+        });
+        n += 1;
+    }
+    let s = d.stats();
+    release_tx.send(()).unwrap();
+    holder.join().unwrap();
+    assert!(s.poll_yields >= 1, "{n} callbacks deferred: {s:?}");
+    assert_eq!(s.callbacks_run, 0, "ran while a prior reader read: {s:?}");
+    d.barrier();
+    assert_eq!(ran.load(Ordering::Relaxed), n, "{:?}", d.stats());
+}
+
 /// Defers `n` counted callbacks on a new thread (inside a `Reader`
 /// section when `in_reader`), which then stays alive and idle (no flush,
 /// no exit hook, no more defers) until every callback ran without help, or
