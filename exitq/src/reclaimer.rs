@@ -28,7 +28,11 @@
 //! so neither its sleeps nor its wake-ups are futex calls):
 //!
 //! * **with a timeout** (`POLLING`) while it has something to watch:
-//!   threads hold batches (the next idle steal), work is queued (the next
+//!   threads hold batches (the next idle steal, and at most 10 ms
+//!   whatever the flush latency: their grace-period requests do not wake
+//!   a polling reclaimer, and one asked for just before it slept must be
+//!   looked at; before, with a flush latency of an hour a thread that
+//!   sealed and stopped waited up to an hour), work is queued (the next
 //!   pass), exit hooks are armed (their threads' exits cannot wake it), or
 //!   it was busy within the last two polls. The timeout is the time to the
 //!   next thing due, the next look that could find a grace period asked
@@ -56,7 +60,7 @@ use std::time::{Duration, Instant};
 use crate::config::Callbacks;
 use crate::inner::{Inner, AWAKE, PARKED, POLLING};
 use crate::local;
-use crate::look::Look;
+use crate::look::{self, Look};
 use crate::reclaim::{self, Steal};
 use crate::stats::Counters;
 use crate::sync::Ordering;
@@ -208,7 +212,14 @@ fn sleep(inner: &Inner, at: &mut Clocks, gap: Duration) {
             };
             // Relaxed: hints for the timeout.
             if inner.held.load(Ordering::Relaxed) > 0 {
-                t = t.min(flush.saturating_sub(at.steal.elapsed()));
+                // The next idle steal; and at most `DRIVEN` in any case:
+                // the threads holding batches ask for grace periods
+                // without waking a polling reclaimer (`local.rs`), and one
+                // that stopped sealing has its grace period taken over
+                // within `DRIVEN` of this look, whatever the flush latency.
+                t = t
+                    .min(flush.saturating_sub(at.steal.elapsed()))
+                    .min(look::DRIVEN);
             }
             if queued {
                 let since = at.pass.map_or(gap, |p| p.elapsed());

@@ -104,13 +104,21 @@ fn idle_thread_batch_is_published_after_flush_latency() {
 fn a_grace_period_nobody_drives_is_taken_over_by_the_reclaimer_and_counted() {
     // Batches sealed, then the thread stops: no more polls, no idle steal
     // (an hour's flush latency), no exit. Only the reclaimer's takeover
-    // can complete the grace period the batches wait for.
+    // can complete the grace period the batches wait for, within 10 ms of
+    // its next look whatever the flush latency.
     let d = Domain::builder()
         .batch_size(8)
         .flush_latency(Duration::from_secs(3600))
         .build();
     let ran = Arc::new(AtomicUsize::new(0));
-    let mut n = 0;
+    let r = ran.clone();
+    d.defer(move || {
+        r.fetch_add(1, Ordering::Relaxed);
+    });
+    let mut n = 1;
+    // The reclaimer now sleeps watching the open batch, with the flush
+    // latency as its timeout: the requests below do not wake it.
+    thread::sleep(Duration::from_millis(100));
     while d.stats().batches < 2 {
         let r = ran.clone();
         d.defer(move || {
