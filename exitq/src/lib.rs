@@ -248,7 +248,10 @@
 //!   starved of CPU nor a thread that stopped deferring stops reclamation;
 //!   and it leads one that polls left unfinished for 10 ms (ending leaked
 //!   sections, reporting stalls). [`DomainStats::takeovers`] counts the
-//!   grace periods it took over.
+//!   grace periods it took over. A thread whose polls find one grace
+//!   period held at 16 of its seals in a row yields its CPU, so that a
+//!   reader preempted inside its section runs again
+//!   ([`DomainStats::poll_yields`]).
 //! * **Bounded memory.** At most `backlog_limit` sealed callbacks wait: a
 //!   thread past the limit waits for its oldest batch's grace period and
 //!   runs it, or helps with the domain's queue (except inside a read guard
