@@ -151,6 +151,16 @@ mod tests {
         Duration::from_micros(n)
     }
 
+    /// What a look sees with `polls` polls, nothing completed since `t0`
+    /// and no unled grace period.
+    fn polls_only(t0: Instant, polls: u64) -> Seen {
+        Seen {
+            polls,
+            completed_at: t0,
+            unled: None,
+        }
+    }
+
     /// Replays a run without a clock (times in µs): polls at 0 and every
     /// `poll_every` until `polls_until` (none at all if `None`), looks every
     /// `look_every` until `end`; returns when the stalls were found.
@@ -163,12 +173,7 @@ mod tests {
         while t < end {
             t += look_every;
             let polls = polls_until.map_or(0, |u| t.min(u) / poll_every + 1);
-            let seen = Seen {
-                polls,
-                completed_at: t0,
-                unled: None,
-            };
-            if look.stalled(t0 + us(t), seen, LAG) {
+            if look.stalled(t0 + us(t), polls_only(t0, polls), LAG) {
                 stalls.push(t);
             }
         }
@@ -207,11 +212,7 @@ mod tests {
     fn movement_after_a_long_silence_sets_no_cadence() {
         let t0 = Instant::now();
         let mut look = Look::new(t0);
-        let seen = |polls| Seen {
-            polls,
-            completed_at: t0,
-            unled: None,
-        };
+        let seen = |polls| polls_only(t0, polls);
         // A poll long ago, seen only now: judged by lag.
         assert!(!look.stalled(t0 + us(500_000), seen(1), LAG));
         assert_eq!(look.next(t0 + us(500_000), LAG), LAG);
@@ -266,11 +267,7 @@ mod tests {
     fn the_next_look_is_due_when_a_stall_could_be_found() {
         let t0 = Instant::now();
         let mut look = Look::new(t0);
-        let seen = |polls| Seen {
-            polls,
-            completed_at: t0,
-            unled: None,
-        };
+        let seen = |polls| polls_only(t0, polls);
         assert!(!look.stalled(t0 + us(1_000), seen(1), LAG));
         assert!(!look.stalled(t0 + us(3_000), seen(2), LAG));
         // Driven: the next judgement 10 ms after the last movement seen.
