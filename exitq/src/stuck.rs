@@ -13,8 +13,10 @@
 //! ends its section, and the grace period completes at the next poll.
 //!
 //! Measured (`docs/exitq.md`, "What was tried"): `defer_free exitq 4`
-//! (4 producers on 2 CPUs) 1.26x faster; neutral at 1 and 2 producers,
-//! where nothing runnable waits and `sched_yield` returns at once. The
+//! (4 producers on 2 CPUs) 1.15x faster than without (1.26x in a first
+//! one-binary comparison), 1.06x at 2 producers, neutral at 1 and on
+//! reads and churn, where nothing runnable waits and `sched_yield`
+//! returns at once. The
 //! cost is one syscall per [`STUCK_POLLS`] seals while a grace period is
 //! held, and only on a thread that seals batches: never on the exit path,
 //! never inside a reader's section other than the polling thread's own
