@@ -111,19 +111,13 @@ fn a_grace_period_nobody_drives_is_taken_over_by_the_reclaimer_and_counted() {
         .flush_latency(Duration::from_secs(3600))
         .build();
     let ran = Arc::new(AtomicUsize::new(0));
-    let r = ran.clone();
-    d.defer(move || {
-        r.fetch_add(1, Ordering::Relaxed);
-    });
+    defer_counted(&d, &ran);
     let mut n = 1;
     // The reclaimer now sleeps watching the open batch, with the flush
     // latency as its timeout: the requests below do not wake it.
     thread::sleep(Duration::from_millis(100));
     while d.stats().batches < 2 {
-        let r = ran.clone();
-        d.defer(move || {
-            r.fetch_add(1, Ordering::Relaxed);
-        });
+        defer_counted(&d, &ran);
         n += 1;
     }
     let before = d.stats();
@@ -161,10 +155,7 @@ fn a_producer_whose_polls_find_a_grace_period_held_yields_and_counts_it() {
     // Each seal polls; once a grace period runs, every poll finds it held
     // by the reader, and every 16th in a row yields.
     while d.stats().poll_yields == 0 && n < 1_000_000 {
-        let r = ran.clone();
-        d.defer(move || {
-            r.fetch_add(1, Ordering::Relaxed);
-        });
+        defer_counted(&d, &ran);
         n += 1;
     }
     let s = d.stats();
@@ -174,6 +165,14 @@ fn a_producer_whose_polls_find_a_grace_period_held_yields_and_counts_it() {
     assert_eq!(s.callbacks_run, 0, "ran while a prior reader read: {s:?}");
     d.barrier();
     assert_eq!(ran.load(Ordering::Relaxed), n, "{:?}", d.stats());
+}
+
+/// Defers one callback that counts itself in `ran`.
+fn defer_counted(d: &Domain, ran: &Arc<AtomicUsize>) {
+    let r = ran.clone();
+    d.defer(move || {
+        r.fetch_add(1, Ordering::Relaxed);
+    });
 }
 
 /// Defers `n` counted callbacks on a new thread (inside a `Reader`
