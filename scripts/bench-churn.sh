@@ -8,7 +8,10 @@
 # liburcu's call_rcu (urcu-memb) and no reclamation at all (Rust's and C's
 # floors): each timed as a plain process, and counted in a second run
 # under `perf stat` (the kernel's syscalls:sys_enter_futex and
-# lock:contention_begin events of all its threads).
+# lock:contention_begin events of all its threads). `held` is a second
+# floor: no reclamation, but each thread holds its 16 objects until it
+# has made them all and frees them itself, the allocations every retiring
+# scheme makes; every scheme is compared with it too (its deferral alone).
 #
 #   scripts/bench-churn.sh [-n ROUNDS] [--waves N] [--per-wave N] [--lag N] [--only "exitq none ..."] [--stacks std|recycled|both]
 #
@@ -46,7 +49,7 @@ while [[ $# -gt 0 ]]; do
         --only) [[ $# -ge 2 && -n "$2" ]] || { echo "bench-churn: --only needs program names" >&2; exit 2; }; only=$2; shift 2 ;;
         --stacks) [[ $# -ge 2 && ( "$2" == std || "$2" == recycled || "$2" == both ) ]] || { echo "bench-churn: --stacks needs 'std', 'recycled' or 'both'" >&2; exit 2; }
             stacks=$2; shift 2 ;;
-        -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench-churn: unknown argument '$1' (try --help)" >&2; exit 2 ;;
     esac
 done
@@ -59,8 +62,8 @@ trap 'rm -rf "$out"' EXIT
 cargo build -q --release -p benches --example churn
 gcc -O2 -pthread -o "$out/urcu_churn" benches/c/urcu_churn.c -lurcu-memb
 rust=target/release/examples/churn
-all_names=(exitq crossbeam seize sdd none urcu c-none)
-all_progs=("$rust exitq" "$rust crossbeam" "$rust seize" "$rust sdd" "$rust none" "$out/urcu_churn urcu" "$out/urcu_churn none")
+all_names=(exitq crossbeam seize sdd none held urcu c-none)
+all_progs=("$rust exitq" "$rust crossbeam" "$rust seize" "$rust sdd" "$rust none" "$rust held" "$out/urcu_churn urcu" "$out/urcu_churn none")
 names=()
 progs=()
 for w in $only; do
@@ -129,9 +132,9 @@ for line in open(path):
     t[int(r)][name] = (int(ns), int(fx), int(lk))
 rounds = [t[r] for r in sorted(t)]
 names = list(rounds[0])
-base_order = ["exitq", "crossbeam", "seize", "sdd", "urcu", "none", "c-none"]
+base_order = ["exitq", "crossbeam", "seize", "sdd", "urcu", "none", "held", "c-none"]
 order = [n for b in base_order for n in (b, b + "@pool") if n in names]
-floors = ("none", "c-none", "none@pool")
+floors = ("none", "c-none", "none@pool", "held", "held@pool")
 med = statistics.median
 def spread(xs):
     return f"{min(xs):.2f}-{max(xs):.2f}"
@@ -160,6 +163,11 @@ for n in order:
     d = [(v[n][1] - v[f][1]) / threads for v in rounds]
     target = "<= 0.01" if n == "exitq" else ""
     print(f"{n + ' futex/thread - ' + f + ' futex/thread':56} {med(d):>7.3f} {min(d):.3f}-{max(d):.3f}  {target}")
+for n in order:
+    h = "held@pool" if pooled(n) else "held"
+    if n in floors or h not in names or n == "urcu":
+        continue
+    ratio(n, h)
 for e in ("exitq", "exitq@pool"):
     if e not in names:
         continue

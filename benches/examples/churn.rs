@@ -25,6 +25,13 @@
 //!   was dropped;
 //! * `none`: no reclamation: the same threads free their objects at once.
 //!   The floor for the others.
+//! * `held`: no reclamation either, but each thread holds its 16 objects
+//!   until it has made them all, then frees them itself: the allocations
+//!   every retiring scheme makes (16 live objects on a fresh thread, whose
+//!   thread cache is empty), without handing them to anyone. `none` to
+//!   `held` is what retiring costs before any reclaimer runs; `held` to a
+//!   scheme is that scheme's deferral (the handover, the grace period, the
+//!   free on another thread).
 //!
 //! Prints `IMPL THREADS WALL_NS NS_PER_THREAD`; `EXITQ_STATS=1` also
 //! prints the domain's counters. `scripts/bench-churn.sh` runs every IMPL
@@ -93,6 +100,7 @@ enum Impl {
     Seize,
     Sdd,
     None,
+    Held,
 }
 
 struct Args {
@@ -124,9 +132,10 @@ fn parse(all: &[String]) -> Result<Args, String> {
         Some("seize") => Impl::Seize,
         Some("sdd") => Impl::Sdd,
         Some("none") => Impl::None,
+        Some("held") => Impl::Held,
         Some(other) => {
             return Err(format!(
-                "unknown IMPL '{other}' (exitq, crossbeam, seize, sdd, none)"
+                "unknown IMPL '{other}' (exitq, crossbeam, seize, sdd, none, held)"
             ))
         }
         None => return Err(USAGE.into()),
@@ -233,6 +242,18 @@ fn main() -> ExitCode {
                     for i in 0..PER_THREAD {
                         drop(black_box(Box::new(Node::new(s * PER_THREAD + i))));
                     }
+                }),
+            );
+            ok.map(|()| wait_all(expected, || ()))
+        }
+        Impl::Held => {
+            let ok = waves(
+                &a,
+                Arc::new(|s| {
+                    let held: [Box<Node>; PER_THREAD as usize] = std::array::from_fn(|i| {
+                        black_box(Box::new(Node::new(s * PER_THREAD + i as u64)))
+                    });
+                    drop(black_box(held));
                 }),
             );
             ok.map(|()| wait_all(expected, || ()))
