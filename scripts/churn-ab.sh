@@ -7,27 +7,28 @@
 # wait4). For a change to exitq: does the whole process get faster, and
 # where (user or system time, memory)?
 #
-#   scripts/churn-ab.sh REV [-n ROUNDS] [--impl IMPL] [--stacks std|recycled] [--peer IMPL]
+#   scripts/churn-ab.sh REV [-n ROUNDS] [--impl IMPL] [--stacks std|recycled] [--peer IMPL]...
 #
-# --peer adds a third program from the checkout's build (e.g. crossbeam)
-# in the same rounds. Builds REV in a temporary git worktree with its own
+# --peer (repeatable) adds a program from the checkout's build (e.g.
+# crossbeam, or the floors none and held) in the same rounds. Builds REV in a temporary git worktree with its own
 # target directory (target/churn-ab/REV), removed afterwards.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 usage() {
-    echo "usage: scripts/churn-ab.sh REV [-n ROUNDS] [--impl IMPL] [--stacks std|recycled] [--peer IMPL]" >&2
+    echo "usage: scripts/churn-ab.sh REV [-n ROUNDS] [--impl IMPL] [--stacks std|recycled] [--peer IMPL]..." >&2
     exit 2
 }
 [ $# -ge 1 ] || usage
 rev=$1
 shift
-rounds=21 impl=exitq stacks=recycled peer=
+rounds=21 impl=exitq stacks=recycled
+peers=()
 while [ $# -gt 0 ]; do
     case $1 in
     -n) rounds=${2:?}; shift 2 ;;
     --impl) impl=${2:?}; shift 2 ;;
     --stacks) stacks=${2:?}; shift 2 ;;
-    --peer) peer=${2:?}; shift 2 ;;
+    --peer) peers+=("${2:?}"); shift 2 ;;
     *) usage ;;
     esac
 done
@@ -44,8 +45,10 @@ echo "churn-ab: building $short and the checkout" >&2
 cargo build -q --release -p benches --example churn
 old=$old_target/release/examples/churn
 new=$PWD/target/release/examples/churn
-echo "churn-ab: $rounds rounds, $impl --stacks $stacks, $short against the checkout$([ -n "$peer" ] && echo ", $peer beside") ($(date -u +%FT%TZ), load $(cut -d' ' -f1 /proc/loadavg))"
-python3 - "$rounds" "$stacks" "$short" "$old" "$impl" "checkout" "$new" "$impl" ${peer:+"$peer" "$new" "$peer"} <<'PY'
+echo "churn-ab: $rounds rounds, $impl --stacks $stacks, $short against the checkout$([ ${#peers[@]} -gt 0 ] && echo ", ${peers[*]} beside") ($(date -u +%FT%TZ), load $(cut -d' ' -f1 /proc/loadavg))"
+extra=()
+for p in "${peers[@]}"; do extra+=("$p" "$new" "$p"); done
+python3 - "$rounds" "$stacks" "$short" "$old" "$impl" "checkout" "$new" "$impl" "${extra[@]}" <<'PY'
 import os, statistics as st, sys, tempfile, time
 rounds, stacks = int(sys.argv[1]), sys.argv[2]
 a = sys.argv[3:]

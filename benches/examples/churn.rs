@@ -205,6 +205,13 @@ fn waves(a: &Args, body: Arc<dyn Fn(u64) + Send + Sync>) -> Option<()> {
         }
     }
     alive.into_iter().for_each(join);
+    // The pool lives as long as the process, as a runtime's would. Dropped
+    // here, its reaper thread would unmap every stack in the background
+    // while the process goes on: for as long as the IMPL's wait for its
+    // callbacks lasts (exitq's `barrier` waits a grace period, others
+    // return at once and the kernel unmaps at exit), so each IMPL would
+    // pay a different share of the pool's shutdown, which is not churn.
+    std::mem::forget(spawner);
     Some(())
 }
 
