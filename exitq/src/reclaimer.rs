@@ -31,8 +31,7 @@
 //!   threads hold batches (the next idle steal, and at most 10 ms
 //!   whatever the flush latency: their grace-period requests do not wake
 //!   a polling reclaimer, and one asked for just before it slept must be
-//!   looked at; before, with a flush latency of an hour a thread that
-//!   sealed and stopped waited up to an hour), work is queued (the next
+//!   looked at within that), work is queued (the next
 //!   pass), exit hooks are armed (their threads' exits cannot wake it), or
 //!   it was busy within the last two polls. The timeout is the time to the
 //!   next thing due, the next look that could find a grace period asked
