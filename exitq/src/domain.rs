@@ -23,7 +23,7 @@ use crate::inner::{lock, Inner};
 use crate::local;
 use crate::reclaim::{self, Steal};
 use crate::reclaimer;
-use crate::record::{Kind, Record, IN_USE, ORPHANED, TEMPORARY};
+use crate::record::{Kind, Record, IN_USE, NEST_MASK, ORPHANED, TEMPORARY};
 use crate::run;
 use crate::stall;
 use crate::stats::{Counters, DomainStats};
@@ -305,12 +305,9 @@ impl Domain {
     fn enter(&self, r: &Record) {
         let hot = &self.inner.gp.hot;
         // Relaxed: only this thread writes its reader word.
-        if r.ctr.load(Ordering::Relaxed) == hot.fast_idle {
+        if r.ctr.load(Ordering::Relaxed) & NEST_MASK == hot.fast_idle {
             // Outermost entry, membarrier mode (see `grace::Hot::fast_idle`).
-            // Acquire: pairs with the leader's Release store of the epoch
-            // (`grace::start_grace_period`). Release: `grace::ENTRY`.
-            r.ctr
-                .store(hot.gp_ctr.load(Ordering::Acquire), grace::ENTRY);
+            grace::entry_store(&hot.gp_ctr, &r.ctr);
             // Orders the store before the section's loads; pairs with the
             // leader's membarrier (expedite.rs).
             sync::compiler_fence();

@@ -8,7 +8,8 @@
 //! read-side fast path is: a load of the domain's epoch word, one store of
 //! it into the record, and a fence that is only a compiler fence when the
 //! writer side uses membarrier(2) (see [`expedite`](crate::expedite)).
-//! Leaving the outermost section is a Release store of 0.
+//! Leaving the outermost section is a Release store of the word with its
+//! nesting at 0 (idle; the epoch stays, see [`past`](crate::past)).
 //!
 //! # Grace periods
 //!
@@ -22,17 +23,24 @@
 //! 3. for a normal grace period, sleep `first_check_delay` (a nanosleep,
 //!    not a futex wait: an expedited caller that arrives meanwhile checks
 //!    the readers itself instead of waking the leader);
-//! 4. for every record, wait until its word is 0 (outside any section) or
-//!    shows an epoch greater than `g` (its section started after step 2).
+//! 4. for every record, wait until its word shows no section (nesting 0)
+//!    or an epoch greater than `g` (its section started after step 2).
 //!
 //! Why one pass is enough: a reader whose section still shows an epoch
 //! `<= g` started before step 2 and is waited for; a reader showing `> g`
 //! loaded the epoch after step 2, so (by the heavy barrier of step 1 paired
 //! with the reader's fence) it also sees every removal made before the grace
-//! period started; a reader showing 0 that enters later with a stale epoch
-//! is ordered the same way by the barrier of step 1. The Acquire load in
-//! step 4 pairs with the reader's Release store of 0, so a section that
-//! ended happens-before the grace period completes.
+//! period started; a reader showing no section that enters later with a
+//! stale epoch is ordered the same way by the barrier of step 1. The
+//! Acquire load in step 4 pairs with the reader's Release stores of its
+//! word, so a section that ended happens-before the grace period completes.
+//!
+//! That is how a `synchronize` caller runs a grace period. One started by
+//! a thread's poll ([`GracePeriods::poll`]), in membarrier mode, skips
+//! step 1: it completes when every record shows its owner past the
+//! epoch's store, and makes the heavy barrier after the store only when a
+//! record cannot show that (the proof, and why the nested stores are
+//! Release: [`past`](crate::past)).
 //!
 //! # Sharing, and waiting without a lock
 //!
@@ -48,13 +56,16 @@
 //! read after a full fence), and it may run once
 //! [`GracePeriods::is_done`] says that grace period completed (one Acquire
 //! load of a mirror of `completed`, paired with the leader's Release store
-//! of it after step 4). The snapshot is safe without the lock: if the
-//! leader of grace period `started + 1` already stored its number before
-//! our fence (in the fences' single total order), we read it and wait for
-//! the one after; otherwise our fence precedes the leader's heavy barrier,
-//! so everything we did before sealing (the removals) is ordered before
-//! step 1, exactly as for a `synchronize` caller. [`GracePeriods::request`]
-//! tells the reclaimer someone waits for a grace period.
+//! of it after step 4). The snapshot is safe without the lock: it is a
+//! read-modify-write (AcqRel) of the mirror of `started`, as the leader's
+//! claim of its grace period is, so the two are totally ordered. If the
+//! leader's comes first we read its number and wait for the grace period
+//! after; otherwise the leader's reads ours, so everything we did before
+//! sealing (the removals) happens-before its epoch store, with or without
+//! a heavy barrier, exactly as for a `synchronize` caller (before grace
+//! periods without the barrier, a full fence and a load did this, ordered
+//! against the leader's barrier). [`GracePeriods::request`] tells the
+//! reclaimer someone waits for a grace period.
 //!
 //! # Stalls
 //!
@@ -73,6 +84,7 @@ use crate::cancel::NoCancel;
 use crate::config::{HeldBy, Stall, StallHandler};
 use crate::expedite::Fences;
 use crate::look::{Look, Seen};
+use crate::past::{self, Standing};
 use crate::record::{Kind, Record, Registry, NEST_BITS, NEST_MASK};
 use crate::stats::Counters;
 use crate::stuck;
@@ -90,6 +102,14 @@ use crate::sync::{self, AtomicBool, AtomicU64, Ordering};
 /// flight (about 17 per grace period per thread, 1 MB) still within the
 /// L2 and L3 caches.
 const IDLE_POLLS: u32 = 16;
+
+/// Polls that find a grace period started without the heavy barrier
+/// held by no section but not yet shown past by every record (`past.rs`)
+/// before a poll makes the barrier after all: a thread that never seals
+/// (an idle registered thread, a `QsbrReader` offline) never shows the new
+/// epoch. At 4, a 2-thread `defer_free` run made a heavy barrier for 12 of
+/// 432 grace periods (2026-12-04).
+const UNSURE_POLLS: u32 = 4;
 
 /// The epoch word of grace period `g` (what readers copy): epoch `g + 1`
 /// above a nesting count of 1. 48 bits of epoch do not wrap in practice
@@ -113,6 +133,19 @@ pub(crate) const fn epoch_word(g: u64) -> u64 {
 /// store.
 pub(crate) const ENTRY: Ordering = Ordering::Release;
 
+/// The ordering of a nested entry's and exit's stores. Release, not
+/// Relaxed, for the same reason as [`ENTRY`]: a scan that reads the word
+/// of a reader nested inside a *later* section (its epoch newer than the
+/// grace period) takes the earlier sections as ended, and that load
+/// synchronizes only with the store it reads. Under C++20 a Relaxed store
+/// continues no release sequence, so the earlier section's reads would not
+/// happen-before the free; loom reports that race (a scan reading the
+/// nested store of the reader's next section) in
+/// `a_grace_period_without_the_barrier_completes_only_on_readers_past_it`
+/// at a preemption bound of 3. Nesting is rare; on x86 the store is a
+/// plain store either way.
+pub(crate) const NESTED: Ordering = Ordering::Release;
+
 /// Enters a read section (`Domain::read`). The reader word `ctr` holds the
 /// epoch seen at the outermost entry and the nesting depth (as in
 /// liburcu), so entering and leaving are one load and one store each.
@@ -121,10 +154,7 @@ pub(crate) fn reader_enter(gp_ctr: &AtomicU64, ctr: &AtomicU64, fences: Fences) 
     // Relaxed: only this thread writes its reader word.
     let tmp = ctr.load(Ordering::Relaxed);
     if tmp & NEST_MASK == 0 {
-        // Acquire: pairs with the leader's Release store of the epoch
-        // (`start_grace_period`); free on x86. Release (the store): see
-        // `ENTRY`.
-        ctr.store(gp_ctr.load(Ordering::Acquire), ENTRY);
+        entry_store(gp_ctr, ctr);
         // Orders the store above before the section's loads: a compiler
         // fence paired with the leader's membarrier, or a full fence paired
         // with the leader's fence (fallback).
@@ -133,8 +163,21 @@ pub(crate) fn reader_enter(gp_ctr: &AtomicU64, ctr: &AtomicU64, fences: Fences) 
         if tmp & NEST_MASK == NEST_MASK {
             nested_too_deep();
         }
-        ctr.store(tmp + 1, Ordering::Relaxed);
+        // Release, as every store of the word (`NESTED`).
+        ctr.store(tmp + 1, NESTED);
     }
+}
+
+/// An outermost entry's store, before its light fence: the current
+/// epoch word (nesting 1) into the reader word. Returns it.
+#[inline(always)]
+pub(crate) fn entry_store(gp_ctr: &AtomicU64, ctr: &AtomicU64) -> u64 {
+    // Acquire: pairs with the leader's Release store of the epoch
+    // (`start_grace_period`, `publish_epoch`); free on x86. Release (the
+    // store): see `ENTRY`.
+    let word = gp_ctr.load(Ordering::Acquire);
+    ctr.store(word, ENTRY);
+    word
 }
 
 #[cold]
@@ -148,12 +191,13 @@ pub(crate) fn reader_exit(ctr: &AtomicU64) -> bool {
     // Relaxed: only this thread writes its reader word.
     let tmp = ctr.load(Ordering::Relaxed);
     if tmp & NEST_MASK == 1 {
-        // Release: the section's accesses happen-before a grace period
-        // leader's Acquire load that sees 0 (`holds_grace_period`).
-        ctr.store(0, Ordering::Release);
+        // Idle: nesting 0, the epoch kept (`past.rs`). Release: the
+        // section's accesses happen-before a grace period's Acquire load
+        // that sees it (`holds_grace_period`, `past::standing`).
+        ctr.store(tmp - 1, Ordering::Release);
         true
     } else {
-        ctr.store(tmp - 1, Ordering::Relaxed);
+        ctr.store(tmp - 1, NESTED);
         false
     }
 }
@@ -164,21 +208,61 @@ pub(crate) fn start_grace_period(gp_ctr: &AtomicU64, g: u64, fences: Fences) {
     // Step 1: every reader passes a full barrier (pairs with the readers'
     // light fence; see expedite.rs).
     fences.heavy();
-    // Step 2. Release: pairs with the readers' Acquire load of the epoch: a
-    // reader that sees g + 1 sees every removal ordered before this grace
-    // period.
+    publish_epoch(gp_ctr, g);
+}
+
+/// Step 2 of grace period `g` alone (a poll's start in membarrier mode,
+/// `past.rs`).
+#[inline]
+pub(crate) fn publish_epoch(gp_ctr: &AtomicU64, g: u64) {
+    // Release: pairs with the readers' Acquire load of the epoch: a reader
+    // that sees g + 1 sees every removal ordered before this grace period
+    // (by the heavy barrier, or by `claim_started`'s read-modify-write).
     gp_ctr.store(epoch_word(g), Ordering::Release);
 }
 
+/// The heavy barrier after grace period `g`'s epoch store, which may have
+/// been made by another thread (`GracePeriods::ensure_barrier`).
+#[inline]
+pub(crate) fn barrier_after(gp_ctr: &AtomicU64, g: u64, fences: Fences) {
+    // AcqRel read-modify-write of the epoch, which leaves it as it is
+    // (`g`'s store is the newest while `g` has not completed): a write of
+    // it sequenced before our barrier, so a reader whose entry the barrier
+    // orders after it loads `g`'s epoch or a newer one.
+    gp_ctr.fetch_max(epoch_word(g), Ordering::AcqRel);
+    fences.heavy();
+}
+
+/// The grace period a batch sealed now waits for, from the mirror of
+/// `started` (`GracePeriods::snapshot`).
+#[inline]
+pub(crate) fn snapshot_of(started: &AtomicU64) -> u64 {
+    // AcqRel read-modify-write: pairs with `claim_started`'s (module docs,
+    // and `past.rs`, "The seal and the start"): either that one reads
+    // ours, and the caller's removals happen-before the epoch's store, or
+    // we read its new `started` and wait for the grace period after. A
+    // locked instruction on x86, as the full fence it replaced.
+    started.fetch_add(0, Ordering::AcqRel) + 1
+}
+
+/// A leader's claim of grace period `g` in the mirror of `started`
+/// (`GracePeriods::begin`, under the lock, so the mirror only grows).
+#[inline]
+pub(crate) fn claim_started(started: &AtomicU64, g: u64) {
+    // AcqRel read-modify-write: pairs with `snapshot_of`'s.
+    started.swap(g, Ordering::AcqRel);
+}
+
 /// Step 4: whether the reader with word `ctr` still holds grace period `g`
-/// (it is inside a section that started before step 2).
+/// (it is inside a section that started before step 2). Trusts a word
+/// that shows no section: only after the heavy barrier (`past.rs`).
 #[inline]
 pub(crate) fn holds_grace_period(ctr: &AtomicU64, g: u64) -> bool {
-    // Acquire: pairs with the reader's Release store of 0 when it leaves
-    // its outermost section (`reader_exit`): the section's accesses
-    // happen-before whatever the grace period's caller does next.
+    // Acquire: pairs with the reader's Release store of its idle word when
+    // it leaves its outermost section (`reader_exit`): the section's
+    // accesses happen-before whatever the grace period's caller does next.
     let c = ctr.load(Ordering::Acquire);
-    c != 0 && (c >> NEST_BITS) <= g
+    c & NEST_MASK != 0 && (c >> NEST_BITS) <= g
 }
 
 /// Read-mostly words every reader touches: kept on their own cache line.
@@ -227,6 +311,10 @@ struct GpState {
     idle_polls: u32,
     /// An expedited caller is waiting: the next leader skips its delay.
     expedite: bool,
+    /// The heavy barrier of grace period `started` is done.
+    barriered: bool,
+    /// Polls that found grace period `started` unsure.
+    unsure_polls: u32,
     /// Threads blocked on `cv` (callers waiting for a grace period to be
     /// published or completed): without any, publishing and completing
     /// skip the futex wake.
@@ -274,6 +362,8 @@ impl GracePeriods {
                 polls: 0,
                 idle_polls: 0,
                 expedite: false,
+                barriered: true,
+                unsure_polls: 0,
                 waiters: 0,
             }),
             cv: Condvar::new(),
@@ -338,13 +428,7 @@ impl GracePeriods {
     /// docs for why no lock is needed).
     #[inline]
     pub(crate) fn snapshot(&self) -> u64 {
-        // Full fence: orders the caller's removals before the load below
-        // and before the heavy barrier of any grace period whose number the
-        // load does not see (module docs).
-        sync::full_fence();
-        // Relaxed: ordered by the fence above against the leader's store
-        // before its heavy barrier.
-        self.started.load(Ordering::Relaxed) + 1
+        snapshot_of(&self.started)
     }
 
     /// Whether grace period `g` has completed.
@@ -416,7 +500,7 @@ impl GracePeriods {
                 let g = self.begin(&mut st);
                 st.leading = true;
                 drop(st);
-                self.publish(g);
+                self.publish(g, true, stats);
                 self.lead(g, exp, registry, stats);
                 st = self.lock();
                 continue;
@@ -452,17 +536,28 @@ impl GracePeriods {
         st.started += 1;
         st.idle_polls = 0;
         st.published = false;
-        // Relaxed: read by `snapshot` after a full fence, ordered against
-        // the heavy barrier of `publish` (module docs).
-        self.started.store(st.started, Ordering::Relaxed);
+        st.barriered = false;
+        st.unsure_polls = 0;
+        claim_started(&self.started, st.started);
         st.started
     }
 
-    /// Steps 1-2 of grace period `g`, then marks it published.
-    fn publish(&self, g: u64) {
-        start_grace_period(&self.hot.gp_ctr, g, self.hot.fences);
+    /// Steps 1-2 of grace period `g`, then marks it published. `heavy`:
+    /// with the heavy barrier first; else (a poll's, membarrier mode) the
+    /// epoch's store alone, and the barrier comes later if a scan needs
+    /// it (`past.rs`). In fence mode the barrier is a plain fence: always
+    /// made.
+    fn publish(&self, g: u64, heavy: bool, stats: &Counters) {
+        let heavy = heavy || !self.hot.fences.membarrier;
+        if heavy {
+            start_grace_period(&self.hot.gp_ctr, g, self.hot.fences);
+            Counters::add(&stats.heavy_barriers, 1);
+        } else {
+            publish_epoch(&self.hot.gp_ctr, g);
+        }
         let mut st = self.lock();
         st.published = true;
+        st.barriered = heavy;
         if st.waiters > 0 {
             self.cv.notify_all();
         }
@@ -508,6 +603,7 @@ impl GracePeriods {
         // The checker may not be the thread that published `g` (a poll
         // started it and a `synchronize` adopted it; an expedited caller
         // helps the leader).
+        self.ensure_barrier(g, stats);
         scan_fence();
         let start = Instant::now();
         'records: for r in registry.iter() {
@@ -568,25 +664,71 @@ impl GracePeriods {
             }
             let g = self.begin(&mut st);
             drop(st);
-            self.publish(g);
+            self.publish(g, false, stats);
             st = self.lock();
             g
         } else {
             return false;
         };
+        let barriered = st.barriered;
         drop(st);
         scan_fence();
-        if registry.iter().any(|r| holds_grace_period(&r.ctr, g)) {
-            // A reader preempted in its section, most likely: after a few
-            // such polls give it the CPU (`stuck.rs`).
-            if stuck::held(g) {
-                Counters::add(&stats.poll_yields, 1);
+        match past::scan(registry, g, barriered) {
+            Standing::Past => {}
+            Standing::Held => {
+                // A reader preempted in its section, most likely: after a
+                // few such polls give it the CPU (`stuck.rs`).
+                if stuck::held(g) {
+                    Counters::add(&stats.poll_yields, 1);
+                }
+                return false; // the leader, or a later poll, finishes it
             }
-            return false; // the leader, or a later poll, finishes it
+            Standing::Unsure => {
+                // No section holds it, but some record's owner has not
+                // shown the new epoch: a later poll may see it has, or
+                // after a few polls the heavy barrier settles it.
+                if !self.unsure_poll(g) {
+                    return false;
+                }
+                self.ensure_barrier(g, stats);
+                scan_fence();
+                if past::scan(registry, g, true) != Standing::Past {
+                    return false;
+                }
+            }
         }
         let mut st = self.lock();
         self.complete(&mut st, g, stats);
         true
+    }
+
+    /// Counts a poll that found grace period `g` unsure; true at the
+    /// `UNSURE_POLLS`th (the caller then makes the heavy barrier).
+    fn unsure_poll(&self, g: u64) -> bool {
+        let mut st = self.lock();
+        if st.started != g || st.completed >= g || st.barriered {
+            return st.barriered && st.completed < g;
+        }
+        st.unsure_polls += 1;
+        st.unsure_polls >= UNSURE_POLLS
+    }
+
+    /// The heavy barrier after grace period `g`'s epoch store, unless it
+    /// was made (before the store, or after it by someone else) or `g`
+    /// completed: a scan after it (and after the caller's scan fence)
+    /// trusts a word that shows no section (`past.rs`).
+    pub(crate) fn ensure_barrier(&self, g: u64, stats: &Counters) {
+        let st = self.lock();
+        if st.started != g || st.barriered {
+            return;
+        }
+        drop(st);
+        barrier_after(&self.hot.gp_ctr, g, self.hot.fences);
+        Counters::add(&stats.heavy_barriers, 1);
+        let mut st = self.lock();
+        if st.started == g {
+            st.barriered = true;
+        }
     }
 
     #[cold]

@@ -261,6 +261,7 @@ impl Inner {
             stalls: get(&c.stalls),
             takeovers: get(&c.takeovers),
             poll_yields: get(&c.poll_yields),
+            heavy_barriers: get(&c.heavy_barriers),
             passes: get(&c.passes),
             stolen_batches: get(&c.stolen_batches),
             backlog_waits: get(&c.backlog_waits),

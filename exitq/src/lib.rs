@@ -285,14 +285,14 @@
 //! | operation | cost |
 //! |---|---|
 //! | `read()` + drop | TLS lookup; one load + one store of the thread's reader word on entry (plus a load of the epoch) and on exit; a compiler fence (a full fence in fallback mode) |
-//! | [`Reader::read`] + drop | no TLS lookup and no nesting (`&mut self`): one store of the epoch on entry, one store of 0 on exit, the fence as above |
+//! | [`Reader::read`] + drop | no TLS lookup and no nesting (`&mut self`): one store of the epoch on entry, one store on exit (the word idle, its epoch kept), the fence as above |
 //! | [`QsbrReader`] | a load under it: no section; [`QsbrReader::quiescent`]: a load of the epoch and a compare, a store and the fence only once a grace period started since the last; [`QsbrReader::offline`]: two stores and a load |
 //! | [`RcuCell::load`] | one load and a compare (the guard's domain key against the cell's), then the Acquire load of the pointer |
 //! | `defer(f)` | TLS lookup, the closure's captured words written into the batch (one word for `move \|\| drop(p)`; a two-word run header when the closure type changes), 2 plain stores + 1 load (steal handshake); closures over 3 words are boxed |
 //! | ready callbacks | run by their thread 7 per 7 `defer`s (a drain tick: the `defer` that reaches it takes the slow path, disables cancellation, runs 7, settles a batch's counters once it is done) |
-//! | full batch (default 256) | sealed: a full fence and a load for its grace period, two counters; a poll of the grace period (a scan of the reader words, or, every second poll, starting one: a membarrier); a wake-up syscall only if the reclaimer sleeps without a timeout |
+//! | full batch (default 256) | sealed: a read-modify-write of the shared `started` word for its grace period, two counters; the record's idle word refreshed with the epoch (a load, a store); a poll of the grace period (a scan of the reader words, or, at the 16th poll that finds none running, starting one: the epoch's store alone in membarrier mode); a wake-up syscall only if the reclaimer sleeps without a timeout |
 //! | thread exit | one CAS on the list head, one CAS on the thread's own record |
-//! | grace period | one membarrier (IPI to every other CPU running a thread of the process), a scan of the records; a normal `synchronize` also naps 25 µs first |
+//! | grace period | led by `synchronize` or the reclaimer: one membarrier (IPI to every other CPU running a thread of the process), a scan of the records, and a normal `synchronize` naps 25 µs first; started by a thread's poll: scans only, when every record shows its owner past its start (threads that keep entering sections), else one membarrier after 4 polls that could not tell ([`DomainStats::heavy_barriers`]) |
 //! | `barrier()` | one membarrier to take every thread's batches, one reclaim pass, waits for passes and threads' runs that took earlier work |
 //!
 //! Figures and the commands that reproduce them: `docs/exitq.md#benchmarks`
@@ -420,6 +420,7 @@ mod inner;
 mod llist;
 mod local;
 mod look;
+mod past;
 #[cfg(feature = "pool")]
 pub mod pool;
 mod prefetch;

@@ -69,6 +69,7 @@ use crate::drain::{self, keep_node, Drain};
 use crate::handshake;
 use crate::inner::Inner;
 use crate::llist::{Chain, Node};
+use crate::past;
 use crate::reclaim;
 use crate::record::{Local, Record};
 use crate::run;
@@ -398,7 +399,10 @@ fn finish(inner: &Inner, r: &Record, after: &mut After, allowed: bool) {
         // We sealed and our oldest batch waits: drive its grace period
         // along ourselves, without waiting (`GracePeriods::poll`). At
         // seals, not at every drain tick: the cadence of grace periods is
-        // one per few seals.
+        // one per few seals. Our record's idle word first shows the epoch
+        // we see now, so grace periods started before need no heavy
+        // barrier on our account (`past.rs`).
+        past::refresh_idle(&inner.gp.hot.gp_ctr, &r.ctr);
         inner.gp.poll(&inner.registry, &inner.stats);
     }
     if inline && waits && may_wait(inner) {

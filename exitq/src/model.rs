@@ -6,7 +6,7 @@
 //! barrier there). Not part of the API.
 use crate::expedite::Fences;
 use crate::sync::Ordering;
-use crate::{grace, handshake, qsbr, record};
+use crate::{grace, handshake, past, qsbr, record};
 pub use loom::sync::atomic::{AtomicBool, AtomicU64};
 
 const FENCES: Fences = Fences { membarrier: true };
@@ -32,9 +32,42 @@ pub fn qsbr_quiescent(gp_ctr: &AtomicU64, ctr: &AtomicU64, word: &mut u64) {
         *word = qsbr::quiescent_store(gp_ctr, ctr, FENCES);
     }
 }
-/// `QsbrReader::offline`'s store (and a dropped reader's).
-pub fn qsbr_offline(ctr: &AtomicU64) {
-    qsbr::offline(ctr)
+/// `QsbrReader::offline`'s store; `word` is what `qsbr_online` returned.
+pub fn qsbr_offline(ctr: &AtomicU64, word: u64) {
+    qsbr::offline(ctr, word)
+}
+/// A membarrier-mode outermost entry when no heavy barrier makes its
+/// compiler fence a hardware one: the entry's store and nothing else
+/// (what a grace period completed without the barrier relies on,
+/// `past.rs`).
+pub fn reader_enter_unfenced(gp_ctr: &AtomicU64, ctr: &AtomicU64) {
+    grace::entry_store(gp_ctr, ctr);
+}
+/// Step 2 alone: a poll's start of grace period `g` in membarrier mode.
+pub fn publish_epoch(gp_ctr: &AtomicU64, g: u64) {
+    grace::publish_epoch(gp_ctr, g)
+}
+/// The heavy barrier after `g`'s epoch store (`GracePeriods::ensure_barrier`).
+pub fn barrier_after(gp_ctr: &AtomicU64, g: u64) {
+    grace::barrier_after(gp_ctr, g, FENCES)
+}
+/// `GracePeriods::snapshot`: the grace period a batch sealed now waits for.
+pub fn snapshot(started: &AtomicU64) -> u64 {
+    grace::snapshot_of(started)
+}
+/// `GracePeriods::begin`'s claim of grace period `g` in `started`.
+pub fn claim_started(started: &AtomicU64, g: u64) {
+    grace::claim_started(started, g)
+}
+/// A seal's refresh of its record's idle word (`past::refresh_idle`).
+pub fn refresh_idle(gp_ctr: &AtomicU64, ctr: &AtomicU64) {
+    past::refresh_idle(gp_ctr, ctr)
+}
+/// Where a record stands against grace period `g`, read off its word
+/// alone, without the registry (`past::standing` for an `IN_USE` record):
+/// 0 past, 1 unsure, 2 held.
+pub fn standing_word(ctr: &AtomicU64, g: u64) -> u8 {
+    past::standing_word(ctr, g) as u8
 }
 pub fn start_grace_period(gp_ctr: &AtomicU64, g: u64) {
     grace::start_grace_period(gp_ctr, g, FENCES)
@@ -115,6 +148,11 @@ impl Records {
     pub fn count(&self) -> usize {
         self.0.iter().count()
     }
+    /// A poll's scan for grace period `g` (`past::scan`): 0 past, 1
+    /// unsure, 2 held.
+    pub fn scan(&self, g: u64, barriered: bool) -> u8 {
+        past::scan(&self.0, g, barriered) as u8
+    }
 }
 
 impl Drop for Records {
@@ -148,6 +186,14 @@ impl Rec<'_> {
     }
     pub fn holds(self, g: u64) -> bool {
         grace::holds_grace_period(&self.0.ctr, g)
+    }
+    /// An outermost entry with no hardware fence (`reader_enter_unfenced`).
+    pub fn enter_unfenced(self, gp_ctr: &AtomicU64) {
+        grace::entry_store(gp_ctr, &self.0.ctr);
+    }
+    /// The owner gives the record back (a `Reader` dropped).
+    pub fn release(self) {
+        self.0.release()
     }
     /// The record's reader word.
     pub fn word(self) -> u64 {

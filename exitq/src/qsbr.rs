@@ -147,7 +147,7 @@ pub struct QsbrReader {
     record: *const Record,
     gp_ctr: *const AtomicU64,
     fences: Fences,
-    /// The reader word as last stored (owner copy; 0 while offline).
+    /// The reader word as last stored online (owner copy; 0 while offline).
     word: u64,
     /// Dropped by `Drop`, passed by value (see `online`).
     domain: ManuallyDrop<Domain>,
@@ -205,7 +205,7 @@ impl QsbrReader {
     }
 
     /// Runs `f` offline: the reader holds no grace period meanwhile (its
-    /// word is 0), so `f` may block, or wait for grace periods of this
+    /// word shows no section), so `f` may block, or wait for grace periods of this
     /// domain ([`Domain::synchronize`], [`Domain::barrier`]). Back online
     /// when `f` returns or unwinds. Costs two stores and a load.
     pub fn offline<R>(&mut self, f: impl FnOnce() -> R) -> R {
@@ -216,8 +216,8 @@ impl QsbrReader {
                 self.0.online();
             }
         }
+        offline(&self.parts().0.ctr, self.word);
         self.word = 0;
-        offline(&self.parts().0.ctr);
         let _online = Online(self);
         f()
     }
@@ -274,25 +274,25 @@ pub(crate) fn quiescent_due(gp_ctr: &AtomicU64, word: u64) -> bool {
 /// also a QSBR reader's return online. Returns the new word.
 #[inline]
 pub(crate) fn quiescent_store(gp_ctr: &AtomicU64, ctr: &AtomicU64, fences: Fences) -> u64 {
-    // Acquire: pairs with the leader's Release store of the epoch
-    // (`grace::start_grace_period`), as an entry's.
-    let now = gp_ctr.load(Ordering::Acquire);
-    // Release (`grace::ENTRY`): everything the reader did since its last
-    // quiescent state happens-before a grace period's Acquire load that
-    // sees the new epoch (a section's exit, folded in).
-    ctr.store(now, grace::ENTRY);
+    // An entry's store (Acquire load of the epoch, Release store):
+    // everything the reader did since its last quiescent state
+    // happens-before a grace period's Acquire load that sees the new epoch
+    // (a section's exit, folded in).
+    let now = grace::entry_store(gp_ctr, ctr);
     // Orders the store before the reader's next loads, as an entry's.
     fences.light();
     now
 }
 
 /// A QSBR reader goes offline (`QsbrReader::offline`): as a section's
-/// exit.
+/// exit, the word (`word`, the reader's copy) idle with its epoch kept
+/// (`past.rs`).
 #[inline]
-pub(crate) fn offline(ctr: &AtomicU64) {
+pub(crate) fn offline(ctr: &AtomicU64, word: u64) {
     // Release: everything read before happens-before a grace period's
-    // Acquire load that sees 0 (`grace::holds_grace_period`), as `reader_exit`.
-    ctr.store(0, Ordering::Release);
+    // Acquire load that sees it (`grace::holds_grace_period`), as
+    // `reader_exit`. An online word has nesting 1: minus 1 is idle.
+    ctr.store(word - 1, Ordering::Release);
 }
 
 impl ReadSection for QsbrReader {}

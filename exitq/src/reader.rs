@@ -178,21 +178,21 @@ impl Reader {
         let record = unsafe { &*self.record };
         // SAFETY: the epoch word lives in the same shared state.
         let gp_ctr = unsafe { &*self.gp_ctr };
-        // The word is 0 here: the previous guard (which borrowed `self`
-        // mutably) stored 0 when it dropped, or `mem::forget`ed it and this
-        // overwrite ends that section (as a thread exit would). Acquire:
+        // The word is idle here: the previous guard (which borrowed `self`
+        // mutably) stored its idle word when it dropped, or was
+        // `mem::forget`ed and this overwrite ends that section (as a
+        // thread exit would). Acquire:
         // pairs with the leader's Release store of the epoch
         // (`grace::start_grace_period`); the store is the same as
         // `grace::reader_enter`'s outermost entry (nesting 1), Release as
         // it is (`grace::ENTRY`).
-        record
-            .ctr
-            .store(gp_ctr.load(Ordering::Acquire), grace::ENTRY);
+        let word = grace::entry_store(gp_ctr, &record.ctr);
         // Orders the store before the section's loads (pairs with the
         // leader's membarrier, or its fence in fallback mode).
         self.fences.light();
         ReaderGuard {
             record,
+            word,
             // The domain's key (`guard::key`): the epoch word's address.
             key: self.gp_ctr.cast(),
             _not_send: PhantomData,
@@ -209,6 +209,8 @@ impl Reader {
 #[must_use = "the read section ends when the guard is dropped"]
 pub struct ReaderGuard<'r> {
     record: &'r Record,
+    /// The word the section stored (an epoch word: nesting 1).
+    word: u64,
     /// The domain's key (`guard::key`), compared by [`ReadSection`] users
     /// only.
     key: *const (),
@@ -218,12 +220,13 @@ pub struct ReaderGuard<'r> {
 impl Drop for ReaderGuard<'_> {
     #[inline]
     fn drop(&mut self) {
-        // Release: the section's accesses happen-before a grace period
-        // leader's Acquire load that sees 0 (`grace::holds_grace_period`),
+        // Idle (nesting 0), the section's epoch kept (`past.rs`). Release:
+        // the section's accesses happen-before a grace period's Acquire
+        // load that sees it (`grace::holds_grace_period`, `past::standing`),
         // as `grace::reader_exit`.
         // Nothing else: a reader's record is never retired or temporary,
         // and its sections never get `RUN_PENDING` (local.rs).
-        self.record.ctr.store(0, Ordering::Release);
+        self.record.ctr.store(self.word - 1, Ordering::Release);
     }
 }
 

@@ -63,7 +63,7 @@ use crate::batch::{OpenBatch, Work};
 use crate::expedite::Fences;
 use crate::handshake;
 use crate::llist::{Chain, Node};
-use crate::sync::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use crate::sync::{self, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 /// Bits of a reader word (`Record::ctr`) that count nesting; the rest is
 /// the epoch seen at the outermost entry (see `grace`).
@@ -362,6 +362,14 @@ impl Record {
 
     /// Hands the record back for reuse (a reader's or a temporary guard's:
     /// never orphaned, a live guard or reader holds a domain handle).
+    /// Whether the record has no owner (a grace period's scan: `past.rs`).
+    #[inline]
+    pub(crate) fn is_free(&self) -> bool {
+        // Acquire: pairs with the Release that handed the record back: the
+        // last owner's sections happen-before the scan's caller goes on.
+        self.state.load(Ordering::Acquire) == FREE
+    }
+
     #[cold]
     pub(crate) fn release(&self) {
         self.end_ownership();
@@ -526,6 +534,17 @@ impl Registry {
     /// A record for the calling thread: a free one reused, or a new one
     /// (one allocation). Returns it and whether it is new.
     pub(crate) fn claim(&self, inner: *const (), domain_id: u64, kind: Kind) -> (&Record, bool) {
+        let claimed = self.claim_record(inner, domain_id, kind);
+        // Full fence between the claim (the state's CAS, or the push onto
+        // the registry) and the owner's first load of the epoch: a grace
+        // period's scan that read the record `FREE` (or did not find it)
+        // after its own scan fence is then followed by this fence, so the
+        // owner loads the new epoch (`past.rs`, a free record).
+        sync::full_fence();
+        claimed
+    }
+
+    fn claim_record(&self, inner: *const (), domain_id: u64, kind: Kind) -> (&Record, bool) {
         for r in self.iter() {
             // Acquire on success: pairs with the Release that handed the
             // record back (`Record::release`, the exit path's CAS), so the

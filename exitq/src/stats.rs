@@ -47,6 +47,12 @@ pub struct DomainStats {
     /// reader preempted inside its section, most likely, where threads
     /// outnumber CPUs.
     pub poll_yields: u64,
+    /// Heavy barriers (membarrier(2) calls, or full fences in fallback
+    /// mode) made by grace periods. A grace period started by a thread's
+    /// poll needs none when every registered record shows its owner past
+    /// its start (threads that keep entering read sections); idle
+    /// registered threads make most grace periods need one.
+    pub heavy_barriers: u64,
     /// Reclaim passes (take the domain's queue, one grace period, run) that
     /// found work.
     pub passes: u64,
@@ -84,6 +90,7 @@ pub(crate) struct Counters {
     pub(crate) stalls: AtomicU64,
     pub(crate) takeovers: AtomicU64,
     pub(crate) poll_yields: AtomicU64,
+    pub(crate) heavy_barriers: AtomicU64,
     pub(crate) passes: AtomicU64,
     pub(crate) stolen_batches: AtomicU64,
     pub(crate) backlog_waits: AtomicU64,

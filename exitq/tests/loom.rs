@@ -25,6 +25,19 @@ use loom::thread;
 
 use exitq::model::{self, AtomicBool, AtomicU64, Chain, List, Node, Records};
 
+/// `model::standing_word` / `Records::scan`: the record is past.
+const PAST: u8 = 0;
+
+/// `loom::model` with at least 3 preemptions: the races the models of
+/// grace periods without the heavy barrier exist for need a reader
+/// preempted inside its section while two other threads go on (each
+/// model fails at 3, and passes at 2, with the code it guards weakened).
+fn deep_model<F: Fn() + Sync + Send + 'static>(f: F) {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(builder.preemption_bound.unwrap_or(3).max(3));
+    builder.check(f);
+}
+
 #[test]
 fn list_concurrent_pushes_and_take_all_lose_nothing() {
     loom::model(|| {
@@ -245,7 +258,7 @@ fn a_qsbr_reader_is_waited_for_until_its_quiescent_state() {
                 assert_eq!(seen, ALIVE, "QSBR reader saw object {i} poisoned");
                 model::qsbr_quiescent(gp_ctr, ctr, &mut word);
             }
-            model::qsbr_offline(ctr);
+            model::qsbr_offline(ctr, word);
         })
     });
 }
@@ -674,4 +687,173 @@ fn leaked_release_races_a_guard_drop_and_a_claim() {
             assert!(records.count() <= 2);
         });
     }
+}
+
+/// A grace period started and completed with no heavy barrier
+/// (`past.rs`), three parties: a sealer unpublishes object 0 and seals
+/// (its snapshot of `started`); a poller claims grace period 1, stores
+/// its epoch with no barrier, and completes it only if the reader's word
+/// shows the new epoch (past); a reader enters with no hardware fence (a
+/// membarrier-mode entry that no barrier upgrades), nests, and enters
+/// again. The sealer frees object 0 if the grace period its snapshot
+/// needs has completed. Every interleaving: the reader never reads object
+/// 0 concurrently with the free. With the snapshot a fence and a load and
+/// the claim a plain store (the code before, which relied on the heavy
+/// barrier to order them), the sealer can read the old `started` while
+/// the reader, past the new epoch, still finds object 0 published.
+#[test]
+fn a_grace_period_without_the_barrier_completes_only_on_readers_past_it() {
+    deep_model(|| {
+        let gp_ctr = Arc::new(AtomicU64::new(model::initial_epoch()));
+        let ctr = Arc::new(AtomicU64::new(0));
+        let started = Arc::new(AtomicU64::new(0));
+        let completed = Arc::new(AtomicU64::new(0));
+        let current = Arc::new(AtomicUsize::new(0)); // 0: object 0 is published
+        let object = Arc::new(UnsafeCell::new(ALIVE));
+
+        let reader = {
+            let (gp_ctr, ctr, current, object) =
+                (gp_ctr.clone(), ctr.clone(), current.clone(), object.clone());
+            thread::spawn(move || {
+                for _ in 0..2 {
+                    model::reader_enter_unfenced(&gp_ctr, &ctr);
+                    model::reader_enter(&gp_ctr, &ctr); // nested: no fence
+                    if current.load(Ordering::Acquire) == 0 {
+                        // SAFETY (model): loom checks this read against
+                        // the sealer's write.
+                        let seen = object.with(|p| unsafe { *p });
+                        assert_eq!(seen, ALIVE, "the reader saw object 0 freed");
+                    }
+                    model::reader_exit(&ctr);
+                    model::reader_exit(&ctr);
+                }
+            })
+        };
+        let poller = {
+            let (gp_ctr, ctr, started, completed) = (
+                gp_ctr.clone(),
+                ctr.clone(),
+                started.clone(),
+                completed.clone(),
+            );
+            thread::spawn(move || {
+                model::claim_started(&started, 1);
+                model::publish_epoch(&gp_ctr, 1);
+                model::full_fence(); // `grace::scan_fence`
+                if model::standing_word(&ctr, 1) == PAST {
+                    completed.store(1, Ordering::Release);
+                }
+            })
+        };
+        current.store(1, Ordering::Release); // unpublish
+        let need = model::snapshot(&started);
+        if completed.load(Ordering::Acquire) >= need {
+            // SAFETY (model): loom checks this write against the read.
+            object.with_mut(|p| unsafe { *p = POISONED });
+        }
+        reader.join().unwrap();
+        poller.join().unwrap();
+    });
+}
+
+/// A claim racing a scan without the heavy barrier (`past.rs`, a free
+/// record): a thread claims a record (a free one reused, or a new one
+/// pushed onto the registry) and reads under an entry with no hardware
+/// fence, then gives the record back; a poller unpublishes object 0,
+/// starts grace period 1 with no barrier and frees the object if its scan
+/// finds every record past, a free one counting as past. Every
+/// interleaving: no read of a freed object. Without the full fence at the
+/// end of `Registry::claim`, the scan can read the record `FREE` (or miss
+/// the new one) while its new owner loads the old epoch and finds the
+/// object published.
+#[test]
+fn a_claim_racing_a_scan_loads_the_new_epoch() {
+    for reuse in [false, true] {
+        deep_model(move || {
+            let gp_ctr = Arc::new(AtomicU64::new(model::initial_epoch()));
+            let records = Arc::new(Records::new());
+            if reuse {
+                records.claim().release();
+            }
+            let current = Arc::new(AtomicUsize::new(0));
+            let object = Arc::new(UnsafeCell::new(ALIVE));
+            let claimant = {
+                let (gp_ctr, records, current, object) = (
+                    gp_ctr.clone(),
+                    records.clone(),
+                    current.clone(),
+                    object.clone(),
+                );
+                thread::spawn(move || {
+                    let mine = records.claim();
+                    mine.enter_unfenced(&gp_ctr);
+                    if current.load(Ordering::Acquire) == 0 {
+                        // SAFETY (model): loom checks this read against
+                        // the poller's write.
+                        let seen = object.with(|p| unsafe { *p });
+                        assert_eq!(seen, ALIVE, "the claimant saw object 0 freed");
+                    }
+                    mine.exit();
+                    mine.release();
+                })
+            };
+            current.store(1, Ordering::Release);
+            model::publish_epoch(&gp_ctr, 1);
+            model::full_fence(); // `grace::scan_fence`
+            if records.scan(1, false) == PAST {
+                // SAFETY (model): loom checks this write against the read.
+                object.with_mut(|p| unsafe { *p = POISONED });
+            }
+            claimant.join().unwrap();
+            assert!(records.count() <= 1 + usize::from(!reuse));
+        });
+    }
+}
+
+/// A record whose owner defers under another record (a `Reader`) never
+/// enters a section on it: its seal refreshes the idle word with the epoch
+/// it loads (`past::refresh_idle`). The owner reads under the record,
+/// leaves, refreshes, then enters again with no hardware fence; a poller
+/// unpublishes object 0, starts grace period 1 with no barrier, and frees
+/// the object if the record shows the new epoch. Every interleaving: no
+/// read of a freed object, neither in the section before the refresh (the
+/// refresh's Release) nor in the one after (the owner loads the epoch the
+/// refresh showed, or a newer one).
+#[test]
+fn an_idle_word_refreshed_at_a_seal_shows_its_owner_past() {
+    deep_model(|| {
+        let gp_ctr = Arc::new(AtomicU64::new(model::initial_epoch()));
+        let ctr = Arc::new(AtomicU64::new(0));
+        let current = Arc::new(AtomicUsize::new(0));
+        let object = Arc::new(UnsafeCell::new(ALIVE));
+        let owner = {
+            let (gp_ctr, ctr, current, object) =
+                (gp_ctr.clone(), ctr.clone(), current.clone(), object.clone());
+            thread::spawn(move || {
+                let read = || {
+                    if current.load(Ordering::Acquire) == 0 {
+                        // SAFETY (model): loom checks this read against
+                        // the poller's write.
+                        let seen = object.with(|p| unsafe { *p });
+                        assert_eq!(seen, ALIVE, "the owner saw object 0 freed");
+                    }
+                };
+                model::reader_enter_unfenced(&gp_ctr, &ctr);
+                read();
+                model::reader_exit(&ctr);
+                model::refresh_idle(&gp_ctr, &ctr);
+                model::reader_enter_unfenced(&gp_ctr, &ctr);
+                read();
+                model::reader_exit(&ctr);
+            })
+        };
+        current.store(1, Ordering::Release);
+        model::publish_epoch(&gp_ctr, 1);
+        model::full_fence(); // `grace::scan_fence`
+        if model::standing_word(&ctr, 1) == PAST {
+            // SAFETY (model): loom checks this write against the reads.
+            object.with_mut(|p| unsafe { *p = POISONED });
+        }
+        owner.join().unwrap();
+    });
 }

@@ -1,0 +1,155 @@
+//! Grace periods completed without the heavy barrier: a record whose word
+//! shows that its owner has already loaded the new epoch.
+//!
+//! A grace period `g` started by a thread's poll ([`GracePeriods::poll`])
+//! stores the epoch with no heavy barrier (membarrier mode; in fence mode
+//! the heavy barrier is a plain fence and comes first, as before). Each
+//! membarrier(2) interrupts every CPU running one of the process's
+//! threads (a VM exit per CPU here), and where producers keep entering
+//! sections, each section entered after the store says by itself that its
+//! owner is past the grace period. A poll then classifies each record
+//! ([`standing`]):
+//!
+//! * **Past**: its word shows an epoch greater than `g`, whatever its
+//!   nesting (a section, or an idle word that keeps the last epoch its
+//!   owner loaded, below). The owner loaded that epoch, which `g`'s
+//!   leader stored (Release) after ordering every removal `g` waits for
+//!   before its store ("The seal and the start", below): the owner's
+//!   Acquire load saw it, so what it reads from then on sees those
+//!   removals; and every later load of the epoch by the owner returns it
+//!   or a newer one (read-read coherence), so no later section on the
+//!   record shows an epoch `<= g`. What the owner did before is ordered
+//!   by the store we read, a Release (an entry, `grace::ENTRY`; an exit;
+//!   a refresh): its earlier sections happen-before our Acquire load.
+//!   If the record changes hands, the next owner's claim reads the
+//!   previous owner's Release of the record, so its own loads of the
+//!   epoch are ordered after the one that showed it.
+//! * **Held**: a section shows an epoch `<= g`: it started before `g`.
+//! * **Unsure**: no section, and no epoch greater than `g`. The owner may
+//!   have loaded the old epoch and be entering a section whose store is
+//!   still in its CPU's store buffer (a membarrier-mode reader's only
+//!   barrier is a compiler fence): only the heavy barrier answers that.
+//!   Two kinds are settled without it: a `FREE` record (its next claim
+//!   makes a full fence before its owner loads the epoch: if that fence
+//!   follows our scan fence, the owner loads the new epoch; if it
+//!   precedes it, we read the claim, not `FREE`; a record pushed onto the
+//!   registry after our scan is the same case), and an idle record
+//!   refreshed by its owner at a seal ([`refresh_idle`]).
+//!
+//! A poll completes `g` when every record is past. While some record is
+//! unsure the poll leaves the grace period to a later poll; after
+//! `UNSURE_POLLS` such polls, or when a `synchronize` caller adopts the
+//! grace period, the heavy barrier comes after the epoch's store
+//! ([`GracePeriods::ensure_barrier`]; liburcu's urcu-memb issues its
+//! barrier between the epoch's flip and the scan too), and every later
+//! scan trusts an idle word as before: an entry whose store the barrier
+//! did not make visible comes after the barrier in its owner's program
+//! order, so it loaded the new epoch.
+//!
+//! # Idle words keep their epoch
+//!
+//! For a record between sections to say "past" rather than "unsure", its
+//! word keeps the epoch of the last section when the section ends (the
+//! nesting count drops to 0, the epoch bits stay), and a thread that seals
+//! a batch refreshes the idle word of the record it seals on with the
+//! epoch it loads now ([`refresh_idle`]): a thread that defers under a
+//! [`Reader`](crate::Reader) never enters a section on its main record,
+//! whose word would otherwise stay unsure forever. A word is outside any
+//! section when its nesting count is 0 (`NEST_MASK`), whatever its epoch.
+//!
+//! # The seal and the start
+//!
+//! A batch sealed while `g` starts must either wait for `g + 1`, or have
+//! its removals ordered before `g`'s epoch store. The heavy barrier did
+//! that before (`grace.rs`, "The snapshot is safe without the lock");
+//! without it, the sealer's snapshot and the leader's claim are both
+//! read-modify-writes (AcqRel) of the same word, `started`, so they are
+//! totally ordered: if the leader's comes second it reads the sealer's,
+//! and the sealer's removals happen-before the epoch's store; if the
+//! sealer's comes second it reads the new `started` and waits for the
+//! next grace period.
+//!
+//! Loom models (`tests/loom.rs`): a reader whose entry has no fence seen
+//! in a later section, a seal racing a start, a claim racing a scan, an
+//! idle record refreshed, and the barrier after the store.
+//!
+//! [`GracePeriods::poll`]: crate::grace::GracePeriods::poll
+//! [`GracePeriods::ensure_barrier`]: crate::grace::GracePeriods::ensure_barrier
+use crate::record::{Record, Registry, NEST_BITS, NEST_MASK};
+use crate::sync::{AtomicU64, Ordering};
+
+/// Where a record stands against grace period `g` (see the module docs).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u8)]
+pub(crate) enum Standing {
+    /// Its owner has loaded an epoch newer than `g`'s start, or the record
+    /// is free.
+    Past = 0,
+    /// Outside any section, as far as the load shows.
+    Unsure = 1,
+    /// Inside a section that started before `g`.
+    Held = 2,
+}
+
+/// Where record `r` stands against grace period `g`.
+#[inline]
+pub(crate) fn standing(r: &Record, g: u64) -> Standing {
+    match standing_word(&r.ctr, g) {
+        Standing::Unsure if r.is_free() => Standing::Past,
+        s => s,
+    }
+}
+
+/// Where a record with reader word `ctr` stands against `g`, by the word
+/// alone (an `IN_USE` record).
+#[inline]
+pub(crate) fn standing_word(ctr: &AtomicU64, g: u64) -> Standing {
+    // Acquire: pairs with the owner's Release stores of its word (an
+    // entry, an exit, a refresh): what it did before happens-before what
+    // the grace period's caller does next.
+    let c = ctr.load(Ordering::Acquire);
+    if (c >> NEST_BITS) > g {
+        Standing::Past
+    } else if c & NEST_MASK != 0 {
+        Standing::Held
+    } else {
+        Standing::Unsure
+    }
+}
+
+/// The worst standing of the registry's records against `g`, stopping at
+/// the first that holds it. `barriered`: the heavy barrier came after
+/// `g`'s epoch store (and the caller's scan fence after that), so an
+/// unsure record is past.
+pub(crate) fn scan(registry: &Registry, g: u64, barriered: bool) -> Standing {
+    let mut worst = Standing::Past;
+    for r in registry.iter() {
+        match standing(r, g) {
+            Standing::Held => return Standing::Held,
+            Standing::Unsure if !barriered => worst = Standing::Unsure,
+            _ => {}
+        }
+    }
+    worst
+}
+
+/// The owner of a record, outside any section on it (at a seal): its idle
+/// word shows the epoch it loads now, so grace periods started before see
+/// the record past without the heavy barrier.
+#[inline]
+pub(crate) fn refresh_idle(gp_ctr: &AtomicU64, ctr: &AtomicU64) {
+    // Relaxed: only this thread writes its reader word.
+    let c = ctr.load(Ordering::Relaxed);
+    if c & NEST_MASK == 0 {
+        // Relaxed: the claim is only that this thread has loaded this
+        // epoch (its later loads return it or a newer one); nothing is
+        // read under it. An epoch word has nesting 1: minus 1 is idle.
+        let idle = gp_ctr.load(Ordering::Relaxed) - 1;
+        if idle != c {
+            // Release: the sections that ended before happen-before a
+            // scan's Acquire load that reads this (a later plain store
+            // continues no release sequence).
+            ctr.store(idle, Ordering::Release);
+        }
+    }
+}
