@@ -110,6 +110,15 @@ pub(crate) fn final_checks() {
             w.v.pending_left.fetch_add(s.pending, Ordering::Relaxed);
         }
     }
+    // The streamers drive the polled domain's grace periods with their
+    // polls: some must have completed without a heavy barrier.
+    let polled = w.slots[w.shared()].domain.stats();
+    if polled.grace_periods > 0
+        && polled.heavy_barriers >= polled.grace_periods
+        && exitq::membarrier_available()
+    {
+        inc(&w.v.polled_never_barrier_free);
+    }
     // Hooks of exited threads: an exit barrier per domain, then count.
     for slot in &w.slots {
         slot.domain.exit_barrier();
@@ -138,7 +147,7 @@ pub(crate) fn report(opts: &Opts, took: Duration, role_panics: &HashMap<&str, u3
          {} barriers, {} exited and {} cancelled threads, {} of {} exit hooks ran ({} threads used exitq from an older key's destructor), {} domains dropped under live threads, \
          {} guards, {} readers and {} QSBR readers leaked, {} nested rounds ({} nested barriers refused), \
          {} forks with a held guard or QSBR reader, {} by a callback; {} cell writes; QSBR: {} reads, {} quiescent states, \
-         {} offline periods, {} waits offline, {} readers rebuilt",
+         {} offline periods, {} waits offline, {} readers rebuilt; {} streamer rounds",
         took.as_secs_f64(),
         g(&o.reads),
         g(&o.replaces_deferred),
@@ -164,14 +173,16 @@ pub(crate) fn report(opts: &Opts, took: Duration, role_panics: &HashMap<&str, u3
         g(&o.qsbr_offline),
         g(&o.qsbr_waits),
         g(&o.qsbr_readers_made),
+        g(&o.streamed),
     );
     for slot in &w.slots {
         let s = slot.domain.stats();
         println!(
-            "torture: domain '{}': {} grace periods, {} callbacks run ({} batches, {} run by their thread), \
-             {} stolen, {} passes, {} panics caught, {} backlog waits, {} overruns",
+            "torture: domain '{}': {} grace periods ({} heavy barriers), {} callbacks run ({} batches, \
+             {} run by their thread), {} stolen, {} passes, {} panics caught, {} backlog waits, {} overruns",
             slot.name,
             s.grace_periods,
+            s.heavy_barriers,
             s.callbacks_run,
             s.batches,
             s.batches_run_locally,

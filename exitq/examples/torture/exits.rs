@@ -57,7 +57,7 @@ fn elder_use(e: &Elder) {
 fn arm_elder(rng: &Rng) {
     let key = *ELDER_KEY.get().expect("created in main");
     let e = Elder {
-        slot: rng.below(world().slots.len() as u64) as usize,
+        slot: rng.below(world().shared() as u64) as usize,
         seed: rng.next(),
     };
     if let Err(e) = leaks::put(key, e) {
@@ -112,7 +112,7 @@ pub(crate) fn exiter(seed: u64) {
                     let finished = Arc::new(AtomicBool::new(false));
                     let mut used = Vec::new();
                     for _ in 0..1 + rng.below(3) {
-                        let slot = &world().slots[rng.below(world().slots.len() as u64) as usize];
+                        let slot = &world().slots[rng.below(world().shared() as u64) as usize];
                         register_hook(&slot.domain, &finished);
                         for _ in 0..rng.below(20) {
                             counted_defer(slot, &rng);
@@ -220,7 +220,7 @@ pub(crate) fn canceller(seed: u64) {
         let started = Arc::new(AtomicBool::new(false));
         let finished = Arc::new(AtomicBool::new(false));
         let arg = Box::new(CancelArg {
-            slot: rng.below(w.slots.len() as u64) as usize,
+            slot: rng.below(w.shared() as u64) as usize,
             synchronizer: rng.chance(30),
             started: started.clone(),
             finished: finished.clone(),

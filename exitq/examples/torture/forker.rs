@@ -120,7 +120,7 @@ pub(crate) fn forker(seed: u64) {
     let w = world();
     let rng = Rng::new(seed ^ 0xF04C);
     while !w.stop.load(Ordering::Relaxed) {
-        let slot = &w.slots[rng.below(w.slots.len() as u64) as usize];
+        let slot = &w.slots[rng.below(w.shared() as u64) as usize];
         if rng.chance(30) {
             if fork_inside_a_callback(slot, &rng) {
                 inc(&w.ops.forks_in_callbacks);

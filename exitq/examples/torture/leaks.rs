@@ -140,7 +140,7 @@ fn leak_now(i: usize, what: Leak, rng: &Rng) {
 /// `avoid`'s: the thread still waits for that one's grace periods), now
 /// or from the late key's destructor.
 pub(crate) fn maybe_leak(rng: &Rng, avoid: Option<usize>) {
-    let n = world().slots.len() as u64;
+    let n = world().shared() as u64;
     let what = match rng.below(100) {
         0..=4 => Leak::Guard,
         5..=9 => Leak::Reader,

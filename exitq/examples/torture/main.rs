@@ -62,13 +62,20 @@
 //!   reclaimer kinds), lets threads use them, and drops the last handle
 //!   while those threads still live: their hooks must wait for their exit
 //!   and then run exactly once;
+//! * streamers (`streams.rs`), the only users of one more domain
+//!   (`polled`), read, nest, retire and write inside their `Reader`
+//!   sections without pause, so its grace periods are started by their
+//!   polls and most complete without the heavy barrier; now and then they
+//!   sleep, or call `barrier` or `synchronize`, and one holds a
+//!   `QsbrReader` online; the run fails if none completed without it;
 //! * at the end, per domain: every counted callback ran exactly once, the
 //!   panics were all counted, nothing is pending.
 //!
 //! A watchdog fails the run if any role stops making progress for 60 s.
 //!
 //! Layout: `world.rs` (the shared state and counters), `workers.rs`
-//! (readers, writers, barrier checkers), `qsbr.rs` (QSBR workers), `exits.rs` (exiting, cancelled
+//! (readers, writers, barrier checkers), `qsbr.rs` (QSBR workers),
+//! `streams.rs` (the polled domain's streamers), `exits.rs` (exiting, cancelled
 //! and churned threads), `leaks.rs` (what they leak), `nested.rs` (nested
 //! barriers), `forker.rs` (fork with held guards), `checks.rs` (watchdog,
 //! final checks, report); this file parses the options, builds the
@@ -82,6 +89,7 @@ mod nested;
 mod qsbr;
 #[path = "../../tests/watch_util/shared_counter.rs"]
 mod shared_counter;
+mod streams;
 mod workers;
 mod world;
 
@@ -100,6 +108,7 @@ use forker::forker;
 use nested::nester;
 use qsbr::qsbr_worker;
 use shared_counter::shared_counter;
+use streams::{streamer, STREAMERS};
 use workers::{checker, worker, Bomb};
 use world::{new_obj, world, Ops, Slot, Tracked, Violations, World, WORLD};
 
@@ -179,6 +188,8 @@ fn slots() -> Vec<Slot> {
                 .batch_size(7)
                 .flush_latency(fast),
         ),
+        // Last: used by the streamers only (`World::shared`).
+        ("polled", Domain::builder().batch_size(16)),
     ];
     configs
         .into_iter()
@@ -274,6 +285,9 @@ fn main() -> ExitCode {
     roles.push(("churner", thread::spawn(move || churner(seed))));
     roles.push(("nester", thread::spawn(move || nester(seed))));
     roles.push(("forker", thread::spawn(move || forker(seed))));
+    for id in 0..STREAMERS {
+        roles.push(("streamer", thread::spawn(move || streamer(id, seed))));
+    }
     let qsbr = opts.qsbr > 0;
     let dog = thread::spawn(move || watchdog(start, Duration::from_secs(60), qsbr));
     thread::sleep(Duration::from_secs(opts.seconds));

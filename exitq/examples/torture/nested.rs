@@ -54,7 +54,7 @@ fn inner(a: usize) {
 pub(crate) fn nester(seed: u64) {
     let w = world();
     let rng = Rng::new(seed ^ 0x4E57);
-    let n = w.slots.len();
+    let n = w.shared();
     let outers: Vec<usize> = (0..n - 1)
         .filter(|&i| !w.slots[i].name.contains("backlog"))
         .collect();

@@ -42,15 +42,17 @@ fn online(reader: &Option<QsbrReader>) -> &QsbrReader {
 pub(crate) fn qsbr_worker(id: usize, seed: u64) {
     let w = world();
     let rng = Rng::new(seed ^ 0x95B2 ^ (id as u64) << 36);
-    let mut readers: Vec<Option<QsbrReader>> = w
-        .slots
+    let mut readers: Vec<Option<QsbrReader>> = w.slots[..w.shared()]
         .iter()
         .map(|s| Some(s.domain.qsbr_reader()))
         .collect();
-    let mut plain: Vec<_> = w.slots.iter().map(|s| s.domain.reader()).collect();
+    let mut plain: Vec<_> = w.slots[..w.shared()]
+        .iter()
+        .map(|s| s.domain.reader())
+        .collect();
     let mut generation = 0u64;
     while !w.stop.load(Ordering::Relaxed) {
-        let i = rng.below(w.slots.len() as u64) as usize;
+        let i = rng.below(w.shared() as u64) as usize;
         let slot = &w.slots[i];
         generation += 1;
         if readers[i].is_none() {

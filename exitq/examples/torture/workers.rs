@@ -146,10 +146,13 @@ pub(crate) fn counted_defer(slot: &'static Slot, rng: &Rng) {
 pub(crate) fn worker(id: usize, seed: u64) {
     let w = world();
     let rng = Rng::new(seed ^ (id as u64) << 32);
-    let mut readers: Vec<_> = w.slots.iter().map(|s| s.domain.reader()).collect();
+    let mut readers: Vec<_> = w.slots[..w.shared()]
+        .iter()
+        .map(|s| s.domain.reader())
+        .collect();
     let mut generation = 0u64;
     while !w.stop.load(Ordering::Relaxed) {
-        let i = rng.below(w.slots.len() as u64) as usize;
+        let i = rng.below(w.shared() as u64) as usize;
         let slot = &w.slots[i];
         generation += 1;
         match rng.below(100) {
@@ -197,7 +200,7 @@ pub(crate) fn checker(id: usize, seed: u64) {
     let w = world();
     let rng = Rng::new(seed ^ 0xBA44 ^ (id as u64) << 40);
     while !w.stop.load(Ordering::Relaxed) {
-        let slot = &w.slots[rng.below(w.slots.len() as u64) as usize];
+        let slot = &w.slots[rng.below(w.shared() as u64) as usize];
         // Acquire: pairs with the Release after each counted defer.
         let before = slot.issued.load(Ordering::Acquire);
         slot.domain.barrier();

@@ -85,10 +85,11 @@ pub(crate) struct Violations {
     pub(crate) nested_barrier_returned: AtomicU64,
     pub(crate) ran_in_fork_child: AtomicU64,
     pub(crate) fork_child_failed: AtomicU64,
+    pub(crate) polled_never_barrier_free: AtomicU64,
 }
 
 impl Violations {
-    pub(crate) fn all(&self) -> [(&'static str, u64); 12] {
+    pub(crate) fn all(&self) -> [(&'static str, u64); 13] {
         let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
         [
             (
@@ -120,6 +121,10 @@ impl Violations {
             (
                 "fork child hung or saw an entry point not refused",
                 g(&self.fork_child_failed),
+            ),
+            (
+                "polled domain: no grace period completed without a heavy barrier (path not run)",
+                g(&self.polled_never_barrier_free),
             ),
         ]
     }
@@ -153,6 +158,7 @@ pub(crate) struct Ops {
     pub(crate) nested_barriers_refused: AtomicU64,
     pub(crate) forks: AtomicU64,
     pub(crate) forks_in_callbacks: AtomicU64,
+    pub(crate) streamed: AtomicU64,
 }
 
 pub(crate) struct World {
@@ -165,6 +171,14 @@ pub(crate) struct World {
     /// Callbacks and hooks that ran in a fork child, counted in memory
     /// shared with the children (`forker.rs`).
     pub(crate) in_child: &'static AtomicU64,
+}
+
+impl World {
+    /// How many slots the mixed roles use: all but the last, the polled
+    /// domain, which only the streamers use (`streams.rs`).
+    pub(crate) fn shared(&self) -> usize {
+        self.slots.len() - 1
+    }
 }
 
 pub(crate) static WORLD: OnceLock<World> = OnceLock::new();
