@@ -84,7 +84,7 @@ use crate::cancel::NoCancel;
 use crate::config::{HeldBy, Stall, StallHandler};
 use crate::expedite::Fences;
 use crate::look::{Look, Seen};
-use crate::past::{self, Standing};
+use crate::past::{self, Scan};
 use crate::record::{Kind, Record, Registry, NEST_BITS, NEST_MASK};
 use crate::stats::Counters;
 use crate::stuck;
@@ -107,8 +107,9 @@ const IDLE_POLLS: u32 = 16;
 /// held by no section but not yet shown past by every record (`past.rs`)
 /// before a poll makes the barrier after all: a thread that never seals
 /// (an idle registered thread, a `QsbrReader` offline) never shows the new
-/// epoch. At 4, a 2-thread `defer_free` run made a heavy barrier for 12 of
-/// 432 grace periods (2026-12-04).
+/// epoch (and then the next grace periods start with the barrier first:
+/// `past::Blocker`). At 4, a 2-thread `defer_free` run made a heavy
+/// barrier for 2 of 264 grace periods (2026-12-04).
 const UNSURE_POLLS: u32 = 4;
 
 /// The epoch word of grace period `g` (what readers copy): epoch `g + 1`
@@ -313,8 +314,15 @@ struct GpState {
     expedite: bool,
     /// The heavy barrier of grace period `started` is done.
     barriered: bool,
-    /// Polls that found grace period `started` unsure.
+    /// Polls that found grace period `started` unsure (`past.rs`).
     unsure_polls: u32,
+    /// Someone is making the heavy barrier after `started`'s epoch store.
+    barriering: bool,
+    /// The record that made the last grace period a poll started need the
+    /// heavy barrier after all, and the word it showed (`past.rs`): while
+    /// it shows the same, polls start grace periods with the barrier
+    /// first, as a `synchronize` does.
+    blocker: Option<past::Blocker>,
     /// Threads blocked on `cv` (callers waiting for a grace period to be
     /// published or completed): without any, publishing and completing
     /// skip the futex wake.
@@ -364,6 +372,8 @@ impl GracePeriods {
                 expedite: false,
                 barriered: true,
                 unsure_polls: 0,
+                barriering: false,
+                blocker: None,
                 waiters: 0,
             }),
             cv: Condvar::new(),
@@ -538,6 +548,7 @@ impl GracePeriods {
         st.published = false;
         st.barriered = false;
         st.unsure_polls = 0;
+        st.barriering = false;
         claim_started(&self.started, st.started);
         st.started
     }
@@ -603,7 +614,7 @@ impl GracePeriods {
         // The checker may not be the thread that published `g` (a poll
         // started it and a `synchronize` adopted it; an expedited caller
         // helps the leader).
-        self.ensure_barrier(g, stats);
+        self.ensure_barrier(g, stats, true);
         scan_fence();
         let start = Instant::now();
         'records: for r in registry.iter() {
@@ -663,8 +674,12 @@ impl GracePeriods {
                 return false;
             }
             let g = self.begin(&mut st);
+            let blocker = st.blocker;
             drop(st);
-            self.publish(g, false, stats);
+            // Without the heavy barrier unless the record that needed it
+            // last time is still idle (`past.rs`).
+            let heavy = blocker.is_some_and(|b| past::still_blocks(registry, b));
+            self.publish(g, heavy, stats);
             st = self.lock();
             g
         } else {
@@ -674,8 +689,8 @@ impl GracePeriods {
         drop(st);
         scan_fence();
         match past::scan(registry, g, barriered) {
-            Standing::Past => {}
-            Standing::Held => {
+            Scan::Past => {}
+            Scan::Held => {
                 // A reader preempted in its section, most likely: after a
                 // few such polls give it the CPU (`stuck.rs`).
                 if stuck::held(g) {
@@ -683,45 +698,61 @@ impl GracePeriods {
                 }
                 return false; // the leader, or a later poll, finishes it
             }
-            Standing::Unsure => {
+            Scan::Unsure(r, word) => {
                 // No section holds it, but some record's owner has not
                 // shown the new epoch: a later poll may see it has, or
                 // after a few polls the heavy barrier settles it.
-                if !self.unsure_poll(g) {
+                if !self.unsure_poll(g, past::blocker(r, word))
+                    || !self.ensure_barrier(g, stats, false)
+                {
                     return false;
                 }
-                self.ensure_barrier(g, stats);
                 scan_fence();
-                if past::scan(registry, g, true) != Standing::Past {
+                if !matches!(past::scan(registry, g, true), Scan::Past) {
                     return false;
                 }
             }
         }
         let mut st = self.lock();
+        if !st.barriered && st.started == g {
+            // Completed without the barrier: the next starts without it.
+            st.blocker = None;
+        }
         self.complete(&mut st, g, stats);
         true
     }
 
     /// Counts a poll that found grace period `g` unsure; true at the
-    /// `UNSURE_POLLS`th (the caller then makes the heavy barrier).
-    fn unsure_poll(&self, g: u64) -> bool {
+    /// `UNSURE_POLLS`th, recording `blocker` (the caller then makes the
+    /// heavy barrier), or once someone made it.
+    fn unsure_poll(&self, g: u64, blocker: past::Blocker) -> bool {
         let mut st = self.lock();
         if st.started != g || st.completed >= g || st.barriered {
             return st.barriered && st.completed < g;
         }
         st.unsure_polls += 1;
-        st.unsure_polls >= UNSURE_POLLS
+        if st.unsure_polls < UNSURE_POLLS {
+            return false;
+        }
+        st.blocker = Some(blocker);
+        true
     }
 
     /// The heavy barrier after grace period `g`'s epoch store, unless it
     /// was made (before the store, or after it by someone else) or `g`
     /// completed: a scan after it (and after the caller's scan fence)
     /// trusts a word that shows no section (`past.rs`).
-    pub(crate) fn ensure_barrier(&self, g: u64, stats: &Counters) {
-        let st = self.lock();
+    /// A poll (`lead: false`) leaves it to another poll that is making it
+    /// (false: the barrier is not made yet); a leader makes its own then.
+    pub(crate) fn ensure_barrier(&self, g: u64, stats: &Counters, lead: bool) -> bool {
+        let mut st = self.lock();
         if st.started != g || st.barriered {
-            return;
+            return true;
         }
+        if st.barriering && !lead {
+            return false;
+        }
+        st.barriering = true;
         drop(st);
         barrier_after(&self.hot.gp_ctr, g, self.hot.fences);
         Counters::add(&stats.heavy_barriers, 1);
@@ -729,6 +760,8 @@ impl GracePeriods {
         if st.started == g {
             st.barriered = true;
         }
+        st.barriering = false;
+        true
     }
 
     #[cold]

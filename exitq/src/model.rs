@@ -67,7 +67,7 @@ pub fn refresh_idle(gp_ctr: &AtomicU64, ctr: &AtomicU64) {
 /// alone, without the registry (`past::standing` for an `IN_USE` record):
 /// 0 past, 1 unsure, 2 held.
 pub fn standing_word(ctr: &AtomicU64, g: u64) -> u8 {
-    past::standing_word(ctr, g) as u8
+    past::standing_word(ctr, g).0 as u8
 }
 pub fn start_grace_period(gp_ctr: &AtomicU64, g: u64) {
     grace::start_grace_period(gp_ctr, g, FENCES)
@@ -151,7 +151,11 @@ impl Records {
     /// A poll's scan for grace period `g` (`past::scan`): 0 past, 1
     /// unsure, 2 held.
     pub fn scan(&self, g: u64, barriered: bool) -> u8 {
-        past::scan(&self.0, g, barriered) as u8
+        match past::scan(&self.0, g, barriered) {
+            past::Scan::Past => 0,
+            past::Scan::Unsure(..) => 1,
+            past::Scan::Held => 2,
+        }
     }
 }
 
