@@ -221,6 +221,18 @@ fn main() -> ExitCode {
             }
             let domain = b.build();
             let d = domain.clone();
+            // `EXITQ_IDLE=1`: one more registered thread that stays idle
+            // (one read section, then asleep), as a pool's parked worker:
+            // its record never shows a new epoch (exitq/src/past.rs).
+            if std::env::var_os("EXITQ_IDLE").is_some() {
+                let idle = domain.clone();
+                thread::spawn(move || {
+                    drop(idle.read());
+                    loop {
+                        thread::sleep(Duration::from_secs(3600));
+                    }
+                });
+            }
             if std::env::var_os("EXITQ_MONITOR").is_some() {
                 let m = domain.clone();
                 thread::spawn(move || loop {
