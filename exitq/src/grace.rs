@@ -112,6 +112,13 @@ const IDLE_POLLS: u32 = 16;
 /// barrier for 2 of 264 grace periods (2026-12-04).
 const UNSURE_POLLS: u32 = 4;
 
+/// Grace periods in a row that one record, showing one idle word, made
+/// need the heavy barrier before polls start them with the barrier first
+/// (`past.rs`): a thread preempted between two sections blocks one, an
+/// idle registered thread every one. At 1 (the first hint), 4 producers
+/// on 2 CPUs gained 1.009x over v3.5 instead of 1.034x (2026-12-04).
+const BLOCKED_TIMES: u32 = 2;
+
 /// The epoch word of grace period `g` (what readers copy): epoch `g + 1`
 /// above a nesting count of 1. 48 bits of epoch do not wrap in practice
 /// (2^48 grace periods at one per microsecond is 8.9 years; a normal grace
@@ -319,10 +326,11 @@ struct GpState {
     /// Someone is making the heavy barrier after `started`'s epoch store.
     barriering: bool,
     /// The record that made the last grace period a poll started need the
-    /// heavy barrier after all, and the word it showed (`past.rs`): while
-    /// it shows the same, polls start grace periods with the barrier
-    /// first, as a `synchronize` does.
-    blocker: Option<past::Blocker>,
+    /// heavy barrier after all, the word it showed, and for how many grace
+    /// periods in a row it did so showing that word (`past.rs`): from the
+    /// second, while it shows the same, polls start grace periods with the
+    /// barrier first, as a `synchronize` does.
+    blocker: Option<(past::Blocker, u32)>,
     /// Threads blocked on `cv` (callers waiting for a grace period to be
     /// published or completed): without any, publishing and completing
     /// skip the futex wake.
@@ -678,7 +686,9 @@ impl GracePeriods {
             drop(st);
             // Without the heavy barrier unless the record that needed it
             // last time is still idle (`past.rs`).
-            let heavy = blocker.is_some_and(|b| past::still_blocks(registry, b));
+            let heavy = blocker.is_some_and(|(b, times)| {
+                times >= BLOCKED_TIMES && past::still_blocks(registry, b)
+            });
             self.publish(g, heavy, stats);
             st = self.lock();
             g
@@ -734,7 +744,10 @@ impl GracePeriods {
         if st.unsure_polls < UNSURE_POLLS {
             return false;
         }
-        st.blocker = Some(blocker);
+        st.blocker = Some(match st.blocker {
+            Some((b, times)) if b == blocker => (b, times + 1),
+            _ => (blocker, 1),
+        });
         true
     }
 

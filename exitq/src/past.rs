@@ -50,11 +50,13 @@
 //! old idle word: every grace period would wait `UNSURE_POLLS` polls for
 //! it and then make the barrier anyway. So the record that made the last
 //! grace period need it is remembered with the word it showed (a
-//! [`Blocker`]); while it still shows that word, polls start grace
-//! periods with the barrier first, as `synchronize` does, and once a
-//! grace period completes without one, the next starts without. With an
-//! idle registered thread beside two producers, that is v3.5's speed
-//! (1.000, 21 interleaved rounds, 2026-12-04); without the hint, 0.956.
+//! [`Blocker`]); once the same record with the same word has done so for
+//! two grace periods in a row (a thread preempted between two sections
+//! rarely does), and while it still shows that word, polls start grace
+//! periods with the barrier first, as `synchronize` does; once a grace
+//! period completes without one, the next starts without. With an idle
+//! registered thread beside two producers, that is v3.5's speed (1.000,
+//! 21 interleaved rounds, 2026-12-04); without the hint, 0.956.
 //!
 //! # Idle words keep their epoch
 //!
