@@ -112,13 +112,6 @@ const IDLE_POLLS: u32 = 16;
 /// barrier for 2 of 264 grace periods (2026-12-04).
 const UNSURE_POLLS: u32 = 4;
 
-/// Grace periods in a row that one record, showing one idle word, made
-/// need the heavy barrier before polls start them with the barrier first
-/// (`past.rs`): a thread preempted between two sections blocks one, an
-/// idle registered thread every one. At 1 (the first hint), 4 producers
-/// on 2 CPUs gained 1.009x over v3.5 instead of 1.034x (2026-12-04).
-const BLOCKED_TIMES: u32 = 2;
-
 /// The epoch word of grace period `g` (what readers copy): epoch `g + 1`
 /// above a nesting count of 1. 48 bits of epoch do not wrap in practice
 /// (2^48 grace periods at one per microsecond is 8.9 years; a normal grace
@@ -325,12 +318,14 @@ struct GpState {
     unsure_polls: u32,
     /// Someone is making the heavy barrier after `started`'s epoch store.
     barriering: bool,
-    /// The record that made the last grace period a poll started need the
-    /// heavy barrier after all, the word it showed, and for how many grace
-    /// periods in a row it did so showing that word (`past.rs`): from the
-    /// second, while it shows the same, polls start grace periods with the
-    /// barrier first, as a `synchronize` does.
-    blocker: Option<(past::Blocker, u32)>,
+    /// The first record a poll found unsure for grace period `started`,
+    /// and the word it showed.
+    unsure_first: Option<past::Blocker>,
+    /// A record that showed one idle word through all the polls that made
+    /// the last grace period a poll started need the heavy barrier after
+    /// all (`past.rs`): while it shows that word, polls start grace
+    /// periods with the barrier first, as a `synchronize` does.
+    blocker: Option<past::Blocker>,
     /// Threads blocked on `cv` (callers waiting for a grace period to be
     /// published or completed): without any, publishing and completing
     /// skip the futex wake.
@@ -381,6 +376,7 @@ impl GracePeriods {
                 barriered: true,
                 unsure_polls: 0,
                 barriering: false,
+                unsure_first: None,
                 blocker: None,
                 waiters: 0,
             }),
@@ -557,6 +553,7 @@ impl GracePeriods {
         st.barriered = false;
         st.unsure_polls = 0;
         st.barriering = false;
+        st.unsure_first = None;
         claim_started(&self.started, st.started);
         st.started
     }
@@ -686,9 +683,7 @@ impl GracePeriods {
             drop(st);
             // Without the heavy barrier unless the record that needed it
             // last time is still idle (`past.rs`).
-            let heavy = blocker.is_some_and(|(b, times)| {
-                times >= BLOCKED_TIMES && past::still_blocks(registry, b)
-            });
+            let heavy = blocker.is_some_and(|b| past::still_blocks(registry, b));
             self.publish(g, heavy, stats);
             st = self.lock();
             g
@@ -712,7 +707,7 @@ impl GracePeriods {
                 // No section holds it, but some record's owner has not
                 // shown the new epoch: a later poll may see it has, or
                 // after a few polls the heavy barrier settles it.
-                if !self.unsure_poll(g, past::blocker(r, word))
+                if !self.unsure_poll(g, past::blocker(r, word), registry)
                     || !self.ensure_barrier(g, stats, false)
                 {
                     return false;
@@ -732,22 +727,22 @@ impl GracePeriods {
         true
     }
 
-    /// Counts a poll that found grace period `g` unsure; true at the
-    /// `UNSURE_POLLS`th, recording `blocker` (the caller then makes the
-    /// heavy barrier), or once someone made it.
-    fn unsure_poll(&self, g: u64, blocker: past::Blocker) -> bool {
+    /// Counts a poll that found grace period `g` unsure (`unsure`: the
+    /// first record it found so, and its word); true at the
+    /// `UNSURE_POLLS`th (the caller then makes the heavy barrier), or once
+    /// someone made it. At the `UNSURE_POLLS`th, the first poll's unsure
+    /// record becomes the blocker if it still shows the same word.
+    fn unsure_poll(&self, g: u64, unsure: past::Blocker, registry: &Registry) -> bool {
         let mut st = self.lock();
         if st.started != g || st.completed >= g || st.barriered {
             return st.barriered && st.completed < g;
         }
         st.unsure_polls += 1;
+        let first = *st.unsure_first.get_or_insert(unsure);
         if st.unsure_polls < UNSURE_POLLS {
             return false;
         }
-        st.blocker = Some(match st.blocker {
-            Some((b, times)) if b == blocker => (b, times + 1),
-            _ => (blocker, 1),
-        });
+        st.blocker = Some(first).filter(|&b| past::still_blocks(registry, b));
         true
     }
 

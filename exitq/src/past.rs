@@ -48,15 +48,14 @@
 //!
 //! A registered thread that stays idle (a pool's parked worker) keeps an
 //! old idle word: every grace period would wait `UNSURE_POLLS` polls for
-//! it and then make the barrier anyway. So the record that made the last
-//! grace period need it is remembered with the word it showed (a
-//! [`Blocker`]); once the same record with the same word has done so for
-//! two grace periods in a row (a thread preempted between two sections
-//! rarely does), and while it still shows that word, polls start grace
-//! periods with the barrier first, as `synchronize` does; once a grace
-//! period completes without one, the next starts without. With an idle
-//! registered thread beside two producers, that is v3.5's speed (1.000,
-//! 21 interleaved rounds, 2026-12-04); without the hint, 0.956.
+//! it and then make the barrier anyway. So a record that showed the same
+//! idle word through all the polls that made a grace period need it (the
+//! first one found unsure, still unchanged at the last) is remembered, a
+//! [`Blocker`]; while it still shows that word, polls start grace periods
+//! with the barrier first, as `synchronize` does, and once a grace period
+//! completes without one, the next starts without. A producer found
+//! between two sections at one poll has moved on by the last, and
+//! blocks nothing.
 //!
 //! # Idle words keep their epoch
 //!
