@@ -57,15 +57,16 @@
 //! [`GracePeriods::is_done`] says that grace period completed (one Acquire
 //! load of a mirror of `completed`, paired with the leader's Release store
 //! of it after step 4). The snapshot is safe without the lock: it is a
-//! read-modify-write (AcqRel) of the mirror of `started`, as the leader's
-//! claim of its grace period is, so the two are totally ordered. If the
-//! leader's comes first we read its number and wait for the grace period
-//! after; otherwise the leader's reads ours, so everything we did before
-//! sealing (the removals) happens-before its epoch store, with or without
-//! a heavy barrier, exactly as for a `synchronize` caller (before grace
-//! periods without the barrier, a full fence and a load did this, ordered
-//! against the leader's barrier). [`GracePeriods::request`] tells the
-//! reclaimer someone waits for a grace period.
+//! full fence and a load of the mirror of `started`, and the leader makes
+//! a full fence between storing its number there and storing the epoch.
+//! If the leader's fence comes first (in the fences' single total order)
+//! we read its number and wait for the grace period after; otherwise a
+//! reader that loads the new epoch cannot read a value older than what we
+//! did before sealing (the removals), with or without a heavy barrier
+//! (`past.rs`, "The seal and the start"); before grace periods without
+//! the barrier, the leader's heavy barrier played its fence's part.
+//! [`GracePeriods::request`] tells the reclaimer someone waits for a
+//! grace period.
 //!
 //! # Stalls
 //!
@@ -238,20 +239,28 @@ pub(crate) fn barrier_after(gp_ctr: &AtomicU64, g: u64, fences: Fences) {
 /// `started` (`GracePeriods::snapshot`).
 #[inline]
 pub(crate) fn snapshot_of(started: &AtomicU64) -> u64 {
-    // AcqRel read-modify-write: pairs with `claim_started`'s (module docs,
-    // and `past.rs`, "The seal and the start"): either that one reads
-    // ours, and the caller's removals happen-before the epoch's store, or
-    // we read its new `started` and wait for the grace period after. A
-    // locked instruction on x86, as the full fence it replaced.
-    started.fetch_add(0, Ordering::AcqRel) + 1
+    // Full fence, then the load: pairs with the fence `claim_started`
+    // makes between its store and the epoch's (module docs, and
+    // `past.rs`, "The seal and the start"): if ours comes second in the
+    // fences' single total order, the load reads the new `started` and we
+    // wait for the grace period after; if first, a reader that loads the
+    // new epoch (ordered after the leader's fence) cannot read a value
+    // older than our removals. Not a read-modify-write of `started`: every
+    // producer's seal would bounce its cache line.
+    sync::full_fence();
+    // Relaxed: ordered by the fence above.
+    started.load(Ordering::Relaxed) + 1
 }
 
 /// A leader's claim of grace period `g` in the mirror of `started`
-/// (`GracePeriods::begin`, under the lock, so the mirror only grows).
+/// (`GracePeriods::begin`, under the lock, so the mirror only grows),
+/// and the fence between it and the epoch's store.
 #[inline]
 pub(crate) fn claim_started(started: &AtomicU64, g: u64) {
-    // AcqRel read-modify-write: pairs with `snapshot_of`'s.
-    started.swap(g, Ordering::AcqRel);
+    // Relaxed: ordered by the fence below.
+    started.store(g, Ordering::Relaxed);
+    // Full fence: pairs with `snapshot_of`'s.
+    sync::full_fence();
 }
 
 /// Step 4: whether the reader with word `ctr` still holds grace period `g`

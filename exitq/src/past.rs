@@ -73,12 +73,17 @@
 //! A batch sealed while `g` starts must either wait for `g + 1`, or have
 //! its removals ordered before `g`'s epoch store. The heavy barrier did
 //! that before (`grace.rs`, "The snapshot is safe without the lock");
-//! without it, the sealer's snapshot and the leader's claim are both
-//! read-modify-writes (AcqRel) of the same word, `started`, so they are
-//! totally ordered: if the leader's comes second it reads the sealer's,
-//! and the sealer's removals happen-before the epoch's store; if the
-//! sealer's comes second it reads the new `started` and waits for the
-//! next grace period.
+//! without it, the leader makes a full fence between its claim of `g` in
+//! `started` and the epoch's store, pairing with the fence the sealer
+//! makes between its removals and its load of `started`. The two fences
+//! are totally ordered: if the leader's comes first, the sealer's load
+//! reads the new `started` and it waits for the next grace period; if the
+//! sealer's comes first, a reader ordered after the leader's fence (it
+//! loaded the new epoch) cannot read a value older than the sealer's
+//! removals (C++20's rule for seq_cst fences ordered by happens-before).
+//! Read-modify-writes of `started` by both would do too, and were the
+//! first version: every seal then took the line from the other
+//! producers.
 //!
 //! Loom models (`tests/loom.rs`): a reader whose entry has no fence seen
 //! in a later section, a seal racing a start, a claim racing a scan, an

@@ -697,9 +697,9 @@ fn leaked_release_races_a_guard_drop_and_a_claim() {
 /// membarrier-mode entry that no barrier upgrades), nests, and enters
 /// again. The sealer frees object 0 if the grace period its snapshot
 /// needs has completed. Every interleaving: the reader never reads object
-/// 0 concurrently with the free. With the snapshot a fence and a load and
-/// the claim a plain store (the code before, which relied on the heavy
-/// barrier to order them), the sealer can read the old `started` while
+/// 0 concurrently with the free. Without the claim's fence between its
+/// store of `started` and the epoch's (the code before, which relied on
+/// the heavy barrier there), the sealer can read the old `started` while
 /// the reader, past the new epoch, still finds object 0 published.
 #[test]
 fn a_grace_period_without_the_barrier_completes_only_on_readers_past_it() {
