@@ -25,6 +25,13 @@ use loom::thread;
 
 use exitq::model::{self, AtomicBool, AtomicU64, Chain, List, Node, Records};
 
+/// Clones of the named `Arc`s, for a thread about to be spawned.
+macro_rules! cloned {
+    ($($a:ident),*) => {
+        ($($a.clone()),*)
+    };
+}
+
 /// `model::standing_word` / `Records::scan`: the record is past.
 const PAST: u8 = 0;
 
@@ -105,12 +112,7 @@ fn grace_period_waits_for_prior_readers() {
         let objects = Arc::new([AtomicUsize::new(ALIVE), AtomicUsize::new(ALIVE)]);
 
         let reader = {
-            let (gp_ctr, ctr, current, objects) = (
-                gp_ctr.clone(),
-                ctr.clone(),
-                current.clone(),
-                objects.clone(),
-            );
+            let (gp_ctr, ctr, current, objects) = cloned!(gp_ctr, ctr, current, objects);
             thread::spawn(move || {
                 model::reader_enter(&gp_ctr, &ctr);
                 let i = current.load(Ordering::Acquire);
@@ -153,8 +155,7 @@ fn a_scan_that_finds_the_reader_in_its_next_section_is_ordered_after_the_previou
         let object = Arc::new(UnsafeCell::new(ALIVE));
 
         let reader = {
-            let (gp_ctr, ctr, current, object) =
-                (gp_ctr.clone(), ctr.clone(), current.clone(), object.clone());
+            let (gp_ctr, ctr, current, object) = cloned!(gp_ctr, ctr, current, object);
             thread::spawn(move || {
                 model::reader_enter(&gp_ctr, &ctr);
                 if current.load(Ordering::Acquire) == 0 {
@@ -214,12 +215,7 @@ fn two_grace_periods(
         AtomicUsize::new(ALIVE),
     ]);
     let handle = {
-        let (gp_ctr, ctr, current, objects) = (
-            gp_ctr.clone(),
-            ctr.clone(),
-            current.clone(),
-            objects.clone(),
-        );
+        let (gp_ctr, ctr, current, objects) = cloned!(gp_ctr, ctr, current, objects);
         thread::spawn(move || reader(&gp_ctr, &ctr, &current, &objects))
     };
     for (g, (old, new)) in [(1u64, (0usize, 1usize)), (2, (1, 2))] {
@@ -277,7 +273,7 @@ fn steal_handshake_is_exclusive() {
         let batch = Arc::new(UnsafeCell::new(Vec::<u32>::new()));
 
         let owner = {
-            let (busy, steal, batch) = (busy.clone(), steal.clone(), batch.clone());
+            let (busy, steal, batch) = cloned!(busy, steal, batch);
             thread::spawn(move || {
                 for item in 0..2u32 {
                     loop {
@@ -323,7 +319,7 @@ fn two_stealers_take_each_item_exactly_once() {
         let steal_lock = Arc::new(loom::sync::Mutex::new(()));
 
         let owner = {
-            let (busy, steal, batch) = (busy.clone(), steal.clone(), batch.clone());
+            let (busy, steal, batch) = cloned!(busy, steal, batch);
             thread::spawn(move || {
                 model::owner_section(&busy, &steal, || {
                     // SAFETY: the handshake admitted us (loom checks it).
@@ -379,13 +375,7 @@ fn barrier_finds_work_the_owner_moves_inside_its_section() {
         let issued = Arc::new(AtomicUsize::new(0));
 
         let owner = {
-            let (busy, steal, batch, list, issued) = (
-                busy.clone(),
-                steal.clone(),
-                batch.clone(),
-                list.clone(),
-                issued.clone(),
-            );
+            let (busy, steal, batch, list, issued) = cloned!(busy, steal, batch, list, issued);
             thread::spawn(move || {
                 let section = |f: &dyn Fn(&mut Vec<u32>)| {
                     model::owner_section(&busy, &steal, || {
@@ -437,14 +427,8 @@ fn barrier_waits_for_an_owner_run_in_progress() {
         let ran = Arc::new(AtomicUsize::new(0));
 
         let owner = {
-            let (busy, steal, batch, seq, issued, ran) = (
-                busy.clone(),
-                steal.clone(),
-                batch.clone(),
-                seq.clone(),
-                issued.clone(),
-                ran.clone(),
-            );
+            let (busy, steal, batch, seq, issued, ran) =
+                cloned!(busy, steal, batch, seq, issued, ran);
             thread::spawn(move || {
                 model::owner_section(&busy, &steal, || {
                     // SAFETY: the handshake admitted us.
@@ -505,13 +489,7 @@ fn barrier_and_a_drain_tick_split_a_batch() {
         let ran = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
 
         let owner = {
-            let (busy, steal, batch, seq, ran) = (
-                busy.clone(),
-                steal.clone(),
-                batch.clone(),
-                seq.clone(),
-                ran.clone(),
-            );
+            let (busy, steal, batch, seq, ran) = cloned!(busy, steal, batch, seq, ran);
             thread::spawn(move || {
                 // The tick: take one callback out (the cursor moves).
                 let tick = model::owner_section(&busy, &steal, || {
@@ -568,12 +546,7 @@ fn a_lock_free_snapshot_waits_for_every_prior_reader() {
         let objects = Arc::new([AtomicUsize::new(ALIVE), AtomicUsize::new(ALIVE)]);
 
         let reader = {
-            let (gp_ctr, ctr, current, objects) = (
-                gp_ctr.clone(),
-                ctr.clone(),
-                current.clone(),
-                objects.clone(),
-            );
+            let (gp_ctr, ctr, current, objects) = cloned!(gp_ctr, ctr, current, objects);
             thread::spawn(move || {
                 model::reader_enter(&gp_ctr, &ctr);
                 let i = current.load(Ordering::Acquire);
@@ -583,17 +556,11 @@ fn a_lock_free_snapshot_waits_for_every_prior_reader() {
             })
         };
         let leader = {
-            let (gp_ctr, ctr, started, completed) = (
-                gp_ctr.clone(),
-                ctr.clone(),
-                started.clone(),
-                completed.clone(),
-            );
+            let (gp_ctr, ctr, started, completed) = cloned!(gp_ctr, ctr, started, completed);
             thread::spawn(move || {
                 for g in 1..=2u64 {
-                    // (`started` is stored under the grace-period lock in
-                    // the real code; Relaxed there too.)
-                    started.store(g, Ordering::Relaxed);
+                    // (Under the grace-period lock in the real code.)
+                    model::claim_started(&started, g);
                     model::start_grace_period(&gp_ctr, g);
                     while model::holds_grace_period(&ctr, g) {
                         thread::yield_now();
@@ -604,8 +571,7 @@ fn a_lock_free_snapshot_waits_for_every_prior_reader() {
         };
         // The owner: unpublish, seal (snapshot), wait, free.
         current.store(1, Ordering::Release);
-        model::full_fence();
-        let need = started.load(Ordering::Relaxed) + 1;
+        let need = model::snapshot(&started);
         // `is_done` once (no spinning: loom explores the interleavings in
         // which the grace period has already completed here).
         if completed.load(Ordering::Acquire) >= need {
@@ -641,7 +607,7 @@ fn leaked_release_races_a_guard_drop_and_a_claim() {
             old.enter(&gp_ctr);
             assert!(!old.retire(), "kept for the live guard");
             let owner = {
-                let (records, dead) = (records.clone(), dead.clone());
+                let (records, dead) = cloned!(records, dead);
                 thread::spawn(move || {
                     if owner_drops_guard {
                         // A later thread-local destructor drops the guard.
@@ -652,7 +618,7 @@ fn leaked_release_races_a_guard_drop_and_a_claim() {
                 })
             };
             let leader = {
-                let (records, dead) = (records.clone(), dead.clone());
+                let (records, dead) = cloned!(records, dead);
                 thread::spawn(move || {
                     let old = records.oldest();
                     let mut released = false;
@@ -712,8 +678,7 @@ fn a_grace_period_without_the_barrier_completes_only_on_readers_past_it() {
         let object = Arc::new(UnsafeCell::new(ALIVE));
 
         let reader = {
-            let (gp_ctr, ctr, current, object) =
-                (gp_ctr.clone(), ctr.clone(), current.clone(), object.clone());
+            let (gp_ctr, ctr, current, object) = cloned!(gp_ctr, ctr, current, object);
             thread::spawn(move || {
                 for _ in 0..2 {
                     model::reader_enter_unfenced(&gp_ctr, &ctr);
@@ -730,12 +695,7 @@ fn a_grace_period_without_the_barrier_completes_only_on_readers_past_it() {
             })
         };
         let poller = {
-            let (gp_ctr, ctr, started, completed) = (
-                gp_ctr.clone(),
-                ctr.clone(),
-                started.clone(),
-                completed.clone(),
-            );
+            let (gp_ctr, ctr, started, completed) = cloned!(gp_ctr, ctr, started, completed);
             thread::spawn(move || {
                 model::claim_started(&started, 1);
                 model::publish_epoch(&gp_ctr, 1);
@@ -778,12 +738,7 @@ fn a_claim_racing_a_scan_loads_the_new_epoch() {
             let current = Arc::new(AtomicUsize::new(0));
             let object = Arc::new(UnsafeCell::new(ALIVE));
             let claimant = {
-                let (gp_ctr, records, current, object) = (
-                    gp_ctr.clone(),
-                    records.clone(),
-                    current.clone(),
-                    object.clone(),
-                );
+                let (gp_ctr, records, current, object) = cloned!(gp_ctr, records, current, object);
                 thread::spawn(move || {
                     let mine = records.claim();
                     mine.enter_unfenced(&gp_ctr);
@@ -827,8 +782,7 @@ fn an_idle_word_refreshed_at_a_seal_shows_its_owner_past() {
         let current = Arc::new(AtomicUsize::new(0));
         let object = Arc::new(UnsafeCell::new(ALIVE));
         let owner = {
-            let (gp_ctr, ctr, current, object) =
-                (gp_ctr.clone(), ctr.clone(), current.clone(), object.clone());
+            let (gp_ctr, ctr, current, object) = cloned!(gp_ctr, ctr, current, object);
             thread::spawn(move || {
                 let read = || {
                     if current.load(Ordering::Acquire) == 0 {
