@@ -12,6 +12,7 @@ use std::time::Duration;
 use exitq::Domain;
 
 mod domains_util;
+mod skip_util;
 mod stall_util;
 use domains_util::domains;
 
@@ -266,5 +267,77 @@ fn a_registered_readers_guards_hold_grace_periods() {
         }
         assert_eq!(d.stats().participants, before, "{name}: records reused");
         d.synchronize();
+    }
+}
+
+/// A producer that defers `n` callbacks inside its `Reader`'s sections;
+/// all have run when it returns the domain's stats.
+fn produce_under_a_reader(d: &Domain, n: usize) -> exitq::DomainStats {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let mut reader = d.reader();
+    for _ in 0..n {
+        let _g = reader.read();
+        let ran = ran.clone();
+        d.defer(move || {
+            ran.fetch_add(1, Ordering::Relaxed);
+        });
+    }
+    drop(reader);
+    d.barrier();
+    assert_eq!(ran.load(Ordering::Relaxed), n, "every callback ran once");
+    d.stats()
+}
+
+/// The grace periods a busy producer's polls start complete without the
+/// heavy barrier (`exitq/src/past.rs`): its records show its sections
+/// entered after each start, and its main record is refreshed at its
+/// seals. (A few are led by `barrier` or a reclaimer takeover, with it.)
+#[test]
+fn a_busy_producers_grace_periods_need_no_heavy_barrier() {
+    if !exitq::membarrier_available() {
+        skip_util::skip(
+            "membarrier(2) unavailable: in fence mode every grace period makes its fence",
+        );
+        return;
+    }
+    let d = Domain::builder().batch_size(16).build();
+    let s = produce_under_a_reader(&d, 200_000);
+    assert!(s.grace_periods >= 10, "grace periods ran: {s:?}");
+    assert!(
+        s.heavy_barriers < s.grace_periods,
+        "some grace period completed without a membarrier: {s:?}"
+    );
+}
+
+/// A registered thread that stays idle (a parked worker): its record never
+/// shows a newer epoch, so no grace period may complete without the heavy
+/// barrier (before or after the epoch's store), whatever the producer's
+/// records show.
+#[test]
+fn with_an_idle_registered_thread_every_grace_period_makes_the_heavy_barrier() {
+    for (name, d) in domains() {
+        let (registered_tx, registered_rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let idle = {
+            let d = d.clone();
+            thread::spawn(move || {
+                drop(d.read()); // claims the thread's record, before any grace period
+                registered_tx.send(()).unwrap();
+                let _ = done_rx.recv();
+            })
+        };
+        registered_rx.recv().unwrap();
+        let s = produce_under_a_reader(&d, 100_000);
+        drop(done_tx);
+        idle.join().unwrap();
+        // With the reclaimer thread, the producer's polls drive many; the
+        // inline reclaimer cannot wait inside the sections (one, at the end).
+        let least = if name == "inline" { 1 } else { 10 };
+        assert!(s.grace_periods >= least, "{name}: grace periods ran: {s:?}");
+        assert!(
+            s.heavy_barriers >= s.grace_periods,
+            "{name}: a grace period completed without the heavy barrier while a \
+             record showed no newer epoch: {s:?}"
+        );
     }
 }
