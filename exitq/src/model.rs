@@ -59,6 +59,15 @@ pub fn snapshot(started: &AtomicU64) -> u64 {
 pub fn claim_started(started: &AtomicU64, g: u64) {
     grace::claim_started(started, g)
 }
+/// The owner goes offline (`past::offline`: the reclaimer before it
+/// sleeps).
+pub fn offline(ctr: &AtomicU64) {
+    past::offline(ctr)
+}
+/// ... and back online (`past::online`).
+pub fn online(gp_ctr: &AtomicU64, ctr: &AtomicU64) {
+    past::online(gp_ctr, ctr)
+}
 /// A seal's refresh of its record's idle word (`past::refresh_idle`).
 pub fn refresh_idle(gp_ctr: &AtomicU64, ctr: &AtomicU64) {
     past::refresh_idle(gp_ctr, ctr)

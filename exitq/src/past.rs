@@ -68,6 +68,22 @@
 //! whose word would otherwise stay unsure forever. A word is outside any
 //! section when its nesting count is 0 (`NEST_MASK`), whatever its epoch.
 //!
+//! # Offline
+//!
+//! A thread about to block for a while with no section open (the
+//! reclaimer thread before it sleeps: callbacks that defer give it a
+//! record) can show itself offline instead ([`offline`], [`OFFLINE`]):
+//! every scan finds it past. Going back online stores an idle word and
+//! makes a full fence before the thread's next load of the epoch
+//! ([`online`]), so a scan that read `OFFLINE` after its own scan fence
+//! is followed by that fence (the thread then loads the new epoch), or
+//! preceded by it (the scan then reads the new word, not `OFFLINE`): the
+//! argument of a free record's claim, as liburcu-qsbr's
+//! `rcu_thread_offline`/`rcu_thread_online`. The torture's `polled`
+//! domain found it: its callbacks defer, and the reclaimer thread's
+//! record, idle between its passes, made every grace period need the
+//! barrier once it existed.
+//!
 //! # The seal and the start
 //!
 //! A batch sealed while `g` starts must either wait for `g + 1`, or have
@@ -87,7 +103,7 @@
 //!
 //! Loom models (`tests/loom.rs`): a reader whose entry has no fence seen
 //! in a later section, a seal racing a start, a claim racing a scan, an
-//! idle record refreshed, and the barrier after the store.
+//! idle record refreshed, a thread going offline and back online.
 //!
 //! [`GracePeriods::poll`]: crate::grace::GracePeriods::poll
 //! [`GracePeriods::ensure_barrier`]: crate::grace::GracePeriods::ensure_barrier
@@ -184,6 +200,46 @@ pub(crate) fn still_blocks(registry: &Registry, (addr, word): Blocker) -> bool {
 pub(crate) fn blocker(r: &Record, word: u64) -> Blocker {
     (r as *const Record as usize, word)
 }
+/// A reader word that shows its owner offline: no section (nesting 0) and
+/// an epoch above every grace period's, so every scan finds it past
+/// ([`standing_word`]) and no wait holds on it ([`holds_grace_period`]).
+/// Its owner makes a full fence between leaving it and its next load of
+/// the epoch ([`online`]).
+///
+/// [`holds_grace_period`]: crate::grace::holds_grace_period
+pub(crate) const OFFLINE: u64 = !NEST_MASK;
+
+/// The owner of a record goes offline, if it is outside any section on it
+/// (a thread about to block for a while: the reclaimer, before it sleeps).
+/// A grace period then needs no heavy barrier on its account.
+#[inline]
+pub(crate) fn offline(ctr: &AtomicU64) {
+    // Relaxed: only this thread writes its reader word.
+    if ctr.load(Ordering::Relaxed) & NEST_MASK == 0 {
+        // Release: the sections that ended before happen-before a scan's
+        // Acquire load that reads this.
+        ctr.store(OFFLINE, Ordering::Release);
+    }
+}
+
+/// Back online after [`offline`]: the word shows an idle epoch again, then
+/// a full fence before the owner's next load of the epoch (liburcu-qsbr's
+/// `rcu_thread_online`). A scan that read `OFFLINE` made its scan fence
+/// after the epoch's store: if our fence comes after that one in the
+/// fences' single total order, our next load of the epoch reads the new
+/// one; if before, the scan reads the store below (or a later one), not
+/// `OFFLINE`.
+#[inline]
+pub(crate) fn online(gp_ctr: &AtomicU64, ctr: &AtomicU64) {
+    // Relaxed: only this thread writes its reader word.
+    if ctr.load(Ordering::Relaxed) == OFFLINE {
+        // Relaxed (both): ordered by the fence below; the word claims
+        // only that we loaded this epoch (an idle word, as an exit's).
+        ctr.store(gp_ctr.load(Ordering::Relaxed) - 1, Ordering::Relaxed);
+        crate::sync::full_fence();
+    }
+}
+
 /// The owner of a record, outside any section on it (at a seal): its idle
 /// word shows the epoch it loads now, so grace periods started before see
 /// the record past without the heavy barrier.

@@ -60,6 +60,7 @@ use crate::config::Callbacks;
 use crate::inner::{Inner, AWAKE, PARKED, POLLING};
 use crate::local;
 use crate::look::{self, Look};
+use crate::past;
 use crate::reclaim::{self, Steal};
 use crate::stats::Counters;
 use crate::sync::Ordering;
@@ -129,6 +130,8 @@ pub(crate) fn run(inner: Arc<Inner>) {
         // Callbacks run here may have deferred more: seal and run ours.
         if let Some(r) = this_thread::existing_main(&inner) {
             local::flush(&inner, r);
+            // Our record shows the epoch we have seen (`past.rs`).
+            past::refresh_idle(&inner.gp.hot.gp_ctr, &r.ctr);
         }
         // Age held batches: take those from before the previous poll (so at
         // least one flush latency old).
@@ -234,7 +237,16 @@ fn sleep(inner: &Inner, at: &mut Clocks, gap: Duration) {
             }
             t.max(Duration::from_micros(20))
         });
+        // Offline while asleep, if callbacks gave us a record: grace
+        // periods then need no heavy barrier on our account (`past.rs`).
+        let ours = this_thread::existing_main(inner);
+        if let Some(r) = ours {
+            past::offline(&r.ctr);
+        }
         inner.doorbell.sleep(timeout);
+        if let Some(r) = ours {
+            past::online(&inner.gp.hot.gp_ctr, &r.ctr);
+        }
     }
     // SeqCst: back to `AWAKE` in the same total order as the pair above,
     // so a publisher that loads `AWAKE` does not wake us while our loop is

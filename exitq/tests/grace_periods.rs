@@ -341,3 +341,46 @@ fn with_an_idle_registered_thread_every_grace_period_makes_the_heavy_barrier() {
         );
     }
 }
+
+/// Callbacks that defer give the thread running them a record: here the
+/// reclaimer thread's, running an exited thread's callback. Its record is
+/// offline while it sleeps and shows the epoch it has seen at each of its
+/// rounds (`exitq/src/past.rs`), so a producer's grace periods still
+/// complete without the heavy barrier (before, once the reclaimer had a
+/// record, idle between its rounds, every one made it).
+#[test]
+fn a_reclaimer_whose_callbacks_deferred_does_not_make_every_grace_period_need_the_heavy_barrier() {
+    if !exitq::membarrier_available() {
+        skip_util::skip(
+            "membarrier(2) unavailable: in fence mode every grace period makes its fence",
+        );
+        return;
+    }
+    let d = Domain::builder().batch_size(16).build();
+    let ran = Arc::new(AtomicUsize::new(0));
+    {
+        let (d, ran) = (d.clone(), ran.clone());
+        thread::spawn(move || {
+            let d2 = d.clone();
+            d.defer(move || {
+                d2.defer(move || {
+                    ran.fetch_add(1, Ordering::Relaxed);
+                })
+            });
+        })
+        .join()
+        .unwrap();
+    }
+    // The exited thread's callback runs on the reclaimer thread (a pass),
+    // and its defer claims the reclaimer a record; the second stage then
+    // runs there too.
+    while ran.load(Ordering::Relaxed) == 0 {
+        thread::sleep(Duration::from_millis(1));
+    }
+    let s = produce_under_a_reader(&d, 200_000);
+    assert!(s.grace_periods >= 10, "grace periods ran: {s:?}");
+    assert!(
+        s.heavy_barriers < s.grace_periods,
+        "some grace period completed without a membarrier: {s:?}"
+    );
+}

@@ -811,3 +811,44 @@ fn an_idle_word_refreshed_at_a_seal_shows_its_owner_past() {
         owner.join().unwrap();
     });
 }
+
+/// A thread goes offline between its sections (`past::offline`: the
+/// reclaimer before it sleeps) and back online, then reads under an entry
+/// with no hardware fence; a poller unpublishes object 0, starts grace
+/// period 1 with no barrier and frees the object if the word shows the
+/// owner past (`OFFLINE` counts as past). Every interleaving: no read of
+/// a freed object. Without `online`'s full fence, the poller can read
+/// `OFFLINE` while the owner, back online, loads the old epoch and finds
+/// the object published.
+#[test]
+fn a_thread_back_online_loads_the_new_epoch() {
+    deep_model(|| {
+        let gp_ctr = Arc::new(AtomicU64::new(model::initial_epoch()));
+        let ctr = Arc::new(AtomicU64::new(0));
+        let current = Arc::new(AtomicUsize::new(0));
+        let object = Arc::new(UnsafeCell::new(ALIVE));
+        let owner = {
+            let (gp_ctr, ctr, current, object) = cloned!(gp_ctr, ctr, current, object);
+            thread::spawn(move || {
+                model::offline(&ctr);
+                model::online(&gp_ctr, &ctr);
+                model::reader_enter_unfenced(&gp_ctr, &ctr);
+                if current.load(Ordering::Acquire) == 0 {
+                    // SAFETY (model): loom checks this read against the
+                    // poller's write.
+                    let seen = object.with(|p| unsafe { *p });
+                    assert_eq!(seen, ALIVE, "the owner saw object 0 freed");
+                }
+                model::reader_exit(&ctr);
+            })
+        };
+        current.store(1, Ordering::Release);
+        model::publish_epoch(&gp_ctr, 1);
+        model::full_fence(); // `grace::scan_fence`
+        if model::standing_word(&ctr, 1) == PAST {
+            // SAFETY (model): loom checks this write against the read.
+            object.with_mut(|p| unsafe { *p = POISONED });
+        }
+        owner.join().unwrap();
+    });
+}
