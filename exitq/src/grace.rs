@@ -219,7 +219,7 @@ pub(crate) fn start_grace_period(gp_ctr: &AtomicU64, g: u64, fences: Fences) {
 pub(crate) fn publish_epoch(gp_ctr: &AtomicU64, g: u64) {
     // Release: pairs with the readers' Acquire load of the epoch: a reader
     // that sees g + 1 sees every removal ordered before this grace period
-    // (by the heavy barrier, or by `claim_started`'s read-modify-write).
+    // (by the heavy barrier, or by `claim_started`'s fence).
     gp_ctr.store(epoch_word(g), Ordering::Release);
 }
 

@@ -205,9 +205,9 @@ impl QsbrReader {
     }
 
     /// Runs `f` offline: the reader holds no grace period meanwhile (its
-    /// word shows no section), so `f` may block, or wait for grace periods of this
-    /// domain ([`Domain::synchronize`], [`Domain::barrier`]). Back online
-    /// when `f` returns or unwinds. Costs two stores and a load.
+    /// word shows no section), so `f` may block, or wait for grace periods
+    /// of this domain ([`Domain::synchronize`], [`Domain::barrier`]). Back
+    /// online when `f` returns or unwinds. Costs two stores and a load.
     pub fn offline<R>(&mut self, f: impl FnOnce() -> R) -> R {
         /// Goes back online when dropped (also when `f` unwinds).
         struct Online<'a>(&'a mut QsbrReader);

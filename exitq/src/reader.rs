@@ -181,11 +181,8 @@ impl Reader {
         // The word is idle here: the previous guard (which borrowed `self`
         // mutably) stored its idle word when it dropped, or was
         // `mem::forget`ed and this overwrite ends that section (as a
-        // thread exit would). Acquire:
-        // pairs with the leader's Release store of the epoch
-        // (`grace::start_grace_period`); the store is the same as
-        // `grace::reader_enter`'s outermost entry (nesting 1), Release as
-        // it is (`grace::ENTRY`).
+        // thread exit would). The store is `grace::reader_enter`'s
+        // outermost entry (nesting 1; its orderings there).
         let word = grace::entry_store(gp_ctr, &record.ctr);
         // Orders the store before the section's loads (pairs with the
         // leader's membarrier, or its fence in fallback mode).
