@@ -286,7 +286,7 @@
 //! |---|---|
 //! | `read()` + drop | TLS lookup; one load + one store of the thread's reader word on entry (plus a load of the epoch) and on exit; a compiler fence (a full fence in fallback mode) |
 //! | [`Reader::read`] + drop | no TLS lookup and no nesting (`&mut self`): one store of the epoch on entry, one store on exit (the word idle, its epoch kept), the fence as above |
-//! | [`QsbrReader`] | a load under it: no section; [`QsbrReader::quiescent`]: a load of the epoch and a compare, a store and the fence only once a grace period started since the last; [`QsbrReader::offline`]: two stores and a load |
+//! | [`QsbrReader`] | a load under it: no section; [`QsbrReader::quiescent`]: a load of the epoch and a compare, a store and the fence only once a grace period started since the last; [`QsbrReader::offline`]: two stores, a load and a full fence back online (offline, it needs no grace period's heavy barrier) |
 //! | [`RcuCell::load`] | one load and a compare (the guard's domain key against the cell's), then the Acquire load of the pointer |
 //! | `defer(f)` | TLS lookup, the closure's captured words written into the batch (one word for `move \|\| drop(p)`; a two-word run header when the closure type changes), 2 plain stores + 1 load (steal handshake); closures over 3 words are boxed |
 //! | ready callbacks | run by their thread 7 per 7 `defer`s (a drain tick: the `defer` that reaches it takes the slow path, disables cancellation, runs 7, settles a batch's counters once it is done) |

@@ -32,9 +32,13 @@ pub fn qsbr_quiescent(gp_ctr: &AtomicU64, ctr: &AtomicU64, word: &mut u64) {
         *word = qsbr::quiescent_store(gp_ctr, ctr, FENCES);
     }
 }
-/// `QsbrReader::offline`'s store; `word` is what `qsbr_online` returned.
-pub fn qsbr_offline(ctr: &AtomicU64, word: u64) {
-    qsbr::offline(ctr, word)
+/// `QsbrReader::offline`'s store.
+pub fn qsbr_offline(ctr: &AtomicU64) {
+    qsbr::offline(ctr)
+}
+/// A `QsbrReader` back online after `offline`: returns its word.
+pub fn qsbr_back_online(gp_ctr: &AtomicU64, ctr: &AtomicU64) -> u64 {
+    qsbr::back_online_word(gp_ctr, ctr, FENCES)
 }
 /// A membarrier-mode outermost entry when no heavy barrier makes its
 /// compiler fence a hardware one: the entry's store and nothing else

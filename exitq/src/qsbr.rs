@@ -45,9 +45,10 @@ use crate::domain::Domain;
 use crate::expedite::Fences;
 use crate::grace;
 use crate::guard::{sealed, ReadSection};
+use crate::past;
 use crate::reader::release_reader;
 use crate::record::{Kind, Record};
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{self, AtomicU64, Ordering};
 
 /// A quiescent-state-based reader (liburcu-qsbr's model): online from its
 /// creation to its drop, so reads under it cost no section at all; it
@@ -206,17 +207,20 @@ impl QsbrReader {
 
     /// Runs `f` offline: the reader holds no grace period meanwhile (its
     /// word shows no section), so `f` may block, or wait for grace periods
-    /// of this domain ([`Domain::synchronize`], [`Domain::barrier`]). Back
-    /// online when `f` returns or unwinds. Costs two stores and a load.
+    /// of this domain ([`Domain::synchronize`], [`Domain::barrier`]), and
+    /// grace periods need no heavy barrier on its account. Back online when
+    /// `f` returns or unwinds. Costs two stores, a load and a full fence
+    /// (liburcu-qsbr's `rcu_thread_offline` / `rcu_thread_online`).
     pub fn offline<R>(&mut self, f: impl FnOnce() -> R) -> R {
         /// Goes back online when dropped (also when `f` unwinds).
         struct Online<'a>(&'a mut QsbrReader);
         impl Drop for Online<'_> {
             fn drop(&mut self) {
-                self.0.online();
+                let r = &mut *self.0;
+                r.word = back_online(r.record, r.gp_ctr, r.fences);
             }
         }
-        offline(&self.parts().0.ctr, self.word);
+        offline(&self.parts().0.ctr);
         self.word = 0;
         let _online = Online(self);
         f()
@@ -285,14 +289,39 @@ pub(crate) fn quiescent_store(gp_ctr: &AtomicU64, ctr: &AtomicU64, fences: Fence
 }
 
 /// A QSBR reader goes offline (`QsbrReader::offline`): as a section's
-/// exit, the word (`word`, the reader's copy) idle with its epoch kept
-/// (`past.rs`).
+/// exit, the word `past::OFFLINE`, which every scan finds past (no heavy
+/// barrier on its account) until [`back_online`].
 #[inline]
-pub(crate) fn offline(ctr: &AtomicU64, word: u64) {
+pub(crate) fn offline(ctr: &AtomicU64) {
     // Release: everything read before happens-before a grace period's
-    // Acquire load that sees it (`grace::holds_grace_period`), as
-    // `reader_exit`. An online word has nesting 1: minus 1 is idle.
-    ctr.store(word - 1, Ordering::Release);
+    // Acquire load that sees it (`grace::holds_grace_period`,
+    // `past::standing`), as `reader_exit`.
+    ctr.store(past::OFFLINE, Ordering::Release);
+}
+
+/// Back online after [`offline`]: a quiescent state's store, then a full
+/// fence before the reader's next load (`past::online`'s argument: a scan
+/// that read `OFFLINE` is followed by our fence, so we read what it
+/// frees no more, or preceded by it, and reads our new word). Returns the
+/// new word.
+#[cold]
+#[inline(never)]
+fn back_online(record: *const Record, gp_ctr: *const AtomicU64, fences: Fences) -> u64 {
+    // SAFETY: as in `QsbrReader::parts` (the caller's fields).
+    let (record, gp_ctr) = unsafe { (&*record, &*gp_ctr) };
+    back_online_word(gp_ctr, &record.ctr, fences)
+}
+
+/// [`back_online`] on the words themselves (and the loom models').
+#[inline]
+pub(crate) fn back_online_word(gp_ctr: &AtomicU64, ctr: &AtomicU64, fences: Fences) -> u64 {
+    let word = quiescent_store(gp_ctr, ctr, fences);
+    if fences.membarrier {
+        // Full fence: pairs with a scan's fence (see above); in fence
+        // mode `quiescent_store`'s was one already.
+        sync::full_fence();
+    }
+    word
 }
 
 impl ReadSection for QsbrReader {}

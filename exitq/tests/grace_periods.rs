@@ -384,3 +384,39 @@ fn a_reclaimer_whose_callbacks_deferred_does_not_make_every_grace_period_need_th
         "some grace period completed without a membarrier: {s:?}"
     );
 }
+
+/// A `QsbrReader` offline (its thread blocked in `offline`, as a server
+/// waiting for a request) shows `OFFLINE`, which every scan finds past: a
+/// producer's grace periods need no heavy barrier on its account (before,
+/// its idle word made every one make it).
+#[test]
+fn an_offline_qsbr_reader_does_not_make_grace_periods_need_the_heavy_barrier() {
+    if !exitq::membarrier_available() {
+        skip_util::skip(
+            "membarrier(2) unavailable: in fence mode every grace period makes its fence",
+        );
+        return;
+    }
+    let d = Domain::builder().batch_size(16).build();
+    let (offline_tx, offline_rx) = std::sync::mpsc::channel();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let waiter = {
+        let d = d.clone();
+        thread::spawn(move || {
+            let mut q = d.qsbr_reader();
+            q.offline(|| {
+                offline_tx.send(()).unwrap();
+                let _ = done_rx.recv();
+            });
+        })
+    };
+    offline_rx.recv().unwrap();
+    let s = produce_under_a_reader(&d, 200_000);
+    drop(done_tx);
+    waiter.join().unwrap();
+    assert!(s.grace_periods >= 10, "grace periods ran: {s:?}");
+    assert!(
+        s.heavy_barriers < s.grace_periods,
+        "some grace period completed without a membarrier: {s:?}"
+    );
+}
