@@ -288,25 +288,40 @@ fn produce_under_a_reader(d: &Domain, n: usize) -> exitq::DomainStats {
     d.stats()
 }
 
+/// Whether grace periods may complete without the heavy barrier here
+/// (membarrier mode); if not, says so (a skip).
+fn barrier_free_possible() -> bool {
+    let possible = exitq::membarrier_available();
+    if !possible {
+        skip_util::skip(
+            "membarrier(2) unavailable: in fence mode every grace period makes its fence",
+        );
+    }
+    possible
+}
+
+/// A producer's run: some of its grace periods completed without the
+/// heavy barrier.
+fn assert_some_barrier_free(s: &exitq::DomainStats) {
+    assert!(s.grace_periods >= 10, "grace periods ran: {s:?}");
+    assert!(
+        s.heavy_barriers < s.grace_periods,
+        "some grace period completed without a membarrier: {s:?}"
+    );
+}
+
 /// The grace periods a busy producer's polls start complete without the
 /// heavy barrier (`exitq/src/past.rs`): its records show its sections
 /// entered after each start, and its main record is refreshed at its
 /// seals. (A few are led by `barrier` or a reclaimer takeover, with it.)
 #[test]
 fn a_busy_producers_grace_periods_need_no_heavy_barrier() {
-    if !exitq::membarrier_available() {
-        skip_util::skip(
-            "membarrier(2) unavailable: in fence mode every grace period makes its fence",
-        );
+    if !barrier_free_possible() {
         return;
     }
     let d = Domain::builder().batch_size(16).build();
     let s = produce_under_a_reader(&d, 200_000);
-    assert!(s.grace_periods >= 10, "grace periods ran: {s:?}");
-    assert!(
-        s.heavy_barriers < s.grace_periods,
-        "some grace period completed without a membarrier: {s:?}"
-    );
+    assert_some_barrier_free(&s);
 }
 
 /// A registered thread that stays idle (a parked worker): its record never
@@ -350,10 +365,7 @@ fn with_an_idle_registered_thread_every_grace_period_makes_the_heavy_barrier() {
 /// record, idle between its rounds, every one made it).
 #[test]
 fn a_reclaimer_whose_callbacks_deferred_does_not_make_every_grace_period_need_the_heavy_barrier() {
-    if !exitq::membarrier_available() {
-        skip_util::skip(
-            "membarrier(2) unavailable: in fence mode every grace period makes its fence",
-        );
+    if !barrier_free_possible() {
         return;
     }
     let d = Domain::builder().batch_size(16).build();
@@ -378,11 +390,7 @@ fn a_reclaimer_whose_callbacks_deferred_does_not_make_every_grace_period_need_th
         thread::sleep(Duration::from_millis(1));
     }
     let s = produce_under_a_reader(&d, 200_000);
-    assert!(s.grace_periods >= 10, "grace periods ran: {s:?}");
-    assert!(
-        s.heavy_barriers < s.grace_periods,
-        "some grace period completed without a membarrier: {s:?}"
-    );
+    assert_some_barrier_free(&s);
 }
 
 /// A `QsbrReader` offline (its thread blocked in `offline`, as a server
@@ -391,10 +399,7 @@ fn a_reclaimer_whose_callbacks_deferred_does_not_make_every_grace_period_need_th
 /// its idle word made every one make it).
 #[test]
 fn an_offline_qsbr_reader_does_not_make_grace_periods_need_the_heavy_barrier() {
-    if !exitq::membarrier_available() {
-        skip_util::skip(
-            "membarrier(2) unavailable: in fence mode every grace period makes its fence",
-        );
+    if !barrier_free_possible() {
         return;
     }
     let d = Domain::builder().batch_size(16).build();
@@ -414,9 +419,5 @@ fn an_offline_qsbr_reader_does_not_make_grace_periods_need_the_heavy_barrier() {
     let s = produce_under_a_reader(&d, 200_000);
     drop(done_tx);
     waiter.join().unwrap();
-    assert!(s.grace_periods >= 10, "grace periods ran: {s:?}");
-    assert!(
-        s.heavy_barriers < s.grace_periods,
-        "some grace period completed without a membarrier: {s:?}"
-    );
+    assert_some_barrier_free(&s);
 }

@@ -765,6 +765,25 @@ fn a_claim_racing_a_scan_loads_the_new_epoch() {
     }
 }
 
+/// A poll's side in the models of one record without the heavy barrier:
+/// unpublish object 0 (`current` 1), start grace period 1 with the
+/// epoch's store alone, and free (poison) the object if the record's word
+/// shows its owner past.
+fn poll_and_free(
+    gp_ctr: &AtomicU64,
+    ctr: &AtomicU64,
+    current: &AtomicUsize,
+    object: &UnsafeCell<usize>,
+) {
+    current.store(1, Ordering::Release);
+    model::publish_epoch(gp_ctr, 1);
+    model::full_fence(); // `grace::scan_fence`
+    if model::standing_word(ctr, 1) == PAST {
+        // SAFETY (model): loom checks this write against the owner's reads.
+        object.with_mut(|p| unsafe { *p = POISONED });
+    }
+}
+
 /// A record whose owner defers under another record (a `Reader`) never
 /// enters a section on it: its seal refreshes the idle word with the epoch
 /// it loads (`past::refresh_idle`). The owner reads under the record,
@@ -801,13 +820,7 @@ fn an_idle_word_refreshed_at_a_seal_shows_its_owner_past() {
                 model::reader_exit(&ctr);
             })
         };
-        current.store(1, Ordering::Release);
-        model::publish_epoch(&gp_ctr, 1);
-        model::full_fence(); // `grace::scan_fence`
-        if model::standing_word(&ctr, 1) == PAST {
-            // SAFETY (model): loom checks this write against the reads.
-            object.with_mut(|p| unsafe { *p = POISONED });
-        }
+        poll_and_free(&gp_ctr, &ctr, &current, &object);
         owner.join().unwrap();
     });
 }
@@ -859,13 +872,7 @@ fn back_online(qsbr: bool) {
                 }
             })
         };
-        current.store(1, Ordering::Release);
-        model::publish_epoch(&gp_ctr, 1);
-        model::full_fence(); // `grace::scan_fence`
-        if model::standing_word(&ctr, 1) == PAST {
-            // SAFETY (model): loom checks this write against the read.
-            object.with_mut(|p| unsafe { *p = POISONED });
-        }
+        poll_and_free(&gp_ctr, &ctr, &current, &object);
         owner.join().unwrap();
     });
 }
