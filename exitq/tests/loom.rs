@@ -765,6 +765,24 @@ fn a_claim_racing_a_scan_loads_the_new_epoch() {
     }
 }
 
+/// The shared state of the models of one record without the heavy
+/// barrier: the epoch, the record's word, which object is published (0),
+/// and object 0.
+#[allow(clippy::type_complexity)]
+fn one_record() -> (
+    Arc<AtomicU64>,
+    Arc<AtomicU64>,
+    Arc<AtomicUsize>,
+    Arc<UnsafeCell<usize>>,
+) {
+    (
+        Arc::new(AtomicU64::new(model::initial_epoch())),
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicUsize::new(0)),
+        Arc::new(UnsafeCell::new(ALIVE)),
+    )
+}
+
 /// A poll's side in the models of one record without the heavy barrier:
 /// unpublish object 0 (`current` 1), start grace period 1 with the
 /// epoch's store alone, and free (poison) the object if the record's word
@@ -796,10 +814,7 @@ fn poll_and_free(
 #[test]
 fn an_idle_word_refreshed_at_a_seal_shows_its_owner_past() {
     deep_model(|| {
-        let gp_ctr = Arc::new(AtomicU64::new(model::initial_epoch()));
-        let ctr = Arc::new(AtomicU64::new(0));
-        let current = Arc::new(AtomicUsize::new(0));
-        let object = Arc::new(UnsafeCell::new(ALIVE));
+        let (gp_ctr, ctr, current, object) = one_record();
         let owner = {
             let (gp_ctr, ctr, current, object) = cloned!(gp_ctr, ctr, current, object);
             thread::spawn(move || {
@@ -845,10 +860,7 @@ fn a_thread_back_online_loads_the_new_epoch() {
 
 fn back_online(qsbr: bool) {
     deep_model(move || {
-        let gp_ctr = Arc::new(AtomicU64::new(model::initial_epoch()));
-        let ctr = Arc::new(AtomicU64::new(0));
-        let current = Arc::new(AtomicUsize::new(0));
-        let object = Arc::new(UnsafeCell::new(ALIVE));
+        let (gp_ctr, ctr, current, object) = one_record();
         let owner = {
             let (gp_ctr, ctr, current, object) = cloned!(gp_ctr, ctr, current, object);
             thread::spawn(move || {
