@@ -159,7 +159,7 @@ fn a_scan_that_finds_the_reader_in_its_next_section_is_ordered_after_the_previou
             thread::spawn(move || {
                 model::reader_enter(&gp_ctr, &ctr);
                 if current.load(Ordering::Acquire) == 0 {
-                    // SAFETY (model): loom checks this read against the
+                    // SAFETY: (model) loom checks this read against the
                     // scanner's write.
                     let seen = object.with(|p| unsafe { *p });
                     assert_eq!(seen, ALIVE, "the reader saw the object freed");
@@ -174,7 +174,7 @@ fn a_scan_that_finds_the_reader_in_its_next_section_is_ordered_after_the_previou
         model::start_grace_period(&gp_ctr, 1);
         model::full_fence(); // `grace::scan_fence`
         if !model::holds_grace_period(&ctr, 1) {
-            // SAFETY (model): loom checks this write against the read.
+            // SAFETY: (model) loom checks this write against the read.
             object.with_mut(|p| unsafe { *p = POISONED });
         }
         reader.join().unwrap();
@@ -684,7 +684,7 @@ fn a_grace_period_without_the_barrier_completes_only_on_readers_past_it() {
                     model::reader_enter_unfenced(&gp_ctr, &ctr);
                     model::reader_enter(&gp_ctr, &ctr); // nested: no fence
                     if current.load(Ordering::Acquire) == 0 {
-                        // SAFETY (model): loom checks this read against
+                        // SAFETY: (model) loom checks this read against
                         // the sealer's write.
                         let seen = object.with(|p| unsafe { *p });
                         assert_eq!(seen, ALIVE, "the reader saw object 0 freed");
@@ -708,7 +708,7 @@ fn a_grace_period_without_the_barrier_completes_only_on_readers_past_it() {
         current.store(1, Ordering::Release); // unpublish
         let need = model::snapshot(&started);
         if completed.load(Ordering::Acquire) >= need {
-            // SAFETY (model): loom checks this write against the read.
+            // SAFETY: (model) loom checks this write against the read.
             object.with_mut(|p| unsafe { *p = POISONED });
         }
         reader.join().unwrap();
@@ -743,7 +743,7 @@ fn a_claim_racing_a_scan_loads_the_new_epoch() {
                     let mine = records.claim();
                     mine.enter_unfenced(&gp_ctr);
                     if current.load(Ordering::Acquire) == 0 {
-                        // SAFETY (model): loom checks this read against
+                        // SAFETY: (model) loom checks this read against
                         // the poller's write.
                         let seen = object.with(|p| unsafe { *p });
                         assert_eq!(seen, ALIVE, "the claimant saw object 0 freed");
@@ -756,7 +756,7 @@ fn a_claim_racing_a_scan_loads_the_new_epoch() {
             model::publish_epoch(&gp_ctr, 1);
             model::full_fence(); // `grace::scan_fence`
             if records.scan(1, false) == PAST {
-                // SAFETY (model): loom checks this write against the read.
+                // SAFETY: (model) loom checks this write against the read.
                 object.with_mut(|p| unsafe { *p = POISONED });
             }
             claimant.join().unwrap();
@@ -797,7 +797,7 @@ fn poll_and_free(
     model::publish_epoch(gp_ctr, 1);
     model::full_fence(); // `grace::scan_fence`
     if model::standing_word(ctr, 1) == PAST {
-        // SAFETY (model): loom checks this write against the owner's reads.
+        // SAFETY: (model) loom checks this write against the owner's reads.
         object.with_mut(|p| unsafe { *p = POISONED });
     }
 }
@@ -820,7 +820,7 @@ fn an_idle_word_refreshed_at_a_seal_shows_its_owner_past() {
             thread::spawn(move || {
                 let read = || {
                     if current.load(Ordering::Acquire) == 0 {
-                        // SAFETY (model): loom checks this read against
+                        // SAFETY: (model) loom checks this read against
                         // the poller's write.
                         let seen = object.with(|p| unsafe { *p });
                         assert_eq!(seen, ALIVE, "the owner saw object 0 freed");
@@ -874,7 +874,7 @@ fn back_online(qsbr: bool) {
                     model::reader_enter_unfenced(&gp_ctr, &ctr);
                 }
                 if current.load(Ordering::Acquire) == 0 {
-                    // SAFETY (model): loom checks this read against the
+                    // SAFETY: (model) loom checks this read against the
                     // poller's write.
                     let seen = object.with(|p| unsafe { *p });
                     assert_eq!(seen, ALIVE, "the owner saw object 0 freed");
