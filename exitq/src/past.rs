@@ -29,12 +29,13 @@
 //!   have loaded the old epoch and be entering a section whose store is
 //!   still in its CPU's store buffer (a membarrier-mode reader's only
 //!   barrier is a compiler fence): only the heavy barrier answers that.
-//!   Two kinds are settled without it: a `FREE` record (its next claim
-//!   makes a full fence before its owner loads the epoch: if that fence
-//!   follows our scan fence, the owner loads the new epoch; if it
-//!   precedes it, we read the claim, not `FREE`; a record pushed onto the
-//!   registry after our scan is the same case), and an idle record
-//!   refreshed by its owner at a seal ([`refresh_idle`]).
+//!   A `FREE` record is settled without it, and counts as past: its next
+//!   claim makes a full fence before its owner loads the epoch; if that
+//!   fence follows our scan fence, the owner loads the new epoch; if it
+//!   precedes it, we read the claim, not `FREE` (a record pushed onto the
+//!   registry after our scan is the same case). So that fewer records are
+//!   unsure, owners make their idle words show a recent epoch
+//!   ([`refresh_idle`], below) or show themselves offline ([`OFFLINE`]).
 //!
 //! A poll completes `g` when every record is past. While some record is
 //! unsure the poll leaves the grace period to a later poll; after
@@ -72,8 +73,9 @@
 //!
 //! A thread about to block for a while with no section open (the
 //! reclaimer thread before it sleeps: callbacks that defer give it a
-//! record) can show itself offline instead ([`offline`], [`OFFLINE`]):
-//! every scan finds it past. Going back online stores an idle word and
+//! record; a `QsbrReader` inside its `offline`) shows itself offline
+//! instead ([`offline`], [`OFFLINE`]; `qsbr::offline`): every scan finds
+//! it past. Going back online stores an idle word and
 //! makes a full fence before the thread's next load of the epoch
 //! ([`online`]), so a scan that read `OFFLINE` after its own scan fence
 //! is followed by that fence (the thread then loads the new epoch), or
