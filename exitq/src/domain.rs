@@ -17,7 +17,6 @@ use crate::batch::Deferred;
 use crate::config::{DomainBuilder, Reclaimer};
 use crate::exit;
 use crate::expedite::Fences;
-use crate::grace;
 use crate::guard::Guard;
 use crate::inner::{lock, Inner};
 use crate::local;
@@ -25,6 +24,7 @@ use crate::reclaim::{self, Steal};
 use crate::reclaimer;
 use crate::record::{Kind, Record, IN_USE, NEST_MASK, ORPHANED, TEMPORARY};
 use crate::run;
+use crate::section;
 use crate::stall;
 use crate::stats::{Counters, DomainStats};
 use crate::sync::{self, Ordering};
@@ -307,13 +307,13 @@ impl Domain {
         // Relaxed: only this thread writes its reader word.
         if r.ctr.load(Ordering::Relaxed) & NEST_MASK == hot.fast_idle {
             // Outermost entry, membarrier mode (see `grace::Hot::fast_idle`).
-            grace::entry_store(&hot.gp_ctr, &r.ctr);
+            section::entry_store(&hot.gp_ctr, &r.ctr);
             // Orders the store before the section's loads; pairs with the
             // leader's membarrier (expedite.rs).
             sync::compiler_fence();
         } else {
             // Nested entry, or fence mode.
-            grace::reader_enter(&hot.gp_ctr, &r.ctr, hot.fences);
+            section::reader_enter(&hot.gp_ctr, &r.ctr, hot.fences);
         }
     }
 

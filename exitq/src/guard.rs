@@ -14,9 +14,9 @@ use std::fmt;
 use std::marker::PhantomData;
 
 use crate::exit;
-use crate::grace;
 use crate::inner::Inner;
 use crate::record::{Record, RETIRED, TEMPORARY};
+use crate::section;
 use crate::sync::AtomicU64;
 use crate::thread as this_thread;
 
@@ -63,7 +63,7 @@ impl Drop for Guard<'_> {
 #[inline(always)]
 pub(crate) fn end_section(r: &Record) {
     // Outermost exit: one load of `flags`, on the line just written.
-    if grace::reader_exit(&r.ctr) && r.flags.get() != 0 {
+    if section::reader_exit(&r.ctr) && r.flags.get() != 0 {
         if let Some(o) = section_ended(r) {
             o.release(); // after the last use of the record
         }

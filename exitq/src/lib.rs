@@ -430,6 +430,7 @@ mod reclaim;
 mod reclaimer;
 mod record;
 mod run;
+mod section;
 #[cfg(feature = "stacks")]
 pub mod stacks;
 mod stall;

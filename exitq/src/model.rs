@@ -5,6 +5,7 @@
 //! mode's compiler fence modelled the same way (membarrier puts a full
 //! barrier there). Not part of the API.
 use crate::expedite::Fences;
+use crate::section;
 use crate::sync::Ordering;
 use crate::{grace, handshake, past, qsbr, record};
 pub use loom::sync::atomic::{AtomicBool, AtomicU64};
@@ -12,10 +13,10 @@ pub use loom::sync::atomic::{AtomicBool, AtomicU64};
 const FENCES: Fences = Fences { membarrier: true };
 
 pub fn reader_enter(gp_ctr: &AtomicU64, ctr: &AtomicU64) {
-    grace::reader_enter(gp_ctr, ctr, FENCES)
+    section::reader_enter(gp_ctr, ctr, FENCES)
 }
 pub fn reader_exit(ctr: &AtomicU64) -> bool {
-    grace::reader_exit(ctr)
+    section::reader_exit(ctr)
 }
 /// The epoch word before any grace period.
 pub fn initial_epoch() -> u64 {
@@ -45,7 +46,7 @@ pub fn qsbr_back_online(gp_ctr: &AtomicU64, ctr: &AtomicU64) -> u64 {
 /// (what a grace period completed without the barrier relies on,
 /// `past.rs`).
 pub fn reader_enter_unfenced(gp_ctr: &AtomicU64, ctr: &AtomicU64) {
-    grace::entry_store(gp_ctr, ctr);
+    section::entry_store(gp_ctr, ctr);
 }
 /// Step 2 alone: a poll's start of grace period `g` in membarrier mode.
 pub fn publish_epoch(gp_ctr: &AtomicU64, g: u64) {
@@ -181,7 +182,7 @@ impl Drop for Records {
 impl Rec<'_> {
     /// Enters a read section on the record (`Domain::read`).
     pub fn enter(self, gp_ctr: &AtomicU64) {
-        grace::reader_enter(gp_ctr, &self.0.ctr, FENCES)
+        section::reader_enter(gp_ctr, &self.0.ctr, FENCES)
     }
     /// A `Domain::read` guard's drop.
     pub fn exit(self) {
@@ -206,7 +207,7 @@ impl Rec<'_> {
     }
     /// An outermost entry with no hardware fence (`reader_enter_unfenced`).
     pub fn enter_unfenced(self, gp_ctr: &AtomicU64) {
-        grace::entry_store(gp_ctr, &self.0.ctr);
+        section::entry_store(gp_ctr, &self.0.ctr);
     }
     /// The owner gives the record back (a `Reader` dropped).
     pub fn release(self) {

@@ -19,7 +19,7 @@
 //!   removals; and every later load of the epoch by the owner returns it
 //!   or a newer one (read-read coherence), so no later section on the
 //!   record shows an epoch `<= g`. What the owner did before is ordered
-//!   by the store we read, a Release (an entry, `grace::ENTRY`; an exit;
+//!   by the store we read, a Release (an entry, `section::ENTRY`; an exit;
 //!   a refresh): its earlier sections happen-before our Acquire load.
 //!   If the record changes hands, the next owner's claim reads the
 //!   previous owner's Release of the record, so its own loads of the

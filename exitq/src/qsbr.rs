@@ -43,11 +43,11 @@ use std::mem::ManuallyDrop;
 
 use crate::domain::Domain;
 use crate::expedite::Fences;
-use crate::grace;
 use crate::guard::{sealed, ReadSection};
 use crate::past;
 use crate::reader::release_reader;
 use crate::record::{Kind, Record};
+use crate::section;
 use crate::sync::{self, AtomicU64, Ordering};
 
 /// A quiescent-state-based reader (liburcu-qsbr's model): online from its
@@ -282,7 +282,7 @@ pub(crate) fn quiescent_store(gp_ctr: &AtomicU64, ctr: &AtomicU64, fences: Fence
     // everything the reader did since its last quiescent state
     // happens-before a grace period's Acquire load that sees the new epoch
     // (a section's exit, folded in).
-    let now = grace::entry_store(gp_ctr, ctr);
+    let now = section::entry_store(gp_ctr, ctr);
     // Orders the store before the reader's next loads, as an entry's.
     fences.light();
     now

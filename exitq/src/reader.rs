@@ -15,9 +15,9 @@ use std::mem::ManuallyDrop;
 
 use crate::domain::Domain;
 use crate::expedite::Fences;
-use crate::grace;
 use crate::guard::{sealed, ReadSection};
 use crate::record::{Kind, Record};
+use crate::section;
 use crate::sync::{AtomicU64, Ordering};
 use crate::thread as this_thread;
 
@@ -181,9 +181,9 @@ impl Reader {
         // The word is idle here: the previous guard (which borrowed `self`
         // mutably) stored its idle word when it dropped, or was
         // `mem::forget`ed and this overwrite ends that section (as a
-        // thread exit would). The store is `grace::reader_enter`'s
+        // thread exit would). The store is `section::reader_enter`'s
         // outermost entry (nesting 1; its orderings there).
-        let word = grace::entry_store(gp_ctr, &record.ctr);
+        let word = section::entry_store(gp_ctr, &record.ctr);
         // Orders the store before the section's loads (pairs with the
         // leader's membarrier, or its fence in fallback mode).
         self.fences.light();
@@ -220,7 +220,7 @@ impl Drop for ReaderGuard<'_> {
         // Idle (nesting 0), the section's epoch kept (`past.rs`). Release:
         // the section's accesses happen-before a grace period's Acquire
         // load that sees it (`grace::holds_grace_period`, `past::standing`),
-        // as `grace::reader_exit`.
+        // as `section::reader_exit`.
         // Nothing else: a reader's record is never retired or temporary,
         // and its sections never get `RUN_PENDING` (local.rs).
         self.record.ctr.store(self.word - 1, Ordering::Release);

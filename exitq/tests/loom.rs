@@ -136,9 +136,9 @@ fn grace_period_waits_for_prior_readers() {
 /// section (its word shows an epoch newer than the grace period): the
 /// scanner frees what the reader's previous section read, so that read
 /// must happen-before the free. Made Relaxed, the Release store of 0 that
-/// ends the section (`grace::reader_exit`) fails this model: the scanner
+/// ends the section (`section::reader_exit`) fails this model: the scanner
 /// may see that 0 and free. The other half, the outermost entry store's
-/// Release (`grace::ENTRY`), is for a scanner that sees only the *next*
+/// Release (`section::ENTRY`), is for a scanner that sees only the *next*
 /// section's word: under C++20 a Relaxed store does not continue the exit
 /// store's release sequence. Loom models the older rule (a later store by
 /// the same thread continues it), so it passes with `ENTRY` Relaxed; miri
