@@ -28,6 +28,8 @@ fn main() -> std::io::Result<()> {
         .thread_keep_alive(Duration::from_millis(50))
         .on_thread_start(move || start.worker_start())
         .on_thread_stop(move || stop.worker_stop())
+        // Parked: offline in every exitq domain until the next job uses one.
+        .on_thread_park(exitq::thread_offline)
         .build()?;
 
     rt.block_on(async {

@@ -573,6 +573,27 @@ impl Domain {
         }
     }
 
+    /// Shows the calling thread offline in this domain until its next use
+    /// of it: grace periods then need no heavy barrier (membarrier(2)) on
+    /// its account while it blocks. Back online by itself, with a full
+    /// fence, at the thread's next `read`, `defer` or other use of the
+    /// domain. A section the thread holds stays held. See
+    /// [`thread_offline`](crate::thread_offline), which does it for every
+    /// domain the thread has used.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let domain = exitq::Domain::new();
+    /// domain.defer(|| ()); // the thread is registered now
+    /// domain.thread_offline();
+    /// std::thread::sleep(std::time::Duration::from_millis(1)); // blocks
+    /// let _guard = domain.read(); // back online
+    /// ```
+    pub fn thread_offline(&self) {
+        this_thread::offline(Some(&self.inner));
+    }
+
     /// A snapshot of the domain's counters.
     pub fn stats(&self) -> DomainStats {
         self.inner.snapshot()

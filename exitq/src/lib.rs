@@ -170,6 +170,14 @@
 //! | [`Reader::read`] guard | a thread that reads often (a worker's loop); the `Reader` lives in its struct or a `thread_local!` | two stores, the fence; no lookup, no nesting |
 //! | [`QsbrReader`] | a thread that runs a loop it controls (a server's request loop, an event loop) and reads many times per iteration or per request | nothing but the load: the thread calls [`QsbrReader::quiescent`] once per iteration (a load and a compare; a store only after a grace period started) |
 //!
+//! A thread about to block for a while (a parked worker, a server thread
+//! waiting for a request) calls [`thread_offline`] (every domain it has
+//! used; [`Domain::thread_offline`] for one): grace periods started
+//! meanwhile need no membarrier on its account, and its next use of a
+//! domain brings it back online by itself. `Reader` and `QsbrReader`
+//! have `offline(f)`. `exitq::pool` workers do it before they park; for
+//! tokio, `.on_thread_park(exitq::thread_offline)`.
+//!
 //! Every kind is a [`ReadSection`]: `RcuCell::load(&guard)` or
 //! `RcuCell::load(&qsbr_reader)`, and the reference borrows it, so none
 //! outlives its guard, or a QSBR reader's next `quiescent` or `offline`.
@@ -293,6 +301,7 @@
 //! | full batch (default 256) | sealed: a full fence and a load for its grace period, two counters; the record's idle word refreshed with the epoch (a load, a store); a poll of the grace period (a scan of the reader words, or, at the 16th poll that finds none running, starting one: the epoch's store alone in membarrier mode); a wake-up syscall only if the reclaimer sleeps without a timeout |
 //! | thread exit | one CAS on the list head, one CAS on the thread's own record |
 //! | grace period | led by `synchronize` or the reclaimer: one membarrier (IPI to every other CPU running a thread of the process), a scan of the records, and a normal `synchronize` naps 25 µs first; started by a thread's poll: scans only, when every record shows its owner past its start (threads that keep entering sections), else one membarrier after 4 polls that could not tell ([`DomainStats::heavy_barriers`]) |
+//! | [`thread_offline`] | a store per domain the thread has used; its next use of each takes the slow lookup and a full fence (back online) |
 //! | `barrier()` | one membarrier to take every thread's batches, one reclaim pass, waits for passes and threads' runs that took earlier work |
 //!
 //! Figures and the commands that reproduce them: `docs/exitq.md#benchmarks`
@@ -456,3 +465,4 @@ pub use guard::{Guard, ReadSection};
 pub use qsbr::QsbrReader;
 pub use reader::{Reader, ReaderGuard};
 pub use stats::DomainStats;
+pub use thread::thread_offline;

@@ -86,6 +86,20 @@
 //! record, idle between its passes, made every grace period need the
 //! barrier once it existed.
 //!
+//! Any thread may go offline the same way before it blocks
+//! (`exitq::thread_offline`, `Domain::thread_offline`; an `exitq::pool`
+//! worker before it parks; `Reader::offline`), and that way back comes
+//! lazily for a thread's main records: going offline empties the thread's
+//! record cache, and the only paths that fill it again are a new claim
+//! (its own full fence, above) and `thread::existing_main`, which calls
+//! [`online`] first. Every entry into a section on a main record, and every
+//! `defer` into one, takes the record from that cache or from those
+//! paths, so [`online`]'s fence comes before the owner's next load of the
+//! epoch whichever of its uses comes first. A record inside a section
+//! keeps its word ([`offline`] skips it). A reader's own record has a fast
+//! path that takes no such turn; `Reader::offline(f)` goes back online
+//! when `f` ends, as a `QsbrReader`'s.
+//!
 //! # The seal and the start
 //!
 //! A batch sealed while `g` starts must either wait for `g + 1`, or have
@@ -212,7 +226,8 @@ pub(crate) fn blocker(r: &Record, word: u64) -> Blocker {
 pub(crate) const OFFLINE: u64 = !NEST_MASK;
 
 /// The owner of a record goes offline, if it is outside any section on it
-/// (a thread about to block for a while: the reclaimer, before it sleeps).
+/// (a thread about to block for a while: the reclaimer before it sleeps,
+/// `thread_offline`, `Reader::offline`).
 /// A grace period then needs no heavy barrier on its account.
 #[inline]
 pub(crate) fn offline(ctr: &AtomicU64) {

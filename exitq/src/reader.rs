@@ -16,6 +16,7 @@ use std::mem::ManuallyDrop;
 use crate::domain::Domain;
 use crate::expedite::Fences;
 use crate::guard::{sealed, ReadSection};
+use crate::past;
 use crate::record::{Kind, Record};
 use crate::section;
 use crate::sync::{AtomicU64, Ordering};
@@ -194,6 +195,39 @@ impl Reader {
             key: self.gp_ctr.cast(),
             _not_send: PhantomData,
         }
+    }
+
+    /// Runs `f` with this reader offline: its word shows no section, and
+    /// every grace period's scan finds it past, so grace periods need no
+    /// heavy barrier (membarrier(2)) on its account while `f` blocks. Back
+    /// online when `f` returns or unwinds: an idle word, then a full fence
+    /// before the reader's next load of the epoch (liburcu-qsbr's
+    /// `rcu_thread_offline` / `rcu_thread_online`). A reader that stays
+    /// idle without it makes every grace period make the barrier.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let domain = exitq::Domain::new();
+    /// let mut reader = domain.reader();
+    /// drop(reader.read());
+    /// reader.offline(|| std::thread::sleep(std::time::Duration::from_millis(1)));
+    /// drop(reader.read());
+    /// ```
+    pub fn offline<R>(&mut self, f: impl FnOnce() -> R) -> R {
+        /// Goes back online when dropped (also when `f` unwinds).
+        struct Online<'a>(&'a Reader);
+        impl Drop for Online<'_> {
+            fn drop(&mut self) {
+                // SAFETY: as in `read`.
+                let (record, gp_ctr) = unsafe { (&*self.0.record, &*self.0.gp_ctr) };
+                past::online(gp_ctr, &record.ctr);
+            }
+        }
+        // SAFETY: as in `read`.
+        past::offline(unsafe { &(*self.record).ctr });
+        let _online = Online(self);
+        f()
     }
 
     /// The domain this reader belongs to.

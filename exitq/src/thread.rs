@@ -80,6 +80,7 @@ use std::sync::{Arc, OnceLock};
 use crate::exit;
 use crate::fork;
 use crate::inner::Inner;
+use crate::past;
 use crate::record::{Kind, Owner, Record, ORPHANED, RETIRED};
 use crate::stats::Counters;
 use crate::sync::Ordering;
@@ -373,10 +374,84 @@ pub(crate) fn existing_main(inner: &Inner) -> Option<&Record> {
     }
     STATE.with(|s| {
         let found = records(&s.main).find(|r| r.domain_id == inner.id)?;
+        // Back online if `offline` left it offline: before the cache hands
+        // the record to a section's entry (see `offline`).
+        past::online(&inner.gp.hot.gp_ctr, &found.ctr);
         s.cache.set((inner, found));
         // SAFETY: one of our records, alive while `inner` is borrowed.
         Some(unsafe { &*(found as *const Record) })
     })
+}
+
+/// The calling thread goes offline in `only`'s domain, or in every domain
+/// it has a main record in (`Domain::thread_offline`,
+/// `crate::thread_offline`): each such record outside any section shows
+/// [`past::OFFLINE`], which every grace period's scan finds past, until
+/// the thread next uses that domain. A record inside a section (a guard
+/// still alive, leaked or not) keeps its word and holds grace periods as
+/// before.
+///
+/// Back online lazily: the cache is cleared here, and it is filled again
+/// only by [`existing_main`] (which calls [`past::online`]: an idle word,
+/// then a full fence, before the caller's first load of the epoch) or by
+/// a new claim. So every path that enters a section on a main record, or
+/// defers into it, passes the fence first: `Domain::read`'s fast path
+/// takes the record from the cache alone. `Reader`s' records (the `aux`
+/// list) are left alone: their fast path takes no such turn
+/// (`Reader::offline` goes offline and back eagerly).
+pub(crate) fn offline(only: Option<&Inner>) {
+    STATE.with(|s| {
+        for r in records(&s.main) {
+            if only.map_or(true, |inner| r.domain_id == inner.id) {
+                past::offline(&r.ctr);
+            }
+        }
+        s.cache.set((ptr::null(), ptr::null()));
+    });
+}
+
+/// Shows the calling thread offline in every exitq domain until its next
+/// use of each: call it before the thread blocks for a while (a pool's
+/// worker about to park, a server thread waiting for a request, a
+/// runtime's `on_thread_park` hook).
+///
+/// A grace period completes without membarrier(2) (an interrupt of every
+/// CPU running a thread of the process) when every registered thread shows
+/// it has seen the grace period start; a thread that used a domain and
+/// then blocks cannot show it, and every grace period makes the heavy
+/// barrier on its account while it sleeps. Offline, it counts as past
+/// every grace period. Coming back is automatic: the thread's next
+/// [`read`](crate::Domain::read), [`defer`](crate::Domain::defer) or
+/// other use of a domain first makes one full fence (liburcu-qsbr's
+/// `rcu_thread_offline` and `rcu_thread_online`, with the second done for
+/// you). Costs a store per domain the thread has used, and the fence at
+/// the next use. A read section the thread holds stays held (a guard's
+/// domain is not taken offline under it); a [`Reader`](crate::Reader)'s
+/// or [`QsbrReader`](crate::QsbrReader)'s own word is not changed: use
+/// their `offline`. [`Domain::thread_offline`](crate::Domain::thread_offline)
+/// does the same for one domain.
+///
+/// # Examples
+///
+/// ```
+/// let domain = exitq::Domain::new();
+/// let (tx, rx) = std::sync::mpsc::channel::<u32>();
+/// let worker = {
+///     let domain = domain.clone();
+///     std::thread::spawn(move || loop {
+///         exitq::thread_offline(); // about to block
+///         let Ok(job) = rx.recv() else { break };
+///         let _guard = domain.read(); // back online first, by itself
+///         assert_eq!(job, 7);
+///     })
+/// };
+/// tx.send(7).unwrap();
+/// drop(tx);
+/// worker.join().unwrap();
+/// domain.synchronize();
+/// ```
+pub fn thread_offline() {
+    offline(None);
 }
 
 /// Unlinks the orphaned main records that have no exit hooks and returns
@@ -462,4 +537,54 @@ pub(crate) fn open_sections(inner: &Inner, mut f: impl FnMut(&Record)) -> bool {
         }
     });
     any
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::NEST_MASK;
+
+    /// `offline` leaves the thread's main record `OFFLINE` and the cache
+    /// empty, so the next use finds the record through `existing_main`,
+    /// which brings it back online (an idle word of the current epoch)
+    /// before the cache hands it out again. Another domain's record is
+    /// left alone by `Domain::thread_offline`, taken by `thread_offline`.
+    #[test]
+    fn offline_empties_the_cache_and_the_next_use_comes_back_online() {
+        let (a, b) = (crate::Domain::new(), crate::Domain::new());
+        drop(b.read());
+        drop(a.read());
+        let word = |d: &crate::Domain| {
+            STATE.with(|s| {
+                let r = records(&s.main).find(|r| r.domain_id == d.inner.id);
+                r.unwrap().ctr.load(Ordering::Relaxed)
+            })
+        };
+        a.thread_offline();
+        assert_eq!(word(&a), past::OFFLINE);
+        assert_ne!(word(&b), past::OFFLINE, "only the domain asked");
+        assert!(
+            cached(&a.inner).is_none(),
+            "the cache would skip the way back"
+        );
+        let r = existing_main(&a.inner).unwrap();
+        let idle = a.inner.gp.hot.gp_ctr.load(Ordering::Relaxed) - 1;
+        assert_eq!(
+            r.ctr.load(Ordering::Relaxed),
+            idle,
+            "back online: an idle word"
+        );
+        assert_eq!(idle & NEST_MASK, 0);
+        assert!(cached(&a.inner).is_some());
+
+        crate::thread_offline();
+        assert_eq!((word(&a), word(&b)), (past::OFFLINE, past::OFFLINE));
+        // A section on a record keeps it online: `offline` skips it.
+        let g = b.read();
+        crate::thread_offline();
+        assert_ne!(word(&b), past::OFFLINE, "a held section stays held");
+        drop(g);
+        drop(a.read());
+        assert_ne!(word(&a), past::OFFLINE);
+    }
 }

@@ -324,6 +324,32 @@ fn a_busy_producers_grace_periods_need_no_heavy_barrier() {
     assert_some_barrier_free(&s);
 }
 
+/// A producer's run (`produce_under_a_reader`) while another thread,
+/// registered in the domain by `block`, blocks: `block` calls its second
+/// argument, which returns once the producer is done.
+fn produce_beside_a_blocked_thread(
+    d: &Domain,
+    n: usize,
+    block: impl FnOnce(&Domain, &dyn Fn()) + Send + 'static,
+) -> exitq::DomainStats {
+    let (blocked_tx, blocked_rx) = std::sync::mpsc::channel();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let blocked = {
+        let d = d.clone();
+        thread::spawn(move || {
+            block(&d, &|| {
+                blocked_tx.send(()).unwrap();
+                let _ = done_rx.recv();
+            })
+        })
+    };
+    blocked_rx.recv().unwrap();
+    let s = produce_under_a_reader(d, n);
+    drop(done_tx);
+    blocked.join().unwrap();
+    s
+}
+
 /// A registered thread that stays idle (a parked worker): its record never
 /// shows a newer epoch, so no grace period may complete without the heavy
 /// barrier (before or after the epoch's store), whatever the producer's
@@ -331,20 +357,10 @@ fn a_busy_producers_grace_periods_need_no_heavy_barrier() {
 #[test]
 fn with_an_idle_registered_thread_every_grace_period_makes_the_heavy_barrier() {
     for (name, d) in domains() {
-        let (registered_tx, registered_rx) = std::sync::mpsc::channel();
-        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
-        let idle = {
-            let d = d.clone();
-            thread::spawn(move || {
-                drop(d.read()); // claims the thread's record, before any grace period
-                registered_tx.send(()).unwrap();
-                let _ = done_rx.recv();
-            })
-        };
-        registered_rx.recv().unwrap();
-        let s = produce_under_a_reader(&d, 100_000);
-        drop(done_tx);
-        idle.join().unwrap();
+        let s = produce_beside_a_blocked_thread(&d, 100_000, |d, block| {
+            drop(d.read()); // claims the thread's record, before any grace period
+            block();
+        });
         // With the reclaimer thread, the producer's polls drive many; the
         // inline reclaimer cannot wait inside the sections (one, at the end).
         let least = if name == "inline" { 1 } else { 10 };
@@ -355,6 +371,106 @@ fn with_an_idle_registered_thread_every_grace_period_makes_the_heavy_barrier() {
              record showed no newer epoch: {s:?}"
         );
     }
+}
+
+/// The same idle thread, offline while it blocks (`exitq::thread_offline`,
+/// `Domain::thread_offline`, `Reader::offline`, `QsbrReader::offline`, as
+/// a server waiting for a request): every scan finds its records past, so the producer's grace periods need no heavy barrier on
+/// its account; after the block it uses the domain again (back online by
+/// itself) and its guard holds a grace period.
+#[test]
+fn an_idle_thread_offline_does_not_make_grace_periods_need_the_heavy_barrier() {
+    if !barrier_free_possible() {
+        return;
+    }
+    type Block = fn(&Domain, &dyn Fn());
+    let ways: [(&str, Block); 4] = [
+        ("exitq::thread_offline", |d, block| {
+            d.defer(|| ()); // a batch and a record, as a worker's job leaves
+            drop(d.read());
+            exitq::thread_offline();
+            block();
+            assert_back_online(d);
+        }),
+        ("Domain::thread_offline", |d, block| {
+            drop(d.read());
+            d.thread_offline();
+            block();
+            assert_back_online(d);
+        }),
+        ("Reader::offline", |d, block| {
+            let mut reader = d.reader();
+            drop(reader.read());
+            reader.offline(block);
+            drop(reader.read());
+        }),
+        ("QsbrReader::offline", |d, block| {
+            let mut reader = d.qsbr_reader();
+            reader.offline(block);
+            reader.quiescent();
+        }),
+    ];
+    for (name, block) in ways {
+        let d = Domain::builder().batch_size(16).build();
+        let s = produce_beside_a_blocked_thread(&d, 200_000, block);
+        assert!(s.grace_periods >= 10, "{name}: grace periods ran: {s:?}");
+        assert!(
+            s.heavy_barriers < s.grace_periods,
+            "{name}: with the idle thread offline, some grace period completes \
+             without a membarrier: {s:?}"
+        );
+    }
+}
+
+/// The calling thread, back from offline by using the domain: a guard it
+/// takes now holds a grace period another thread waits for.
+fn assert_back_online(d: &Domain) {
+    let guard = d.read();
+    let waited = Arc::new(AtomicBool::new(false));
+    let waiter = {
+        let (d, waited) = (d.clone(), waited.clone());
+        thread::spawn(move || {
+            d.synchronize();
+            waited.store(true, Ordering::SeqCst);
+        })
+    };
+    thread::sleep(Duration::from_millis(20));
+    assert!(
+        !waited.load(Ordering::SeqCst),
+        "synchronize returned while a guard taken back online was alive"
+    );
+    drop(guard);
+    waiter.join().unwrap();
+}
+
+/// An `exitq::pool` worker parks offline (`pool/worker.rs`): a producer on
+/// the pool's domain, whose exit hooks gave the worker a record, is not
+/// made to pay the heavy barrier for every grace period while it sleeps.
+#[test]
+fn a_parked_pool_worker_does_not_make_grace_periods_need_the_heavy_barrier() {
+    if !barrier_free_possible() {
+        return;
+    }
+    let d = Domain::builder().batch_size(16).build();
+    let pool = exitq::pool::Pool::builder()
+        .domain(d.clone())
+        .max_workers(1)
+        .spin(Duration::ZERO)
+        .keep_alive(Duration::from_secs(600))
+        .build()
+        .unwrap();
+    let d2 = d.clone();
+    pool.spawn(move || drop(d2.read()))
+        .ok()
+        .unwrap()
+        .join()
+        .unwrap();
+    while pool.stats().idle == 0 {
+        thread::sleep(Duration::from_millis(1));
+    }
+    let s = produce_under_a_reader(&d, 200_000);
+    assert_some_barrier_free(&s);
+    pool.shutdown();
 }
 
 /// Callbacks that defer give the thread running them a record: here the
@@ -390,34 +506,5 @@ fn a_reclaimer_whose_callbacks_deferred_does_not_make_every_grace_period_need_th
         thread::sleep(Duration::from_millis(1));
     }
     let s = produce_under_a_reader(&d, 200_000);
-    assert_some_barrier_free(&s);
-}
-
-/// A `QsbrReader` offline (its thread blocked in `offline`, as a server
-/// waiting for a request) shows `OFFLINE`, which every scan finds past: a
-/// producer's grace periods need no heavy barrier on its account (before,
-/// its idle word made every one make it).
-#[test]
-fn an_offline_qsbr_reader_does_not_make_grace_periods_need_the_heavy_barrier() {
-    if !barrier_free_possible() {
-        return;
-    }
-    let d = Domain::builder().batch_size(16).build();
-    let (offline_tx, offline_rx) = std::sync::mpsc::channel();
-    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
-    let waiter = {
-        let d = d.clone();
-        thread::spawn(move || {
-            let mut q = d.qsbr_reader();
-            q.offline(|| {
-                offline_tx.send(()).unwrap();
-                let _ = done_rx.recv();
-            });
-        })
-    };
-    offline_rx.recv().unwrap();
-    let s = produce_under_a_reader(&d, 200_000);
-    drop(done_tx);
-    waiter.join().unwrap();
     assert_some_barrier_free(&s);
 }

@@ -2,7 +2,8 @@
 //! async workers and every thread of the blocking pool) a shard registered
 //! with exitq, `on_thread_stop` hands the thread's cleanup to exitq
 //! (`retire_thread`: no lock, no syscall, counted by the kernel when perf
-//! is available). Bursts of `spawn_blocking` leave the blocking pool idle
+//! is available), and `on_thread_park` takes a parked thread offline
+//! (`exitq::thread_offline`; its next job's read brings it back). Bursts of `spawn_blocking` leave the blocking pool idle
 //! past its keep-alive, so its threads retire between bursts (the herd of
 //! exits the issue is about); the runtime's shutdown stops the rest. Every
 //! cleanup runs exactly once, and every job counted by a shard reaches the
@@ -28,6 +29,8 @@ fn tokio_threads_hand_their_cleanup_to_exitq() {
         .thread_keep_alive(Duration::from_millis(20))
         .on_thread_start(move || start.worker_start())
         .on_thread_stop(move || stop.worker_stop(SyscallCounter::open().as_mut()))
+        // Parked: offline in every exitq domain until the next job uses one.
+        .on_thread_park(exitq::thread_offline)
         .build()
         .expect("a tokio runtime");
     let mut retired_between_bursts = 0;

@@ -147,7 +147,7 @@ pub(crate) fn report(opts: &Opts, took: Duration, role_panics: &HashMap<&str, u3
          {} barriers, {} exited and {} cancelled threads, {} of {} exit hooks ran ({} threads used exitq from an older key's destructor), {} domains dropped under live threads, \
          {} guards, {} readers and {} QSBR readers leaked, {} nested rounds ({} nested barriers refused), \
          {} forks with a held guard or QSBR reader, {} by a callback; {} cell writes; QSBR: {} reads, {} quiescent states, \
-         {} offline periods, {} waits offline, {} readers rebuilt; {} streamer rounds",
+         {} offline periods, {} waits offline, {} readers rebuilt; {} streamer rounds ({} asleep offline)",
         took.as_secs_f64(),
         g(&o.reads),
         g(&o.replaces_deferred),
@@ -174,6 +174,7 @@ pub(crate) fn report(opts: &Opts, took: Duration, role_panics: &HashMap<&str, u3
         g(&o.qsbr_waits),
         g(&o.qsbr_readers_made),
         g(&o.streamed),
+        g(&o.offline_naps),
     );
     for slot in &w.slots {
         let s = slot.domain.stats();

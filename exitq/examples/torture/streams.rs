@@ -9,7 +9,10 @@
 //! offline around sleeps and `barrier`). Now and then a streamer sleeps or
 //! calls `barrier` or `synchronize`: its records then show old epochs (the
 //! heavy barrier after the start settles them) and `synchronize` adopts
-//! grace periods a poll started without the barrier.
+//! grace periods a poll started without the barrier. Or it sleeps with
+//! every record offline (`thread_offline`, `Reader::offline`,
+//! `QsbrReader::offline`), its main records coming back online lazily,
+//! sometimes with a section right after the sleep.
 
 use std::sync::atomic::Ordering;
 use std::thread;
@@ -70,6 +73,29 @@ pub(crate) fn streamer(id: usize, seed: u64) {
                 Some(q) => q.offline(|| thread::sleep(Duration::from_micros(rng.below(2000)))),
                 None => thread::sleep(Duration::from_micros(rng.below(2000))),
             },
+            5..=8 => {
+                // Every record offline around a sleep: the main records
+                // (back online lazily, at their next use: sometimes a
+                // section right after the sleep, still inside the others'
+                // `offline`), the `Reader`'s and the `QsbrReader`'s.
+                if rng.chance(50) {
+                    exitq::thread_offline();
+                } else {
+                    slot.domain.thread_offline();
+                }
+                let nap = || {
+                    thread::sleep(Duration::from_micros(rng.below(2000)));
+                    if rng.chance(50) {
+                        let _g = slot.domain.read();
+                        check_current(slot, &rng);
+                    }
+                };
+                reader.offline(|| match qsbr.as_mut() {
+                    Some(q) => q.offline(nap),
+                    None => nap(),
+                });
+                inc(&w.ops.offline_naps);
+            }
             _ => {}
         }
         inc(&w.ops.streamed);

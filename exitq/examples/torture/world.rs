@@ -159,6 +159,7 @@ pub(crate) struct Ops {
     pub(crate) forks: AtomicU64,
     pub(crate) forks_in_callbacks: AtomicU64,
     pub(crate) streamed: AtomicU64,
+    pub(crate) offline_naps: AtomicU64,
 }
 
 pub(crate) struct World {

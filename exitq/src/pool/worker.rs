@@ -119,6 +119,10 @@ fn idle_wait(inner: &Inner, i: u32, rng: &mut u64) -> AfterIdle {
     // period (a worker at `min_workers` draws again; those only add).
     let keep_alive = inner.keep_alive(rng);
     let mut deadline = Instant::now() + keep_alive;
+    // Offline in every domain this worker's jobs used, until it next uses
+    // one: while it sleeps, their grace periods need no heavy barrier on
+    // its account (`crate::thread_offline`).
+    crate::thread_offline();
     loop {
         let now = Instant::now();
         let wait = deadline.saturating_duration_since(now);
