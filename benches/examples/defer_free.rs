@@ -224,10 +224,15 @@ fn main() -> ExitCode {
             // `EXITQ_IDLE=1`: one more registered thread that stays idle
             // (one read section, then asleep), as a pool's parked worker:
             // its record never shows a new epoch (exitq/src/past.rs).
-            if std::env::var_os("EXITQ_IDLE").is_some() {
+            // `EXITQ_IDLE=offline`: the same thread asleep offline
+            // (`exitq::thread_offline`).
+            if let Some(idle_mode) = std::env::var_os("EXITQ_IDLE") {
                 let idle = domain.clone();
                 thread::spawn(move || {
                     drop(idle.read());
+                    if idle_mode == "offline" {
+                        exitq::thread_offline();
+                    }
                     loop {
                         thread::sleep(Duration::from_secs(3600));
                     }

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# One benchmark program of `benches`, built once at the checkout, run as
+# whole processes under several environment settings, interleaved (the
+# order rotated and reversed from round to round): what does a setting the
+# program reads (EXITQ_IDLE, EXITQ_FENCES, ...) cost, measured as its user
+# times it?
+#
+#   scripts/env-ab.sh [-n ROUNDS] --env SETTING --env SETTING... -- EXAMPLE ARGS...
+#
+# SETTING is "" (the environment as is) or space-separated VAR=VALUE
+# pairs. Speed is 1 / the whole process's wall time. Prints, for each
+# setting after the first, the median of the per-round ratios of its speed
+# to the first setting's, with quartiles; > 1 means faster than the first.
+#
+# Example (an idle registered thread, online and offline, docs/exitq.md):
+#   scripts/env-ab.sh -n 61 --env "" --env EXITQ_IDLE=1 --env EXITQ_IDLE=offline -- defer_free exitq 2 4000000
+set -euo pipefail
+cd "$(dirname "$0")/.."
+usage() {
+    echo "usage: scripts/env-ab.sh [-n ROUNDS] --env SETTING --env SETTING... -- EXAMPLE ARGS..." >&2
+    exit 2
+}
+case ${1:-} in -h | --help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+rounds=21 envs=()
+while [ $# -gt 0 ]; do
+    case $1 in
+    -n) [[ $# -ge 2 && $2 =~ ^[1-9][0-9]*$ ]] || { echo "env-ab: -n needs a positive count" >&2; exit 2; }
+        rounds=$2; shift 2 ;;
+    --env) [ $# -ge 2 ] || { echo "env-ab: --env needs a setting (\"\" for none)" >&2; exit 2; }
+        for kv in $2; do
+            [[ $kv =~ ^[A-Za-z_][A-Za-z0-9_]*=.*$ ]] || { echo "env-ab: '$kv' is not VAR=VALUE" >&2; exit 2; }
+        done
+        envs+=("$2"); shift 2 ;;
+    --) shift; break ;;
+    *) usage ;;
+    esac
+done
+[ ${#envs[@]} -ge 2 ] || { echo "env-ab: give at least two --env settings" >&2; usage; }
+[ $# -ge 1 ] || { echo "env-ab: name the example to run after --" >&2; usage; }
+example=$1
+shift
+[ -f "benches/examples/$example.rs" ] || { echo "env-ab: no example benches/examples/$example.rs" >&2; exit 2; }
+cargo build -q --release -p benches --example "$example"
+binary=$PWD/target/release/examples/$example
+echo "env-ab: $rounds rounds of '$example $*' at $(git rev-parse --short HEAD) under ${#envs[@]} settings ($(date -u +%FT%TZ), load $(cut -d' ' -f1 /proc/loadavg))"
+python3 - "$rounds" "$binary" "${#envs[@]}" "${envs[@]}" "$@" <<'PY'
+import os, statistics as st, subprocess, sys, time
+rounds, binary, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+settings, args = sys.argv[4:4 + n], sys.argv[4 + n:]
+
+def speed(setting):
+    env = dict(os.environ)
+    env.update(kv.split("=", 1) for kv in setting.split())
+    t0 = time.perf_counter()
+    p = subprocess.run([binary, *args], env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if p.returncode != 0:
+        sys.exit(f"env-ab: {binary} under '{setting}' failed ({p.returncode}): {p.stderr.strip()}")
+    return 1.0 / wall
+
+ratios = [[] for _ in settings]
+for r in range(rounds):
+    order = list(range(n))
+    order = order[r % n:] + order[:r % n]
+    if r % 2:
+        order.reverse()
+    got = {i: speed(settings[i]) for i in order}
+    for i in range(n):
+        ratios[i].append(got[i] / got[0])
+for i in range(1, n):
+    q = sorted(ratios[i])
+    print(f"'{settings[i]}' / '{settings[0]}': median {st.median(q):.3f} "
+          f"(quartiles {q[len(q) // 4]:.3f}-{q[(3 * len(q)) // 4]:.3f}, range {q[0]:.3f}-{q[-1]:.3f}, {rounds} rounds)")
+PY
