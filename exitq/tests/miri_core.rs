@@ -179,6 +179,49 @@ fn records_pass_between_owners_of_every_kind() {
     assert_eq!(d.stats().participants, 2, "both records reused");
 }
 
+/// Going offline and back (`thread_offline`, `Domain::thread_offline`,
+/// `Reader::offline`) on a thread with records in two domains, one of them
+/// dropped meanwhile (its record orphaned, still in the thread's list when
+/// `thread_offline` walks it), while another thread runs grace periods;
+/// the thread exits offline. Under miri: the walk, the emptied cache and
+/// the lookup that comes back online touch only live records.
+#[test]
+fn offline_and_back_with_an_orphaned_record() {
+    let a = Domain::builder().batch_size(2).build();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let (a2, ran2) = (a.clone(), ran.clone());
+    let user = thread::spawn(move || {
+        let b = Domain::new();
+        drop(b.read());
+        let count = |ran: &Arc<AtomicUsize>| {
+            let ran = ran.clone();
+            move || {
+                ran.fetch_add(1, Ordering::Relaxed);
+            }
+        };
+        a2.defer(count(&ran2));
+        let mut reader = a2.reader();
+        drop(reader.read());
+        exitq::thread_offline();
+        drop(b); // orphans the thread's record in `b`
+        reader.offline(|| exitq::thread_offline());
+        {
+            let _g = a2.read(); // back online in `a`
+            a2.defer(count(&ran2));
+        }
+        a2.thread_offline();
+        drop(reader.read());
+        a2.defer(count(&ran2));
+        exitq::thread_offline(); // exits offline
+    });
+    let a3 = a.clone();
+    let waiter = thread::spawn(move || a3.synchronize());
+    user.join().unwrap();
+    waiter.join().unwrap();
+    a.barrier();
+    assert_eq!(ran.load(Ordering::Relaxed), 3);
+}
+
 /// Barriers nested across domains (a callback of A runs B's barrier, whose
 /// callback calls A's barrier and must panic): the run frames linked on
 /// the running thread's stack, under miri.
