@@ -204,7 +204,7 @@ fn offline_and_back_with_an_orphaned_record() {
         drop(reader.read());
         exitq::thread_offline();
         drop(b); // orphans the thread's record in `b`
-        reader.offline(|| exitq::thread_offline());
+        reader.offline(exitq::thread_offline);
         {
             let _g = a2.read(); // back online in `a`
             a2.defer(count(&ran2));
