@@ -259,12 +259,18 @@ pub(crate) fn online(gp_ctr: &AtomicU64, ctr: &AtomicU64) {
 
 /// The owner of a record, outside any section on it (at a seal): its idle
 /// word shows the epoch it loads now, so grace periods started before see
-/// the record past without the heavy barrier.
+/// the record past without the heavy barrier. An `OFFLINE` word stays: the
+/// owner went offline (`thread_offline` from a callback the seal ran, say)
+/// and comes back through [`online`], whose full fence must not be
+/// skipped (a scan may have read `OFFLINE`, and this store orders nothing
+/// before the owner's next loads: the loom model
+/// `a_thread_back_online_loads_the_new_epoch` finds the freed object read
+/// without this check).
 #[inline]
 pub(crate) fn refresh_idle(gp_ctr: &AtomicU64, ctr: &AtomicU64) {
     // Relaxed: only this thread writes its reader word.
     let c = ctr.load(Ordering::Relaxed);
-    if c & NEST_MASK == 0 {
+    if c & NEST_MASK == 0 && c != OFFLINE {
         // Relaxed: the claim is only that this thread has loaded this
         // epoch (its later loads return it or a newer one); nothing is
         // read under it. An epoch word has nesting 1: minus 1 is idle.

@@ -587,4 +587,37 @@ mod tests {
         drop(a.read());
         assert_ne!(word(&a), past::OFFLINE);
     }
+
+    /// `thread_offline` called by a callback that the thread's own seal
+    /// runs: the seal's refresh of the idle word, which comes after the
+    /// callbacks, leaves `OFFLINE` in place, so the way back still makes
+    /// `online`'s fence (`past::refresh_idle`).
+    #[test]
+    fn offline_from_a_callback_stays_offline_through_the_seal() {
+        let d = crate::Domain::builder()
+            .batch_size(1)
+            .flush_latency(std::time::Duration::from_secs(600))
+            .build();
+        let ran = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let r2 = ran.clone();
+        d.defer(move || {
+            crate::thread_offline();
+            r2.store(true, Ordering::Relaxed);
+        });
+        d.synchronize();
+        d.defer(|| ()); // seals, runs the first callback, refreshes, polls
+        assert!(
+            ran.load(Ordering::Relaxed),
+            "the seal ran the ready callback"
+        );
+        let r = STATE.with(|s| {
+            let r = records(&s.main)
+                .find(|r| r.domain_id == d.inner.id)
+                .unwrap();
+            r.ctr.load(Ordering::Relaxed)
+        });
+        assert_eq!(r, past::OFFLINE, "the seal's refresh overwrote OFFLINE");
+        drop(d.read());
+        d.barrier();
+    }
 }

@@ -850,28 +850,48 @@ fn an_idle_word_refreshed_at_a_seal_shows_its_owner_past() {
 /// poller can read `OFFLINE` while the owner, back online, loads the old
 /// epoch and finds the object published (loom shows it for
 /// `past::online`; a QSBR reader's store back online is followed by its
-/// light fence too, which these models make a full one).
+/// light fence too, which these models make a full one). A third way: the
+/// owner offline (`thread_offline`, called from a callback its seal runs)
+/// reaches the seal's refresh of its idle word before it comes back
+/// online lazily: the refresh must leave `OFFLINE` for `online` to find
+/// (else the fence is skipped, and loom finds the freed object read).
 #[test]
 fn a_thread_back_online_loads_the_new_epoch() {
-    for qsbr in [false, true] {
-        back_online(qsbr);
+    for way in [Back::Online, Back::Qsbr, Back::RefreshedOffline] {
+        back_online(way);
     }
 }
 
-fn back_online(qsbr: bool) {
+#[derive(Clone, Copy)]
+enum Back {
+    Online,
+    Qsbr,
+    RefreshedOffline,
+}
+
+fn back_online(way: Back) {
     deep_model(move || {
         let (gp_ctr, ctr, current, object) = one_record();
         let owner = {
             let (gp_ctr, ctr, current, object) = cloned!(gp_ctr, ctr, current, object);
             thread::spawn(move || {
-                if qsbr {
-                    model::qsbr_online(&gp_ctr, &ctr);
-                    model::qsbr_offline(&ctr);
-                    model::qsbr_back_online(&gp_ctr, &ctr);
-                } else {
-                    model::offline(&ctr);
-                    model::online(&gp_ctr, &ctr);
-                    model::reader_enter_unfenced(&gp_ctr, &ctr);
+                match way {
+                    Back::Qsbr => {
+                        model::qsbr_online(&gp_ctr, &ctr);
+                        model::qsbr_offline(&ctr);
+                        model::qsbr_back_online(&gp_ctr, &ctr);
+                    }
+                    Back::Online => {
+                        model::offline(&ctr);
+                        model::online(&gp_ctr, &ctr);
+                        model::reader_enter_unfenced(&gp_ctr, &ctr);
+                    }
+                    Back::RefreshedOffline => {
+                        model::offline(&ctr);
+                        model::refresh_idle(&gp_ctr, &ctr);
+                        model::online(&gp_ctr, &ctr);
+                        model::reader_enter_unfenced(&gp_ctr, &ctr);
+                    }
                 }
                 if current.load(Ordering::Acquire) == 0 {
                     // SAFETY: (model) loom checks this read against the
@@ -879,7 +899,7 @@ fn back_online(qsbr: bool) {
                     let seen = object.with(|p| unsafe { *p });
                     assert_eq!(seen, ALIVE, "the owner saw object 0 freed");
                 }
-                if !qsbr {
+                if !matches!(way, Back::Qsbr) {
                     model::reader_exit(&ctr);
                 }
             })
