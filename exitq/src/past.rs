@@ -95,7 +95,10 @@
 //! [`online`] first. Every entry into a section on a main record, and every
 //! `defer` into one, takes the record from that cache or from those
 //! paths, so [`online`]'s fence comes before the owner's next load of the
-//! epoch whichever of its uses comes first. A record inside a section
+//! epoch whichever of its uses comes first; and no other store replaces
+//! `OFFLINE` on the way ([`refresh_idle`] leaves it: a callback that a
+//! seal runs may have gone offline, and the refresh comes after the
+//! callbacks). A record inside a section
 //! keeps its word ([`offline`] skips it). A reader's own record has a fast
 //! path that takes no such turn; `Reader::offline(f)` goes back online
 //! when `f` ends, as a `QsbrReader`'s.
