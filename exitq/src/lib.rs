@@ -96,7 +96,9 @@
 //! exit); at its stop, hand the cleanup over ([`Domain::retire_thread`]:
 //! one compare-and-swap, no lock, no syscall; without it the thread's
 //! exit does the same a little later). The cleanups run on the reclaimer
-//! after a grace period, in batches. tokio's runtime:
+//! after a grace period, in batches. A third hook, where the pool has
+//! one, takes a parked worker offline ([`thread_offline`]). tokio's
+//! runtime:
 //!
 //! ```
 //! use std::sync::atomic::{AtomicUsize, Ordering};
@@ -118,6 +120,7 @@
 //!         });
 //!     })
 //!     .on_thread_stop(move || stop.retire_thread())
+//!     .on_thread_park(exitq::thread_offline) // parked: no membarrier on its account
 //!     .build()
 //!     .unwrap();
 //! rt.block_on(async { tokio::task::spawn_blocking(|| ()).await.unwrap() });
