@@ -98,10 +98,10 @@
 //! epoch whichever of its uses comes first; and no other store replaces
 //! `OFFLINE` on the way ([`refresh_idle`] leaves it: a callback that a
 //! seal runs may have gone offline, and the refresh comes after the
-//! callbacks). A record inside a section
-//! keeps its word ([`offline`] skips it). A reader's own record has a fast
-//! path that takes no such turn; `Reader::offline(f)` goes back online
-//! when `f` ends, as a `QsbrReader`'s.
+//! callbacks). A record inside a section keeps its word ([`offline`]
+//! skips it). A reader's own record has a fast path that takes no such
+//! turn; `Reader::offline(f)` goes back online when `f` ends, as a
+//! `QsbrReader`'s.
 //!
 //! # The seal and the start
 //!
