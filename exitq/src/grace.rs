@@ -97,7 +97,7 @@ const IDLE_POLLS: u32 = 16;
 /// Polls that find a grace period started without the heavy barrier
 /// held by no section but not yet shown past by every record (`past.rs`)
 /// before a poll makes the barrier after all: a thread that never seals
-/// (an idle registered thread, a `QsbrReader` offline) never shows the new
+/// (an idle registered thread that did not go offline) never shows the new
 /// epoch (and then the next grace periods start with the barrier first:
 /// `past::Blocker`). At 4, a 2-thread `defer_free` run made a heavy
 /// barrier for 2 of 264 grace periods (2026-12-04).

@@ -47,8 +47,8 @@
 //! did not make visible comes after the barrier in its owner's program
 //! order, so it loaded the new epoch.
 //!
-//! A registered thread that stays idle (a pool's parked worker) keeps an
-//! old idle word: every grace period would wait `UNSURE_POLLS` polls for
+//! A registered thread that stays idle without going offline (blocked
+//! after using the domain, a `Reader` kept idle) keeps an old idle word: every grace period would wait `UNSURE_POLLS` polls for
 //! it and then make the barrier anyway. So a record that showed the same
 //! idle word through all the polls that made a grace period need it (the
 //! first one found unsure, still unchanged at the last) is remembered, a
