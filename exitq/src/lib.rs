@@ -432,6 +432,8 @@ mod inner;
 mod llist;
 mod local;
 mod look;
+#[cfg(test)]
+mod offline_tests;
 mod past;
 #[cfg(feature = "pool")]
 pub mod pool;

@@ -539,85 +539,13 @@ pub(crate) fn open_sections(inner: &Inner, mut f: impl FnMut(&Record)) -> bool {
     any
 }
 
+/// The calling thread's main record's reader word in `inner`, if it has
+/// one (never claims, leaves the cache alone): for the offline unit tests
+/// (`offline_tests.rs`).
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::record::NEST_MASK;
-
-    /// `offline` leaves the thread's main record `OFFLINE` and the cache
-    /// empty, so the next use finds the record through `existing_main`,
-    /// which brings it back online (an idle word of the current epoch)
-    /// before the cache hands it out again. Another domain's record is
-    /// left alone by `Domain::thread_offline`, taken by `thread_offline`.
-    #[test]
-    fn offline_empties_the_cache_and_the_next_use_comes_back_online() {
-        let (a, b) = (crate::Domain::new(), crate::Domain::new());
-        drop(b.read());
-        drop(a.read());
-        let word = |d: &crate::Domain| {
-            STATE.with(|s| {
-                let r = records(&s.main).find(|r| r.domain_id == d.inner.id);
-                r.unwrap().ctr.load(Ordering::Relaxed)
-            })
-        };
-        a.thread_offline();
-        assert_eq!(word(&a), past::OFFLINE);
-        assert_ne!(word(&b), past::OFFLINE, "only the domain asked");
-        assert!(
-            cached(&a.inner).is_none(),
-            "the cache would skip the way back"
-        );
-        let r = existing_main(&a.inner).unwrap();
-        let idle = a.inner.gp.hot.gp_ctr.load(Ordering::Relaxed) - 1;
-        assert_eq!(
-            r.ctr.load(Ordering::Relaxed),
-            idle,
-            "back online: an idle word"
-        );
-        assert_eq!(idle & NEST_MASK, 0);
-        assert!(cached(&a.inner).is_some());
-
-        crate::thread_offline();
-        assert_eq!((word(&a), word(&b)), (past::OFFLINE, past::OFFLINE));
-        // A section on a record keeps it online: `offline` skips it.
-        let g = b.read();
-        crate::thread_offline();
-        assert_ne!(word(&b), past::OFFLINE, "a held section stays held");
-        drop(g);
-        drop(a.read());
-        assert_ne!(word(&a), past::OFFLINE);
-    }
-
-    /// `thread_offline` called by a callback that the thread's own seal
-    /// runs: the seal's refresh of the idle word, which comes after the
-    /// callbacks, leaves `OFFLINE` in place, so the way back still makes
-    /// `online`'s fence (`past::refresh_idle`).
-    #[test]
-    fn offline_from_a_callback_stays_offline_through_the_seal() {
-        let d = crate::Domain::builder()
-            .batch_size(1)
-            .flush_latency(std::time::Duration::from_secs(600))
-            .build();
-        let ran = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let r2 = ran.clone();
-        d.defer(move || {
-            crate::thread_offline();
-            r2.store(true, Ordering::Relaxed);
-        });
-        d.synchronize();
-        d.defer(|| ()); // seals, runs the first callback, refreshes, polls
-        assert!(
-            ran.load(Ordering::Relaxed),
-            "the seal ran the ready callback"
-        );
-        let r = STATE.with(|s| {
-            let r = records(&s.main)
-                .find(|r| r.domain_id == d.inner.id)
-                .unwrap();
-            r.ctr.load(Ordering::Relaxed)
-        });
-        assert_eq!(r, past::OFFLINE, "the seal's refresh overwrote OFFLINE");
-        drop(d.read());
-        d.barrier();
-    }
+pub(crate) fn main_word(inner: &Inner) -> Option<u64> {
+    STATE.with(|s| {
+        let r = records(&s.main).find(|r| r.domain_id == inner.id)?;
+        Some(r.ctr.load(Ordering::Relaxed))
+    })
 }
