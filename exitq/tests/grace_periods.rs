@@ -447,6 +447,7 @@ fn assert_back_online(d: &Domain) {
 /// the pool's domain, whose exit hooks gave the worker a record, is not
 /// made to pay the heavy barrier for every grace period while it sleeps.
 #[test]
+#[cfg(feature = "pool")]
 fn a_parked_pool_worker_does_not_make_grace_periods_need_the_heavy_barrier() {
     if !barrier_free_possible() {
         return;
