@@ -203,7 +203,9 @@ impl Reader {
     /// online when `f` returns or unwinds: an idle word, then a full fence
     /// before the reader's next load of the epoch (liburcu-qsbr's
     /// `rcu_thread_offline` / `rcu_thread_online`). A reader that stays
-    /// idle without it makes every grace period make the barrier.
+    /// idle without it makes every grace period make the barrier. A
+    /// section of a guard that was forgotten (`mem::forget`) ends here, as
+    /// at the next [`read`](Reader::read).
     ///
     /// # Examples
     ///
@@ -225,7 +227,13 @@ impl Reader {
             }
         }
         // SAFETY: as in `read`.
-        past::offline(unsafe { &(*self.record).ctr });
+        let record = unsafe { &*self.record };
+        // Release: as a section's exit (`section::reader_exit`): what the
+        // reader read before happens-before a scan's Acquire load that
+        // reads `OFFLINE`. Whatever the word shows: no guard is alive
+        // (`&mut self`), so a section it still shows is a forgotten
+        // guard's, which this ends, as `read`'s entry would.
+        record.ctr.store(past::OFFLINE, Ordering::Release);
         let _online = Online(self);
         f()
     }

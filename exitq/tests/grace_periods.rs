@@ -422,6 +422,40 @@ fn an_idle_thread_offline_does_not_make_grace_periods_need_the_heavy_barrier() {
     }
 }
 
+/// A `Reader` whose guard was forgotten, offline while its thread blocks:
+/// going offline ends the forgotten section (as the reader's next `read`
+/// would), so a grace period completes while the thread blocks; the
+/// thread leaves its block only when told, or after 60 s (a section left
+/// held: `synchronize` returns only then, and the assertion fails).
+#[test]
+fn a_readers_offline_ends_a_forgotten_guards_section() {
+    for (name, d) in domains() {
+        let (blocked_tx, blocked_rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let left = Arc::new(AtomicBool::new(false));
+        let blocked = {
+            let (d, left) = (d.clone(), left.clone());
+            thread::spawn(move || {
+                let mut reader = d.reader();
+                std::mem::forget(reader.read());
+                reader.offline(|| {
+                    blocked_tx.send(()).unwrap();
+                    let _ = done_rx.recv_timeout(Duration::from_secs(60));
+                    left.store(true, Ordering::SeqCst);
+                });
+            })
+        };
+        blocked_rx.recv().unwrap();
+        d.synchronize();
+        assert!(
+            !left.load(Ordering::SeqCst),
+            "{name}: synchronize waited for a forgotten guard's section of a reader offline"
+        );
+        drop(done_tx);
+        blocked.join().unwrap();
+    }
+}
+
 /// The calling thread, back from offline by using the domain: a guard it
 /// takes now holds a grace period another thread waits for.
 fn assert_back_online(d: &Domain) {
