@@ -10,9 +10,10 @@
 //! calls `barrier` or `synchronize`: its records then show old epochs (the
 //! heavy barrier after the start settles them) and `synchronize` adopts
 //! grace periods a poll started without the barrier. Or it sleeps with
-//! every record offline (`thread_offline`, `Reader::offline`,
-//! `QsbrReader::offline`), its main records coming back online lazily,
-//! sometimes with a section right after the sleep.
+//! every record offline (`thread_offline`, `Reader::offline`, sometimes
+//! right after forgetting one of the reader's guards, `QsbrReader::offline`),
+//! its main records coming back online lazily, sometimes with a section
+//! right after the sleep.
 
 use std::sync::atomic::Ordering;
 use std::thread;
@@ -90,6 +91,10 @@ pub(crate) fn streamer(id: usize, seed: u64) {
                         check_current(slot, &rng);
                     }
                 };
+                if rng.chance(20) {
+                    // A forgotten guard: going offline ends its section.
+                    std::mem::forget(reader.read());
+                }
                 reader.offline(|| match qsbr.as_mut() {
                     Some(q) => q.offline(nap),
                     None => nap(),
