@@ -86,10 +86,11 @@ pub(crate) struct Violations {
     pub(crate) ran_in_fork_child: AtomicU64,
     pub(crate) fork_child_failed: AtomicU64,
     pub(crate) polled_never_barrier_free: AtomicU64,
+    pub(crate) never_asleep_offline: AtomicU64,
 }
 
 impl Violations {
-    pub(crate) fn all(&self) -> [(&'static str, u64); 13] {
+    pub(crate) fn all(&self) -> [(&'static str, u64); 14] {
         let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
         [
             (
@@ -125,6 +126,10 @@ impl Violations {
             (
                 "polled domain: no grace period completed without a heavy barrier (path not run)",
                 g(&self.polled_never_barrier_free),
+            ),
+            (
+                "streamers never slept offline in 100,000 rounds (path not run)",
+                g(&self.never_asleep_offline),
             ),
         ]
     }
