@@ -6,7 +6,7 @@
 //! The epoch is a counter, not liburcu's one-bit parity, so a single pass
 //! over the registry completes a grace period where urcu-memb needs two
 //! parity flips and two waits (48 bits do not wrap in practice, see
-//! [`epoch_word`]). Grace period number `g`:
+//! [`epoch_word`](crate::epoch::epoch_word)). Grace period number `g`:
 //!
 //! 1. heavy barrier (membarrier, or a full fence in fallback mode);
 //! 2. store `g + 1` into the epoch (Release);
@@ -73,10 +73,14 @@ use crossbeam_utils::CachePadded;
 use crate::backoff::{nap, WaitBackoff};
 use crate::cancel::NoCancel;
 use crate::config::{HeldBy, Stall, StallHandler};
+use crate::epoch::{
+    barrier_after, claim_started, epoch_word, holds_grace_period, publish_epoch, snapshot_of,
+    start_grace_period,
+};
 use crate::expedite::Fences;
 use crate::look::{Look, Seen};
 use crate::past::{self, Scan};
-use crate::record::{Kind, Record, Registry, NEST_BITS, NEST_MASK};
+use crate::record::{Kind, Record, Registry};
 use crate::stats::Counters;
 use crate::stuck;
 use crate::sync::{self, AtomicBool, AtomicU64, Ordering};
@@ -103,89 +107,9 @@ const IDLE_POLLS: u32 = 16;
 /// barrier for 2 of 264 grace periods (2026-12-04).
 const UNSURE_POLLS: u32 = 4;
 
-/// The epoch word of grace period `g` (what readers copy): epoch `g + 1`
-/// above a nesting count of 1. 48 bits of epoch do not wrap in practice
-/// (2^48 grace periods at one per microsecond is 8.9 years; a normal grace
-/// period takes at least its 25 µs first-check delay).
-#[inline]
-pub(crate) const fn epoch_word(g: u64) -> u64 {
-    ((g + 1) << NEST_BITS) | 1
-}
-
-/// Steps 1 and 2 of grace period `g` (see the module docs).
-#[inline]
-pub(crate) fn start_grace_period(gp_ctr: &AtomicU64, g: u64, fences: Fences) {
-    // Step 1: every reader passes a full barrier (pairs with the readers'
-    // light fence; see expedite.rs).
-    fences.heavy();
-    publish_epoch(gp_ctr, g);
-}
-
-/// Step 2 of grace period `g` alone (a poll's start in membarrier mode,
-/// `past.rs`).
-#[inline]
-pub(crate) fn publish_epoch(gp_ctr: &AtomicU64, g: u64) {
-    // Release: pairs with the readers' Acquire load of the epoch: a reader
-    // that sees g + 1 sees every removal ordered before this grace period
-    // (by the heavy barrier, or by `claim_started`'s fence).
-    gp_ctr.store(epoch_word(g), Ordering::Release);
-}
-
-/// The heavy barrier after grace period `g`'s epoch store, which may have
-/// been made by another thread (`GracePeriods::ensure_barrier`).
-#[inline]
-pub(crate) fn barrier_after(gp_ctr: &AtomicU64, g: u64, fences: Fences) {
-    // AcqRel read-modify-write of the epoch, which leaves it as it is
-    // (`g`'s store is the newest while `g` has not completed): a write of
-    // it sequenced before our barrier, so a reader whose entry the barrier
-    // orders after it loads `g`'s epoch or a newer one.
-    gp_ctr.fetch_max(epoch_word(g), Ordering::AcqRel);
-    fences.heavy();
-}
-
-/// The grace period a batch sealed now waits for, from the mirror of
-/// `started` (`GracePeriods::snapshot`).
-#[inline]
-pub(crate) fn snapshot_of(started: &AtomicU64) -> u64 {
-    // Full fence, then the load: pairs with the fence `claim_started`
-    // makes between its store and the epoch's (module docs, and
-    // `past.rs`, "The seal and the start"): if ours comes second in the
-    // fences' single total order, the load reads the new `started` and we
-    // wait for the grace period after; if first, a reader that loads the
-    // new epoch (ordered after the leader's fence) cannot read a value
-    // older than our removals. Not a read-modify-write of `started`: every
-    // producer's seal would bounce its cache line.
-    sync::full_fence();
-    // Relaxed: ordered by the fence above.
-    started.load(Ordering::Relaxed) + 1
-}
-
-/// A leader's claim of grace period `g` in the mirror of `started`
-/// (`GracePeriods::begin`, under the lock, so the mirror only grows),
-/// and the fence between it and the epoch's store.
-#[inline]
-pub(crate) fn claim_started(started: &AtomicU64, g: u64) {
-    // Relaxed: ordered by the fence below.
-    started.store(g, Ordering::Relaxed);
-    // Full fence: pairs with `snapshot_of`'s.
-    sync::full_fence();
-}
-
-/// Step 4: whether the reader with word `ctr` still holds grace period `g`
-/// (it is inside a section that started before step 2). Trusts a word
-/// that shows no section: only after the heavy barrier (`past.rs`).
-#[inline]
-pub(crate) fn holds_grace_period(ctr: &AtomicU64, g: u64) -> bool {
-    // Acquire: pairs with the reader's Release store of its idle word when
-    // it leaves its outermost section (`reader_exit`): the section's
-    // accesses happen-before whatever the grace period's caller does next.
-    let c = ctr.load(Ordering::Acquire);
-    c & NEST_MASK != 0 && (c >> NEST_BITS) <= g
-}
-
 /// Read-mostly words every reader touches: kept on their own cache line.
 pub(crate) struct Hot {
-    /// The epoch word readers copy on entry ([`epoch_word`]).
+    /// The epoch word readers copy on entry ([`epoch_word`](crate::epoch::epoch_word)).
     pub(crate) gp_ctr: AtomicU64,
     pub(crate) fences: Fences,
     /// A reader word's value outside any section (0) when an outermost

@@ -422,6 +422,7 @@ mod config;
 mod domain;
 mod doorbell;
 mod drain;
+mod epoch;
 pub mod exit;
 pub mod expedite;
 mod fork;

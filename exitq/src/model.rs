@@ -7,7 +7,7 @@
 use crate::expedite::Fences;
 use crate::section;
 use crate::sync::Ordering;
-use crate::{grace, handshake, past, qsbr, record};
+use crate::{epoch, handshake, past, qsbr, record};
 pub use loom::sync::atomic::{AtomicBool, AtomicU64};
 
 const FENCES: Fences = Fences { membarrier: true };
@@ -20,7 +20,7 @@ pub fn reader_exit(ctr: &AtomicU64) -> bool {
 }
 /// The epoch word before any grace period.
 pub fn initial_epoch() -> u64 {
-    grace::epoch_word(0)
+    epoch::epoch_word(0)
 }
 /// A `QsbrReader` going online (its creation, the end of `offline`):
 /// returns its word.
@@ -35,7 +35,7 @@ pub fn qsbr_quiescent(gp_ctr: &AtomicU64, ctr: &AtomicU64, word: &mut u64) {
 }
 /// `QsbrReader::offline`'s store.
 pub fn qsbr_offline(ctr: &AtomicU64) {
-    qsbr::offline(ctr)
+    past::offline_reader(ctr)
 }
 /// A `QsbrReader` back online after `offline`: returns its word.
 pub fn qsbr_back_online(gp_ctr: &AtomicU64, ctr: &AtomicU64) -> u64 {
@@ -50,19 +50,19 @@ pub fn reader_enter_unfenced(gp_ctr: &AtomicU64, ctr: &AtomicU64) {
 }
 /// Step 2 alone: a poll's start of grace period `g` in membarrier mode.
 pub fn publish_epoch(gp_ctr: &AtomicU64, g: u64) {
-    grace::publish_epoch(gp_ctr, g)
+    epoch::publish_epoch(gp_ctr, g)
 }
 /// The heavy barrier after `g`'s epoch store (`GracePeriods::ensure_barrier`).
 pub fn barrier_after(gp_ctr: &AtomicU64, g: u64) {
-    grace::barrier_after(gp_ctr, g, FENCES)
+    epoch::barrier_after(gp_ctr, g, FENCES)
 }
 /// `GracePeriods::snapshot`: the grace period a batch sealed now waits for.
 pub fn snapshot(started: &AtomicU64) -> u64 {
-    grace::snapshot_of(started)
+    epoch::snapshot_of(started)
 }
 /// `GracePeriods::begin`'s claim of grace period `g` in `started`.
 pub fn claim_started(started: &AtomicU64, g: u64) {
-    grace::claim_started(started, g)
+    epoch::claim_started(started, g)
 }
 /// The owner goes offline (`past::offline`: the reclaimer before it
 /// sleeps).
@@ -84,10 +84,10 @@ pub fn standing_word(ctr: &AtomicU64, g: u64) -> u8 {
     past::standing_word(ctr, g).0 as u8
 }
 pub fn start_grace_period(gp_ctr: &AtomicU64, g: u64) {
-    grace::start_grace_period(gp_ctr, g, FENCES)
+    epoch::start_grace_period(gp_ctr, g, FENCES)
 }
 pub fn holds_grace_period(ctr: &AtomicU64, g: u64) -> bool {
-    grace::holds_grace_period(ctr, g)
+    epoch::holds_grace_period(ctr, g)
 }
 pub fn owner_begin(busy: &AtomicBool, steal: &AtomicBool) -> bool {
     handshake::owner_begin(busy, steal, FENCES)
@@ -203,7 +203,7 @@ impl Rec<'_> {
         self.0.release_leaked_with(alive)
     }
     pub fn holds(self, g: u64) -> bool {
-        grace::holds_grace_period(&self.0.ctr, g)
+        epoch::holds_grace_period(&self.0.ctr, g)
     }
     /// An outermost entry with no hardware fence (`reader_enter_unfenced`).
     pub fn enter_unfenced(self, gp_ctr: &AtomicU64) {

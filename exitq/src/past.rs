@@ -74,7 +74,7 @@
 //! A thread about to block for a while with no section open (the
 //! reclaimer thread before it sleeps: callbacks that defer give it a
 //! record; a `QsbrReader` inside its `offline`) shows itself offline
-//! instead ([`offline`], [`OFFLINE`]; `qsbr::offline`): every scan finds
+//! instead ([`offline`], [`OFFLINE`]; [`offline_reader`]): every scan finds
 //! it past. Going back online stores an idle word and
 //! makes a full fence before the thread's next load of the epoch
 //! ([`online`]), so a scan that read `OFFLINE` after its own scan fence
@@ -225,7 +225,7 @@ pub(crate) fn blocker(r: &Record, word: u64) -> Blocker {
 /// Its owner makes a full fence between leaving it and its next load of
 /// the epoch ([`online`]).
 ///
-/// [`holds_grace_period`]: crate::grace::holds_grace_period
+/// [`holds_grace_period`]: crate::epoch::holds_grace_period
 pub(crate) const OFFLINE: u64 = !NEST_MASK;
 
 /// The owner of a record goes offline, if it is outside any section on it
@@ -240,6 +240,19 @@ pub(crate) fn offline(ctr: &AtomicU64) {
         // Acquire load that reads this.
         ctr.store(OFFLINE, Ordering::Release);
     }
+}
+
+/// A reader's own record goes offline (`QsbrReader::offline`,
+/// `Reader::offline`), whatever its word shows: no guard of the reader is
+/// alive (`&mut self`), so a section the word still shows (a QSBR reader's
+/// online word, a forgotten guard's section) ends here, as at the
+/// reader's next entry.
+#[inline]
+pub(crate) fn offline_reader(ctr: &AtomicU64) {
+    // Release: as a section's exit (`section::reader_exit`): what the
+    // reader read before happens-before a scan's Acquire load that reads
+    // `OFFLINE` (`epoch::holds_grace_period`, [`standing`]).
+    ctr.store(OFFLINE, Ordering::Release);
 }
 
 /// Back online after [`offline`]: the word shows an idle epoch again, then

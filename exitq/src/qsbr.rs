@@ -10,7 +10,7 @@
 //! word to the current epoch ([`quiescent_due`]: a load and a compare,
 //! and a store only when a grace period has started since the last one),
 //! so grace periods check a QSBR reader exactly as any other section
-//! (`grace::holds_grace_period`): no new case in the grace-period code.
+//! (`epoch::holds_grace_period`): no new case in the grace-period code.
 //!
 //! # What the compiler enforces
 //!
@@ -220,7 +220,7 @@ impl QsbrReader {
                 r.word = back_online(r.record, r.gp_ctr, r.fences);
             }
         }
-        offline(&self.parts().0.ctr);
+        past::offline_reader(&self.parts().0.ctr);
         self.word = 0;
         let _online = Online(self);
         f()
@@ -253,7 +253,7 @@ fn online(record: *const Record, gp_ctr: *const AtomicU64, fences: Fences) -> u6
 /// the reader word goes from "in a section since the epoch in `word`" to
 /// "in a section since now", as a section's exit and the next one's entry
 /// in one step, so grace periods check it as any other section
-/// ([`grace::holds_grace_period`]). `word` is the reader's copy of its word (only
+/// ([`epoch::holds_grace_period`]). `word` is the reader's copy of its word (only
 /// this thread writes it). True if the epoch moved on: the caller then
 /// calls [`quiescent_store`] (kept out of line, so the loop around the
 /// fast path keeps its values in registers).
@@ -288,18 +288,7 @@ pub(crate) fn quiescent_store(gp_ctr: &AtomicU64, ctr: &AtomicU64, fences: Fence
     now
 }
 
-/// A QSBR reader goes offline (`QsbrReader::offline`): as a section's
-/// exit, the word `past::OFFLINE`, which every scan finds past (no heavy
-/// barrier on its account) until [`back_online`].
-#[inline]
-pub(crate) fn offline(ctr: &AtomicU64) {
-    // Release: everything read before happens-before a grace period's
-    // Acquire load that sees it (`grace::holds_grace_period`,
-    // `past::standing`), as `reader_exit`.
-    ctr.store(past::OFFLINE, Ordering::Release);
-}
-
-/// Back online after [`offline`]: a quiescent state's store, then a full
+/// Back online after `past::offline_reader`: a quiescent state's store, then a full
 /// fence before the reader's next load (`past::online`'s argument: a scan
 /// that read `OFFLINE` is followed by our fence, so we read what it
 /// frees no more, or preceded by it, and reads our new word). Returns the

@@ -228,12 +228,8 @@ impl Reader {
         }
         // SAFETY: as in `read`.
         let record = unsafe { &*self.record };
-        // Release: as a section's exit (`section::reader_exit`): what the
-        // reader read before happens-before a scan's Acquire load that
-        // reads `OFFLINE`. Whatever the word shows: no guard is alive
-        // (`&mut self`), so a section it still shows is a forgotten
-        // guard's, which this ends, as `read`'s entry would.
-        record.ctr.store(past::OFFLINE, Ordering::Release);
+        // A forgotten guard's section ends here, as at `read`'s entry.
+        past::offline_reader(&record.ctr);
         let _online = Online(self);
         f()
     }
@@ -261,7 +257,7 @@ impl Drop for ReaderGuard<'_> {
     fn drop(&mut self) {
         // Idle (nesting 0), the section's epoch kept (`past.rs`). Release:
         // the section's accesses happen-before a grace period's Acquire
-        // load that sees it (`grace::holds_grace_period`, `past::standing`),
+        // load that sees it (`epoch::holds_grace_period`, `past::standing`),
         // as `section::reader_exit`.
         // Nothing else: a reader's record is never retired or temporary,
         // and its sections never get `RUN_PENDING` (local.rs).
