@@ -2,8 +2,9 @@
 # The read-mostly pointer as whole processes (benches/examples/read_mostly.rs):
 # one writer replacing an 80-byte configuration as fast as it can, readers
 # validating every word of the current one, for a fixed time. exitq
-# (RcuCell read through a Reader, and through a QsbrReader announcing a
-# quiescent state per read) against arc-swap (load, and with its Cache),
+# (RcuCell read through a Reader, through a QsbrReader announcing a
+# quiescent state per read, and through a CellCache) against arc-swap (load,
+# and with its Cache),
 # crossbeam-epoch (registered LocalHandle) and seize.
 #
 #   scripts/bench-read-mostly.sh [-n ROUNDS] [--seconds S] [--readers "1 2"] [--write-gap US] [--layouts "0 32 64"]
@@ -64,7 +65,7 @@ for l in $layouts; do
         bins[$l]=target/layout-$l/release/examples/read_mostly
     fi
 done
-names=(exitq exitq-qsbr arc-swap-cache arc-swap crossbeam seize)
+names=(exitq exitq-qsbr exitq-cache arc-swap-cache arc-swap crossbeam seize)
 echo "bench-read-mostly: $rounds rounds of ${secs} s, readers: $readers, write gap ${gap} us, loop alignments: $layouts ($(date -u +%FT%TZ), load $(cut -d' ' -f1 /proc/loadavg))" >&2
 : >"$out/rows"
 n=${#names[@]}
@@ -93,8 +94,8 @@ for line in open(sys.argv[1]):
 med = statistics.median
 readers = sorted({r for _, r, _ in t})
 layouts = sorted({l for _, _, l in t})
-names = ["exitq", "exitq-qsbr", "arc-swap-cache", "arc-swap", "crossbeam", "seize"]
-ours = ["exitq", "exitq-qsbr"]
+names = ["exitq", "exitq-qsbr", "exitq-cache", "arc-swap-cache", "arc-swap", "crossbeam", "seize"]
+ours = ["exitq", "exitq-qsbr", "exitq-cache"]
 def cells(r, l=None):
     return [v for (_, x, y), v in sorted(t.items()) if x == r and l in (None, y)]
 print(f"{'readers':>7} {'impl':>15} {'reads M/s':>10} {'whole M/s':>10} {'writes M/s':>11}  (medians)")

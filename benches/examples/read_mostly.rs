@@ -18,6 +18,9 @@
 //!   state after every read: what a server does once per request;
 //! * `exitq-qsbr-per64`: the same, announcing one quiescent state per 64
 //!   reads (an extra row: a loop that reads many times per iteration);
+//! * `exitq-cache`: the same cell read through a `CellCache` per reader
+//!   thread (`RcuCell::cache`, `CellCache::load`: the kept value while the
+//!   cell's pointer is unchanged, arc-swap's `Cache` with a hazard pointer);
 //! * `arc-swap`: an `ArcSwap`, readers `load`, the writer `store`s;
 //! * `arc-swap-cache`: the same with arc-swap's `Cache` per reader (a load
 //!   that only re-reads the shared pointer while it is unchanged);
@@ -202,6 +205,24 @@ impl Bench for ExitqQsbr {
     }
 }
 
+/// exitq with a `CellCache` per reader thread.
+struct ExitqCache(Exitq);
+
+impl Bench for ExitqCache {
+    fn report(&self) {
+        self.0.report();
+    }
+    fn read_loop(&self, stop: &AtomicBool) -> (u64, u64) {
+        let mut cache = self.0.cell.cache();
+        let (mut reads, mut bad) = (0, 0);
+        until(stop, || check(cache.load(), &mut reads, &mut bad));
+        (reads, bad)
+    }
+    fn write_loop(&self, stop: &AtomicBool, pace: &mut Pace) -> u64 {
+        self.0.write_loop(stop, pace)
+    }
+}
+
 struct ArcSwap {
     cell: arc_swap::ArcSwap<Config>,
     cache: bool,
@@ -326,6 +347,7 @@ fn build(name: &str) -> Result<Arc<dyn Bench>, String> {
             exitq: Exitq::new(),
             per: 64,
         }),
+        "exitq-cache" => Arc::new(ExitqCache(Exitq::new())),
         "arc-swap" | "arc-swap-cache" => Arc::new(ArcSwap {
             cell: arc_swap::ArcSwap::from_pointee(Config::new(1)),
             cache: name == "arc-swap-cache",
@@ -343,8 +365,8 @@ fn build(name: &str) -> Result<Arc<dyn Bench>, String> {
         }
         other => {
             return Err(format!(
-                "unknown IMPL '{other}' (exitq, exitq-qsbr, exitq-qsbr-per64, arc-swap, \
-                 arc-swap-cache, crossbeam, seize)"
+                "unknown IMPL '{other}' (exitq, exitq-qsbr, exitq-qsbr-per64, exitq-cache, \
+                 arc-swap, arc-swap-cache, crossbeam, seize)"
             ))
         }
     })

@@ -14,6 +14,7 @@
 //! | `rcu_xchg_pointer` + `synchronize_rcu()` | - | [`replace(v) -> T`](RcuCell::replace) (waits a grace period, gives the old value back) |
 //! | `rcu_cmpxchg_pointer(p, old, v)` | `Atomic::compare_exchange` | [`compare_exchange(&current, v, &guard)`](RcuCell::compare_exchange), [`update(f)`](RcuCell::update) |
 //! | `NULL` | `Shared::null()`, `as_ref() -> Option<&T>` | [`RcuOption<T>`](crate::RcuOption): `load -> Option<&'g T>` |
+//! | - (arc-swap's `Cache`) | - | [`cache() -> CellCache`](RcuCell::cache): [`load(&mut self) -> &T`](CellCache::load), no section (the kept value is protected by a hazard pointer) |
 //!
 //! Unlike crossbeam-epoch's `Atomic<T>`, a cell owns its value (dropping
 //! the cell drops it, as `arc-swap`'s `ArcSwap` does) and every operation
@@ -44,6 +45,15 @@
 //! guard ends), so there is no ABA; for a zero-sized `T` all addresses
 //! are equal and a CAS succeeds whenever the cell holds a value.
 //!
+//! A [`CellCache`] reads one cell the way arc-swap's `Cache` does: it
+//! keeps the value it loaded last and, while the cell's pointer still
+//! equals it, returns it after one load and one compare, with no section
+//! and no announcement. Its protection is a hazard pointer (one slot per
+//! cache, published with a full fence at each miss): a value replaced
+//! while a cache keeps it is dropped after its grace period *and* after
+//! the cache moves on; `replace` waits for that too. The handshakes and
+//! their proof are in `cell/keep.rs`.
+//!
 //! The unsafe core shared by both cells, with its ownership and ordering
 //! rules, is in `cell/raw.rs`.
 use std::fmt;
@@ -51,9 +61,12 @@ use std::fmt;
 use crate::domain::Domain;
 use crate::guard::ReadSection;
 
+mod cache;
+pub(crate) mod keep;
 mod option;
 mod raw;
 
+pub use cache::CellCache;
 pub use option::RcuOption;
 use raw::Raw;
 

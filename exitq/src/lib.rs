@@ -463,7 +463,7 @@ pub mod model;
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
-pub use cell::{CompareExchangeError, RcuCell, RcuOption};
+pub use cell::{CellCache, CompareExchangeError, RcuCell, RcuOption};
 pub use config::{Callbacks, DomainBuilder, HeldBy, Reclaimer, Stall, StallHandler};
 pub use domain::Domain;
 pub use expedite::{membarrier_available, Expedite};

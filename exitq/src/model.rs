@@ -225,3 +225,71 @@ impl Rec<'_> {
         std::ptr::eq(self.0, other.0)
     }
 }
+
+/// A cell's caches' slots and parked values (`cell/keep.rs`), over values
+/// of type `T` the model allocates and frees itself.
+#[allow(missing_debug_implementations)]
+pub struct CacheKeepers<T>(crate::cell::keep::Keepers<T>);
+
+/// One cache's slot of a [`CacheKeepers`].
+#[allow(missing_debug_implementations)]
+pub struct CacheSlot<'a, T>(&'a crate::cell::keep::Slot<T>);
+
+impl<T> Clone for CacheSlot<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for CacheSlot<'_, T> {}
+
+impl<T> CacheKeepers<T> {
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> CacheKeepers<T> {
+        CacheKeepers(crate::cell::keep::Keepers::new())
+    }
+    /// `RcuCell::cache`'s claim of a slot.
+    pub fn claim(&self) -> CacheSlot<'_, T> {
+        CacheSlot(self.0.claim())
+    }
+    /// A cache's miss: the value to read through from now on; `load` is
+    /// the cell's Acquire load, `free` what a collect frees.
+    pub fn adopt(
+        &self,
+        slot: CacheSlot<'_, T>,
+        load: impl Fn() -> *mut T,
+        free: impl FnMut(*mut T),
+    ) -> *mut T {
+        self.0.adopt(slot.0, load, free)
+    }
+    /// A cache's drop.
+    pub fn release_slot(&self, slot: CacheSlot<'_, T>, free: impl FnMut(*mut T)) {
+        self.0.release_slot(slot.0, free)
+    }
+    /// The callback of a value taken out of the cell, after its grace
+    /// period.
+    pub fn release_or_park(&self, value: *mut T, free: impl FnMut(*mut T)) {
+        self.0.release_or_park(value, free)
+    }
+}
+
+/// A writer's SeqCst swap of a cell's pointer followed by its SeqCst load
+/// of the cell's `keepers` (`cell/raw.rs`), as loom can check it: loom
+/// treats SeqCst as AcqRel, so the pair is modelled as the swap, a full
+/// fence (`sync.rs`) and the load. Returns the old pointer and whether
+/// the cell has caches.
+pub fn swap_then_find_caches<T>(
+    cell: &loom::sync::atomic::AtomicPtr<T>,
+    new: *mut T,
+    has_caches: &AtomicBool,
+) -> (*mut T, bool) {
+    let old = cell.swap(new, Ordering::AcqRel);
+    crate::sync::full_fence();
+    (old, has_caches.load(Ordering::Acquire))
+}
+
+/// A cache's publication of the cell's `keepers` before its first
+/// adoption (`Raw::keepers`: a SeqCst CAS, modelled as a Release store;
+/// the adoption's full fence follows).
+pub fn publish_caches(has_caches: &AtomicBool) {
+    has_caches.store(true, Ordering::Release);
+}

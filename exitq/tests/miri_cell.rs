@@ -1,5 +1,6 @@
 //! The typed RCU pointers ([`RcuCell`], [`RcuOption`]), the owned
-//! [`Reader`] and the [`QsbrReader`](exitq::QsbrReader) under miri
+//! [`Reader`], the [`QsbrReader`](exitq::QsbrReader) and the cell caches
+//! ([`CellCache`](exitq::CellCache)) under miri
 //! (scripts/test.d/30-miri.sh), and as plain tests with larger counts:
 //! readers on other threads load and dereference (under a guard, a
 //! `Reader`'s guard, and a QSBR reader between its quiescent states and
@@ -140,6 +141,69 @@ fn cell_readers_and_writers() {
             r.join().unwrap();
         }
         assert_eq!(cell.with(|v| v.check()), OPS as u64, "{name}");
+        drop(cell);
+        d.barrier();
+        assert_eq!(
+            live.load(Ordering::Relaxed),
+            0,
+            "{name}: every value dropped once"
+        );
+    }
+}
+
+/// Caches on two threads (one making a new cache now and then, so slots
+/// are given back and claimed again; one yielding between its loads, so
+/// values are parked behind it) while the writer replaces the value
+/// through every write path: every value read is alive (checked again
+/// after a yield) and goes forward, and every value made is dropped once,
+/// the kept ones after their cache moved on.
+#[test]
+fn cached_readers_and_writers() {
+    for (name, d) in domains() {
+        let live = Arc::new(AtomicUsize::new(0));
+        let cell = RcuCell::new(&d, Value::new(0, &live));
+        let stop = AtomicBool::new(false);
+        thread::scope(|s| {
+            for kind in 0..2 {
+                let (cell, stop) = (&cell, &stop);
+                s.spawn(move || {
+                    let (mut last, mut reads) = (0, 0);
+                    while reads < READS && !stop.load(Ordering::Relaxed) {
+                        let mut cache = cell.cache();
+                        for _ in 0..4 {
+                            let v = cache.load();
+                            let n = v.check();
+                            if kind == 1 {
+                                thread::yield_now();
+                                v.check();
+                            }
+                            assert!(n >= last, "values go forward: {n} after {last}");
+                            last = n;
+                            reads += 1;
+                        }
+                    }
+                });
+            }
+            for i in 1..=OPS as u64 {
+                match i % 5 {
+                    0 => cell.store(Value::new(i, &live)),
+                    1 => {
+                        let guard = d.read();
+                        assert_eq!(cell.swap(Value::new(i, &live), &guard).check(), i - 1);
+                    }
+                    2 => {
+                        let guard = d.read();
+                        let seen = cell.load(&guard);
+                        assert!(cell
+                            .compare_exchange(seen, Value::new(i, &live), &guard)
+                            .is_ok());
+                    }
+                    3 => cell.update(|v| Value::new(v.n + 1, &live)),
+                    _ => assert_eq!(cell.replace(Value::new(i, &live)).check(), i - 1, "{name}"),
+                }
+            }
+            stop.store(true, Ordering::Relaxed);
+        });
         drop(cell);
         d.barrier();
         assert_eq!(

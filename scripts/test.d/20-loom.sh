@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Loom models of exitq's lock-free core (exitq/tests/loom.rs): the list, the
 # read-side/grace-period protocol, the batch steal handshake and a record's
-# life (a leaked record's release racing its guard's drop and a claim). Reduced
+# life (a leaked record's release racing its guard's drop and a claim); and of
+# the cell caches' handshakes (exitq/tests/loom_cache.rs: adoption against the
+# check after the grace period, parking against a cache moving on). Reduced
 # size (2-3 threads, LOOM_MAX_PREEMPTIONS=2), as loom needs; about a minute.
 # Own target dir: the cfg changes every crate's build.
 set -euo pipefail
@@ -9,3 +11,6 @@ cd "$(dirname "$0")/../.."
 echo "loom: RUSTFLAGS=--cfg exitq_loom LOOM_MAX_PREEMPTIONS=2 cargo test -p exitq --release --test loom" >&2
 RUSTFLAGS="--cfg exitq_loom" LOOM_MAX_PREEMPTIONS=2 \
     cargo test -p exitq --release --test loom --target-dir target/loom
+echo "loom: RUSTFLAGS=--cfg exitq_loom LOOM_MAX_PREEMPTIONS=2 cargo test -p exitq --release --test loom_cache" >&2
+RUSTFLAGS="--cfg exitq_loom" LOOM_MAX_PREEMPTIONS=2 \
+    cargo test -p exitq --release --test loom_cache --target-dir target/loom

@@ -126,6 +126,11 @@ pub(crate) fn final_checks() {
     {
         inc(&w.v.never_asleep_offline);
     }
+    if w.ops.caches_made.load(Ordering::Relaxed) == 0
+        || w.ops.cache_reads.load(Ordering::Relaxed) == 0
+    {
+        inc(&w.v.never_cached);
+    }
     // Hooks of exited threads: an exit barrier per domain, then count.
     for slot in &w.slots {
         slot.domain.exit_barrier();
@@ -154,7 +159,8 @@ pub(crate) fn report(opts: &Opts, took: Duration, role_panics: &HashMap<&str, u3
          {} barriers, {} exited and {} cancelled threads, {} of {} exit hooks ran ({} threads used exitq from an older key's destructor), {} domains dropped under live threads, \
          {} guards, {} readers and {} QSBR readers leaked, {} nested rounds ({} nested barriers refused), \
          {} forks with a held guard or QSBR reader, {} by a callback; {} cell writes; QSBR: {} reads, {} quiescent states, \
-         {} offline periods, {} waits offline, {} readers rebuilt; {} streamer rounds ({} asleep offline)",
+         {} offline periods, {} waits offline, {} readers rebuilt; {} streamer rounds ({} asleep offline); \
+         cache readers: {} rounds of caches, {} reads, {} naps with caches kept",
         took.as_secs_f64(),
         g(&o.reads),
         g(&o.replaces_deferred),
@@ -182,6 +188,9 @@ pub(crate) fn report(opts: &Opts, took: Duration, role_panics: &HashMap<&str, u3
         g(&o.qsbr_readers_made),
         g(&o.streamed),
         g(&o.offline_naps),
+        g(&o.caches_made),
+        g(&o.cache_reads),
+        g(&o.cache_naps),
     );
     for slot in &w.slots {
         let s = slot.domain.stats();

@@ -68,6 +68,12 @@
 //!   polls and most complete without the heavy barrier; now and then they
 //!   sleep, or call `barrier` or `synchronize`, and one holds a
 //!   `QsbrReader` online; the run fails if none completed without it;
+//! * cache readers (`caches.rs`) keep `CellCache`s of the shared domains'
+//!   cells and load through them, check the value's object as the other
+//!   readers do, sleep with values kept (so that replaced values wait,
+//!   parked, for them), drop and remake caches, write without waiting,
+//!   and `replace` (which waits for the other threads' caches) with their
+//!   own dropped; the run fails if they made or read no cache;
 //! * at the end, per domain: every counted callback ran exactly once, the
 //!   panics were all counted, nothing is pending.
 //!
@@ -75,12 +81,14 @@
 //!
 //! Layout: `world.rs` (the shared state and counters), `workers.rs`
 //! (readers, writers, barrier checkers), `qsbr.rs` (QSBR workers),
-//! `streams.rs` (the polled domain's streamers), `exits.rs` (exiting, cancelled
+//! `streams.rs` (the polled domain's streamers), `caches.rs` (cache
+//! readers), `exits.rs` (exiting, cancelled
 //! and churned threads), `leaks.rs` (what they leak), `nested.rs` (nested
 //! barriers), `forker.rs` (fork with held guards), `checks.rs` (watchdog,
 //! final checks, report); this file parses the options, builds the
 //! domains and runs the roles.
 
+mod caches;
 mod checks;
 mod exits;
 mod forker;
@@ -102,6 +110,7 @@ use std::time::{Duration, Instant};
 
 use exitq::{Callbacks, Domain, Expedite, RcuCell, Reclaimer};
 
+use caches::{cache_reader, CACHE_READERS};
 use checks::{final_checks, report, watchdog};
 use exits::{canceller, churner, exiter};
 use forker::forker;
@@ -287,6 +296,12 @@ fn main() -> ExitCode {
     roles.push(("forker", thread::spawn(move || forker(seed))));
     for id in 0..STREAMERS {
         roles.push(("streamer", thread::spawn(move || streamer(id, seed))));
+    }
+    for id in 0..CACHE_READERS {
+        roles.push((
+            "cache reader",
+            thread::spawn(move || cache_reader(id, seed)),
+        ));
     }
     let qsbr = opts.qsbr > 0;
     let dog = thread::spawn(move || watchdog(start, Duration::from_secs(60), qsbr));

@@ -30,7 +30,7 @@ pub(crate) fn check_cell(slot: &Slot, section: &impl ReadSection, rng: &Rng) {
 }
 
 /// `obj` is alive, now and after a random delay.
-fn check_obj(obj: &Obj, rng: &Rng) {
+pub(crate) fn check_obj(obj: &Obj, rng: &Rng) {
     if obj.state.load(Ordering::Acquire) != ALIVE {
         inc(&world().v.read_after_poison);
     }

@@ -87,10 +87,11 @@ pub(crate) struct Violations {
     pub(crate) fork_child_failed: AtomicU64,
     pub(crate) polled_never_barrier_free: AtomicU64,
     pub(crate) never_asleep_offline: AtomicU64,
+    pub(crate) never_cached: AtomicU64,
 }
 
 impl Violations {
-    pub(crate) fn all(&self) -> [(&'static str, u64); 14] {
+    pub(crate) fn all(&self) -> [(&'static str, u64); 15] {
         let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
         [
             (
@@ -131,6 +132,10 @@ impl Violations {
                 "streamers never slept offline in 100,000 rounds (path not run)",
                 g(&self.never_asleep_offline),
             ),
+            (
+                "cache readers made no cache or read none (path not run)",
+                g(&self.never_cached),
+            ),
         ]
     }
 }
@@ -165,6 +170,9 @@ pub(crate) struct Ops {
     pub(crate) forks_in_callbacks: AtomicU64,
     pub(crate) streamed: AtomicU64,
     pub(crate) offline_naps: AtomicU64,
+    pub(crate) caches_made: AtomicU64,
+    pub(crate) cache_reads: AtomicU64,
+    pub(crate) cache_naps: AtomicU64,
 }
 
 pub(crate) struct World {

@@ -17,17 +17,32 @@
 //! * Readers load with Acquire: pairs with the Release half of the swap or
 //!   CAS that published the pointer, so the `T` it points to is seen
 //!   initialised (liburcu's `rcu_dereference` against `rcu_assign_pointer`).
-//! * Writers swap and CAS with AcqRel: Release publishes the new box's
-//!   contents to those loads; Acquire pairs with the Release of the write
-//!   that published the old pointer, so this thread may read the old value
-//!   (the reference `swap` returns) and the deferred drop it hands to the
-//!   domain happens-after the old value's initialisation (the domain's
-//!   callback machinery orders `defer` before the callback).
+//! * Writers swap and CAS with SeqCst, for its AcqRel half: Release
+//!   publishes the new box's contents to those loads; Acquire pairs with
+//!   the Release of the write that published the old pointer, so this
+//!   thread may read the old value (the reference `swap` returns) and the
+//!   deferred drop it hands to the domain happens-after the old value's
+//!   initialisation (the domain's callback machinery orders `defer` before
+//!   the callback). SeqCst, with the SeqCst load of `keepers` after it:
+//!   a cache that kept the old value published `keepers` before its
+//!   adoption's full fence, and that fence precedes the swap in the single
+//!   order of SeqCst operations (`keep.rs`), so the writer finds the
+//!   caches. On x86-64 a SeqCst swap is the same `xchg` as an AcqRel one.
 //! * A failed CAS loads with Acquire, for the same reason as a reader.
+//!
+//! # Caches
+//!
+//! `keepers` is null until the cell's first [`CellCache`](crate::CellCache);
+//! then an `Arc<Keepers<T>>` (its raw pointer) the cell holds until it
+//! drops, and every callback of a value retired since holds a clone of:
+//! such a value is freed after its grace period only if no cache keeps it
+//! (`keep.rs`), and `replace` waits for the caches that keep it.
 use std::marker::PhantomData;
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::Arc;
 
+use super::keep::Keepers;
 use crate::domain::Domain;
 use crate::guard::{self, ReadSection};
 
@@ -38,16 +53,21 @@ pub(crate) struct Raw<T> {
     /// with its guard's, from the line it loads the pointer from.
     key: *const (),
     domain: Domain,
+    /// Null until the first cache; then an `Arc`'s raw pointer, owned by
+    /// the cell (module docs: Caches).
+    keepers: AtomicPtr<Keepers<T>>,
     /// The cell owns a `T` (drop check).
     _owns: PhantomData<Box<T>>,
 }
 
 // SAFETY: `key` is only compared, never followed; `ptr` and `domain` are
-// `Send`. Sending the cell sends the `T` it owns (`T: Send`).
+// `Send`, and `keepers` is an `Arc<Keepers<T>>`, `Send` and `Sync` for
+// `T: Send`. Sending the cell sends the `T` it owns (`T: Send`).
 unsafe impl<T: Send> Send for Raw<T> {}
 // SAFETY: `key` is only compared; a shared cell hands `&T` to every thread
 // that loads it (`T: Sync`). Writers, which move values in from any thread
-// and drop old ones on another, require `T: Send` on their own.
+// and drop old ones on another, require `T: Send` on their own, and so do
+// caches, the only users of `keepers` on a shared cell.
 unsafe impl<T: Sync> Sync for Raw<T> {}
 
 /// A pointer taken out of its cell, owning its `T`, on its way to the drop
@@ -59,6 +79,12 @@ struct Retired<T>(*mut T);
 unsafe impl<T: Send> Send for Retired<T> {}
 
 impl<T> Retired<T> {
+    /// The pointer (called inside a closure, so that the closure captures
+    /// the `Retired`, which is `Send`, not its field).
+    fn into_raw(self) -> *mut T {
+        self.0
+    }
+
     /// Drops the value.
     ///
     /// # Safety
@@ -84,6 +110,7 @@ impl<T> Raw<T> {
             ptr: AtomicPtr::new(into_raw(value)),
             key: guard::key(&domain.inner),
             domain: domain.clone(),
+            keepers: AtomicPtr::new(ptr::null_mut()),
             _owns: PhantomData,
         }
     }
@@ -115,6 +142,65 @@ impl<T> Raw<T> {
         unsafe { p.as_ref() }
     }
 
+    /// The current pointer, for a cache's compare with the one it keeps
+    /// (it reads through its own, so nothing is synchronised here).
+    #[inline(always)]
+    pub(crate) fn current(&self) -> *mut T {
+        // Relaxed: only compared (module docs of `keep.rs`).
+        self.ptr.load(Ordering::Relaxed)
+    }
+
+    /// The current pointer, to read through (a cache's adoption).
+    pub(crate) fn load_acquire(&self) -> *mut T {
+        // Acquire: pairs with the writer's Release (module docs).
+        self.ptr.load(Ordering::Acquire)
+    }
+
+    /// The cell's caches' slots, made on the first call.
+    pub(crate) fn keepers(&self) -> &Keepers<T> {
+        // Acquire: pairs with the Release half of the CAS below (the
+        // `Keepers`' fields).
+        let mut k = self.keepers.load(Ordering::Acquire);
+        if k.is_null() {
+            let new = Arc::into_raw(Arc::new(Keepers::new())).cast_mut();
+            // SeqCst: published before the cache's first adoption (module
+            // docs: the writer's SeqCst load after its swap); Acquire on
+            // failure as the load above.
+            k = match self.keepers.compare_exchange(
+                ptr::null_mut(),
+                new,
+                Ordering::SeqCst,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => new,
+                Err(found) => {
+                    // SAFETY: ours from `into_raw` above, never published.
+                    drop(unsafe { Arc::from_raw(new) });
+                    found
+                }
+            };
+        }
+        // SAFETY: the cell holds this `Arc` until it drops, and `&self`
+        // borrows the cell.
+        unsafe { &*k }
+    }
+
+    /// The cell's `Keepers`, if a cache was ever made, as a new handle.
+    /// After a swap or CAS that took a value out (module docs: SeqCst).
+    fn keepers_handle(&self) -> Option<Arc<Keepers<T>>> {
+        // SeqCst: module docs (Orderings).
+        let k = self.keepers.load(Ordering::SeqCst);
+        if k.is_null() {
+            return None;
+        }
+        // SAFETY: the cell's own `Arc`, alive while `&self` is; a new
+        // strong count for the handle returned.
+        unsafe {
+            Arc::increment_strong_count(k);
+            Some(Arc::from_raw(k))
+        }
+    }
+
     #[inline(always)]
     fn check(&self, guard: &impl ReadSection) {
         if !ptr::eq(guard.domain_key(), self.key) {
@@ -143,8 +229,8 @@ impl<T: Send + 'static> Raw<T> {
     /// pointer, now owned by the caller.
     #[inline]
     fn exchange(&self, new: *mut T) -> *mut T {
-        // AcqRel: module docs.
-        self.ptr.swap(new, Ordering::AcqRel)
+        // SeqCst: module docs.
+        self.ptr.swap(new, Ordering::SeqCst)
     }
 
     /// Publishes `new` and defers the old value's drop.
@@ -174,10 +260,25 @@ impl<T: Send + 'static> Raw<T> {
     pub(crate) fn replace_after_grace_period(&self, new: Option<T>) -> Option<T> {
         // Check before publishing, so a panic loses nothing.
         self.domain.check_can_wait("replace");
+        // Relaxed: a cache of this thread kept what it loaded on this
+        // thread; a value once taken out never comes back, so what such a
+        // cache keeps is the current value or an older one.
+        if self
+            .keepers_handle()
+            .is_some_and(|k| k.kept_here(self.ptr.load(Ordering::Relaxed)))
+        {
+            panic!(
+                "exitq: replace() called while a cache of this thread keeps the value (deadlock)"
+            );
+        }
         let old = self.exchange(into_raw(new));
         self.domain.synchronize();
-        // SAFETY: `old` is ours (taken out above) and a grace period has
-        // passed since: every section that could have loaded it has ended.
+        if let Some(k) = self.keepers_handle() {
+            k.wait_unkept(old);
+        }
+        // SAFETY: `old` is ours (taken out above), a grace period has
+        // passed since (every section that could have loaded it has ended)
+        // and no cache keeps it.
         unsafe { unpublished(old) }
     }
 
@@ -192,11 +293,11 @@ impl<T: Send + 'static> Raw<T> {
     ) -> Result<Option<&'g T>, (Option<&'g T>, Option<T>)> {
         self.check(guard);
         let new = into_raw(new);
-        // AcqRel on success, Acquire on failure: module docs.
+        // SeqCst on success, Acquire on failure: module docs.
         match self.ptr.compare_exchange(
             current.cast_mut(),
             new,
-            Ordering::AcqRel,
+            Ordering::SeqCst,
             Ordering::Acquire,
         ) {
             Ok(old) => {
@@ -241,9 +342,27 @@ impl<T: Send + 'static> Raw<T> {
             return;
         }
         let old = Retired(old);
-        // SAFETY: the callback runs after a grace period: every section
-        // that could have loaded `old` (they all started before it was
-        // taken out of the cell) has ended, and `old` is ours alone.
+        match self.keepers_handle() {
+            // SAFETY: the callback runs after a grace period: every section
+            // that could have loaded `old` (they all started before it was
+            // taken out of the cell) has ended, no cache was ever made, and
+            // `old` is ours alone.
+            None => self.domain.defer(move || unsafe { old.drop_now() }),
+            Some(k) => self.domain.defer(move || {
+                // SAFETY: as above, and `release_or_park` frees only once
+                // no cache keeps it (`keep.rs`).
+                k.release_or_park(old.into_raw(), |p| unsafe { Retired(p).drop_now() })
+            }),
+        }
+    }
+
+    /// Hands a value a cache collected (retired earlier, its grace period
+    /// passed, no cache keeping it) to the domain to drop: the domain's
+    /// callbacks, not the reader's `load`, run user drops.
+    pub(crate) fn drop_collected(&self, value: *mut T) {
+        let old = Retired(value);
+        // SAFETY: collected values are boxed `T`s no reader or cache can
+        // reach (`keep.rs`); ours alone.
         self.domain.defer(move || unsafe { old.drop_now() });
     }
 }
@@ -262,9 +381,14 @@ unsafe fn unpublished<T>(p: *mut T) -> Option<T> {
 
 impl<T> Drop for Raw<T> {
     fn drop(&mut self) {
-        // SAFETY: `&mut self`: no reference from `load` is left, and the
-        // pointer, if not null, is the cell's own live box.
+        // SAFETY: `&mut self`: no reference from `load` and no cache is
+        // left, and the pointer, if not null, is the cell's own live box.
         drop(unsafe { unpublished(*self.ptr.get_mut()) });
+        let k = *self.keepers.get_mut();
+        if !k.is_null() {
+            // SAFETY: the cell's own `Arc` (from `keepers`), released once.
+            drop(unsafe { Arc::from_raw(k) });
+        }
     }
 }
 

@@ -1,0 +1,136 @@
+//! [`CellCache`]: a reader bound to one cell that keeps the value it last
+//! loaded and, while the cell still holds it, hands it out again after one
+//! load and one compare: arc-swap's `Cache`, with a hazard pointer
+//! (`keep.rs`) where arc-swap keeps a reference count.
+use std::fmt;
+
+use super::keep::{Keepers, Slot};
+use super::raw::Raw;
+use super::RcuCell;
+
+/// A cache of one [`RcuCell`]'s value: [`load`](CellCache::load) compares
+/// the cell's pointer with the one it kept and, while they are equal,
+/// returns the kept value without a read section, a quiescent state or
+/// any store. Made by [`RcuCell::cache`].
+///
+/// The kept value stays alive until the cache's next load that finds the
+/// cell changed, or its drop, whatever grace periods pass meanwhile: a
+/// cache holds no grace period (a thread may keep one for ever and block;
+/// no writer waits for it), but a value a writer replaced while a cache
+/// keeps it is dropped only after the cache moves on. [`RcuCell::replace`]
+/// waits for that, as it waits for read sections.
+///
+/// A cache belongs to the thread that made it (not `Send`): the protocol
+/// is arc-swap's `Cache` (a relaxed load and a compare per hit), the
+/// protection a hazard pointer published at each miss with a full fence.
+/// Leaking a cache (`std::mem::forget`) leaks the value it keeps, as
+/// leaking an `Arc` would.
+///
+/// # Examples
+///
+/// ```
+/// let domain = exitq::Domain::new();
+/// let config = exitq::RcuCell::new(&domain, String::from("v1"));
+/// let mut cache = config.cache();
+/// assert_eq!(cache.load(), "v1");
+/// config.store(String::from("v2"));
+/// assert_eq!(cache.load(), "v2"); // a miss: the cell changed
+/// assert_eq!(cache.load(), "v2"); // a hit
+/// ```
+///
+/// A loaded reference lives until the cache's next load:
+///
+/// ```compile_fail,E0499
+/// let domain = exitq::Domain::new();
+/// let cell = exitq::RcuCell::new(&domain, 1u64);
+/// let mut cache = cell.cache();
+/// let a = cache.load();
+/// let b = cache.load(); // error: `cache` is already borrowed by `a`
+/// assert_eq!(*a, *b);
+/// ```
+///
+/// and a cache cannot move to another thread:
+///
+/// ```compile_fail,E0277
+/// let domain = exitq::Domain::new();
+/// let cell = exitq::RcuCell::new(&domain, 1u64);
+/// let mut cache = cell.cache();
+/// std::thread::scope(|s| {
+///     s.spawn(move || *cache.load()); // error: `*mut u64` cannot be sent between threads
+/// });
+/// ```
+pub struct CellCache<'c, T: Send + 'static> {
+    raw: &'c Raw<T>,
+    keepers: &'c Keepers<T>,
+    slot: &'c Slot<T>,
+    /// The value this cache reads through, published in `slot`. A raw
+    /// pointer: the cache belongs to this thread (`replace`'s check looks
+    /// at the slot's owner), neither `Send` nor `Sync`.
+    kept: *mut T,
+}
+
+impl<T: Send + Sync + 'static> RcuCell<T> {
+    /// A cache of this cell for the calling thread (see [`CellCache`]):
+    /// reads without a section, faster than [`load`](RcuCell::load) under
+    /// any guard while the cell changes less often than it is read.
+    ///
+    /// Costs a slot in the cell (made once, reused by later caches) and
+    /// a full fence per miss. While the cell has caches, each value a
+    /// writer replaces is looked up in their slots after its grace period
+    /// (one load per cache).
+    pub fn cache(&self) -> CellCache<'_, T> {
+        let raw = &self.raw;
+        let keepers = raw.keepers();
+        let slot = keepers.claim();
+        let kept = miss(raw, keepers, slot);
+        CellCache {
+            raw,
+            keepers,
+            slot,
+            kept,
+        }
+    }
+}
+
+impl<T: Send + Sync + 'static> CellCache<'_, T> {
+    /// The cell's current value: the kept one while the cell still holds
+    /// it (a load and a compare), else the new one, kept from now on.
+    #[inline]
+    pub fn load(&mut self) -> &T {
+        if self.raw.current() != self.kept {
+            self.kept = miss(self.raw, self.keepers, self.slot);
+        }
+        // SAFETY: `kept` came from the cell (never null: an `RcuCell`'s
+        // pointer) and is published in our slot since before we first
+        // read through it (`adopt`): no writer frees it while the slot
+        // holds it (`keep.rs`), and the slot holds it until our next miss
+        // or drop, which the returned borrow of `self` outlives neither.
+        unsafe { &*self.kept }
+    }
+}
+
+/// A miss: the value to keep from now on. Out of line, and not given the
+/// cache's address, so that the hit loop can keep the cache's fields in
+/// registers.
+#[cold]
+#[inline(never)]
+fn miss<T: Send + 'static>(raw: &Raw<T>, keepers: &Keepers<T>, slot: &Slot<T>) -> *mut T {
+    keepers.adopt(slot, || raw.load_acquire(), |p| raw.drop_collected(p))
+}
+
+impl<T: Send + 'static> Drop for CellCache<'_, T> {
+    fn drop(&mut self) {
+        let raw = self.raw;
+        self.keepers
+            .release_slot(self.slot, |p| raw.drop_collected(p));
+    }
+}
+
+impl<T: Send + Sync + fmt::Debug + 'static> fmt::Debug for CellCache<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // SAFETY: as `load`: the kept value is alive while the slot holds
+        // it, and `&self` keeps the slot unchanged.
+        let kept = unsafe { &*self.kept };
+        f.debug_struct("CellCache").field("kept", kept).finish()
+    }
+}

@@ -1,0 +1,386 @@
+//! The values a cell's caches keep ([`CellCache`](crate::CellCache)):
+//! one hazard pointer per cache, and the values retired while a cache
+//! still kept them.
+//!
+//! A cache reads through the pointer it kept at its last miss, whatever
+//! the cell holds by then, and announces nothing per read: no grace period
+//! waits for it. What keeps its value alive is its *slot*: the value's
+//! address, published before the cache first reads through it. A value a
+//! writer takes out of a cell that has caches is freed only once, after
+//! its grace period, no slot holds it (`release_or_park`); else it waits
+//! on the *parked* list until the cache that kept it moves on (its next
+//! miss, or its drop) and collects it.
+//!
+//! # The handshakes
+//!
+//! Adoption (`adopt`, a cache's miss) against the check (`release_or_park`,
+//! the retired value's callback after its grace period):
+//!
+//! ```text
+//! cache                                  writer / its callback
+//! p = cell.load (Acquire)                W: cell.swap(q) (p out)
+//! K: slot.kept = p                       ... defer -> grace period -> callback
+//! F1: full fence                         F2: full fence
+//! R: cell.load == p ? keep p : retry     L: any slot.kept == p ? park : free
+//! ```
+//!
+//! If R read `p`, R is coherence-ordered before W; F1 happens before R and
+//! W happens before F2 (the domain orders a `defer` before its callback),
+//! so F1 precedes F2 in the single order of sequentially consistent
+//! operations (C++20 \[atomics.order\] p4, the fence-fence case). Had L read
+//! a value older than K, then F2 (before L) would precede F1 (after K):
+//! so L reads K or a later store of the same slot, made once the cache no
+//! longer reads through `p` (its next adoption stores first and reads
+//! through the new value only after its own R; a drop stores null). If R
+//! read anything else, the cache never reads through `p`. The value is
+//! freed only when no slot holds it. A later store that L finds is a
+//! Release and L an Acquire: the cache's reads through `p`, before that
+//! store, happen before the free (without it they would race with it:
+//! the free is ordered after the store the scan saw, not after the reads
+//! before it; the loom model found this).
+//!
+//! Parking against moving on: the callback pushes the value on `parked`,
+//! makes a full fence and looks at the slots again; a cache moving on
+//! stores its slot, makes a full fence (F1 of its adoption, or its drop's)
+//! and loads `parked`. Store, fence, load on both sides (Dekker): at least
+//! one sees the other's store, and that one collects (`collect`: take the
+//! whole list, free what no slot holds after a fence, push back the rest
+//! and repeat the handshake for it). A value parked behind a cache that
+//! never loads again stays parked (as an `Arc` a `Cache` of `arc-swap`
+//! holds), until the cell and every callback of it are gone, when the
+//! last handle of the `Keepers` frees what is left.
+//!
+//! The cell's writer finds the `Keepers` after its swap: the swap and the
+//! load of `Keepers`' address are `SeqCst`, and a cache publishes the
+//! address (a `SeqCst` compare-and-swap) before its first adoption's F1:
+//! if the cache's R read the old value, its F1 precedes the swap in the
+//! single order, so the load after the swap finds the address (module docs
+//! of `cell/raw.rs`).
+//!
+//! Slots are never freed while the `Keepers` lives: a cache's drop clears
+//! its slot and gives it back for the next cache to claim; a scan walks a
+//! list that only grows.
+use std::marker::PhantomData;
+use std::ptr;
+
+use crate::backoff::WaitBackoff;
+use crate::sync::{full_fence, AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+
+/// One cache's hazard pointer.
+pub(crate) struct Slot<T> {
+    /// The value the cache reads through; null while it keeps none.
+    kept: AtomicPtr<T>,
+    /// Claimed by a live cache.
+    taken: AtomicBool,
+    /// The claiming thread ([`this_thread`]), for `replace`'s check.
+    owner: AtomicUsize,
+    /// The next slot; set before the slot is published, never changed.
+    next: *mut Slot<T>,
+}
+
+/// A retired value waiting for the caches that keep it.
+struct Parked<T> {
+    value: *mut T,
+    next: *mut Parked<T>,
+}
+
+/// The slots of one cell's caches and its parked values (module docs).
+pub(crate) struct Keepers<T> {
+    slots: AtomicPtr<Slot<T>>,
+    parked: AtomicPtr<Parked<T>>,
+    /// Owns boxed `T`s (the parked values).
+    _owns: PhantomData<Box<T>>,
+}
+
+// SAFETY: the raw pointers are the list nodes this structure owns (slots,
+// parked nodes) and the parked values, boxed `T`s it owns and drops on
+// whichever thread collects them (`T: Send`); a shared `Keepers` only
+// compares slot addresses with values, never reads a `T` (`T: Sync` is the
+// cell's business).
+unsafe impl<T: Send> Send for Keepers<T> {}
+// SAFETY: as `Send`; every shared field is atomic.
+unsafe impl<T: Send> Sync for Keepers<T> {}
+
+/// This thread's identity for [`Slot::owner`]: the address of a
+/// thread-local (never 0).
+fn this_thread() -> usize {
+    thread_local! {
+        static ME: u8 = const { 0 };
+    }
+    ME.with(|m| m as *const u8 as usize)
+}
+
+impl<T> Keepers<T> {
+    pub(crate) fn new() -> Keepers<T> {
+        Keepers {
+            slots: AtomicPtr::new(ptr::null_mut()),
+            parked: AtomicPtr::new(ptr::null_mut()),
+            _owns: PhantomData,
+        }
+    }
+
+    /// The slots, newest first.
+    fn slots(&self) -> impl Iterator<Item = &Slot<T>> {
+        // Acquire: pairs with `claim`'s Release push, so a slot's `next`
+        // (set before it was published) is seen.
+        let mut p = self.slots.load(Ordering::Acquire);
+        std::iter::from_fn(move || {
+            // SAFETY: slots are freed only when `self` drops (module docs).
+            let s = unsafe { p.as_ref() }?;
+            p = s.next;
+            Some(s)
+        })
+    }
+
+    /// Whether a slot holds `value`. The caller made a full fence since
+    /// the value left its cell (module docs: F2).
+    fn kept(&self, value: *mut T) -> bool {
+        // After the caller's full fence (module docs). Acquire: pairs with
+        // the Release of the slot store that moved a cache off `value`
+        // (`adopt`, `release_slot`), so the cache's reads through `value`
+        // happen before the free that follows.
+        self.slots()
+            .any(|s| s.kept.load(Ordering::Acquire) == value)
+    }
+
+    /// A slot for a new cache on this thread: a free one, or a new one.
+    pub(crate) fn claim(&self) -> &Slot<T> {
+        let me = this_thread();
+        for s in self.slots() {
+            // Acquire: pairs with `release_slot`'s Release, so the last
+            // owner's stores come before ours.
+            if !s.taken.load(Ordering::Relaxed)
+                && s.taken
+                    .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+            {
+                // Relaxed: read only by this thread (`kept_here`).
+                s.owner.store(me, Ordering::Relaxed);
+                return s;
+            }
+        }
+        let slot = Box::into_raw(Box::new(Slot {
+            kept: AtomicPtr::new(ptr::null_mut()),
+            taken: AtomicBool::new(true),
+            owner: AtomicUsize::new(me),
+            next: ptr::null_mut(),
+        }));
+        // Relaxed: the head is only a starting point; the CAS below
+        // publishes.
+        let mut head = self.slots.load(Ordering::Relaxed);
+        loop {
+            // SAFETY: `slot` is ours until the CAS publishes it.
+            unsafe { (*slot).next = head };
+            // Release: pairs with `slots`' Acquire (the node's fields).
+            match self
+                .slots
+                .compare_exchange_weak(head, slot, Ordering::Release, Ordering::Relaxed)
+            {
+                // SAFETY: published, freed only when `self` drops.
+                Ok(_) => return unsafe { &*slot },
+                Err(h) => head = h,
+            }
+        }
+    }
+
+    /// A cache's miss: publishes in `slot` the value `load` returns (the
+    /// cell's Acquire load) and returns it once a load after a full fence
+    /// still finds it in the cell (module docs: K, F1, R). Then collects
+    /// parked values, should any wait (the cache may have moved off one).
+    pub(crate) fn adopt(
+        &self,
+        slot: &Slot<T>,
+        load: impl Fn() -> *mut T,
+        free: impl FnMut(*mut T),
+    ) -> *mut T {
+        let mut p = load();
+        let adopted = loop {
+            // K, before F1 (module docs). Release: the reads through the
+            // value kept until now happen before a free that finds this
+            // store (`kept`'s Acquire).
+            slot.kept.store(p, Ordering::Release);
+            full_fence();
+            let again = load();
+            if again == p {
+                break p;
+            }
+            p = again;
+        };
+        self.collect_if_parked(free);
+        adopted
+    }
+
+    /// A cache's drop: clears its slot and gives it back; collects parked
+    /// values (the cache may have kept one).
+    pub(crate) fn release_slot(&self, slot: &Slot<T>, free: impl FnMut(*mut T)) {
+        // Before the fence (Dekker with `park`). Release: as `adopt`'s
+        // store, for the reads through the value kept until now.
+        slot.kept.store(ptr::null_mut(), Ordering::Release);
+        full_fence();
+        self.collect_if_parked(free);
+        // Release: pairs with `claim`'s Acquire.
+        slot.taken.store(false, Ordering::Release);
+    }
+
+    fn collect_if_parked(&self, free: impl FnMut(*mut T)) {
+        // Relaxed: after the caller's full fence (Dekker with `park`); the
+        // list itself is taken with Acquire in `collect`.
+        if !self.parked.load(Ordering::Relaxed).is_null() {
+            self.collect(free);
+        }
+    }
+
+    /// The callback of a value retired from the cell, after its grace
+    /// period: `free`s it unless a cache keeps it, else parks it.
+    pub(crate) fn release_or_park(&self, value: *mut T, mut free: impl FnMut(*mut T)) {
+        // Full fence: F2 (module docs).
+        full_fence();
+        if !self.kept(value) {
+            free(value);
+            return;
+        }
+        self.park(value);
+        // Full fence: Dekker with a cache moving on (module docs).
+        full_fence();
+        if !self.kept(value) {
+            self.collect(free);
+        }
+    }
+
+    /// Pushes `value` on the parked list.
+    fn park(&self, value: *mut T) {
+        let node = Box::into_raw(Box::new(Parked {
+            value,
+            next: ptr::null_mut(),
+        }));
+        // Relaxed: the CAS below publishes.
+        let mut head = self.parked.load(Ordering::Relaxed);
+        loop {
+            // SAFETY: `node` is ours until the CAS publishes it.
+            unsafe { (*node).next = head };
+            // Release: pairs with `collect`'s Acquire swap (the node).
+            match self.parked.compare_exchange_weak(
+                head,
+                node,
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return,
+                Err(h) => head = h,
+            }
+        }
+    }
+
+    /// Takes the parked list, `free`s every value no slot holds, parks the
+    /// others again; repeats while one parked again is found free after
+    /// the fence that follows its push (module docs). A `free` that
+    /// panics (a value's `Drop`, in a callback) loses nothing: the values
+    /// not yet freed are parked again as the panic unwinds.
+    fn collect(&self, mut free: impl FnMut(*mut T)) {
+        loop {
+            // Acquire: pairs with `park`'s Release.
+            let mut p = self.parked.swap(ptr::null_mut(), Ordering::Acquire);
+            if p.is_null() {
+                return;
+            }
+            // Full fence: F2 for every value taken (their callbacks'
+            // fences, then `park`'s Release to our Acquire, happen before).
+            full_fence();
+            let (mut unkept, mut again) = (Vec::new(), Vec::new());
+            while !p.is_null() {
+                // SAFETY: taken from the list, ours alone; boxed by `park`.
+                let node = unsafe { Box::from_raw(p) };
+                p = node.next;
+                if self.kept(node.value) {
+                    again.push(node.value);
+                } else {
+                    unkept.push(node.value);
+                }
+            }
+            for &v in &again {
+                self.park(v);
+            }
+            let mut rest = Repark {
+                keepers: self,
+                values: unkept.into_iter(),
+            };
+            for v in rest.values.by_ref() {
+                free(v);
+            }
+            if again.is_empty() {
+                return;
+            }
+            // Full fence: Dekker with a cache moving on, as in
+            // `release_or_park`.
+            full_fence();
+            if again.iter().all(|&v| self.kept(v)) {
+                return;
+            }
+        }
+    }
+
+    /// Whether a cache of this thread keeps `value` (`replace` would wait
+    /// for itself).
+    pub(crate) fn kept_here(&self, value: *mut T) -> bool {
+        let me = this_thread();
+        // Relaxed: this thread's own stores.
+        self.slots().any(|s| {
+            s.taken.load(Ordering::Relaxed)
+                && s.owner.load(Ordering::Relaxed) == me
+                && s.kept.load(Ordering::Relaxed) == value
+        })
+    }
+
+    /// Waits until no slot holds `value`, which left its cell before a
+    /// grace period that has passed (`replace`).
+    pub(crate) fn wait_unkept(&self, value: *mut T) {
+        let mut backoff = WaitBackoff::new(false);
+        loop {
+            // Full fence: F2 (module docs), again before every look.
+            full_fence();
+            if !self.kept(value) {
+                return;
+            }
+            backoff.wait();
+        }
+    }
+}
+
+/// The values a `collect` has yet to free, parked again if a `free`
+/// panics.
+struct Repark<'a, T> {
+    keepers: &'a Keepers<T>,
+    values: std::vec::IntoIter<*mut T>,
+}
+
+impl<T> Drop for Repark<'_, T> {
+    fn drop(&mut self) {
+        for v in self.values.by_ref() {
+            self.keepers.park(v);
+        }
+    }
+}
+
+impl<T> Drop for Keepers<T> {
+    fn drop(&mut self) {
+        // No cache is left (each borrows the cell), nor any callback of the
+        // cell (each holds a handle): the parked values are ours. Relaxed:
+        // `&mut self` orders every earlier access before this drop.
+        let mut p = self.parked.load(Ordering::Relaxed);
+        while !p.is_null() {
+            // SAFETY: parked nodes are boxed by `park`; ours alone now.
+            let node = unsafe { Box::from_raw(p) };
+            p = node.next;
+            // SAFETY: a parked value is a boxed `T` the cell gave up,
+            // owned by the list (module docs); no cache keeps it.
+            drop(unsafe { Box::from_raw(node.value) });
+        }
+        // Relaxed: as above.
+        let mut s = self.slots.load(Ordering::Relaxed);
+        while !s.is_null() {
+            // SAFETY: slots are boxed by `claim`; no cache is left.
+            let slot = unsafe { Box::from_raw(s) };
+            s = slot.next;
+        }
+    }
+}

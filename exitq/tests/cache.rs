@@ -1,0 +1,282 @@
+//! `RcuCell::cache` (`CellCache`): a cache reads the value it kept without
+//! a section; the value survives its grace period while a cache keeps it,
+//! and is dropped once the cache moves on (a miss or its drop), exactly
+//! once; a cache holds no grace period; `replace` waits for another
+//! thread's cache and refuses to wait for its own.
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread;
+use std::time::Duration;
+
+use exitq::{Domain, RcuCell};
+
+/// A value that counts its drops and knows whether it was dropped.
+#[derive(Debug)]
+struct Value {
+    n: u64,
+    dropped: AtomicBool,
+    drops: Arc<AtomicUsize>,
+}
+
+impl Value {
+    fn new(n: u64, drops: &Arc<AtomicUsize>) -> Value {
+        Value {
+            n,
+            dropped: AtomicBool::new(false),
+            drops: drops.clone(),
+        }
+    }
+
+    fn check(&self) -> u64 {
+        assert!(
+            !self.dropped.load(Ordering::Relaxed),
+            "read a dropped value"
+        );
+        self.n
+    }
+}
+
+impl Drop for Value {
+    fn drop(&mut self) {
+        assert!(!self.dropped.swap(true, Ordering::Relaxed), "dropped twice");
+        self.drops.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+fn dropped(drops: &AtomicUsize) -> usize {
+    drops.load(Ordering::Relaxed)
+}
+
+#[test]
+fn a_load_after_a_store_returns_the_new_value() {
+    let d = Domain::new();
+    let cell = RcuCell::new(&d, 1u64);
+    let mut cache = cell.cache();
+    assert_eq!(*cache.load(), 1);
+    assert_eq!(*cache.load(), 1);
+    cell.store(2);
+    assert_eq!(*cache.load(), 2);
+    cell.update(|v| v + 1);
+    assert_eq!(*cache.load(), 3);
+    {
+        let g = d.read();
+        cell.swap(4, &g);
+    }
+    assert_eq!(*cache.load(), 4);
+    assert_eq!(format!("{cache:?}"), "CellCache { kept: 4 }");
+}
+
+/// A value replaced while a cache keeps it outlives its grace period
+/// (`barrier` runs its callback) and is dropped after the cache's next
+/// load, or its drop: once.
+#[test]
+fn the_kept_value_survives_until_the_cache_moves_on() {
+    for moves_on_by_dropping in [false, true] {
+        let d = Domain::new();
+        let drops = Arc::new(AtomicUsize::new(0));
+        let cell = RcuCell::new(&d, Value::new(1, &drops));
+        let mut cache = cell.cache();
+        assert_eq!(cache.load().check(), 1);
+        cell.store(Value::new(2, &drops));
+        d.barrier();
+        assert_eq!(dropped(&drops), 0, "the kept value was dropped");
+        // Read through the kept value (its `Debug`): still alive.
+        assert!(format!("{cache:?}").contains("n: 1"));
+        if !moves_on_by_dropping {
+            assert_eq!(cache.load().check(), 2);
+        }
+        drop(cache);
+        d.barrier();
+        assert_eq!(dropped(&drops), 1, "dropped once the cache moved on");
+        d.barrier();
+        assert_eq!(dropped(&drops), 1);
+        drop(cell);
+        assert_eq!(dropped(&drops), 2);
+    }
+}
+
+/// A cache on an unchanged cell holds no grace period: another thread's
+/// `synchronize` returns while the cache stays alive and idle, and a
+/// value no cache keeps is dropped after its grace period as without
+/// caches.
+#[test]
+fn a_cache_holds_no_grace_period() {
+    let d = Domain::new();
+    let drops = Arc::new(AtomicUsize::new(0));
+    let cell = RcuCell::new(&d, Value::new(1, &drops));
+    let other = RcuCell::new(&d, Value::new(10, &drops));
+    let mut cache = cell.cache();
+    assert_eq!(cache.load().check(), 1);
+    other.store(Value::new(11, &drops));
+    let d2 = d.clone();
+    thread::spawn(move || d2.synchronize()).join().unwrap();
+    d.synchronize();
+    d.barrier();
+    assert_eq!(dropped(&drops), 1, "the other cell's old value");
+    let mut second = cell.cache();
+    assert_eq!(second.load().check(), 1);
+    drop(cache);
+    cell.store(Value::new(2, &drops));
+    d.barrier();
+    assert_eq!(dropped(&drops), 1, "kept by the second cache");
+    assert_eq!(second.load().check(), 2);
+    d.barrier();
+    assert_eq!(dropped(&drops), 2);
+}
+
+/// `replace` gives the old value back only once no cache keeps it: it
+/// waits for another thread's cache to load again; with a cache of its
+/// own thread keeping it, it panics before replacing anything.
+#[test]
+fn replace_waits_for_the_caches() {
+    let d = Domain::new();
+    let drops = Arc::new(AtomicUsize::new(0));
+    let cell = RcuCell::new(&d, Value::new(1, &drops));
+    let (kept_tx, kept_rx) = mpsc::channel();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let returned = AtomicBool::new(false);
+    thread::scope(|s| {
+        let (cell, returned) = (&cell, &returned);
+        s.spawn(move || {
+            let mut cache = cell.cache();
+            assert_eq!(cache.load().check(), 1);
+            kept_tx.send(()).unwrap();
+            go_rx.recv().unwrap();
+            assert!(
+                !returned.load(Ordering::Acquire),
+                "replace returned while a cache kept the value"
+            );
+            assert_eq!(cache.load().check(), 2);
+        });
+        kept_rx.recv().unwrap();
+        s.spawn(move || {
+            thread::sleep(Duration::from_millis(50));
+            go_tx.send(()).unwrap();
+        });
+        let old = cell.replace(Value::new(2, &drops));
+        returned.store(true, Ordering::Release);
+        assert_eq!(old.check(), 1);
+    });
+    let mut cache = cell.cache();
+    assert_eq!(cache.load().check(), 2);
+    let err = panic::catch_unwind(AssertUnwindSafe(|| cell.replace(Value::new(3, &drops))));
+    assert!(
+        err.is_err(),
+        "replace with this thread's cache keeping the value"
+    );
+    assert_eq!(cache.load().check(), 2, "nothing was replaced");
+    d.barrier();
+    assert_eq!(dropped(&drops), 2, "the refused value and the returned one");
+}
+
+/// A forgotten cache keeps its value until the cell and its callbacks are
+/// gone; nothing is dropped twice, nothing is lost.
+#[test]
+fn a_forgotten_cache_leaks_its_value_until_the_cell_drops() {
+    let d = Domain::new();
+    let drops = Arc::new(AtomicUsize::new(0));
+    let cell = RcuCell::new(&d, Value::new(1, &drops));
+    let mut cache = cell.cache();
+    assert_eq!(cache.load().check(), 1);
+    std::mem::forget(cache);
+    cell.store(Value::new(2, &drops));
+    d.barrier();
+    assert_eq!(dropped(&drops), 0, "kept by the forgotten cache");
+    drop(cell);
+    d.barrier();
+    assert_eq!(dropped(&drops), 2, "both dropped with the cell");
+}
+
+/// Caches on several threads against writers through every write path:
+/// every value read is alive and goes forward, every value made is
+/// dropped exactly once.
+#[test]
+fn cached_readers_against_writers() {
+    const OPS: u64 = 20_000;
+    let d = Domain::new();
+    let drops = Arc::new(AtomicUsize::new(0));
+    let cell = RcuCell::new(&d, Value::new(0, &drops));
+    let stop = AtomicBool::new(false);
+    thread::scope(|s| {
+        for kind in 0..3u64 {
+            let (cell, stop) = (&cell, &stop);
+            s.spawn(move || {
+                let mut last = 0;
+                let mut reads = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    // A new cache now and then (slots given back, reused).
+                    let mut cache = cell.cache();
+                    for _ in 0..(100 + kind * 1000) {
+                        let n = cache.load().check();
+                        assert!(n >= last, "values go forward: {n} after {last}");
+                        last = n;
+                        reads += 1;
+                        if kind == 2 && reads % 64 == 0 {
+                            thread::yield_now();
+                        }
+                    }
+                }
+            });
+        }
+        for i in 1..=OPS {
+            match i % 5 {
+                0 => cell.store(Value::new(i, &drops)),
+                1 => {
+                    let g = d.read();
+                    assert_eq!(cell.swap(Value::new(i, &drops), &g).check(), i - 1);
+                }
+                2 => {
+                    let g = d.read();
+                    let seen = cell.load(&g);
+                    assert!(cell
+                        .compare_exchange(seen, Value::new(i, &drops), &g)
+                        .is_ok());
+                }
+                3 => cell.update(|v| Value::new(v.n + 1, &drops)),
+                _ => assert_eq!(cell.replace(Value::new(i, &drops)).check(), i - 1),
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    d.barrier();
+    assert_eq!(dropped(&drops), OPS as usize, "every replaced value, once");
+    drop(cell);
+    assert_eq!(dropped(&drops), OPS as usize + 1);
+}
+
+/// A value whose `Drop` panics, dropped after its cache moved on (the
+/// cache hands it to the domain) or straight from its callback (no cache
+/// kept it): each panic is caught and counted as a callback's, each value
+/// dropped once, and the cell and its caches go on working.
+#[test]
+fn a_panicking_drop_is_caught_and_counted() {
+    struct Bomb(Arc<AtomicUsize>);
+    impl Drop for Bomb {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+            panic!("a value's drop panics");
+        }
+    }
+    let d = Domain::new();
+    let drops = Arc::new(AtomicUsize::new(0));
+    let cell = RcuCell::new(&d, Some(Bomb(drops.clone())));
+    let mut cache = cell.cache();
+    assert!(cache.load().is_some());
+    cell.store(None); // kept by the cache: parked, then collected
+    d.barrier();
+    assert_eq!(dropped(&drops), 0);
+    assert!(cache.load().is_none());
+    d.barrier();
+    assert_eq!((dropped(&drops), d.stats().callbacks_panicked), (1, 1));
+    cell.store(Some(Bomb(drops.clone())));
+    assert!(cache.load().is_some());
+    let mut other = cell.cache();
+    assert!(other.load().is_some());
+    cell.store(None);
+    drop(cache); // both move on: the value is dropped by a callback
+    assert!(other.load().is_none());
+    d.barrier();
+    d.barrier();
+    assert_eq!((dropped(&drops), d.stats().callbacks_panicked), (2, 2));
+}

@@ -1,0 +1,258 @@
+//! Loom models of the cell caches' handshakes (`exitq/src/cell/keep.rs`),
+//! run by scripts/test.d/20-loom.sh:
+//!
+//! ```text
+//! RUSTFLAGS="--cfg exitq_loom" LOOM_MAX_PREEMPTIONS=2 \
+//!     cargo test -p exitq --release --test loom_cache --target-dir target/loom
+//! ```
+//!
+//! A cache adopts the cell's value (slot store, full fence, reload) and
+//! reads through it while a writer swaps it out and its callback (the
+//! grace period stands as the callback sequenced after the swap) frees it
+//! or parks it; the cache moves on by a second adoption or its drop and
+//! collects what was parked. Each value is a loom `UnsafeCell` that a free
+//! poisons: a free that is not ordered after a read is a data race loom
+//! reports, and a read after a free sees the poison. Every model ends with
+//! each replaced value freed exactly once. The parties: one cache and the
+//! writer, the cache moving on by a miss or by its drop; the writer
+//! finding the cell's caches through the publication (`Raw::keepers`);
+//! two caches keeping the same value.
+//!
+//! Each model fails (a race, or a value never freed) with one of these
+//! removed: the adoption's fence, the Release of the slot store with the
+//! scan's Acquire, the writer's fence between its swap and its look for
+//! caches, the look again after parking (by the callback, and by a
+//! collect that parks a value again), a miss's collect, a drop's collect. Not caught here: the callback's own fence (F2 in `keep.rs`),
+//! which loom's exploration did not need in these models (the callback
+//! runs on the writer's thread right after its swap, a read-modify-write;
+//! in the domain a grace period, full fences included, comes between).
+#![cfg(exitq_loom)]
+
+use std::mem::ManuallyDrop;
+
+use loom::cell::UnsafeCell;
+use loom::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use loom::sync::Arc;
+use loom::thread;
+
+use exitq::model::{self, AtomicBool, CacheKeepers};
+
+const POISON: u64 = 0xdead;
+
+/// A value in the cell: its contents, poisoned by a free, and its frees.
+struct Val {
+    data: UnsafeCell<u64>,
+    frees: AtomicUsize,
+}
+
+/// Values that live as long as the model (a free poisons, never
+/// deallocates, so a read after it is seen rather than undefined).
+fn values(n: u64) -> Vec<*mut Val> {
+    (0..n)
+        .map(|i| {
+            Box::into_raw(Box::new(Val {
+                data: UnsafeCell::new(i + 1),
+                frees: AtomicUsize::new(0),
+            }))
+        })
+        .collect()
+}
+
+/// The model's values and cell, shareable with its threads.
+struct World {
+    vals: Vec<*mut Val>,
+    cell: AtomicPtr<Val>,
+    /// Never dropped: its drop would free what is still parked, which
+    /// the model's own values own (a model that leaves a value parked
+    /// fails its final count instead).
+    keepers: ManuallyDrop<CacheKeepers<Val>>,
+    has_caches: AtomicBool,
+}
+
+// SAFETY: the raw pointers are the model's values, alive until `World`
+// drops; every access to their contents goes through loom's cells and
+// atomics.
+unsafe impl Send for World {}
+// SAFETY: as above.
+unsafe impl Sync for World {}
+
+impl World {
+    fn new(n: u64, has_caches: bool) -> Arc<World> {
+        let vals = values(n);
+        Arc::new(World {
+            cell: AtomicPtr::new(vals[0]),
+            vals,
+            keepers: ManuallyDrop::new(CacheKeepers::new()),
+            has_caches: AtomicBool::new(has_caches),
+        })
+    }
+
+    fn load(&self) -> *mut Val {
+        self.cell.load(Ordering::Acquire)
+    }
+
+    /// Reads through a kept value: not freed, not racing a free.
+    fn read(&self, p: *mut Val) {
+        // SAFETY: the model's values live as long as `self`.
+        let v = unsafe { &*p };
+        // SAFETY: loom checks this read against every write (a free): a
+        // write not ordered with it fails the model instead.
+        let x = v.data.with(|d| unsafe { *d });
+        assert_ne!(x, POISON, "a cache read a freed value");
+    }
+
+    /// A writer's swap to value `i` and its callback after the grace
+    /// period (or, with no cache found, the plain callback).
+    fn replace_with(&self, i: usize) {
+        let (old, caches) =
+            model::swap_then_find_caches(&self.cell, self.vals[i], &self.has_caches);
+        if caches {
+            self.keepers.release_or_park(old, free);
+        } else {
+            free(old);
+        }
+    }
+
+    fn frees(&self, i: usize) -> usize {
+        // SAFETY: alive as long as `self`.
+        unsafe { &*self.vals[i] }.frees.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        for &p in &self.vals {
+            // SAFETY: boxed by `values`, dropped once here.
+            drop(unsafe { Box::from_raw(p) });
+        }
+    }
+}
+
+/// A free: poisons the value and counts.
+fn free(p: *mut Val) {
+    // SAFETY: the model's values live as long as the model.
+    let v = unsafe { &*p };
+    // SAFETY: loom checks this write against every read of a cache: one
+    // not ordered with it fails the model instead.
+    v.data.with_mut(|d| unsafe { *d = POISON });
+    v.frees.fetch_add(1, Ordering::Relaxed);
+}
+
+/// One cache adopts, reads, adopts again (a miss, which collects) and
+/// reads, and keeps that value to the end, while a writer replaces the
+/// value and its callback frees or parks it: the value it moved off is
+/// freed once, by whichever side sees the other (Dekker), the one it keeps
+/// not at all.
+#[test]
+fn a_value_a_cache_moved_off_by_a_miss_is_freed_once() {
+    loom::model(|| {
+        let w = World::new(2, true);
+        let reader = {
+            let w = w.clone();
+            thread::spawn(move || {
+                let slot = w.keepers.claim();
+                let kept = w.keepers.adopt(slot, || w.load(), free);
+                w.read(kept);
+                // `CellCache::load`: a hit while the cell is unchanged,
+                // else a miss.
+                if w.cell.load(Ordering::Relaxed) == kept {
+                    w.read(kept);
+                    return kept == w.vals[0];
+                }
+                let kept = w.keepers.adopt(slot, || w.load(), free);
+                w.read(kept);
+                kept == w.vals[0]
+            })
+        };
+        w.replace_with(1);
+        let keeps_first = reader.join().unwrap();
+        let expected = (usize::from(!keeps_first), 0);
+        assert_eq!(
+            (w.frees(0), w.frees(1)),
+            expected,
+            "the first value freed once, unless the cache still keeps it"
+        );
+    });
+}
+
+/// The same, the cache moving on by its drop.
+#[test]
+fn a_value_a_dropped_cache_kept_is_freed_once() {
+    loom::model(|| {
+        let w = World::new(2, true);
+        let reader = {
+            let w = w.clone();
+            thread::spawn(move || {
+                let slot = w.keepers.claim();
+                let kept = w.keepers.adopt(slot, || w.load(), free);
+                w.read(kept);
+                w.keepers.release_slot(slot, free);
+            })
+        };
+        w.replace_with(1);
+        reader.join().unwrap();
+        assert_eq!(
+            (w.frees(0), w.frees(1)),
+            (1, 0),
+            "freed once, after the cache"
+        );
+    });
+}
+
+/// The writer finds the cell's caches through their publication
+/// (`Raw::keepers`) when the first cache is made concurrently with the
+/// swap: a cache that kept the old value is never read after a plain
+/// free.
+#[test]
+fn the_first_cache_is_found_by_a_concurrent_writer() {
+    loom::model(|| {
+        let w = World::new(2, false);
+        let reader = {
+            let w = w.clone();
+            thread::spawn(move || {
+                model::publish_caches(&w.has_caches);
+                let slot = w.keepers.claim();
+                let kept = w.keepers.adopt(slot, || w.load(), free);
+                w.read(kept);
+                w.keepers.release_slot(slot, free);
+            })
+        };
+        w.replace_with(1);
+        reader.join().unwrap();
+        assert_eq!((w.frees(0), w.frees(1)), (1, 0));
+    });
+}
+
+/// Two caches keep the same value: it is parked until both moved on (one
+/// by a miss, one by its drop), and freed once. Three preemptions at
+/// least: a collect that parks a value again, behind the other cache, and
+/// that cache's drop must interleave (the model fails at 3 with the look
+/// again after that park removed, and passes at 2).
+#[test]
+fn two_caches_keeping_one_value() {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(builder.preemption_bound.unwrap_or(3).max(3));
+    builder.check(|| {
+        let w = World::new(2, true);
+        let caches: Vec<_> = (0..2)
+            .map(|k| {
+                let w = w.clone();
+                thread::spawn(move || {
+                    let slot = w.keepers.claim();
+                    let kept = w.keepers.adopt(slot, || w.load(), free);
+                    w.read(kept);
+                    if k == 0 {
+                        let kept = w.keepers.adopt(slot, || w.load(), free);
+                        w.read(kept);
+                    }
+                    w.keepers.release_slot(slot, free);
+                })
+            })
+            .collect();
+        w.replace_with(1);
+        for c in caches {
+            c.join().unwrap();
+        }
+        assert_eq!((w.frees(0), w.frees(1)), (1, 0));
+    });
+}
