@@ -86,7 +86,8 @@
 //!
 //! [`RcuCell`] and [`RcuOption`] are the typed RCU pointers (liburcu's
 //! `rcu_dereference` / `rcu_assign_pointer` / `rcu_xchg_pointer`,
-//! crossbeam-epoch's `Atomic`, without `unsafe`: see [`cell`]);
+//! crossbeam-epoch's `Atomic`, without `unsafe`: see [`cell`]; a
+//! [`CellCache`] reads one cell as arc-swap's `Cache` does);
 //! [`Domain::defer`] and [`Domain::defer_drop`] defer anything else.
 //!
 //! # In a thread pool
@@ -172,6 +173,7 @@
 //! | [`Domain::read`] guard | any code, occasional reads, nested sections, nothing to set up | a TLS lookup, two stores of the reader word, a compiler fence |
 //! | [`Reader::read`] guard | a thread that reads often (a worker's loop); the `Reader` lives in its struct or a `thread_local!` | two stores, the fence; no lookup, no nesting |
 //! | [`QsbrReader`] | a thread that runs a loop it controls (a server's request loop, an event loop) and reads many times per iteration or per request | nothing but the load: the thread calls [`QsbrReader::quiescent`] once per iteration (a load and a compare; a store only after a grace period started) |
+//! | [`CellCache`] ([`RcuCell::cache`]) | a thread that reads one cell that changes rarely (a configuration, a routing table), as arc-swap's `Cache` | a load of the cell's pointer and a compare with the kept one; no section, no announcement, no grace period held; a miss (the cell changed) a store and a full fence |
 //!
 //! A thread about to block for a while (a parked worker, a server thread
 //! waiting for a request) calls [`thread_offline`] (every domain it has
@@ -299,6 +301,7 @@
 //! | [`Reader::read`] + drop | no TLS lookup and no nesting (`&mut self`): one store of the epoch on entry, one store on exit (the word idle, its epoch kept), the fence as above |
 //! | [`QsbrReader`] | a load under it: no section; [`QsbrReader::quiescent`]: a load of the epoch and a compare, a store and the fence only once a grace period started since the last; [`QsbrReader::offline`]: two stores, a load and a full fence back online (offline, it needs no grace period's heavy barrier) |
 //! | [`RcuCell::load`] | one load and a compare (the guard's domain key against the cell's), then the Acquire load of the pointer |
+//! | [`CellCache::load`] | a hit: a relaxed load of the cell's pointer, a compare, the kept value; a miss: the pointer published in the cache's slot, a full fence, the pointer loaded again (and parked values collected, if any) |
 //! | `defer(f)` | TLS lookup, the closure's captured words written into the batch (one word for `move \|\| drop(p)`; a two-word run header when the closure type changes), 2 plain stores + 1 load (steal handshake); closures over 3 words are boxed |
 //! | ready callbacks | run by their thread 7 per 7 `defer`s (a drain tick: the `defer` that reaches it takes the slow path, disables cancellation, runs 7, settles a batch's counters once it is done) |
 //! | full batch (default 256) | sealed: a full fence and a load for its grace period, two counters; the record's idle word refreshed with the epoch (a load, a store); a poll of the grace period (a scan of the reader words, or, at the 16th poll that finds none running, starting one: the epoch's store alone in membarrier mode); a wake-up syscall only if the reclaimer sleeps without a timeout |
