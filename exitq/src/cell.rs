@@ -291,10 +291,14 @@ impl<T: Send + 'static> RcuCell<T> {
     /// ([`Domain::synchronize`]) and returns the old value: no reader can
     /// hold it any more. Costs a grace period; prefer
     /// [`store`](RcuCell::store) unless the old value is wanted back.
+    /// A [`CellCache`] that keeps the old value is a reader too: `replace`
+    /// also waits for the caches of other threads that keep it to load
+    /// again (or drop).
     ///
     /// # Panics
     ///
-    /// Inside a read section of the cell's domain (waiting would deadlock),
+    /// Inside a read section of the cell's domain, or while a cache of
+    /// this thread keeps the current value (waiting would deadlock),
     /// before anything is replaced; in the child of a `fork()`.
     ///
     /// # Examples
