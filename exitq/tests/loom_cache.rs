@@ -35,7 +35,7 @@ use loom::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use loom::sync::Arc;
 use loom::thread;
 
-use exitq::model::{self, AtomicBool, CacheKeepers};
+use exitq::model::{self, AtomicBool, CacheKeepers, CacheSlot};
 
 const POISON: u64 = 0xdead;
 
@@ -91,6 +91,14 @@ impl World {
         self.cell.load(Ordering::Acquire)
     }
 
+    /// A cache's miss: adopts the cell's value (collecting what is parked)
+    /// and reads through it.
+    fn adopt(&self, slot: CacheSlot<'_, Val>) -> *mut Val {
+        let kept = self.keepers.adopt(slot, || self.load(), free);
+        self.read(kept);
+        kept
+    }
+
     /// Reads through a kept value: not freed, not racing a free.
     fn read(&self, p: *mut Val) {
         // SAFETY: the model's values live as long as `self`.
@@ -138,6 +146,25 @@ fn free(p: *mut Val) {
     v.frees.fetch_add(1, Ordering::Relaxed);
 }
 
+/// A cache's thread: claims a slot (after publishing the cell's caches,
+/// if `publish`), adopts the cell's value and reads through it, then runs
+/// `then` with the slot and the kept value.
+fn cache_thread<R: Send + 'static>(
+    w: &Arc<World>,
+    publish: bool,
+    then: impl FnOnce(&World, CacheSlot<'_, Val>, *mut Val) -> R + Send + 'static,
+) -> thread::JoinHandle<R> {
+    let w = w.clone();
+    thread::spawn(move || {
+        if publish {
+            model::publish_caches(&w.has_caches);
+        }
+        let slot = w.keepers.claim();
+        let kept = w.adopt(slot);
+        then(&w, slot, kept)
+    })
+}
+
 /// One cache adopts, reads, adopts again (a miss, which collects) and
 /// reads, and keeps that value to the end, while a writer replaces the
 /// value and its callback frees or parks it: the value it moved off is
@@ -147,23 +174,15 @@ fn free(p: *mut Val) {
 fn a_value_a_cache_moved_off_by_a_miss_is_freed_once() {
     loom::model(|| {
         let w = World::new(2, true);
-        let reader = {
-            let w = w.clone();
-            thread::spawn(move || {
-                let slot = w.keepers.claim();
-                let kept = w.keepers.adopt(slot, || w.load(), free);
+        let reader = cache_thread(&w, false, |w, slot, kept| {
+            // `CellCache::load`: a hit while the cell is unchanged, else a
+            // miss.
+            if w.cell.load(Ordering::Relaxed) == kept {
                 w.read(kept);
-                // `CellCache::load`: a hit while the cell is unchanged,
-                // else a miss.
-                if w.cell.load(Ordering::Relaxed) == kept {
-                    w.read(kept);
-                    return kept == w.vals[0];
-                }
-                let kept = w.keepers.adopt(slot, || w.load(), free);
-                w.read(kept);
-                kept == w.vals[0]
-            })
-        };
+                return kept == w.vals[0];
+            }
+            w.adopt(slot) == w.vals[0]
+        });
         w.replace_with(1);
         let keeps_first = reader.join().unwrap();
         let expected = (usize::from(!keeps_first), 0);
@@ -180,15 +199,7 @@ fn a_value_a_cache_moved_off_by_a_miss_is_freed_once() {
 fn a_value_a_dropped_cache_kept_is_freed_once() {
     loom::model(|| {
         let w = World::new(2, true);
-        let reader = {
-            let w = w.clone();
-            thread::spawn(move || {
-                let slot = w.keepers.claim();
-                let kept = w.keepers.adopt(slot, || w.load(), free);
-                w.read(kept);
-                w.keepers.release_slot(slot, free);
-            })
-        };
+        let reader = cache_thread(&w, false, |w, slot, _| w.keepers.release_slot(slot, free));
         w.replace_with(1);
         reader.join().unwrap();
         assert_eq!(
@@ -207,16 +218,7 @@ fn a_value_a_dropped_cache_kept_is_freed_once() {
 fn the_first_cache_is_found_by_a_concurrent_writer() {
     loom::model(|| {
         let w = World::new(2, false);
-        let reader = {
-            let w = w.clone();
-            thread::spawn(move || {
-                model::publish_caches(&w.has_caches);
-                let slot = w.keepers.claim();
-                let kept = w.keepers.adopt(slot, || w.load(), free);
-                w.read(kept);
-                w.keepers.release_slot(slot, free);
-            })
-        };
+        let reader = cache_thread(&w, true, |w, slot, _| w.keepers.release_slot(slot, free));
         w.replace_with(1);
         reader.join().unwrap();
         assert_eq!((w.frees(0), w.frees(1)), (1, 0));
@@ -236,14 +238,9 @@ fn two_caches_keeping_one_value() {
         let w = World::new(2, true);
         let caches: Vec<_> = (0..2)
             .map(|k| {
-                let w = w.clone();
-                thread::spawn(move || {
-                    let slot = w.keepers.claim();
-                    let kept = w.keepers.adopt(slot, || w.load(), free);
-                    w.read(kept);
+                cache_thread(&w, false, move |w, slot, _| {
                     if k == 0 {
-                        let kept = w.keepers.adopt(slot, || w.load(), free);
-                        w.read(kept);
+                        w.adopt(slot);
                     }
                     w.keepers.release_slot(slot, free);
                 })
