@@ -7,7 +7,7 @@
 # and with its Cache),
 # crossbeam-epoch (registered LocalHandle) and seize.
 #
-#   scripts/bench-read-mostly.sh [-n ROUNDS] [--seconds S] [--readers "1 2"] [--write-gap US] [--layouts "0 32 64"]
+#   scripts/bench-read-mostly.sh [-n ROUNDS] [--seconds S] [--readers "1 2"] [--write-gap US] [--layouts "0 32 64 f64"]
 #
 # Defaults: 5 rounds of 2 s per process, 1 and 2 readers, the writer as
 # fast as it can; --write-gap paces it to one write per US microseconds,
@@ -17,12 +17,16 @@
 # Each process is timed whole: besides the rates over the timed phase,
 # "whole" rates divide the process's reads by its wall time (start-up,
 # thread creation and teardown included).
-# --layouts builds the benchmark once per loop alignment (bytes; 0: the
-# compiler's default, -C llvm-args=-align-loops=N otherwise, each in its own
-# target directory) and runs every round in each: a read loop of ~20
-# instructions moves by 15-30% with where its code lands alone, so a ratio
-# from one build is one draw of that; ratios are taken within a round and a
-# layout, and reported per layout and over all of them.
+# --layouts builds the benchmark once per code layout, each in its own target
+# directory: N aligns loops to N bytes (0: the compiler's default; -C
+# llvm-args=-align-loops=N), fN aligns every function to N bytes instead
+# (-align-all-functions). A read loop of ~20 instructions moves by 15-35%
+# with where its code lands alone (on this machine's EPYC, a loop whose first
+# 64-byte line is full of its instructions runs slower), and loop alignment
+# puts every aligned loop at the same offset in a line while function
+# alignment keeps each loop's offset in its function: a ratio from one build
+# is one draw of that; ratios are taken within a round and a layout, and
+# reported per layout and over all of them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=5
@@ -40,16 +44,16 @@ while [[ $# -gt 0 ]]; do
             readers=$2; shift 2 ;;
         --write-gap) [[ $# -ge 2 && "$2" =~ ^[0-9]+$ ]] || { echo "bench-read-mostly: --write-gap needs microseconds" >&2; exit 2; }
             gap=$2; shift 2 ;;
-        --layouts) [[ $# -ge 2 && "$2" =~ ^[0-9][0-9\ ]*$ ]] || { echo "bench-read-mostly: --layouts needs loop alignments in bytes like \"0 32 64\" (0: the default)" >&2; exit 2; }
+        --layouts) [[ $# -ge 2 && "$2" =~ ^f?[0-9][0-9f\ ]*$ ]] || { echo "bench-read-mostly: --layouts needs code layouts like \"0 32 64 f64\" (N: loops aligned to N bytes, 0 the default; fN: functions aligned to N bytes)" >&2; exit 2; }
             layouts=$2; shift 2 ;;
         -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench-read-mostly: unknown argument '$1' (try --help)" >&2; exit 2 ;;
     esac
 done
 read -ra wanted <<<"$layouts"
-layouts=$(printf '%s\n' "${wanted[@]}" | sort -un | xargs)
+layouts=$(printf '%s\n' "${wanted[@]}" | sort -u | xargs)
 for l in $layouts; do
-    [[ $l =~ ^(0|1|2|4|8|16|32|64|128|256)$ ]] || { echo "bench-read-mostly: a loop alignment is 0 (the default) or a power of two up to 256 (got $l)" >&2; exit 2; }
+    [[ $l =~ ^(0|1|2|4|8|16|32|64|128|256|f32|f64|f128|f256|f512|f1024|f2048|f4096)$ ]] || { echo "bench-read-mostly: a layout is 0 (the default), a loop alignment (a power of two up to 256) or fN, a function alignment (a power of two from 32 to 4096) (got $l)" >&2; exit 2; }
 done
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -59,14 +63,22 @@ for l in $layouts; do
         cargo build -q --release -p benches --example read_mostly
         bins[$l]=target/release/examples/read_mostly
     else
-        echo "bench-read-mostly: building with loops aligned to $l bytes (target/layout-$l)" >&2
-        RUSTFLAGS="${RUSTFLAGS:-} -C llvm-args=-align-loops=$l" CARGO_TARGET_DIR=target/layout-$l \
+        if [[ $l == f* ]]; then
+            n=${l#f} log=0
+            while (( (1 << log) < n )); do log=$((log + 1)); done
+            flag="-C llvm-args=-align-all-functions=$log"
+            echo "bench-read-mostly: building with functions aligned to $n bytes (target/layout-$l)" >&2
+        else
+            flag="-C llvm-args=-align-loops=$l"
+            echo "bench-read-mostly: building with loops aligned to $l bytes (target/layout-$l)" >&2
+        fi
+        RUSTFLAGS="${RUSTFLAGS:-} $flag" CARGO_TARGET_DIR=target/layout-$l \
             cargo build -q --release -p benches --example read_mostly
         bins[$l]=target/layout-$l/release/examples/read_mostly
     fi
 done
 names=(exitq exitq-qsbr exitq-cache arc-swap-cache arc-swap crossbeam seize)
-echo "bench-read-mostly: $rounds rounds of ${secs} s, readers: $readers, write gap ${gap} us, loop alignments: $layouts ($(date -u +%FT%TZ), load $(cut -d' ' -f1 /proc/loadavg))" >&2
+echo "bench-read-mostly: $rounds rounds of ${secs} s, readers: $readers, write gap ${gap} us, layouts: $layouts ($(date -u +%FT%TZ), load $(cut -d' ' -f1 /proc/loadavg))" >&2
 : >"$out/rows"
 n=${#names[@]}
 for round in $(seq "$rounds"); do
@@ -90,10 +102,10 @@ t = defaultdict(dict)  # (round, readers, layout) -> name -> (reads/s, writes/s,
 for line in open(sys.argv[1]):
     rnd, layout, name, readers, secs, reads, writes, n_reads, _, t0, t1 = line.split()
     wall = float(t1) - float(t0)
-    t[(int(rnd), int(readers), int(layout))][name] = (float(reads), float(writes), float(n_reads) / wall)
+    t[(int(rnd), int(readers), layout)][name] = (float(reads), float(writes), float(n_reads) / wall)
 med = statistics.median
 readers = sorted({r for _, r, _ in t})
-layouts = sorted({l for _, _, l in t})
+layouts = sorted({l for _, _, l in t}, key=lambda l: (l.startswith("f"), int(l.lstrip("f"))))
 names = ["exitq", "exitq-qsbr", "exitq-cache", "arc-swap-cache", "arc-swap", "crossbeam", "seize"]
 ours = ["exitq", "exitq-qsbr", "exitq-cache"]
 def cells(r, l=None):
@@ -128,5 +140,5 @@ if len(layouts) > 1:
             for a in ours + ["arc-swap-cache"]:
                 xs = [v[a][0] / v["arc-swap-cache"][0] for v in rows]
                 label = f"{a} ({med([v[a][0] for v in rows]) / 1e6:.0f} M/s)"
-                print(f"{r:>7} {l if l else 'dflt':>6} {label:46} {med(xs):>7.2f} {min(xs):.2f}-{max(xs):.2f}")
+                print(f"{r:>7} {l if l != '0' else 'dflt':>6} {label:46} {med(xs):>7.2f} {min(xs):.2f}-{max(xs):.2f}")
 PY
