@@ -46,7 +46,7 @@ while [[ $# -gt 0 ]]; do
             gap=$2; shift 2 ;;
         --layouts) [[ $# -ge 2 && "$2" =~ ^f?[0-9][0-9f\ ]*$ ]] || { echo "bench-read-mostly: --layouts needs code layouts like \"0 32 64 f64\" (N: loops aligned to N bytes, 0 the default; fN: functions aligned to N bytes)" >&2; exit 2; }
             layouts=$2; shift 2 ;;
-        -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench-read-mostly: unknown argument '$1' (try --help)" >&2; exit 2 ;;
     esac
 done
