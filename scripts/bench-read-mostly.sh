@@ -21,7 +21,7 @@
 # directory: N aligns loops to N bytes (0: the compiler's default; -C
 # llvm-args=-align-loops=N), fN aligns every function to N bytes instead
 # (-align-all-functions). A read loop of ~20 instructions moves by 15-35%
-# with where its code lands alone (on this machine's EPYC, a loop whose first
+# with where its code lands alone (on an AMD EPYC, a loop whose first
 # 64-byte line is full of its instructions runs slower), and loop alignment
 # puts every aligned loop at the same offset in a line while function
 # alignment keeps each loop's offset in its function: a ratio from one build
