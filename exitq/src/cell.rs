@@ -14,7 +14,7 @@
 //! | `rcu_xchg_pointer` + `synchronize_rcu()` | - | [`replace(v) -> T`](RcuCell::replace) (waits a grace period, gives the old value back) |
 //! | `rcu_cmpxchg_pointer(p, old, v)` | `Atomic::compare_exchange` | [`compare_exchange(&current, v, &guard)`](RcuCell::compare_exchange), [`update(f)`](RcuCell::update) |
 //! | `NULL` | `Shared::null()`, `as_ref() -> Option<&T>` | [`RcuOption<T>`](crate::RcuOption): `load -> Option<&'g T>` |
-//! | - (arc-swap's `Cache`) | - | [`cache() -> CellCache`](RcuCell::cache): [`load(&mut self) -> &T`](CellCache::load), no section (the kept value is protected by a hazard pointer) |
+//! | - (arc-swap's `Cache`) | - | [`cache() -> CellCache`](RcuCell::cache): [`load(&mut self) -> &T`](CellCache::load), no section (the kept value is protected by a hazard pointer); [`RcuOption::cache`](crate::RcuOption::cache) `-> OptionCache`: `load(&mut self) -> Option<&T>` |
 //!
 //! Unlike crossbeam-epoch's `Atomic<T>`, a cell owns its value (dropping
 //! the cell drops it, as `arc-swap`'s `ArcSwap` does) and every operation
@@ -51,8 +51,10 @@
 //! and no announcement. Its protection is a hazard pointer (one slot per
 //! cache, published with a full fence at each miss): a value replaced
 //! while a cache keeps it is dropped after its grace period *and* after
-//! the cache moves on; `replace` waits for that too. The handshakes and
-//! their proof are in `cell/keep.rs`.
+//! the cache moves on; `replace` waits for that too. An [`OptionCache`]
+//! is the same for an [`RcuOption`] (an empty cell is
+//! kept as a null pointer, nothing to protect). The handshakes and their
+//! proof are in `cell/keep.rs`.
 //!
 //! The unsafe core shared by both cells, with its ownership and ordering
 //! rules, is in `cell/raw.rs`.
@@ -66,7 +68,7 @@ pub(crate) mod keep;
 mod option;
 mod raw;
 
-pub use cache::CellCache;
+pub use cache::{CellCache, OptionCache};
 pub use option::RcuOption;
 use raw::Raw;
 

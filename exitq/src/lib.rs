@@ -173,7 +173,7 @@
 //! | [`Domain::read`] guard | any code, occasional reads, nested sections, nothing to set up | a TLS lookup, two stores of the reader word, a compiler fence |
 //! | [`Reader::read`] guard | a thread that reads often (a worker's loop); the `Reader` lives in its struct or a `thread_local!` | two stores, the fence; no lookup, no nesting |
 //! | [`QsbrReader`] | a thread that runs a loop it controls (a server's request loop, an event loop) and reads many times per iteration or per request | nothing but the load: the thread calls [`QsbrReader::quiescent`] once per iteration (a load and a compare; a store only after a grace period started) |
-//! | [`CellCache`] ([`RcuCell::cache`]) | a thread that reads one cell that changes rarely (a configuration, a routing table), as arc-swap's `Cache` | a load of the cell's pointer and a compare with the kept one; no section, no announcement, no grace period held; a miss (the cell changed) a store and a full fence |
+//! | [`CellCache`] ([`RcuCell::cache`]; [`OptionCache`] for an [`RcuOption`], [`RcuOption::cache`]) | a thread that reads one cell that changes rarely (a configuration, a routing table), as arc-swap's `Cache` | a load of the cell's pointer and a compare with the kept one; no section, no announcement, no grace period held; a miss (the cell changed) a store and a full fence |
 //!
 //! A thread about to block for a while (a parked worker, a server thread
 //! waiting for a request) calls [`thread_offline`] (every domain it has
@@ -466,7 +466,7 @@ pub mod model;
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
-pub use cell::{CellCache, CompareExchangeError, RcuCell, RcuOption};
+pub use cell::{CellCache, CompareExchangeError, OptionCache, RcuCell, RcuOption};
 pub use config::{Callbacks, DomainBuilder, HeldBy, Reclaimer, Stall, StallHandler};
 pub use domain::Domain;
 pub use expedite::{membarrier_available, Expedite};

@@ -2,14 +2,15 @@
 //! a section; the value survives its grace period while a cache keeps it,
 //! and is dropped once the cache moves on (a miss or its drop), exactly
 //! once; a cache holds no grace period; `replace` waits for another
-//! thread's cache and refuses to wait for its own.
+//! thread's cache and refuses to wait for its own. `RcuOption::cache`
+//! (`OptionCache`) the same, with the cell empty now and then.
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::Duration;
 
-use exitq::{Domain, RcuCell};
+use exitq::{Domain, RcuCell, RcuOption};
 
 /// A value that counts its drops and knows whether it was dropped.
 #[derive(Debug)]
@@ -279,4 +280,123 @@ fn a_panicking_drop_is_caught_and_counted() {
     d.barrier();
     d.barrier();
     assert_eq!((dropped(&drops), d.stats().callbacks_panicked), (2, 2));
+}
+
+/// An `OptionCache` follows its cell through empty and full: `None` while
+/// empty, the value it kept alive until it moves on, and `replace` may
+/// wait on this thread while its cache keeps `None` (nothing to keep
+/// alive) but not while it keeps a value.
+#[test]
+fn an_option_cache_follows_empty_and_full() {
+    let d = Domain::new();
+    let drops = Arc::new(AtomicUsize::new(0));
+    let cell = RcuOption::empty(&d);
+    let mut cache = cell.cache();
+    assert!(cache.load().is_none());
+    assert_eq!(format!("{cache:?}"), "OptionCache { kept: None }");
+    assert!(cell.replace(Some(Value::new(1, &drops))).is_none());
+    assert_eq!(cache.load().map(Value::check), Some(1));
+    cell.take(); // kept by the cache: dropped once it moves on
+    d.barrier();
+    assert_eq!(dropped(&drops), 0, "the kept value was dropped");
+    assert!(format!("{cache:?}").contains("n: 1"));
+    assert!(cache.load().is_none());
+    d.barrier();
+    assert_eq!(dropped(&drops), 1, "dropped once the cache moved on");
+    // Keeping `None`, this thread may replace (and wait for others).
+    assert!(cell.replace(Some(Value::new(2, &drops))).is_none());
+    assert_eq!(cache.load().map(Value::check), Some(2));
+    let err = panic::catch_unwind(AssertUnwindSafe(|| cell.replace(None)));
+    assert!(
+        err.is_err(),
+        "replace with this thread's cache keeping the value"
+    );
+    assert_eq!(
+        cache.load().map(Value::check),
+        Some(2),
+        "nothing was replaced"
+    );
+    drop(cache);
+    assert_eq!(cell.replace(None).map(|v| v.check()), Some(2));
+    d.barrier();
+    assert_eq!(dropped(&drops), 2);
+    let mut cache = cell.cache();
+    assert!(cache.load().is_none());
+    cell.store(Some(Value::new(3, &drops)));
+    assert_eq!(cache.load().map(Value::check), Some(3));
+    drop(cache);
+    drop(cell);
+    assert_eq!(dropped(&drops), 3);
+}
+
+/// Option caches on several threads against a writer that fills and
+/// empties the cell through every write path: every value read is alive
+/// and goes forward, every value made is dropped exactly once.
+#[test]
+fn option_caches_against_writers() {
+    const OPS: u64 = 20_000;
+    let d = Domain::new();
+    let drops = Arc::new(AtomicUsize::new(0));
+    let cell: RcuOption<Value> = RcuOption::empty(&d);
+    let stop = AtomicBool::new(false);
+    let made = thread::scope(|s| {
+        for kind in 0..2u64 {
+            let (cell, stop) = (&cell, &stop);
+            s.spawn(move || {
+                let mut last = 0;
+                let (mut empty, mut full) = (0u64, 0u64);
+                while !stop.load(Ordering::Relaxed) {
+                    let mut cache = cell.cache();
+                    for _ in 0..(100 + kind * 1000) {
+                        match cache.load() {
+                            Some(v) => {
+                                let n = v.check();
+                                assert!(n >= last, "values go forward: {n} after {last}");
+                                last = n;
+                                full += 1;
+                            }
+                            None => empty += 1,
+                        }
+                    }
+                }
+                assert!(empty + full > 0);
+            });
+        }
+        let mut made = 0;
+        for i in 1..=OPS {
+            match i % 6 {
+                0 => cell.take(),
+                1 => {
+                    let g = d.read();
+                    cell.swap(None, &g);
+                }
+                2 => {
+                    let g = d.read();
+                    let seen = cell.load(&g);
+                    let fresh = Some(Value::new(i, &drops));
+                    made += 1;
+                    assert!(cell.compare_exchange(seen, fresh, &g).is_ok());
+                }
+                3 => {
+                    made += 1;
+                    cell.update(|_| Some(Value::new(i, &drops)));
+                }
+                4 => {
+                    made += 1;
+                    drop(cell.replace(Some(Value::new(i, &drops))));
+                }
+                _ => {
+                    made += 1;
+                    cell.store(Some(Value::new(i, &drops)));
+                }
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        made
+    });
+    d.barrier();
+    let left = usize::from(cell.with(|v| v.is_some()));
+    assert_eq!(dropped(&drops) + left, made, "every replaced value, once");
+    drop(cell);
+    assert_eq!(dropped(&drops), made);
 }

@@ -214,6 +214,58 @@ fn cached_readers_and_writers() {
     }
 }
 
+/// `OptionCache`s (`RcuOption::cache`) against a writer that empties and
+/// refills the cell: a cache keeping `None` protects nothing, one keeping
+/// a value reads it alive until its next load; every value made is
+/// dropped once.
+#[test]
+fn option_cached_readers_and_writers() {
+    for (name, d) in domains() {
+        let live = Arc::new(AtomicUsize::new(0));
+        let cell: RcuOption<Value> = RcuOption::empty(&d);
+        let stop = AtomicBool::new(false);
+        thread::scope(|s| {
+            for kind in 0..2 {
+                let (cell, stop) = (&cell, &stop);
+                s.spawn(move || {
+                    let (mut last, mut reads) = (0, 0);
+                    while reads < READS && !stop.load(Ordering::Relaxed) {
+                        let mut cache = cell.cache();
+                        for _ in 0..4 {
+                            if let Some(v) = cache.load() {
+                                let n = v.check();
+                                if kind == 1 {
+                                    thread::yield_now();
+                                    v.check();
+                                }
+                                assert!(n >= last, "values go forward: {n} after {last}");
+                                last = n;
+                            }
+                            reads += 1;
+                        }
+                    }
+                });
+            }
+            for i in 1..=OPS as u64 {
+                match i % 4 {
+                    0 => cell.take(),
+                    1 => cell.store(Some(Value::new(i, &live))),
+                    2 => drop(cell.replace(None)),
+                    _ => drop(cell.replace(Some(Value::new(i, &live)))),
+                }
+            }
+            stop.store(true, Ordering::Relaxed);
+        });
+        drop(cell);
+        d.barrier();
+        assert_eq!(
+            live.load(Ordering::Relaxed),
+            0,
+            "{name}: every value dropped once"
+        );
+    }
+}
+
 /// An `RcuOption` emptied and refilled under two readers: `None` costs no
 /// allocation, and every value made is dropped once.
 #[test]

@@ -1,10 +1,13 @@
-//! [`CellCache`]: a reader bound to one cell that keeps the value it last
-//! loaded and, while the cell still holds it, hands it out again after one
-//! load and one compare: arc-swap's `Cache`, with a hazard pointer
-//! (`keep.rs`) where arc-swap keeps a reference count.
+//! [`CellCache`] and [`OptionCache`]: a reader bound to one cell that
+//! keeps the value it last loaded and, while the cell still holds it,
+//! hands it out again after one load and one compare: arc-swap's `Cache`,
+//! with a hazard pointer (`keep.rs`) where arc-swap keeps a reference
+//! count. Both are a [`Kept`] (the pointer and its slot); they differ in
+//! whether the cell may be empty.
 use std::fmt;
 
 use super::keep::{Keepers, Slot};
+use super::option::RcuOption;
 use super::raw::Raw;
 use super::RcuCell;
 
@@ -60,6 +63,33 @@ use super::RcuCell;
 /// });
 /// ```
 pub struct CellCache<'c, T: Send + 'static> {
+    kept: Kept<'c, T>,
+}
+
+/// A cache of one [`RcuOption`]'s value, as [`CellCache`] is of an
+/// [`RcuCell`]'s: [`load`](OptionCache::load) returns `None` while the
+/// cell is empty, and an empty cell costs the same load and compare.
+/// Made by [`RcuOption::cache`].
+///
+/// # Examples
+///
+/// ```
+/// let domain = exitq::Domain::new();
+/// let route = exitq::RcuOption::empty(&domain);
+/// let mut cache = route.cache();
+/// assert_eq!(cache.load(), None);
+/// route.store(Some(String::from("eth0")));
+/// assert_eq!(cache.load().map(String::as_str), Some("eth0"));
+/// route.take();
+/// assert_eq!(cache.load(), None);
+/// ```
+pub struct OptionCache<'c, T: Send + 'static> {
+    kept: Kept<'c, T>,
+}
+
+/// What a cache is: the cell, its slot and the pointer it reads through,
+/// published in the slot (null while an `RcuOption` is empty).
+struct Kept<'c, T: Send + 'static> {
     raw: &'c Raw<T>,
     keepers: &'c Keepers<T>,
     slot: &'c Slot<T>,
@@ -67,6 +97,32 @@ pub struct CellCache<'c, T: Send + 'static> {
     /// pointer: the cache belongs to this thread (`replace`'s check looks
     /// at the slot's owner), neither `Send` nor `Sync`.
     kept: *mut T,
+}
+
+impl<'c, T: Send + 'static> Kept<'c, T> {
+    fn new(raw: &'c Raw<T>) -> Self {
+        let keepers = raw.keepers();
+        let slot = keepers.claim();
+        let kept = miss(raw, keepers, slot);
+        Kept {
+            raw,
+            keepers,
+            slot,
+            kept,
+        }
+    }
+
+    /// The cell's current pointer, published in the slot: the kept one
+    /// while the cell still holds it (a load and a compare), else the new
+    /// one, kept from now on. Non-null pointers stay valid until the next
+    /// call or the drop (`keep.rs`).
+    #[inline]
+    fn load(&mut self) -> *mut T {
+        if self.raw.current() != self.kept {
+            self.kept = miss(self.raw, self.keepers, self.slot);
+        }
+        self.kept
+    }
 }
 
 impl<T: Send + Sync + 'static> RcuCell<T> {
@@ -79,15 +135,8 @@ impl<T: Send + Sync + 'static> RcuCell<T> {
     /// writer replaces is looked up in their slots after its grace period
     /// (one load per cache).
     pub fn cache(&self) -> CellCache<'_, T> {
-        let raw = &self.raw;
-        let keepers = raw.keepers();
-        let slot = keepers.claim();
-        let kept = miss(raw, keepers, slot);
         CellCache {
-            raw,
-            keepers,
-            slot,
-            kept,
+            kept: Kept::new(&self.raw),
         }
     }
 }
@@ -97,15 +146,36 @@ impl<T: Send + Sync + 'static> CellCache<'_, T> {
     /// it (a load and a compare), else the new one, kept from now on.
     #[inline]
     pub fn load(&mut self) -> &T {
-        if self.raw.current() != self.kept {
-            self.kept = miss(self.raw, self.keepers, self.slot);
-        }
-        // SAFETY: `kept` came from the cell (never null: an `RcuCell`'s
+        let p = self.kept.load();
+        // SAFETY: `p` came from the cell (never null: an `RcuCell`'s
         // pointer) and is published in our slot since before we first
         // read through it (`adopt`): no writer frees it while the slot
         // holds it (`keep.rs`), and the slot holds it until our next miss
         // or drop, which the returned borrow of `self` outlives neither.
-        unsafe { &*self.kept }
+        unsafe { &*p }
+    }
+}
+
+impl<T: Send + Sync + 'static> RcuOption<T> {
+    /// A cache of this cell for the calling thread (see [`OptionCache`]
+    /// and [`RcuCell::cache`], whose costs it shares).
+    pub fn cache(&self) -> OptionCache<'_, T> {
+        OptionCache {
+            kept: Kept::new(&self.raw),
+        }
+    }
+}
+
+impl<T: Send + Sync + 'static> OptionCache<'_, T> {
+    /// The cell's current value, `None` while it is empty: the kept one
+    /// while the cell still holds it (a load and a compare), else the new
+    /// one, kept from now on.
+    #[inline]
+    pub fn load(&mut self) -> Option<&T> {
+        let p = self.kept.load();
+        // SAFETY: as `CellCache::load`; null is an empty cell, kept as
+        // nothing to protect.
+        unsafe { p.as_ref() }
     }
 }
 
@@ -118,7 +188,7 @@ fn miss<T: Send + 'static>(raw: &Raw<T>, keepers: &Keepers<T>, slot: &Slot<T>) -
     keepers.adopt(slot, || raw.load_acquire(), |p| raw.drop_collected(p))
 }
 
-impl<T: Send + 'static> Drop for CellCache<'_, T> {
+impl<T: Send + 'static> Drop for Kept<'_, T> {
     fn drop(&mut self) {
         let raw = self.raw;
         self.keepers
@@ -130,7 +200,15 @@ impl<T: Send + Sync + fmt::Debug + 'static> fmt::Debug for CellCache<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // SAFETY: as `load`: the kept value is alive while the slot holds
         // it, and `&self` keeps the slot unchanged.
-        let kept = unsafe { &*self.kept };
+        let kept = unsafe { &*self.kept.kept };
         f.debug_struct("CellCache").field("kept", kept).finish()
+    }
+}
+
+impl<T: Send + Sync + fmt::Debug + 'static> fmt::Debug for OptionCache<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // SAFETY: as `CellCache`'s `Debug`; null is an empty cell.
+        let kept = unsafe { self.kept.kept.as_ref() };
+        f.debug_struct("OptionCache").field("kept", &kept).finish()
     }
 }

@@ -141,14 +141,17 @@ impl<T> Keepers<T> {
     }
 
     /// Whether a slot holds `value`. The caller made a full fence since
-    /// the value left its cell (module docs: F2).
+    /// the value left its cell (module docs: F2). Null (an empty
+    /// `RcuOption`) is nothing to keep, and free slots hold it too.
     fn kept(&self, value: *mut T) -> bool {
         // After the caller's full fence (module docs). Acquire: pairs with
         // the Release of the slot store that moved a cache off `value`
         // (`adopt`, `release_slot`), so the cache's reads through `value`
         // happen before the free that follows.
-        self.slots()
-            .any(|s| s.kept.load(Ordering::Acquire) == value)
+        !value.is_null()
+            && self
+                .slots()
+                .any(|s| s.kept.load(Ordering::Acquire) == value)
     }
 
     /// A slot for a new cache on this thread: a free one, or a new one.
@@ -328,15 +331,16 @@ impl<T> Keepers<T> {
     }
 
     /// Whether a cache of this thread keeps `value` (`replace` would wait
-    /// for itself).
+    /// for itself). Never null: an empty cell keeps nothing alive.
     pub(crate) fn kept_here(&self, value: *mut T) -> bool {
         let me = this_thread();
         // Relaxed: this thread's own stores.
-        self.slots().any(|s| {
-            s.taken.load(Ordering::Relaxed)
-                && s.owner.load(Ordering::Relaxed) == me
-                && s.kept.load(Ordering::Relaxed) == value
-        })
+        !value.is_null()
+            && self.slots().any(|s| {
+                s.taken.load(Ordering::Relaxed)
+                    && s.owner.load(Ordering::Relaxed) == me
+                    && s.kept.load(Ordering::Relaxed) == value
+            })
     }
 
     /// Waits until no slot holds `value`, which left its cell before a

@@ -41,7 +41,7 @@ use crate::guard::ReadSection;
 /// assert_eq!(value, Some(&1));
 /// ```
 pub struct RcuOption<T> {
-    raw: Raw<T>,
+    pub(super) raw: Raw<T>,
 }
 
 impl<T> RcuOption<T> {
@@ -125,12 +125,16 @@ impl<T: Send + 'static> RcuOption<T> {
     }
 
     /// Replaces the value, waits for a grace period and returns the old
-    /// one (see [`RcuCell::replace`](crate::RcuCell::replace)).
+    /// one (see [`RcuCell::replace`](crate::RcuCell::replace)); waits too
+    /// for the [`OptionCache`](crate::OptionCache)s of other threads that
+    /// keep the old value.
     ///
     /// # Panics
     ///
-    /// Inside a read section of the cell's domain, before anything is
-    /// replaced; in the child of a `fork()`.
+    /// Inside a read section of the cell's domain, or while a cache of
+    /// this thread keeps the current value (not `None`: an empty cell
+    /// keeps nothing alive), before anything is replaced; in the child of
+    /// a `fork()`.
     pub fn replace(&self, value: Option<T>) -> Option<T> {
         self.raw.replace_after_grace_period(value)
     }
