@@ -128,6 +128,7 @@ pub(crate) fn final_checks() {
     }
     if w.ops.caches_made.load(Ordering::Relaxed) == 0
         || w.ops.cache_reads.load(Ordering::Relaxed) == 0
+        || w.ops.option_reads.load(Ordering::Relaxed) == 0
     {
         inc(&w.v.never_cached);
     }
@@ -160,7 +161,8 @@ pub(crate) fn report(opts: &Opts, took: Duration, role_panics: &HashMap<&str, u3
          {} guards, {} readers and {} QSBR readers leaked, {} nested rounds ({} nested barriers refused), \
          {} forks with a held guard or QSBR reader, {} by a callback; {} cell writes; QSBR: {} reads, {} quiescent states, \
          {} offline periods, {} waits offline, {} readers rebuilt; {} streamer rounds ({} asleep offline); \
-         cache readers: {} rounds of caches, {} reads, {} naps with caches kept",
+         cache readers: {} rounds of caches, {} reads, {} naps with caches kept, \
+         {} option reads ({} empty), {} option writes",
         took.as_secs_f64(),
         g(&o.reads),
         g(&o.replaces_deferred),
@@ -191,6 +193,9 @@ pub(crate) fn report(opts: &Opts, took: Duration, role_panics: &HashMap<&str, u3
         g(&o.caches_made),
         g(&o.cache_reads),
         g(&o.cache_naps),
+        g(&o.option_reads),
+        g(&o.option_empty_reads),
+        g(&o.option_writes),
     );
     for slot in &w.slots {
         let s = slot.domain.stats();

@@ -69,11 +69,13 @@
 //!   sleep, or call `barrier` or `synchronize`, and one holds a
 //!   `QsbrReader` online; the run fails if none completed without it;
 //! * cache readers (`caches.rs`) keep `CellCache`s of the shared domains'
-//!   cells and load through them, check the value's object as the other
-//!   readers do, sleep with values kept (so that replaced values wait,
-//!   parked, for them), drop and remake caches, write without waiting,
-//!   and `replace` (which waits for the other threads' caches) with their
-//!   own dropped; the run fails if they made or read no cache;
+//!   cells and `OptionCache`s of their options and load through them,
+//!   check the value's object as the other readers do, sleep with values
+//!   kept (so that replaced values wait, parked, for them), drop and
+//!   remake caches, write, empty and fill without waiting, and `replace`
+//!   (which waits for the other threads' caches) with their own dropped;
+//!   the run fails if they made no cache or read none through a cell or
+//!   an option cache;
 //! * at the end, per domain: every counted callback ran exactly once, the
 //!   panics were all counted, nothing is pending.
 //!
@@ -108,7 +110,7 @@ use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use exitq::{Callbacks, Domain, Expedite, RcuCell, Reclaimer};
+use exitq::{Callbacks, Domain, Expedite, RcuCell, RcuOption, Reclaimer};
 
 use caches::{cache_reader, CACHE_READERS};
 use checks::{final_checks, report, watchdog};
@@ -208,6 +210,7 @@ fn slots() -> Vec<Slot> {
             Slot {
                 name,
                 cell: RcuCell::new(&domain, Tracked::new(i, 0)),
+                option: RcuOption::new(&domain, Some(Tracked::new(i, 0))),
                 domain,
                 current: AtomicPtr::new(new_obj(0)),
                 issued: AtomicU64::new(0),

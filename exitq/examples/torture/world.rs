@@ -12,7 +12,7 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use exitq::{Domain, RcuCell};
+use exitq::{Domain, RcuCell, RcuOption};
 
 pub(crate) const ALIVE: u64 = 0xA11E;
 pub(crate) const POISONED: u64 = 0xDEAD;
@@ -62,6 +62,10 @@ pub(crate) struct Slot {
     /// The typed pointer (loads through guards, `Reader`s and
     /// `QsbrReader`s; `store`, `replace` and `update` by writers).
     pub(crate) cell: RcuCell<Tracked>,
+    /// The typed pointer that empties and fills again: read through the
+    /// cache readers' `OptionCache`s and under guards, written by them
+    /// (`caches.rs`).
+    pub(crate) option: RcuOption<Tracked>,
     /// Counted defers whose `defer` returned (Release after it returns).
     pub(crate) issued: AtomicU64,
     /// Counted callbacks that ran.
@@ -133,7 +137,7 @@ impl Violations {
                 g(&self.never_asleep_offline),
             ),
             (
-                "cache readers made no cache or read none (path not run)",
+                "cache readers made no cache, or read none through a cell or an option cache (path not run)",
                 g(&self.never_cached),
             ),
         ]
@@ -173,6 +177,9 @@ pub(crate) struct Ops {
     pub(crate) caches_made: AtomicU64,
     pub(crate) cache_reads: AtomicU64,
     pub(crate) cache_naps: AtomicU64,
+    pub(crate) option_reads: AtomicU64,
+    pub(crate) option_empty_reads: AtomicU64,
+    pub(crate) option_writes: AtomicU64,
 }
 
 pub(crate) struct World {
