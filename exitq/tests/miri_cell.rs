@@ -151,6 +151,18 @@ fn cell_readers_and_writers() {
     }
 }
 
+/// A cached reader's check: the value is alive (also after a yield, for
+/// reader `kind` 1) and no older than the last one read.
+fn check_forward(v: &Value, kind: usize, last: &mut u64) {
+    let n = v.check();
+    if kind == 1 {
+        thread::yield_now();
+        v.check();
+    }
+    assert!(n >= *last, "values go forward: {n} after {last}");
+    *last = n;
+}
+
 /// Caches on two threads (one making a new cache now and then, so slots
 /// are given back and claimed again; one yielding between its loads, so
 /// values are parked behind it) while the writer replaces the value
@@ -171,14 +183,7 @@ fn cached_readers_and_writers() {
                     while reads < READS && !stop.load(Ordering::Relaxed) {
                         let mut cache = cell.cache();
                         for _ in 0..4 {
-                            let v = cache.load();
-                            let n = v.check();
-                            if kind == 1 {
-                                thread::yield_now();
-                                v.check();
-                            }
-                            assert!(n >= last, "values go forward: {n} after {last}");
-                            last = n;
+                            check_forward(cache.load(), kind, &mut last);
                             reads += 1;
                         }
                     }
@@ -233,13 +238,7 @@ fn option_cached_readers_and_writers() {
                         let mut cache = cell.cache();
                         for _ in 0..4 {
                             if let Some(v) = cache.load() {
-                                let n = v.check();
-                                if kind == 1 {
-                                    thread::yield_now();
-                                    v.check();
-                                }
-                                assert!(n >= last, "values go forward: {n} after {last}");
-                                last = n;
+                                check_forward(v, kind, &mut last);
                             }
                             reads += 1;
                         }
