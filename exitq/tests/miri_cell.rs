@@ -151,16 +151,36 @@ fn cell_readers_and_writers() {
     }
 }
 
-/// A cached reader's check: the value is alive (also after a yield, for
-/// reader `kind` 1) and no older than the last one read.
-fn check_forward(v: &Value, kind: usize, last: &mut u64) {
-    let n = v.check();
-    if kind == 1 {
-        thread::yield_now();
-        v.check();
+/// Two cached readers until `stop` (or `READS` reads each): each makes a
+/// cache with `make`, loads through it four times with `load` (`None`: an
+/// empty cell), and makes a new one. Every value read is alive (checked
+/// again after a yield by the second reader) and no older than the last.
+fn spawn_cached_readers<'scope, C>(
+    s: &'scope thread::Scope<'scope, '_>,
+    stop: &'scope AtomicBool,
+    make: impl Fn() -> C + Copy + Send + 'scope,
+    load: impl for<'c> Fn(&'c mut C) -> Option<&'c Value> + Copy + Send + 'scope,
+) {
+    for kind in 0..2 {
+        s.spawn(move || {
+            let (mut last, mut reads) = (0, 0);
+            while reads < READS && !stop.load(Ordering::Relaxed) {
+                let mut cache = make();
+                for _ in 0..4 {
+                    if let Some(v) = load(&mut cache) {
+                        let n = v.check();
+                        if kind == 1 {
+                            thread::yield_now();
+                            v.check();
+                        }
+                        assert!(n >= last, "values go forward: {n} after {last}");
+                        last = n;
+                    }
+                    reads += 1;
+                }
+            }
+        });
     }
-    assert!(n >= *last, "values go forward: {n} after {last}");
-    *last = n;
 }
 
 /// Caches on two threads (one making a new cache now and then, so slots
@@ -176,19 +196,8 @@ fn cached_readers_and_writers() {
         let cell = RcuCell::new(&d, Value::new(0, &live));
         let stop = AtomicBool::new(false);
         thread::scope(|s| {
-            for kind in 0..2 {
-                let (cell, stop) = (&cell, &stop);
-                s.spawn(move || {
-                    let (mut last, mut reads) = (0, 0);
-                    while reads < READS && !stop.load(Ordering::Relaxed) {
-                        let mut cache = cell.cache();
-                        for _ in 0..4 {
-                            check_forward(cache.load(), kind, &mut last);
-                            reads += 1;
-                        }
-                    }
-                });
-            }
+            let cell = &cell;
+            spawn_cached_readers(s, &stop, || cell.cache(), |c| Some(c.load()));
             for i in 1..=OPS as u64 {
                 match i % 5 {
                     0 => cell.store(Value::new(i, &live)),
@@ -230,21 +239,8 @@ fn option_cached_readers_and_writers() {
         let cell: RcuOption<Value> = RcuOption::empty(&d);
         let stop = AtomicBool::new(false);
         thread::scope(|s| {
-            for kind in 0..2 {
-                let (cell, stop) = (&cell, &stop);
-                s.spawn(move || {
-                    let (mut last, mut reads) = (0, 0);
-                    while reads < READS && !stop.load(Ordering::Relaxed) {
-                        let mut cache = cell.cache();
-                        for _ in 0..4 {
-                            if let Some(v) = cache.load() {
-                                check_forward(v, kind, &mut last);
-                            }
-                            reads += 1;
-                        }
-                    }
-                });
-            }
+            let cell = &cell;
+            spawn_cached_readers(s, &stop, || cell.cache(), |c| c.load());
             for i in 1..=OPS as u64 {
                 match i % 4 {
                     0 => cell.take(),
