@@ -215,7 +215,12 @@ impl Inner {
                 .fetch_sub(ran.exits as usize, Ordering::Relaxed);
             Counters::add(&self.stats.exits_run, ran.exits);
         }
-        Counters::add(&self.stats.callbacks_run, ran.callbacks);
+        // Only when something ran to settle: a drain tick that finished
+        // no batch counts nothing yet (`drain.rs`), and an add of 0 would
+        // still take the shared line from the other CPUs.
+        if ran.callbacks > 0 {
+            Counters::add(&self.stats.callbacks_run, ran.callbacks);
+        }
         if ran.panicked > 0 {
             Counters::add(&self.stats.callbacks_panicked, ran.panicked);
         }
