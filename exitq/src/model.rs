@@ -270,6 +270,28 @@ impl<T> CacheKeepers<T> {
     pub fn release_or_park(&self, value: *mut T, free: impl FnMut(*mut T)) {
         self.0.release_or_park(value, free)
     }
+    /// The same callback inside run `run` (not 0) of callbacks, `last`
+    /// the thread's last look at the slots (one look per run and cell).
+    pub fn release_or_park_in(
+        &self,
+        value: *mut T,
+        run: u64,
+        last: &mut CacheLook,
+        free: impl FnMut(*mut T),
+    ) {
+        self.0.release_or_park_in(value, run, &mut last.0, free)
+    }
+}
+
+/// A thread's last look at a [`CacheKeepers`]' slots (`keep.rs`).
+#[allow(missing_debug_implementations)]
+pub struct CacheLook(crate::cell::keep::Look);
+
+impl CacheLook {
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> CacheLook {
+        CacheLook(crate::cell::keep::Look::new())
+    }
 }
 
 /// A writer's SeqCst swap of a cell's pointer followed by its SeqCst load

@@ -24,6 +24,8 @@ use crate::llist::{Chain, Node};
 /// the one it runs inside.
 struct Frame {
     domain_id: u64,
+    /// This run's number on this thread ([`current_run`]).
+    run: u64,
     outer: *const Frame,
 }
 
@@ -31,6 +33,23 @@ std::thread_local! {
     /// The innermost run in progress on this thread (null: none). No
     /// destructor: readable during thread-local teardown.
     static RUNNING: Cell<*const Frame> = const { Cell::new(ptr::null()) };
+    /// The runs this thread started: the last one's number.
+    static RUNS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// The number of the innermost run in progress on this thread, unique
+/// among this thread's runs; 0 outside any run. What a callback sees
+/// here is the run that calls it (a nested run is over when the callback
+/// that started it goes on). Every callback of a run was deferred before
+/// the run started, and its grace period had passed: a run's callbacks
+/// are fixed before its frame is linked (`keep.rs` relies on this: one
+/// look at a cell's caches, after a fence in the run, serves every value
+/// the run retires).
+#[inline]
+pub(crate) fn current_run() -> u64 {
+    let p = RUNNING.get();
+    // SAFETY: as in `in_callback`: a linked frame is alive.
+    unsafe { p.as_ref() }.map_or(0, |f| f.run)
 }
 
 /// Links a frame as the innermost run while alive; unlinks it when
@@ -105,8 +124,11 @@ pub(crate) fn run_items_and_chain(
     mut recycle: impl FnMut(Box<Node<Work>>),
 ) -> Ran {
     let _no_cancel = NoCancel::new();
+    let run = RUNS.get() + 1;
+    RUNS.set(run);
     let frame = Frame {
         domain_id,
+        run,
         outer: RUNNING.get(),
     };
     let _in = Linked::new(&frame);

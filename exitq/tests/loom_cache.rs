@@ -16,13 +16,18 @@
 //! each replaced value freed exactly once. The parties: one cache and the
 //! writer, the cache moving on by a miss or by its drop; the writer
 //! finding the cell's caches through the publication (`Raw::keepers`);
-//! two caches keeping the same value.
+//! two caches keeping the same value; one run of callbacks releasing two
+//! values under one look at the slots, and a later run looking again
+//! (`keep.rs`, one look per run).
 //!
 //! Each model fails (a race, or a value never freed) with one of these
 //! removed: the adoption's fence, the Release of the slot store with the
 //! scan's Acquire, the writer's fence between its swap and its look for
 //! caches, the look again after parking (by the callback, and by a
-//! collect that parks a value again), a miss's collect, a drop's collect. Not caught here: the callback's own fence (F2 in `keep.rs`),
+//! collect that parks a value again), a miss's collect, a drop's collect,
+//! the run in a look's key (looks reused across runs), the Acquire of a
+//! look's loads. Not caught here: the callback's own fence (F2 in
+//! `keep.rs`, and the look's, which stands for it),
 //! which loom's exploration did not need in these models (the callback
 //! runs on the writer's thread right after its swap, a read-modify-write;
 //! in the domain a grace period, full fences included, comes between).
@@ -35,7 +40,7 @@ use loom::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use loom::sync::Arc;
 use loom::thread;
 
-use exitq::model::{self, AtomicBool, CacheKeepers, CacheSlot};
+use exitq::model::{self, AtomicBool, CacheKeepers, CacheLook, CacheSlot};
 
 const POISON: u64 = 0xdead;
 
@@ -119,6 +124,15 @@ impl World {
         } else {
             free(old);
         }
+    }
+
+    /// A writer's swap to value `i` (the cell has caches); returns the
+    /// value taken out, for a callback to release.
+    fn swap_to(&self, i: usize) -> *mut Val {
+        let (old, caches) =
+            model::swap_then_find_caches(&self.cell, self.vals[i], &self.has_caches);
+        assert!(caches);
+        old
     }
 
     fn frees(&self, i: usize) -> usize {
@@ -251,5 +265,68 @@ fn two_caches_keeping_one_value() {
             c.join().unwrap();
         }
         assert_eq!((w.frees(0), w.frees(1)), (1, 0));
+    });
+}
+
+/// A cache that may miss once (`CellCache::load`): the index of the
+/// value it keeps at the end.
+fn load_once(w: &World, slot: CacheSlot<'_, Val>, kept: *mut Val) -> usize {
+    let kept = if w.cell.load(Ordering::Relaxed) == kept {
+        w.read(kept);
+        kept
+    } else {
+        w.adopt(slot)
+    };
+    w.vals
+        .iter()
+        .position(|&v| v == kept)
+        .expect("one of the values")
+}
+
+/// The frees expected of values `0..n` when the cache ends keeping value
+/// `kept`: once each, except the one it keeps.
+fn expected_frees(n: usize, kept: usize) -> Vec<usize> {
+    (0..n).map(|i| usize::from(i != kept)).collect()
+}
+
+/// One run's callbacks share one look at the slots (`keep.rs`, one look
+/// per run): two values taken out of the cell before the run, released
+/// with the look the first one took, while a cache adopts and may miss
+/// onto either of the later values.
+#[test]
+fn one_look_serves_every_value_of_a_run() {
+    loom::model(|| {
+        let w = World::new(3, true);
+        let reader = cache_thread(&w, false, load_once);
+        let olds = [w.swap_to(1), w.swap_to(2)];
+        let mut look = CacheLook::new();
+        for old in olds {
+            w.keepers.release_or_park_in(old, 1, &mut look, free);
+        }
+        let kept = reader.join().unwrap();
+        let frees: Vec<usize> = (0..2).map(|i| w.frees(i)).collect();
+        assert_eq!(frees, expected_frees(2, kept));
+        assert_eq!(w.frees(2), 0, "the cell's value is never freed");
+    });
+}
+
+/// A look serves only its own run: a value taken out after it (released
+/// in a later run) is looked at again. The cache may adopt that value
+/// after the first look; a look reused across runs would free it under
+/// the cache.
+#[test]
+fn a_later_run_looks_again() {
+    loom::model(|| {
+        let w = World::new(3, true);
+        let reader = cache_thread(&w, false, load_once);
+        let mut look = CacheLook::new();
+        let first = w.swap_to(1);
+        w.keepers.release_or_park_in(first, 1, &mut look, free);
+        let second = w.swap_to(2);
+        w.keepers.release_or_park_in(second, 2, &mut look, free);
+        let kept = reader.join().unwrap();
+        let frees: Vec<usize> = (0..2).map(|i| w.frees(i)).collect();
+        assert_eq!(frees, expected_frees(2, kept));
+        assert_eq!(w.frees(2), 0, "the cell's value is never freed");
     });
 }

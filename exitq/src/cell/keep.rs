@@ -39,6 +39,30 @@
 //! the free is ordered after the store the scan saw, not after the reads
 //! before it; the loom model found this).
 //!
+//! # One look per run
+//!
+//! A writer at full speed retires a value per store, and the check above
+//! loads every slot for each value: lines the caches write at each miss,
+//! so one miss per value on the writer's side (13% of the writer's
+//! samples in a profile with one cache reading, `docs/exitq.md`). Callbacks run in *runs* (`run.rs`): a run's
+//! callbacks are fixed before it starts, each deferred after its value's
+//! W and with its grace period passed, so every W of a run's values
+//! happens before the run starts. So a callback inside a run makes F2 and
+//! the slots' loads once per cell and run, and keeps what they found in a
+//! [`Look`] (the distinct values kept); the run's later callbacks of the
+//! same cell read the look instead of the slots. The proof above holds
+//! for each of them with that fence and those loads: it needs F2 after
+//! W and L after F2, nothing more, and the look's Acquire loads order a
+//! cache's reads before a free the look allows, as L's do. A look serves
+//! its own run only: a value retired after the look could be adopted by
+//! a cache after it (the loom model `a_later_run_looks_again` fails with
+//! looks reused across runs). A look that finds more than [`LOOK`]
+//! distinct values remembers none, and the run scans the slots for each
+//! value, after the look's fence. A value the look saw kept is parked and
+//! looked at again in the live slots, as below. Outside a run (no frame:
+//! the loom models' plain callbacks) each value makes its own fence and
+//! scan.
+//!
 //! Parking against moving on: the callback pushes the value on `parked`,
 //! makes a full fence and looks at the slots again; a cache moving on
 //! stores its slot, makes a full fence (F1 of its adoption, or its drop's)
@@ -60,10 +84,12 @@
 //! Slots are never freed while the `Keepers` lives: a cache's drop clears
 //! its slot and gives it back for the next cache to claim; a scan walks a
 //! list that only grows.
+use std::cell::Cell;
 use std::marker::PhantomData;
 use std::ptr;
 
 use crate::backoff::WaitBackoff;
+use crate::run::current_run;
 use crate::sync::{full_fence, AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 
 /// One cache's hazard pointer, on lines of its own: its cache writes it
@@ -79,6 +105,48 @@ pub(crate) struct Slot<T> {
     owner: AtomicUsize,
     /// The next slot; set before the slot is published, never changed.
     next: *mut Slot<T>,
+}
+
+/// Distinct values one [`Look`] remembers; a look that finds more
+/// remembers none, and its run scans the slots for each value.
+const LOOK: usize = 8;
+/// `Look::len` of a look that found more than [`LOOK`] distinct values.
+const OVERFLOW: usize = LOOK + 1;
+
+/// One look at a `Keepers`' slots inside a run of callbacks (module docs:
+/// one look per run): the distinct non-null values they held, as
+/// addresses (only compared, never followed).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Look {
+    /// The run (`run::current_run`; 0: none yet).
+    run: u64,
+    /// The `Keepers` looked at, by address: alive for the whole run (the
+    /// run's callbacks hold it), so no other one has it meanwhile.
+    keepers: usize,
+    /// Values in `kept`, or [`OVERFLOW`].
+    len: usize,
+    kept: [usize; LOOK],
+}
+
+impl Look {
+    pub(crate) const fn new() -> Look {
+        Look {
+            run: 0,
+            keepers: 0,
+            len: 0,
+            kept: [0; LOOK],
+        }
+    }
+
+    /// Whether the look saw `value` in a slot; `None` after an overflow.
+    fn holds(&self, value: usize) -> Option<bool> {
+        (self.len <= LOOK).then(|| self.kept[..self.len].contains(&value))
+    }
+}
+
+std::thread_local! {
+    /// This thread's last look (no destructor: `Look` is plain words).
+    static LAST_LOOK: Cell<Look> = const { Cell::new(Look::new()) };
 }
 
 /// A retired value waiting for the caches that keep it.
@@ -242,11 +310,94 @@ impl<T> Keepers<T> {
     }
 
     /// The callback of a value retired from the cell, after its grace
-    /// period: `free`s it unless a cache keeps it, else parks it.
-    pub(crate) fn release_or_park(&self, value: *mut T, mut free: impl FnMut(*mut T)) {
-        // Full fence: F2 (module docs).
+    /// period: `free`s it unless a cache keeps it, else parks it. Inside
+    /// a run of callbacks, one look at the slots serves every value of
+    /// this cell the run frees (module docs: one look per run).
+    pub(crate) fn release_or_park(&self, value: *mut T, free: impl FnMut(*mut T)) {
+        let run = current_run();
+        let kept = if run == 0 {
+            // Full fence: F2 (module docs).
+            full_fence();
+            self.kept(value)
+        } else {
+            LAST_LOOK
+                .try_with(|last| {
+                    let mut look = last.get();
+                    let kept = self.kept_in_run(value, run, &mut look);
+                    last.set(look);
+                    kept
+                })
+                .unwrap_or_else(|_| {
+                    full_fence();
+                    self.kept(value)
+                })
+        };
+        self.free_or_park(value, kept, free);
+    }
+
+    /// `release_or_park` in run `run` (not 0), with `last` as the
+    /// thread's last look.
+    #[cfg_attr(not(exitq_loom), allow(dead_code))] // the loom models' entry
+    pub(crate) fn release_or_park_in(
+        &self,
+        value: *mut T,
+        run: u64,
+        last: &mut Look,
+        free: impl FnMut(*mut T),
+    ) {
+        let kept = self.kept_in_run(value, run, last);
+        self.free_or_park(value, kept, free);
+    }
+
+    /// Whether a slot holds `value`, taken out of the cell before run
+    /// `run` (not 0) started: from `last` if it is this run's look at
+    /// these slots, else from a new one (F2 and the slots' loads), kept in
+    /// `last` for the run's next values.
+    fn kept_in_run(&self, value: *mut T, run: u64, last: &mut Look) -> bool {
+        if value.is_null() {
+            return false;
+        }
+        let me = self as *const Keepers<T> as usize;
+        if last.run != run || last.keepers != me {
+            *last = self.look(run, me);
+        }
+        match last.holds(value as usize) {
+            Some(kept) => kept,
+            // More distinct values than a look remembers: scan (after the
+            // look's fence, which came after `value` left its cell).
+            None => self.kept(value),
+        }
+    }
+
+    /// F2 (module docs), then the distinct values the slots hold.
+    fn look(&self, run: u64, me: usize) -> Look {
         full_fence();
-        if !self.kept(value) {
+        let mut look = Look {
+            run,
+            keepers: me,
+            len: 0,
+            kept: [0; LOOK],
+        };
+        for s in self.slots() {
+            // Acquire: as in `kept`, for every value the look clears.
+            let v = s.kept.load(Ordering::Acquire) as usize;
+            if v == 0 || look.kept[..look.len].contains(&v) {
+                continue;
+            }
+            if look.len == LOOK {
+                look.len = OVERFLOW;
+                break;
+            }
+            look.kept[look.len] = v;
+            look.len += 1;
+        }
+        look
+    }
+
+    /// Frees `value` if no slot held it at the look that found `kept`,
+    /// else parks it.
+    fn free_or_park(&self, value: *mut T, kept: bool, mut free: impl FnMut(*mut T)) {
+        if !kept {
             free(value);
             return;
         }
