@@ -211,6 +211,14 @@ fn main() -> ExitCode {
             {
                 b = b.first_check_delay(Duration::from_micros(us));
             }
+            // `EXITQ_BATCH=N`: the builder's batch size, for experiments
+            // (default 256).
+            if let Some(n) = std::env::var("EXITQ_BATCH")
+                .ok()
+                .and_then(|v| v.parse().ok())
+            {
+                b = b.batch_size(n);
+            }
             // `EXITQ_FENCES=1`: fence mode (readers pay a full fence, grace
             // periods no membarrier), for experiments.
             if std::env::var_os("EXITQ_FENCES").is_some() {
