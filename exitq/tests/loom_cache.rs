@@ -26,9 +26,14 @@
 //! caches, the look again after parking (by the callback, and by a
 //! collect that parks a value again), a miss's collect, a drop's collect,
 //! the run in a look's key (looks reused across runs), the Acquire of a
-//! look's loads. Not caught here: the callback's own fence (F2 in
-//! `keep.rs`, and the look's, which stands for it),
-//! which loom's exploration did not need in these models (the callback
+//! look's loads, the slot flags (set after the parker's fence instead of
+//! before it; a miss's or a drop's collect ignoring them; the look again
+//! for a slot that was not flagged before the fence, found by the two
+//! caches' model). Not caught here: the Release and Acquire of the flags
+//! (loom's read-modify-writes read the latest value, so the collect's
+//! swap of the list sees the push without them), the callback's own
+//! fence (F2 in `keep.rs`, and the look's, which stands for it), which
+//! loom's exploration did not need in these models (the callback
 //! runs on the writer's thread right after its swap, a read-modify-write;
 //! in the domain a grace period, full fences included, comes between).
 #![cfg(exitq_loom)]

@@ -64,15 +64,26 @@
 //! scan.
 //!
 //! Parking against moving on: the callback pushes the value on `parked`,
-//! makes a full fence and looks at the slots again; a cache moving on
-//! stores its slot, makes a full fence (F1 of its adoption, or its drop's)
-//! and loads `parked`. Store, fence, load on both sides (Dekker): at least
-//! one sees the other's store, and that one collects (`collect`: take the
-//! whole list, free what no slot holds after a fence, push back the rest
-//! and repeat the handshake for it). A value parked behind a cache that
-//! never loads again stays parked (as an `Arc` a `Cache` of `arc-swap`
-//! holds), until the cell and every callback of it are gone, when the
-//! last handle of the `Keepers` frees what is left.
+//! sets the *flag* of every slot that holds it, makes a full fence and
+//! looks at the slots again; a cache moving on stores its slot, makes a
+//! full fence (F1 of its adoption, or its drop's) and loads its slot's
+//! flag. Store, fence, load on both sides, per slot (Dekker): for each
+//! slot that held the value, either the look after the fence sees the
+//! cache's new store, or the cache sees the flag; the one that sees the
+//! other collects (`collect`: take the whole list, free what no slot
+//! holds after a fence, park the rest again the same way, and repeat
+//! while one of those is found free). A slot the look finds holding the
+//! value that was not flagged before the fence (an adoption that stored
+//! the value, raced the swap and will retry) is flagged in turn and the
+//! look repeated (`park_all`). Only the caches that kept a parked value
+//! collect: before the flags, every cache collected at every miss while
+//! anything was parked, and with three threads on two CPUs one reader,
+//! preempted keeping a value, made the other re-park that value at each
+//! of its misses, a fence pair and a node allocation per write
+//! (`docs/exitq.md`). A value parked behind a cache that never loads
+//! again stays parked (as an `Arc` a `Cache` of `arc-swap` holds), until
+//! the cell and every callback of it are gone, when the last handle of
+//! the `Keepers` frees what is left.
 //!
 //! The cell's writer finds the `Keepers` after its swap: the swap and the
 //! load of `Keepers`' address are `SeqCst`, and a cache publishes the
@@ -103,6 +114,9 @@ pub(crate) struct Slot<T> {
     taken: AtomicBool,
     /// The claiming thread ([`this_thread`]), for `replace`'s check.
     owner: AtomicUsize,
+    /// Set by a parker that saw this slot hold a value it parked; the
+    /// cache collects when it moves on only if set (module docs).
+    flagged: AtomicBool,
     /// The next slot; set before the slot is published, never changed.
     next: *mut Slot<T>,
 }
@@ -242,6 +256,7 @@ impl<T> Keepers<T> {
             kept: AtomicPtr::new(ptr::null_mut()),
             taken: AtomicBool::new(true),
             owner: AtomicUsize::new(me),
+            flagged: AtomicBool::new(false),
             next: ptr::null_mut(),
         }));
         // Relaxed: the head is only a starting point; the CAS below
@@ -285,7 +300,7 @@ impl<T> Keepers<T> {
             }
             p = again;
         };
-        self.collect_if_parked(free);
+        self.collect_if_flagged(slot, free);
         adopted
     }
 
@@ -296,15 +311,19 @@ impl<T> Keepers<T> {
         // store, for the reads through the value kept until now.
         slot.kept.store(ptr::null_mut(), Ordering::Release);
         full_fence();
-        self.collect_if_parked(free);
+        self.collect_if_flagged(slot, free);
         // Release: pairs with `claim`'s Acquire.
         slot.taken.store(false, Ordering::Release);
     }
 
-    fn collect_if_parked(&self, free: impl FnMut(*mut T)) {
-        // Relaxed: after the caller's full fence (Dekker with `park`); the
-        // list itself is taken with Acquire in `collect`.
-        if !self.parked.load(Ordering::Relaxed).is_null() {
+    /// A cache moving on (its slot stored, then a full fence): collects
+    /// if a parker flagged its slot, and clears the flag.
+    fn collect_if_flagged(&self, slot: &Slot<T>, free: impl FnMut(*mut T)) {
+        // Relaxed load: after the caller's full fence, the load of the
+        // Dekker pair with `park_all`'s flag store, fence and look (module
+        // docs). The swap's Acquire pairs with that store's Release, so
+        // the parker's push is seen by `collect`'s swap of the list.
+        if slot.flagged.load(Ordering::Relaxed) && slot.flagged.swap(false, Ordering::Acquire) {
             self.collect(free);
         }
     }
@@ -401,11 +420,58 @@ impl<T> Keepers<T> {
             free(value);
             return;
         }
-        self.park(value);
-        // Full fence: Dekker with a cache moving on (module docs).
-        full_fence();
-        if !self.kept(value) {
+        if self.park_all(&[value]) {
             self.collect(free);
+        }
+    }
+
+    /// Parks `values` (each held by a slot at the caller's look), flags
+    /// every slot that holds one of them, makes a full fence and looks
+    /// again (module docs): returns whether one of them may be free now
+    /// (the caller collects). A slot seen holding one only at the look
+    /// after the fence (a cache's adoption that stored it and will retry)
+    /// is flagged in turn, and the look repeated, until every slot that
+    /// holds one was flagged before the last fence: each cache does so at
+    /// most once per value (its next load of the cell no longer returns
+    /// it), so the loop ends.
+    fn park_all(&self, values: &[*mut T]) -> bool {
+        for &v in values {
+            self.park(v);
+        }
+        let mut flagged: Vec<*const Slot<T>> = Vec::new();
+        loop {
+            for s in self.slots() {
+                // Relaxed: which slots to flag; the look after the fence
+                // decides.
+                let k = s.kept.load(Ordering::Relaxed);
+                let at = s as *const Slot<T>;
+                if values.contains(&k) && !flagged.contains(&at) {
+                    // Release: pairs with `collect_if_flagged`'s Acquire
+                    // swap (the push above). Before the fence: the store
+                    // of the Dekker pair.
+                    s.flagged.store(true, Ordering::Release);
+                    flagged.push(at);
+                }
+            }
+            // Full fence: Dekker with a cache moving on (module docs).
+            full_fence();
+            let mut unflagged = false;
+            for &v in values {
+                let mut held = false;
+                for s in self.slots() {
+                    // Acquire: as in `kept`.
+                    if s.kept.load(Ordering::Acquire) == v {
+                        held = true;
+                        unflagged |= !flagged.contains(&(s as *const Slot<T>));
+                    }
+                }
+                if !held {
+                    return true;
+                }
+            }
+            if !unflagged {
+                return false;
+            }
         }
     }
 
@@ -434,10 +500,12 @@ impl<T> Keepers<T> {
     }
 
     /// Takes the parked list, `free`s every value no slot holds, parks the
-    /// others again; repeats while one parked again is found free after
-    /// the fence that follows its push (module docs). A `free` that
-    /// panics (a value's `Drop`, in a callback) loses nothing: the values
-    /// not yet freed are parked again as the panic unwinds.
+    /// others again (`park_all`); repeats while one parked again is found
+    /// free after the fence that follows its push (module docs). A `free`
+    /// that panics (a value's `Drop`, in a callback) loses nothing: the
+    /// values not yet freed are parked again as the panic unwinds, no slot
+    /// flagged for them (none holds them), freed by the next collect of
+    /// the cell's caches or writers, or when the `Keepers` drops.
     fn collect(&self, mut free: impl FnMut(*mut T)) {
         loop {
             // Acquire: pairs with `park`'s Release.
@@ -459,9 +527,7 @@ impl<T> Keepers<T> {
                     unkept.push(node.value);
                 }
             }
-            for &v in &again {
-                self.park(v);
-            }
+            let again_free = !again.is_empty() && self.park_all(&again);
             let mut rest = Repark {
                 keepers: self,
                 values: unkept.into_iter(),
@@ -469,13 +535,7 @@ impl<T> Keepers<T> {
             for v in rest.values.by_ref() {
                 free(v);
             }
-            if again.is_empty() {
-                return;
-            }
-            // Full fence: Dekker with a cache moving on, as in
-            // `release_or_park`.
-            full_fence();
-            if again.iter().all(|&v| self.kept(v)) {
+            if !again_free {
                 return;
             }
         }
