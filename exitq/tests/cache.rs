@@ -97,6 +97,43 @@ fn the_kept_value_survives_until_the_cache_moves_on() {
     }
 }
 
+/// Two caches, one idle keeping the first value while the other follows
+/// every write: the busy cache's misses free each value it moved off
+/// (the writer flagged its slot when it parked them) and leave the idle
+/// cache's value alive, parked; the idle cache's next load frees it.
+#[test]
+fn an_idle_cache_keeps_its_value_while_another_moves_on() {
+    const WRITES: u64 = 100;
+    let d = Domain::new();
+    let drops = Arc::new(AtomicUsize::new(0));
+    let cell = RcuCell::new(&d, Value::new(0, &drops));
+    let mut idle = cell.cache();
+    assert_eq!(idle.load().check(), 0);
+    let mut busy = cell.cache();
+    for i in 1..=WRITES {
+        cell.store(Value::new(i, &drops));
+        d.barrier();
+        assert_eq!(busy.load().check(), i);
+    }
+    d.barrier();
+    assert_eq!(
+        dropped(&drops),
+        WRITES as usize - 1,
+        "every value the busy cache moved off, none the idle one keeps"
+    );
+    assert!(
+        format!("{idle:?}").contains("n: 0"),
+        "the idle cache's value"
+    );
+    assert_eq!(idle.load().check(), WRITES);
+    d.barrier();
+    assert_eq!(dropped(&drops), WRITES as usize);
+    drop(idle);
+    drop(busy);
+    drop(cell);
+    assert_eq!(dropped(&drops), WRITES as usize + 1);
+}
+
 /// A cache on an unchanged cell holds no grace period: another thread's
 /// `synchronize` returns while the cache stays alive and idle, and a
 /// value no cache keeps is dropped after its grace period as without
