@@ -134,6 +134,36 @@ fn an_idle_cache_keeps_its_value_while_another_moves_on() {
     assert_eq!(dropped(&drops), WRITES as usize + 1);
 }
 
+/// Many caches keeping one value: parked behind all of them, parked
+/// again by each one that moves on while others still keep it, dropped
+/// once, when the last one moves on.
+#[test]
+fn many_caches_keeping_one_value() {
+    const CACHES: usize = 200;
+    let d = Domain::new();
+    let drops = Arc::new(AtomicUsize::new(0));
+    let cell = RcuCell::new(&d, Value::new(0, &drops));
+    let mut caches: Vec<_> = (0..CACHES).map(|_| cell.cache()).collect();
+    for c in &mut caches {
+        assert_eq!(c.load().check(), 0);
+    }
+    cell.store(Value::new(1, &drops));
+    d.barrier();
+    assert_eq!(dropped(&drops), 0, "kept by every cache");
+    for (i, c) in caches.iter_mut().enumerate() {
+        assert_eq!(c.load().check(), 1);
+        d.barrier();
+        assert_eq!(
+            dropped(&drops),
+            usize::from(i + 1 == CACHES),
+            "dropped once the last cache moved on, not before"
+        );
+    }
+    drop(caches);
+    drop(cell);
+    assert_eq!(dropped(&drops), 2);
+}
+
 /// A cache on an unchanged cell holds no grace period: another thread's
 /// `synchronize` returns while the cache stays alive and idle, and a
 /// value no cache keeps is dropped after its grace period as without

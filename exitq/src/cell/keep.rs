@@ -438,21 +438,24 @@ impl<T> Keepers<T> {
         for &v in values {
             self.park(v);
         }
+        // The slots flagged, sorted: a value many idle caches keep has as
+        // many holders, and every one of them that moves on parks it again.
         let mut flagged: Vec<*const Slot<T>> = Vec::new();
         loop {
+            flagged.clear();
             for s in self.slots() {
                 // Relaxed: which slots to flag; the look after the fence
                 // decides.
-                let k = s.kept.load(Ordering::Relaxed);
-                let at = s as *const Slot<T>;
-                if values.contains(&k) && !flagged.contains(&at) {
+                if values.contains(&s.kept.load(Ordering::Relaxed)) {
                     // Release: pairs with `collect_if_flagged`'s Acquire
                     // swap (the push above). Before the fence: the store
-                    // of the Dekker pair.
+                    // of the Dekker pair. Flagging a slot again costs its
+                    // cache at most one collect for nothing.
                     s.flagged.store(true, Ordering::Release);
-                    flagged.push(at);
+                    flagged.push(s as *const Slot<T>);
                 }
             }
+            flagged.sort_unstable();
             // Full fence: Dekker with a cache moving on (module docs).
             full_fence();
             let mut unflagged = false;
@@ -462,7 +465,7 @@ impl<T> Keepers<T> {
                     // Acquire: as in `kept`.
                     if s.kept.load(Ordering::Acquire) == v {
                         held = true;
-                        unflagged |= !flagged.contains(&(s as *const Slot<T>));
+                        unflagged |= flagged.binary_search(&(s as *const Slot<T>)).is_err();
                     }
                 }
                 if !held {
