@@ -41,10 +41,10 @@ std::thread_local! {
 /// among this thread's runs; 0 outside any run. What a callback sees
 /// here is the run that calls it (a nested run is over when the callback
 /// that started it goes on). Every callback of a run was deferred before
-/// the run started, and its grace period had passed: a run's callbacks
-/// are fixed before its frame is linked (`keep.rs` relies on this: one
-/// look at a cell's caches, after a fence in the run, serves every value
-/// the run retires).
+/// the run started (its grace period had passed, or at shutdown no
+/// reader was left): a run's callbacks are fixed before its frame is
+/// linked (`keep.rs` relies on this: one look at a cell's caches, after
+/// a fence in the run, serves every value the run retires).
 #[inline]
 pub(crate) fn current_run() -> u64 {
     let p = RUNNING.get();
