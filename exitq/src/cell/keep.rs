@@ -47,10 +47,9 @@
 //! samples in a profile with one cache reading, `docs/exitq.md`).
 //! Callbacks run in *runs* (`run.rs`): a run's callbacks are fixed before
 //! it starts, each deferred after its value's W, so every W of a run's
-//! values happens before the run starts (a run's callbacks are ready,
-//! their grace periods over, when it starts; a cell's callbacks never run
-//! in the shutdown run without one, since the cell holds a domain
-//! handle). So a callback inside a run makes F2 and
+//! values happens before the run starts (a run's callbacks are ready
+//! when it starts: their grace periods over, or, in the run of a domain's
+//! shutdown, no reader and no cache left). So a callback inside a run makes F2 and
 //! the slots' loads once per cell and run, and keeps what they found in a
 //! [`Look`] (the distinct values kept); the run's later callbacks of the
 //! same cell read the look instead of the slots. The proof above holds
