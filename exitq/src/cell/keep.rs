@@ -341,17 +341,14 @@ impl<T> Keepers<T> {
             full_fence();
             self.kept(value)
         } else {
-            LAST_LOOK
-                .try_with(|last| {
-                    let mut look = last.get();
-                    let kept = self.kept_in_run(value, run, &mut look);
-                    last.set(look);
-                    kept
-                })
-                .unwrap_or_else(|_| {
-                    full_fence();
-                    self.kept(value)
-                })
+            // `with` cannot fail: a const thread-local with no destructor
+            // is never torn down.
+            LAST_LOOK.with(|last| {
+                let mut look = last.get();
+                let kept = self.kept_in_run(value, run, &mut look);
+                last.set(look);
+                kept
+            })
         };
         self.free_or_park(value, kept, free);
     }
