@@ -81,7 +81,9 @@
 //!
 //! A watchdog fails the run if any role stops making progress for 60 s.
 //!
-//! Layout: `world.rs` (the shared state and counters), `workers.rs`
+//! Layout: `world.rs` (the shared state and counters, and `retire`, the
+//! callback that poisons an object and frees it a grace period later,
+//! which `Tracked`'s drop calls too), `workers.rs`
 //! (readers, writers, barrier checkers), `qsbr.rs` (QSBR workers),
 //! `streams.rs` (the polled domain's streamers), `caches.rs` (cache
 //! readers), `exits.rs` (exiting, cancelled

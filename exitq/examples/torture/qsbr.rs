@@ -21,8 +21,8 @@ use std::time::Duration;
 
 use exitq::QsbrReader;
 
-use crate::workers::{check_cell, check_current, counted_defer, replace, retire, write_cell};
-use crate::world::{inc, new_obj, world, Rng, ALIVE};
+use crate::workers::{check_cell, check_current, counted_defer, replace, write_cell};
+use crate::world::{inc, new_obj, retire, world, Rng, ALIVE};
 
 /// Runs `f` with every reader of `readers` offline (nested `offline`
 /// calls, so each comes back online when `f` returns or unwinds).

@@ -19,8 +19,8 @@ use std::sync::atomic::Ordering;
 use std::thread;
 use std::time::Duration;
 
-use crate::workers::{check_cell, check_current, counted_defer, replace, retire, write_cell};
-use crate::world::{inc, new_obj, world, Rng};
+use crate::workers::{check_cell, check_current, counted_defer, replace, write_cell};
+use crate::world::{inc, new_obj, retire, world, Rng};
 
 /// Streamer threads (three: more than this machine's two CPUs, so some
 /// are preempted inside their sections, as in the steady-defer benchmark).

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use exitq::ReadSection;
 
-use crate::world::{inc, new_obj, not_in_child, world, Obj, Rng, Slot, Tracked, ALIVE, POISONED};
+use crate::world::{
+    inc, new_obj, not_in_child, retire, world, Obj, Rng, Slot, Tracked, ALIVE, POISONED,
+};
 
 /// Inside a read section of `slot`: the current object is alive, now and
 /// after a random delay.
@@ -49,26 +51,6 @@ pub(crate) fn check_obj(obj: &Obj, rng: &Rng) {
         inc(&world().v.read_after_poison);
     }
     inc(&world().ops.reads);
-}
-
-/// The callback that retires `old`: poison it (it must not have been
-/// poisoned already), and free it one more grace period later.
-pub(crate) fn retire(slot_index: usize, old: usize) {
-    not_in_child();
-    let obj = old as *mut Obj;
-    // SAFETY: `old` is an object unpublished before the `defer` that runs
-    // us, freed only by the callback we defer below.
-    let prev = unsafe { (*obj).state.swap(POISONED, Ordering::AcqRel) };
-    if prev != ALIVE {
-        inc(&world().v.callback_twice);
-        return; // freeing twice would be worse
-    }
-    world().slots[slot_index].domain.defer(move || {
-        not_in_child();
-        // SAFETY: poisoned above, after a grace period; freed once here,
-        // another grace period later.
-        drop(unsafe { Box::from_raw(old as *mut Obj) });
-    });
 }
 
 /// Replaces `slot`'s cell value (`store`: dropped after a grace period;

@@ -1,5 +1,6 @@
 //! What every role shares: the domains under test ([`Slot`]), the
-//! violation and operation counters, the per-thread random generator.
+//! violation and operation counters, the per-thread random generator,
+//! and [`retire`], how every object is retired.
 //!
 //! Each slot publishes an object twice: through a raw `AtomicPtr`
 //! (`current`: retired by `defer` or after `synchronize`) and through a
@@ -25,7 +26,7 @@ pub(crate) struct Obj {
 
 /// An object published through a slot's [`RcuCell`]: when the cell drops
 /// it (a grace period after it was replaced), it is retired as
-/// `workers::retire` retires a raw one (poisoned, freed a grace period
+/// [`retire`] retires a raw one (poisoned, freed a grace period
 /// later).
 pub(crate) struct Tracked {
     /// The `Obj` (a `Box::into_raw`, as an address: `Send`).
@@ -50,7 +51,7 @@ impl Tracked {
 
 impl Drop for Tracked {
     fn drop(&mut self) {
-        crate::workers::retire(self.slot, self.obj);
+        retire(self.slot, self.obj);
     }
 }
 
@@ -252,4 +253,24 @@ pub(crate) fn new_obj(generation: u64) -> *mut Obj {
         state: AtomicU64::new(ALIVE),
         generation,
     }))
+}
+
+/// The callback that retires `old`: poison it (it must not have been
+/// poisoned already), and free it one more grace period later.
+pub(crate) fn retire(slot_index: usize, old: usize) {
+    not_in_child();
+    let obj = old as *mut Obj;
+    // SAFETY: `old` is an object unpublished before the `defer` that runs
+    // us, freed only by the callback we defer below.
+    let prev = unsafe { (*obj).state.swap(POISONED, Ordering::AcqRel) };
+    if prev != ALIVE {
+        inc(&world().v.callback_twice);
+        return; // freeing twice would be worse
+    }
+    world().slots[slot_index].domain.defer(move || {
+        not_in_child();
+        // SAFETY: poisoned above, after a grace period; freed once here,
+        // another grace period later.
+        drop(unsafe { Box::from_raw(old as *mut Obj) });
+    });
 }
