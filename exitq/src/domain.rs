@@ -18,7 +18,7 @@ use crate::config::{DomainBuilder, Reclaimer};
 use crate::exit;
 use crate::expedite::Fences;
 use crate::guard::Guard;
-use crate::inner::{lock, Inner};
+use crate::inner::{lock, Inner, Wake};
 use crate::local;
 use crate::reclaim::{self, Steal};
 use crate::reclaimer;
@@ -150,7 +150,7 @@ fn shutdown(arc: &Arc<Inner>, reclaimer: Option<JoinHandle<()>>) {
     }
     reclaim::steal(inner, Steal::All);
     if let Some(join) = reclaimer {
-        inner.wake_reclaimer(true);
+        inner.wake_reclaimer(Wake::Always);
         // Asleep with a long timeout or about to sleep: the doorbell
         // stays rung, so its next sleep returns at once.
         inner.doorbell.ring();

@@ -61,7 +61,7 @@ use std::mem;
 use std::sync::Arc;
 
 use crate::batch::Work;
-use crate::inner::Inner;
+use crate::inner::{Inner, Wake};
 use crate::llist::{Chain, Node};
 use crate::record::{Record, FREE, IN_USE, ORPHANED, RETIRED};
 use crate::sync::Ordering;
@@ -71,10 +71,12 @@ use crate::sync::Ordering;
 pub(crate) fn register(inner: &Inner, record: Option<&Record>, f: Box<dyn FnOnce() + Send>) {
     let node = Node::new(Work::Exit(f));
     // SeqCst: store-buffering pair with the reclaimer's "publish my sleep
-    // state; re-check armed_exits" so it does not park without a timeout.
+    // state; re-check armed_exits" so it does not sleep past `exit_poll`.
     if inner.armed_exits.fetch_add(1, Ordering::SeqCst) == 0 {
-        // A parked reclaimer must start polling for exited threads.
-        inner.wake_reclaimer(false);
+        // The first hook armed: the reclaimer must start polling for
+        // exited threads, and may sleep with a timeout that does not cover
+        // them (`inner.rs`, the reclaimer's states).
+        inner.wake_reclaimer(Wake::Always);
     }
     match record {
         // SAFETY: `exits` is touched only by the owner thread (us).

@@ -29,7 +29,7 @@ use crate::sync::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 // | value     | meaning                                   | set by | a publisher (`wake_reclaimer`) |
 // |-----------|-------------------------------------------|--------|--------------------------------|
 // | `AWAKE`   | running its loop                          | the reclaimer, and a waker's CAS | does nothing |
-// | `POLLING` | asleep with a timeout (it has something to watch: batches held by threads, queued work, armed hooks, recent activity) | the reclaimer, before sleeping | wakes it only for urgent work (a grace period asked for, a backlog) |
+// | `POLLING` | asleep with a timeout (it has something to watch: batches held by threads, queued work, armed hooks, recent activity) | the reclaimer, before sleeping | wakes it only for `Wake::Always` (a backlog; the first batch held or hook armed) |
 // | `PARKED`  | asleep without a timeout (nothing to watch) | the reclaimer, before sleeping | wakes it (CAS to `AWAKE`, ring the doorbell) |
 //
 // The reclaimer publishes `POLLING`/`PARKED` (SeqCst) and then re-checks
@@ -37,6 +37,14 @@ use crate::sync::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 // (SeqCst) and then load `sleeping` (SeqCst): a store-buffering pair, so
 // either side sees the other (reclaimer.rs). It sleeps on its doorbell
 // (doorbell.rs: an eventfd, no futex).
+//
+// A `POLLING` reclaimer's timeout covers what it watched when it fell
+// asleep: at most `look::DRIVEN` while batches are held (their grace-period
+// requests do not wake it), `exit_poll` while hooks are armed (exits
+// cannot wake it), the pass gap while work is queued. What it did not
+// watch, its timeout does not cover (it may be the rest of an idle window
+// of two flush latencies): the first batch held and the first hook armed
+// therefore wake it whatever it sleeps (`Wake::Always`).
 
 /// Reclaimer state: running.
 pub(crate) const AWAKE: u32 = 0;
@@ -44,6 +52,30 @@ pub(crate) const AWAKE: u32 = 0;
 pub(crate) const POLLING: u32 = 1;
 /// Reclaimer state: parked without a timeout; only a wake-up brings it back.
 pub(crate) const PARKED: u32 = 2;
+
+/// Which sleeping reclaimer a publisher wakes (the table above).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Wake {
+    /// Only a `PARKED` one: the work is of a kind a `POLLING` one watches
+    /// (a grace period asked for by a thread holding batches, a batch
+    /// queued while others are), so its timeout covers it.
+    IfParked,
+    /// A `POLLING` one too: a backlog to take at once, a shutdown, or the
+    /// first thing of a kind it may not have watched when it fell asleep
+    /// (the first batch held, the first hook armed).
+    Always,
+}
+
+impl Wake {
+    /// `Always` for a backlog, else `IfParked`.
+    pub(crate) fn backlog(urgent: bool) -> Wake {
+        if urgent {
+            Wake::Always
+        } else {
+            Wake::IfParked
+        }
+    }
+}
 
 /// Reclaim passes in flight (see `reclaim`).
 pub(crate) struct Passes {
@@ -227,17 +259,17 @@ impl Inner {
     }
 
     /// Wakes the reclaimer thread if it sleeps without a timeout, or
-    /// (`urgent`) also if it sleeps with one. One syscall then (a write to
-    /// its doorbell, no futex); nothing otherwise. Non-urgent work waits
-    /// for its next poll: waking the reclaimer for every sealed batch
+    /// (`Wake::Always`) also if it sleeps with one. One syscall then (a
+    /// write to its doorbell, no futex); nothing otherwise. Other work
+    /// waits for its next poll: waking the reclaimer for every sealed batch
     /// would cost a syscall and a context switch per batch.
     #[inline]
-    pub(crate) fn wake_reclaimer(&self, urgent: bool) {
+    pub(crate) fn wake_reclaimer(&self, wake: Wake) {
         // SeqCst: store-buffering pair with the reclaimer's "publish my
         // sleep state; re-check the queue, held batches, armed exits and
         // grace-period requests" (reclaimer.rs).
         let state = self.sleeping.load(Ordering::SeqCst);
-        if (state == PARKED || (urgent && state == POLLING))
+        if (state == PARKED || (wake == Wake::Always && state == POLLING))
             && self
                 .sleeping
                 .compare_exchange(state, AWAKE, Ordering::SeqCst, Ordering::Relaxed)

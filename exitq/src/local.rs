@@ -67,7 +67,7 @@ use crate::cancel::NoCancel;
 use crate::config::{Callbacks, Reclaimer};
 use crate::drain::{self, keep_node, Drain};
 use crate::handshake;
-use crate::inner::Inner;
+use crate::inner::{Inner, Wake};
 use crate::llist::{Chain, Node};
 use crate::past;
 use crate::reclaim;
@@ -270,8 +270,9 @@ fn open_batch(inner: &Inner, r: &Record, local: &mut Local) {
     // state; re-check held batches" (it must not park without a timeout
     // while a thread holds batches).
     if inner.held.fetch_add(1, Ordering::SeqCst) == 0 {
-        // A parked reclaimer must start polling for this batch.
-        inner.wake_reclaimer(false);
+        // The first batch held: the reclaimer may sleep with a timeout
+        // that does not cover it (`inner.rs`, the reclaimer's states).
+        inner.wake_reclaimer(Wake::Always);
     }
 }
 
@@ -388,12 +389,15 @@ fn finish(inner: &Inner, r: &Record, after: &mut After, allowed: bool) {
                 reclaim::reclaim_pass(inner);
             }
         } else {
-            inner.wake_reclaimer(after.pending >= inner.config.batch_size.saturating_mul(4));
+            inner.wake_reclaimer(Wake::backlog(
+                after.pending >= inner.config.batch_size.saturating_mul(4),
+            ));
         }
     } else if after.need_gp != 0 && !inline && inner.gp.request(after.need_gp) {
         // Recorded for the reclaimer, which takes over if we stop driving
-        // it (below); woken only if it sleeps without a timeout.
-        inner.wake_reclaimer(false);
+        // it (below); woken only if it sleeps without a timeout (with one,
+        // it looks within `look::DRIVEN`: we hold batches).
+        inner.wake_reclaimer(Wake::IfParked);
     }
     if allowed && waits && !inline && after.need_gp != 0 {
         // We sealed and our oldest batch waits: drive its grace period
@@ -532,9 +536,9 @@ pub(crate) fn defer_alone(inner: &Inner, d: Deferred) {
     Counters::add(&inner.stats.batches, 1);
     inner.queue.push(node);
     match inner.config.reclaimer {
-        Reclaimer::Thread => {
-            inner.wake_reclaimer(pending >= inner.config.batch_size.saturating_mul(4))
-        }
+        Reclaimer::Thread => inner.wake_reclaimer(Wake::backlog(
+            pending >= inner.config.batch_size.saturating_mul(4),
+        )),
         Reclaimer::Inline => {
             if may_wait(inner) {
                 reclaim::reclaim_pass(inner);

@@ -32,7 +32,8 @@
 //!   whatever the flush latency: their grace-period requests do not wake
 //!   a polling reclaimer, and one asked for just before it slept must be
 //!   looked at within that), work is queued (the next
-//!   pass), exit hooks are armed (their threads' exits cannot wake it), or
+//!   pass), exit hooks are armed (their threads' exits cannot wake it:
+//!   at most `exit_poll`, whatever the flush latency), or
 //!   it was busy within the last two polls. The timeout is the time to the
 //!   next thing due, the next look that could find a grace period asked
 //!   for abandoned (`look.rs`: 10 ms on while threads drive them, so a
@@ -50,9 +51,16 @@
 //! Publishing its state and re-checking for work is a store-buffering
 //! pair with the publishers' "change the state (SeqCst), then check
 //! `sleeping`" (`Inner::wake_reclaimer`, `GracePeriods::request`): either
-//! it sees their change or they see it asleep and ring. Only a `PARKED`
-//! reclaimer is woken for ordinary work (the first batch a thread opens,
-//! the first hook armed); a `POLLING` one only for urgent work.
+//! it sees their change or they see it asleep and ring. A `POLLING`
+//! reclaimer is woken only for a backlog and for the first batch held or
+//! hook armed: its timeout covers what it watched when it fell asleep, not
+//! what it did not (after a busy spell with nothing held it may poll once
+//! in two flush latencies; with a flush latency of an hour, a batch opened
+//! then waited that long for its grace period to be taken over, and a hook
+//! armed then for its pass: `tests/domain.rs`). A `PARKED` one is woken
+//! for any work. For the same reason, a re-check after publishing looks
+//! for anything to watch that was not there when the state was chosen,
+//! whichever state it is.
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -195,15 +203,20 @@ fn sleep(inner: &Inner, at: &mut Clocks, gap: Duration) {
             || (inner.config.exit_poll.is_some() && inner.armed_exits.load(Ordering::SeqCst) > 0)
     };
     let recent = at.busy.elapsed() < poll * 2;
-    let state = if recent || watch() { POLLING } else { PARKED };
+    let watched = watch();
+    let state = if recent || watched { POLLING } else { PARKED };
     // SeqCst: store-buffering pair with publishers (module docs).
     inner.sleeping.store(state, Ordering::SeqCst);
     let queued = !inner.queue.is_empty();
     let wanted = inner.gp.wanted();
+    // Something to watch that was not there when the state was chosen (a
+    // batch held, a hook armed): its publisher may have loaded `sleeping`
+    // before our store and not rung; look again, the next timeout will
+    // cover it.
     let changed = inner.shut_down.load(Ordering::SeqCst)
         || inner.gp.stalled(lag(inner), &mut at.polls)
         || (queued && (urgent(inner) || due(at.pass, gap)))
-        || (state == PARKED && watch());
+        || (!watched && watch());
     if !changed {
         let timeout = (state == POLLING).then(|| {
             // Until the next poll, or (busy lately) until it may park.
@@ -226,6 +239,15 @@ fn sleep(inner: &Inner, at: &mut Clocks, gap: Duration) {
             if queued {
                 let since = at.pass.map_or(gap, |p| p.elapsed());
                 t = t.min(gap.saturating_sub(since));
+            }
+            // Relaxed: a hint for the timeout.
+            if let (Some(every), true) = (
+                inner.config.exit_poll,
+                inner.armed_exits.load(Ordering::Relaxed) > 0,
+            ) {
+                // Exits cannot wake us: look every `exit_poll` for the
+                // hooks they queue, whatever the flush latency.
+                t = t.min(every);
             }
             if wanted {
                 // The next look that could find the threads stopped

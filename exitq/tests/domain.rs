@@ -113,8 +113,9 @@ fn a_grace_period_nobody_drives_is_taken_over_by_the_reclaimer_and_counted() {
     let ran = Arc::new(AtomicUsize::new(0));
     defer_counted(&d, &ran);
     let mut n = 1;
-    // The reclaimer now sleeps watching the open batch, with the flush
-    // latency as its timeout: the requests below do not wake it.
+    // The reclaimer now sleeps watching the open batch, its timeout at
+    // most 10 ms whatever the flush latency: the requests below do not
+    // wake it.
     thread::sleep(Duration::from_millis(100));
     while d.stats().batches < 2 {
         defer_counted(&d, &ran);
@@ -133,6 +134,67 @@ fn a_grace_period_nobody_drives_is_taken_over_by_the_reclaimer_and_counted() {
     // The thread runs its batches once it comes back; all exactly once.
     d.barrier();
     assert_eq!(ran.load(Ordering::Relaxed), n, "{:?}", d.stats());
+}
+
+/// Waits up to 5 s for `done`, polling every millisecond; true if it held.
+fn within_5s(done: impl Fn() -> bool) -> bool {
+    for _ in 0..5_000 {
+        if done() {
+            return true;
+        }
+        thread::sleep(Duration::from_millis(1));
+    }
+    done()
+}
+
+#[test]
+fn a_reclaimer_asleep_before_the_first_batch_still_takes_its_grace_period_over() {
+    // The reclaimer falls asleep before anything is held, polling (it was
+    // busy lately: it just started) with a timeout of two flush latencies,
+    // an hour. The first batch opened and the grace periods asked for do
+    // not wake a polling reclaimer: its sleep must be short enough that it
+    // looks within 10 ms anyway (CI once failed the test above this way,
+    // when the test thread was preempted after `build`).
+    let d = Domain::builder()
+        .batch_size(8)
+        .flush_latency(Duration::from_secs(3600))
+        .build();
+    thread::sleep(Duration::from_millis(50));
+    let ran = Arc::new(AtomicUsize::new(0));
+    let mut n = 0;
+    while d.stats().batches < 2 {
+        defer_counted(&d, &ran);
+        n += 1;
+    }
+    assert!(within_5s(|| d.stats().takeovers > 0), "{:?}", d.stats());
+    d.barrier();
+    assert_eq!(ran.load(Ordering::Relaxed), n, "{:?}", d.stats());
+}
+
+#[test]
+fn an_exit_hook_armed_under_a_long_flush_latency_runs_within_the_exit_poll() {
+    // `exit_poll` (10 ms) bounds the wait of an exited thread's hook,
+    // whatever the flush latency: the exit path cannot wake the reclaimer,
+    // so while hooks are armed it must look every `exit_poll`, not every
+    // flush latency, also when it fell asleep before the hook was armed.
+    let d = Domain::builder()
+        .flush_latency(Duration::from_secs(3600))
+        .build();
+    thread::sleep(Duration::from_millis(50));
+    let ran = Arc::new(AtomicUsize::new(0));
+    let (d2, r) = (d.clone(), ran.clone());
+    thread::spawn(move || {
+        d2.register_exit(move || {
+            r.fetch_add(1, Ordering::Relaxed);
+        });
+    })
+    .join()
+    .unwrap();
+    assert!(
+        within_5s(|| ran.load(Ordering::Relaxed) == 1),
+        "{:?}",
+        d.stats()
+    );
 }
 
 #[test]
