@@ -187,6 +187,9 @@ fn an_exit_hook_armed_under_a_long_flush_latency_runs_within_the_exit_poll() {
         d2.register_exit(move || {
             r.fetch_add(1, Ordering::Relaxed);
         });
+        // The reclaimer, woken by the first hook armed, sleeps again
+        // watching it before we exit.
+        thread::sleep(Duration::from_millis(50));
     })
     .join()
     .unwrap();
