@@ -63,6 +63,7 @@ use std::fmt;
 use crate::domain::Domain;
 use crate::guard::ReadSection;
 
+mod boxed;
 mod cache;
 pub(crate) mod keep;
 mod option;

@@ -7,7 +7,10 @@
 # exit, orphaned at shutdown), and on the typed RCU pointers and the owned
 # reader (exitq/tests/miri_cell.rs: loads under both kinds of guard and an
 # online QSBR reader while writers store, swap, CAS, update and replace; a
-# reader in a thread-local released at thread exit): checks data races, use-after-free,
+# reader in a thread-local released at thread exit; and four of
+# exitq/tests/red_cache.rs: zero-sized values' own allocations, panicking
+# drops at a cell's drop, one look per run's key and its overflow): checks
+# data races, use-after-free,
 # provenance, aliasing and leaks in the raw-pointer code. Needs the nightly
 # toolchain with miri and rust-src (scripts/test-setup.sh adds them); skips
 # LOUDLY without them (fails under the test command as root).
@@ -35,3 +38,7 @@ MIRIFLAGS="${MIRIFLAGS:-} -Zmiri-strict-provenance" \
 echo "miri: cargo +nightly miri test -p exitq --test miri_cell" >&2
 MIRIFLAGS="${MIRIFLAGS:-} -Zmiri-strict-provenance" \
     cargo +nightly miri test -p exitq --test miri_cell --target-dir target/miri
+echo "miri: cargo +nightly miri test -p exitq --test red_cache (four deterministic tests)" >&2
+MIRIFLAGS="${MIRIFLAGS:-} -Zmiri-strict-provenance" \
+    cargo +nightly miri test -p exitq --test red_cache --target-dir target/miri -- \
+    zero_sized_values_are_dropped a_panicking_drop_at_the_cells_drop one_run_two_cells a_look_that_overflows

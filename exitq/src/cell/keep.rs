@@ -586,26 +586,48 @@ impl<T> Drop for Repark<'_, T> {
     }
 }
 
-impl<T> Drop for Keepers<T> {
-    fn drop(&mut self) {
+impl<T> Keepers<T> {
+    /// Drops the parked values and frees the nodes and slots, each once:
+    /// a value is unlinked before it is dropped, so a call after a
+    /// panicking drop goes on with the rest.
+    fn free_all(&mut self) {
         // No cache is left (each borrows the cell), nor any callback of the
-        // cell (each holds a handle): the parked values are ours. Relaxed:
-        // `&mut self` orders every earlier access before this drop.
-        let mut p = self.parked.load(Ordering::Relaxed);
-        while !p.is_null() {
-            // SAFETY: parked nodes are boxed by `park`; ours alone now.
+        // cell (each holds a handle): the parked values are ours. Relaxed
+        // (here and below): `&mut self` orders every earlier access before
+        // this drop (loom's atomics have no `get_mut`).
+        loop {
+            let p = self.parked.load(Ordering::Relaxed);
+            if p.is_null() {
+                break;
+            }
+            // SAFETY: parked nodes are boxed by `park`; ours alone now,
+            // and unlinked here before anything can panic.
             let node = unsafe { Box::from_raw(p) };
-            p = node.next;
+            self.parked.store(node.next, Ordering::Relaxed);
             // SAFETY: a parked value is a boxed `T` the cell gave up,
             // owned by the list (module docs); no cache keeps it.
-            drop(unsafe { Box::from_raw(node.value) });
+            unsafe { super::boxed::drop_raw(node.value) };
         }
-        // Relaxed: as above.
-        let mut s = self.slots.load(Ordering::Relaxed);
+        let mut s = self.slots.swap(ptr::null_mut(), Ordering::Relaxed);
         while !s.is_null() {
             // SAFETY: slots are boxed by `claim`; no cache is left.
             let slot = unsafe { Box::from_raw(s) };
             s = slot.next;
         }
+    }
+}
+
+impl<T> Drop for Keepers<T> {
+    fn drop(&mut self) {
+        /// Goes on freeing while unwinding from a parked value's panicking
+        /// drop, as a `Vec` drops its other elements (a second panic then
+        /// aborts, as there).
+        struct Rest<'a, T>(&'a mut Keepers<T>);
+        impl<T> Drop for Rest<'_, T> {
+            fn drop(&mut self) {
+                self.0.free_all();
+            }
+        }
+        Rest(self).0.free_all();
     }
 }

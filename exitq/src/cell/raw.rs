@@ -4,8 +4,9 @@
 //!
 //! # Ownership
 //!
-//! The pointer, when not null, came from `Box::into_raw` and is owned by
-//! the cell. A writer that takes it out of the cell (swap, CAS) owns it
+//! The pointer, when not null, came from [`boxed::into_raw`] (a `Box`, or
+//! for a zero-sized `T` a byte of its own: caches tell values apart by
+//! address) and is owned by the cell. A writer that takes it out of the cell (swap, CAS) owns it
 //! from then on: it either defers its drop to the domain ([`Raw::retire`]:
 //! the box is rebuilt and dropped by the callback, after a grace period)
 //! or waits for a grace period itself ([`Raw::replace_after_grace_period`])
@@ -42,6 +43,7 @@ use std::ptr;
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::Arc;
 
+use super::boxed;
 use super::keep::Keepers;
 use crate::domain::Domain;
 use crate::guard::{self, ReadSection};
@@ -92,16 +94,16 @@ impl<T> Retired<T> {
     /// No reference to the value remains (a grace period has passed since
     /// it was unpublished).
     unsafe fn drop_now(self) {
-        // SAFETY: the pointer came from `Box::into_raw` and is owned by
+        // SAFETY: the pointer came from `boxed::into_raw` and is owned by
         // `self` (module docs); the caller guarantees no reader is left.
-        drop(unsafe { Box::from_raw(self.0) });
+        unsafe { boxed::drop_raw(self.0) };
     }
 }
 
 /// Boxes a value for a cell (null for `None`). Called only once nothing
 /// can panic before the box is published or given back.
 fn into_raw<T>(value: Option<T>) -> *mut T {
-    value.map_or(ptr::null_mut(), |v| Box::into_raw(Box::new(v)))
+    value.map_or(ptr::null_mut(), boxed::into_raw)
 }
 
 impl<T> Raw<T> {
@@ -376,19 +378,28 @@ impl<T: Send + 'static> Raw<T> {
 /// reference to the value is left.
 unsafe fn unpublished<T>(p: *mut T) -> Option<T> {
     // SAFETY: the caller's contract.
-    (!p.is_null()).then(|| *unsafe { Box::from_raw(p) })
+    (!p.is_null()).then(|| unsafe { boxed::take(p) })
 }
 
 impl<T> Drop for Raw<T> {
     fn drop(&mut self) {
+        /// The cell's handle on its caches' `Keepers`, released after the
+        /// value's drop, also while unwinding from it (the values parked
+        /// there are dropped then, not leaked).
+        struct Release<T>(*mut Keepers<T>);
+        impl<T> Drop for Release<T> {
+            fn drop(&mut self) {
+                if !self.0.is_null() {
+                    // SAFETY: the cell's own `Arc` (from `keepers`),
+                    // released once.
+                    drop(unsafe { Arc::from_raw(self.0) });
+                }
+            }
+        }
+        let _keepers = Release(*self.keepers.get_mut());
         // SAFETY: `&mut self`: no reference from `load` and no cache is
         // left, and the pointer, if not null, is the cell's own live box.
         drop(unsafe { unpublished(*self.ptr.get_mut()) });
-        let k = *self.keepers.get_mut();
-        if !k.is_null() {
-            // SAFETY: the cell's own `Arc` (from `keepers`), released once.
-            drop(unsafe { Arc::from_raw(k) });
-        }
     }
 }
 
