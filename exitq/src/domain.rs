@@ -18,7 +18,7 @@ use crate::config::{DomainBuilder, Reclaimer};
 use crate::exit;
 use crate::expedite::Fences;
 use crate::guard::Guard;
-use crate::inner::{lock, Inner, Wake};
+use crate::inner::{lock, Inner};
 use crate::local;
 use crate::reclaim::{self, Steal};
 use crate::reclaimer;
@@ -29,6 +29,7 @@ use crate::stall;
 use crate::stats::{Counters, DomainStats};
 use crate::sync::{self, Ordering};
 use crate::thread as this_thread;
+use crate::wake::Wake;
 
 impl DomainBuilder {
     /// Builds the domain.

@@ -61,10 +61,11 @@ use std::mem;
 use std::sync::Arc;
 
 use crate::batch::Work;
-use crate::inner::{Inner, Wake};
+use crate::inner::Inner;
 use crate::llist::{Chain, Node};
 use crate::record::{Record, FREE, IN_USE, ORPHANED, RETIRED};
 use crate::sync::Ordering;
+use crate::wake;
 
 /// Registers hook `f` of the calling thread (`record`: its main record; or
 /// `None` when the thread is already exiting: the hook is pushed at once).
@@ -76,7 +77,7 @@ pub(crate) fn register(inner: &Inner, record: Option<&Record>, f: Box<dyn FnOnce
         // The first hook armed: the reclaimer must start polling for
         // exited threads, and may sleep with a timeout that does not cover
         // them (`inner.rs`, the reclaimer's states).
-        inner.wake_reclaimer(Wake::Always);
+        inner.wake_reclaimer(wake::FIRST);
     }
     match record {
         // SAFETY: `exits` is touched only by the owner thread (us).

@@ -23,59 +23,7 @@ use crate::record::{Record, Registry};
 use crate::run::{run_chain, Ran};
 use crate::stats::{Counters, Stats};
 use crate::sync::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-
-// The reclaimer's state word (`Inner::sleeping`):
-//
-// | value     | meaning                                   | set by | a publisher (`wake_reclaimer`) |
-// |-----------|-------------------------------------------|--------|--------------------------------|
-// | `AWAKE`   | running its loop                          | the reclaimer, and a waker's CAS | does nothing |
-// | `POLLING` | asleep with a timeout (it has something to watch: batches held by threads, queued work, armed hooks, recent activity) | the reclaimer, before sleeping | wakes it only for `Wake::Always` (a backlog; the first batch held or hook armed) |
-// | `PARKED`  | asleep without a timeout (nothing to watch) | the reclaimer, before sleeping | wakes it (CAS to `AWAKE`, ring the doorbell) |
-//
-// The reclaimer publishes `POLLING`/`PARKED` (SeqCst) and then re-checks
-// for work (SeqCst loads); publishers change the state they publish
-// (SeqCst) and then load `sleeping` (SeqCst): a store-buffering pair, so
-// either side sees the other (reclaimer.rs). It sleeps on its doorbell
-// (doorbell.rs: an eventfd, no futex).
-//
-// A `POLLING` reclaimer's timeout covers what it watched when it fell
-// asleep: at most `look::DRIVEN` while batches are held (their grace-period
-// requests do not wake it), `exit_poll` while hooks are armed (exits
-// cannot wake it), the pass gap while work is queued. What it did not
-// watch, its timeout does not cover (it may be the rest of an idle window
-// of two flush latencies): the first batch held and the first hook armed
-// therefore wake it whatever it sleeps (`Wake::Always`).
-
-/// Reclaimer state: running.
-pub(crate) const AWAKE: u32 = 0;
-/// Reclaimer state: parked with a timeout.
-pub(crate) const POLLING: u32 = 1;
-/// Reclaimer state: parked without a timeout; only a wake-up brings it back.
-pub(crate) const PARKED: u32 = 2;
-
-/// Which sleeping reclaimer a publisher wakes (the table above).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) enum Wake {
-    /// Only a `PARKED` one: the work is of a kind a `POLLING` one watches
-    /// (a grace period asked for by a thread holding batches, a batch
-    /// queued while others are), so its timeout covers it.
-    IfParked,
-    /// A `POLLING` one too: a backlog to take at once, a shutdown, or the
-    /// first thing of a kind it may not have watched when it fell asleep
-    /// (the first batch held, the first hook armed).
-    Always,
-}
-
-impl Wake {
-    /// `Always` for a backlog, else `IfParked`.
-    pub(crate) fn backlog(urgent: bool) -> Wake {
-        if urgent {
-            Wake::Always
-        } else {
-            Wake::IfParked
-        }
-    }
-}
+use crate::wake::{self, Wake};
 
 /// Reclaim passes in flight (see `reclaim`).
 pub(crate) struct Passes {
@@ -111,7 +59,8 @@ pub(crate) struct Inner {
     pub(crate) armed_exits: AtomicUsize,
     /// Advanced by the reclaimer every flush latency; ages held batches.
     pub(crate) poll_epoch: AtomicU64,
-    /// The reclaimer thread's state: `AWAKE`, `POLLING` or `PARKED`.
+    /// The reclaimer thread's state: `AWAKE`, `POLLING` or `PARKED`
+    /// (`wake.rs`).
     pub(crate) sleeping: AtomicU32,
     /// What the reclaimer sleeps on, and a publisher rings.
     pub(crate) doorbell: Doorbell,
@@ -164,7 +113,7 @@ impl Inner {
             held: CachePadded::new(AtomicUsize::new(0)),
             armed_exits: AtomicUsize::new(0),
             poll_epoch: AtomicU64::new(1),
-            sleeping: AtomicU32::new(AWAKE),
+            sleeping: AtomicU32::new(wake::AWAKE),
             doorbell: Doorbell::new(),
             shut_down: AtomicBool::new(false),
             stats: Counters::default(),
@@ -265,16 +214,7 @@ impl Inner {
     /// would cost a syscall and a context switch per batch.
     #[inline]
     pub(crate) fn wake_reclaimer(&self, wake: Wake) {
-        // SeqCst: store-buffering pair with the reclaimer's "publish my
-        // sleep state; re-check the queue, held batches, armed exits and
-        // grace-period requests" (reclaimer.rs).
-        let state = self.sleeping.load(Ordering::SeqCst);
-        if (state == PARKED || (wake == Wake::Always && state == POLLING))
-            && self
-                .sleeping
-                .compare_exchange(state, AWAKE, Ordering::SeqCst, Ordering::Relaxed)
-                .is_ok()
-        {
+        if wake::claim(&self.sleeping, wake) {
             self.doorbell.ring();
         }
     }

@@ -456,6 +456,7 @@ mod stats;
 mod stuck;
 mod sync;
 mod thread;
+mod wake;
 
 #[cfg(exitq_loom)]
 #[doc(hidden)]

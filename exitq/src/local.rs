@@ -67,7 +67,7 @@ use crate::cancel::NoCancel;
 use crate::config::{Callbacks, Reclaimer};
 use crate::drain::{self, keep_node, Drain};
 use crate::handshake;
-use crate::inner::{Inner, Wake};
+use crate::inner::Inner;
 use crate::llist::{Chain, Node};
 use crate::past;
 use crate::reclaim;
@@ -77,6 +77,7 @@ use crate::stall;
 use crate::stats::Counters;
 use crate::sync::Ordering;
 use crate::thread;
+use crate::wake::{self, Wake};
 
 /// What to do after an owner section that sealed or took work.
 #[derive(Default)]
@@ -272,7 +273,7 @@ fn open_batch(inner: &Inner, r: &Record, local: &mut Local) {
     if inner.held.fetch_add(1, Ordering::SeqCst) == 0 {
         // The first batch held: the reclaimer may sleep with a timeout
         // that does not cover it (`inner.rs`, the reclaimer's states).
-        inner.wake_reclaimer(Wake::Always);
+        inner.wake_reclaimer(wake::FIRST);
     }
 }
 
@@ -532,13 +533,13 @@ pub(crate) fn defer_alone(inner: &Inner, d: Deferred) {
     };
     b.in_pending = true;
     // Relaxed: a counter.
-    let pending = inner.pending.fetch_add(b.len, Ordering::Relaxed) + b.len;
+    inner.pending.fetch_add(b.len, Ordering::Relaxed);
     Counters::add(&inner.stats.batches, 1);
     inner.queue.push(node);
     match inner.config.reclaimer {
-        Reclaimer::Thread => inner.wake_reclaimer(Wake::backlog(
-            pending >= inner.config.batch_size.saturating_mul(4),
-        )),
+        // Always: we hold no batch, so nothing a polling reclaimer watched
+        // need cover this one (`wake.rs`).
+        Reclaimer::Thread => inner.wake_reclaimer(wake::FIRST),
         Reclaimer::Inline => {
             if may_wait(inner) {
                 reclaim::reclaim_pass(inner);

@@ -8,7 +8,7 @@ use crate::expedite::Fences;
 use crate::section;
 use crate::sync::Ordering;
 use crate::{epoch, handshake, past, qsbr, record};
-pub use loom::sync::atomic::{AtomicBool, AtomicU64};
+pub use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 
 const FENCES: Fences = Fences { membarrier: true };
 
@@ -130,6 +130,23 @@ pub fn run_wait(seq: &AtomicU64, seen: u64) {
 /// A full fence (`GracePeriods::snapshot`'s).
 pub fn full_fence() {
     crate::sync::full_fence()
+}
+
+pub use crate::wake::{Asleep, Wake, Watch, FIRST};
+/// The reclaimer falling asleep (`wake::fall_asleep`): `look` is its look
+/// at what it watches (SeqCst loads in the domain).
+pub fn fall_asleep(sleeping: &AtomicU32, recent: bool, look: impl Fn() -> Watch) -> Asleep {
+    crate::wake::fall_asleep(sleeping, recent, look)
+}
+/// A publisher's claim of the reclaimer's wake-up (`wake::claim`), after
+/// its change (a SeqCst read-modify-write in the domain): true if it
+/// rings the doorbell.
+pub fn wake_claim(sleeping: &AtomicU32, wake: Wake) -> bool {
+    crate::wake::claim(sleeping, wake)
+}
+/// The reclaimer's state word before it first sleeps (`AWAKE`).
+pub fn awake_word() -> u32 {
+    crate::wake::AWAKE
 }
 
 pub use crate::llist::{Chain, List, Node};

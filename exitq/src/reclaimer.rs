@@ -50,7 +50,8 @@
 //!
 //! Publishing its state and re-checking for work is a store-buffering
 //! pair with the publishers' "change the state (SeqCst), then check
-//! `sleeping`" (`Inner::wake_reclaimer`, `GracePeriods::request`): either
+//! `sleeping`" (`wake.rs`, `Inner::wake_reclaimer`,
+//! `GracePeriods::request`): either
 //! it sees their change or they see it asleep and ring. A `POLLING`
 //! reclaimer is woken only for a backlog and for the first batch held or
 //! hook armed: its timeout covers what it watched when it fell asleep, not
@@ -65,7 +66,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::config::Callbacks;
-use crate::inner::{Inner, AWAKE, PARKED, POLLING};
+use crate::inner::Inner;
 use crate::local;
 use crate::look::{self, Look};
 use crate::past;
@@ -73,6 +74,7 @@ use crate::reclaim::{self, Steal};
 use crate::stats::Counters;
 use crate::sync::Ordering;
 use crate::thread as this_thread;
+use crate::wake::{self, Asleep, Watch};
 
 /// Grace periods asked for this recently keep the reclaimer polling at
 /// the first-check delay.
@@ -196,37 +198,33 @@ fn due(last: Option<Instant>, every: Duration) -> bool {
 fn sleep(inner: &Inner, at: &mut Clocks, gap: Duration) {
     let flush = inner.config.flush_latency;
     let poll = gap.max(flush);
-    let watch = || {
-        // SeqCst: our side of the store-buffering pairs (module docs).
-        inner.held.load(Ordering::SeqCst) > 0
-            || !inner.queue.is_empty()
-            || (inner.config.exit_poll.is_some() && inner.armed_exits.load(Ordering::SeqCst) > 0)
+    let look = || Watch {
+        // SeqCst: our side of the store-buffering pairs (`wake.rs`).
+        held: inner.held.load(Ordering::SeqCst) > 0,
+        queued: !inner.queue.is_empty(),
+        armed: inner.config.exit_poll.is_some() && inner.armed_exits.load(Ordering::SeqCst) > 0,
     };
     let recent = at.busy.elapsed() < poll * 2;
-    let watched = watch();
-    let state = if recent || watched { POLLING } else { PARKED };
-    // SeqCst: store-buffering pair with publishers (module docs).
-    inner.sleeping.store(state, Ordering::SeqCst);
-    let queued = !inner.queue.is_empty();
+    let asleep = wake::fall_asleep(&inner.sleeping, recent, look);
+    // What the timeout covers: what the second look saw (`wake.rs`).
+    let seen = match asleep {
+        Asleep::Polling(seen) => seen,
+        _ => Watch::default(),
+    };
     let wanted = inner.gp.wanted();
-    // Something to watch that was not there when the state was chosen (a
-    // batch held, a hook armed): its publisher may have loaded `sleeping`
-    // before our store and not rung; look again, the next timeout will
-    // cover it.
-    let changed = inner.shut_down.load(Ordering::SeqCst)
+    let changed = asleep == Asleep::LookAgain
+        || inner.shut_down.load(Ordering::SeqCst)
         || inner.gp.stalled(lag(inner), &mut at.polls)
-        || (queued && (urgent(inner) || due(at.pass, gap)))
-        || (!watched && watch());
+        || (seen.queued && (urgent(inner) || due(at.pass, gap)));
     if !changed {
-        let timeout = (state == POLLING).then(|| {
+        let timeout = matches!(asleep, Asleep::Polling(_)).then(|| {
             // Until the next poll, or (busy lately) until it may park.
             let mut t = if recent {
                 (poll * 2).saturating_sub(at.busy.elapsed())
             } else {
                 poll
             };
-            // Relaxed: hints for the timeout.
-            if inner.held.load(Ordering::Relaxed) > 0 {
+            if seen.held {
                 // The next idle steal; and at most `DRIVEN` in any case:
                 // the threads holding batches ask for grace periods
                 // without waking a polling reclaimer (`local.rs`), and one
@@ -236,15 +234,11 @@ fn sleep(inner: &Inner, at: &mut Clocks, gap: Duration) {
                     .min(flush.saturating_sub(at.steal.elapsed()))
                     .min(look::DRIVEN);
             }
-            if queued {
+            if seen.queued {
                 let since = at.pass.map_or(gap, |p| p.elapsed());
                 t = t.min(gap.saturating_sub(since));
             }
-            // Relaxed: a hint for the timeout.
-            if let (Some(every), true) = (
-                inner.config.exit_poll,
-                inner.armed_exits.load(Ordering::Relaxed) > 0,
-            ) {
+            if let (Some(every), true) = (inner.config.exit_poll, seen.armed) {
                 // Exits cannot wake us: look every `exit_poll` for the
                 // hooks they queue, whatever the flush latency.
                 t = t.min(every);
@@ -270,8 +264,5 @@ fn sleep(inner: &Inner, at: &mut Clocks, gap: Duration) {
             past::online(&inner.gp.hot.gp_ctr, &r.ctr);
         }
     }
-    // SeqCst: back to `AWAKE` in the same total order as the pair above,
-    // so a publisher that loads `AWAKE` does not wake us while our loop is
-    // about to see its work anyway.
-    inner.sleeping.store(AWAKE, Ordering::SeqCst);
+    wake::awake(&inner.sleeping);
 }

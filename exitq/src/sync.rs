@@ -37,6 +37,16 @@ pub(crate) fn compiler_fence() {
     loom_fence();
 }
 
+/// Between the two accesses of each side of a store-buffering pair made
+/// of SeqCst accesses (the reclaimer's sleep, `wake.rs`): nothing here, as
+/// C++20's single total order of SeqCst operations orders them; under loom,
+/// which treats SeqCst accesses as AcqRel, the modelled full fence.
+#[inline(always)]
+pub(crate) fn sc_pair() {
+    #[cfg(exitq_loom)]
+    loom_fence();
+}
+
 #[cfg(exitq_loom)]
 fn loom_fence() {
     loom::lazy_static! {

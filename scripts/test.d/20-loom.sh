@@ -3,7 +3,9 @@
 # read-side/grace-period protocol, the batch steal handshake and a record's
 # life (a leaked record's release racing its guard's drop and a claim); and of
 # the cell caches' handshakes (exitq/tests/loom_cache.rs: adoption against the
-# check after the grace period, parking against a cache moving on). Reduced
+# check after the grace period, parking against a cache moving on); and of the
+# reclaimer's sleep against the threads that wake it (exitq/tests/loom_wake.rs).
+# Reduced
 # size (2-3 threads, LOOM_MAX_PREEMPTIONS=2), as loom needs; about a minute.
 # Own target dir: the cfg changes every crate's build.
 set -euo pipefail
@@ -14,3 +16,6 @@ RUSTFLAGS="--cfg exitq_loom" LOOM_MAX_PREEMPTIONS=2 \
 echo "loom: RUSTFLAGS=--cfg exitq_loom LOOM_MAX_PREEMPTIONS=2 cargo test -p exitq --release --test loom_cache" >&2
 RUSTFLAGS="--cfg exitq_loom" LOOM_MAX_PREEMPTIONS=2 \
     cargo test -p exitq --release --test loom_cache --target-dir target/loom
+echo "loom: RUSTFLAGS=--cfg exitq_loom LOOM_MAX_PREEMPTIONS=2 cargo test -p exitq --release --test loom_wake" >&2
+RUSTFLAGS="--cfg exitq_loom" LOOM_MAX_PREEMPTIONS=2 \
+    cargo test -p exitq --release --test loom_wake --target-dir target/loom
