@@ -300,13 +300,16 @@ fn seal(
     after.pending = inner.pending.fetch_add(b.len, Ordering::Relaxed) + b.len;
     Counters::add(&inner.stats.batches, 1);
     if inner.config.callbacks == Callbacks::Offload {
-        if b.in_held {
-            b.in_held = false;
-            // Relaxed: a counter (see `Inner::held`).
-            inner.held.fetch_sub(1, Ordering::Relaxed);
-        }
+        let was_held = std::mem::take(&mut b.in_held);
         // Inside the owner section (`handshake`: every move inside one).
         inner.queue.push(node);
+        if was_held {
+            // SeqCst, and after the push (SeqCst): a reclaimer's look
+            // (`wake::fall_asleep`) that finds no batch held finds this
+            // one queued, so a polling reclaimer's timeout covers it
+            // without a wake-up.
+            inner.held.fetch_sub(1, Ordering::SeqCst);
+        }
         after.offloaded = true;
         return;
     }

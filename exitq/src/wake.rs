@@ -45,7 +45,8 @@
 //! What `Wake::IfParked` is left for is covered by something the
 //! publisher's own state implies: a grace period asked for by a thread
 //! that holds batches (held, so `look::DRIVEN`), a batch an offloading
-//! thread seals (it held it until the seal).
+//! thread seals (it counts as held until it is on the queue, so a look
+//! finds it held or queued: `local::seal`).
 use crate::sync::{self, AtomicU32, Ordering};
 
 /// Reclaimer state: running.

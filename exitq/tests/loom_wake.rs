@@ -19,7 +19,10 @@
 //! bug of 2026-12-06: a `POLLING` reclaimer that
 //! fell asleep after a busy spell missed it for two flush latencies); the
 //! timeout made from the first look instead of the second; a `PARKED`
-//! reclaimer sleeping whatever its second look saw; either side's
+//! reclaimer sleeping whatever its second look saw; an offloading seal
+//! that leaves the batches held before its batch is queued (the last
+//! model writes `local::seal`'s two steps itself, in the domain's order);
+//! either side's
 //! `sync::sc_pair` left out (loom treats SeqCst accesses as AcqRel, so the
 //! pair's fence is modelled there: `wake.rs`).
 #![cfg(exitq_loom)]
@@ -28,13 +31,15 @@ use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::sync::Arc;
 use loom::thread;
 
-use exitq::model::{self, Asleep, AtomicU32, Watch};
+use exitq::model::{self, Asleep, AtomicU32, Wake, Watch};
 
 /// What the publishers change.
 struct World {
     sleeping: AtomicU32,
     held: AtomicUsize,
     armed: AtomicUsize,
+    /// The domain's queue (`Inner::queue`): its length here.
+    queued: AtomicUsize,
 }
 
 impl World {
@@ -43,6 +48,7 @@ impl World {
             sleeping: AtomicU32::new(model::awake_word()),
             held: AtomicUsize::new(0),
             armed: AtomicUsize::new(0),
+            queued: AtomicUsize::new(0),
         })
     }
 
@@ -50,7 +56,7 @@ impl World {
     fn look(&self) -> Watch {
         Watch {
             held: self.held.load(Ordering::SeqCst) > 0,
-            queued: false,
+            queued: self.queued.load(Ordering::SeqCst) > 0,
             armed: self.armed.load(Ordering::SeqCst) > 0,
         }
     }
@@ -133,6 +139,31 @@ fn a_hook_armed_while_a_batch_is_held_is_covered() {
         assert!(
             covered(asleep, rang, |seen| seen.armed),
             "the hook: {asleep:?}"
+        );
+    });
+}
+
+/// An offloading thread seals its only batch (`local::seal`): the batch
+/// goes on the queue, then leaves the batches held, then the publisher
+/// claims with `Wake::IfParked` (below the backlog). A look that finds no
+/// batch held must find it queued: with the two steps the other way
+/// round, a polling reclaimer sleeps a timeout that covers neither.
+#[test]
+fn an_offloaded_batch_is_held_or_queued_at_every_look() {
+    loom::model(|| {
+        let w = World::new();
+        w.held.store(1, Ordering::SeqCst);
+        let p = w.clone();
+        let sealer = thread::spawn(move || {
+            p.queued.fetch_add(1, Ordering::SeqCst);
+            p.held.fetch_sub(1, Ordering::SeqCst);
+            model::wake_claim(&p.sleeping, Wake::IfParked)
+        });
+        let asleep = model::fall_asleep(&w.sleeping, true, || w.look());
+        let rang = sealer.join().unwrap();
+        assert!(
+            covered(asleep, rang, |seen| seen.held || seen.queued),
+            "the offloaded batch: {asleep:?}"
         );
     });
 }
