@@ -12,42 +12,8 @@ use std::time::Duration;
 
 use exitq::{Domain, RcuCell, RcuOption};
 
-/// A value that counts its drops and knows whether it was dropped.
-#[derive(Debug)]
-struct Value {
-    n: u64,
-    dropped: AtomicBool,
-    drops: Arc<AtomicUsize>,
-}
-
-impl Value {
-    fn new(n: u64, drops: &Arc<AtomicUsize>) -> Value {
-        Value {
-            n,
-            dropped: AtomicBool::new(false),
-            drops: drops.clone(),
-        }
-    }
-
-    fn check(&self) -> u64 {
-        assert!(
-            !self.dropped.load(Ordering::Relaxed),
-            "read a dropped value"
-        );
-        self.n
-    }
-}
-
-impl Drop for Value {
-    fn drop(&mut self) {
-        assert!(!self.dropped.swap(true, Ordering::Relaxed), "dropped twice");
-        self.drops.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-fn dropped(drops: &AtomicUsize) -> usize {
-    drops.load(Ordering::Relaxed)
-}
+mod value_util;
+use value_util::{dropped, Value};
 
 #[test]
 fn a_load_after_a_store_returns_the_new_value() {

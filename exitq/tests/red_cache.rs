@@ -28,41 +28,8 @@ use std::sync::Arc;
 
 use exitq::{CellCache, Domain, RcuCell, Reclaimer};
 
-#[derive(Debug)]
-struct Value {
-    n: u64,
-    dropped: AtomicBool,
-    drops: Arc<AtomicUsize>,
-}
-
-impl Value {
-    fn new(n: u64, drops: &Arc<AtomicUsize>) -> Value {
-        Value {
-            n,
-            dropped: AtomicBool::new(false),
-            drops: drops.clone(),
-        }
-    }
-
-    fn check(&self) -> u64 {
-        assert!(
-            !self.dropped.load(Ordering::Relaxed),
-            "read a dropped value"
-        );
-        self.n
-    }
-}
-
-impl Drop for Value {
-    fn drop(&mut self) {
-        assert!(!self.dropped.swap(true, Ordering::Relaxed), "dropped twice");
-        self.drops.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-fn dropped(drops: &AtomicUsize) -> usize {
-    drops.load(Ordering::Relaxed)
-}
+mod value_util;
+use value_util::{dropped, Value};
 
 fn inline_domain() -> Domain {
     Domain::builder().reclaimer(Reclaimer::Inline).build()
