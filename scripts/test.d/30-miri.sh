@@ -7,7 +7,8 @@
 # exit, orphaned at shutdown), and on the typed RCU pointers and the owned
 # reader (exitq/tests/miri_cell.rs: loads under both kinds of guard and an
 # online QSBR reader while writers store, swap, CAS, update and replace; a
-# reader in a thread-local released at thread exit; and four of
+# reader in a thread-local released at thread exit; the cell caches' parked
+# values when a drop panics, exitq/src/cell/keep/tests.rs; and four of
 # exitq/tests/red_cache.rs: zero-sized values' own allocations, panicking
 # drops at a cell's drop, one look per run's key and its overflow): checks
 # data races, use-after-free,
@@ -32,6 +33,9 @@ MIRIFLAGS="${MIRIFLAGS:-} -Zmiri-strict-provenance" \
 echo "miri: cargo +nightly miri test -p exitq --lib batch::tests" >&2
 MIRIFLAGS="${MIRIFLAGS:-} -Zmiri-strict-provenance" \
     cargo +nightly miri test -p exitq --lib --target-dir target/miri -- batch::tests
+echo "miri: cargo +nightly miri test -p exitq --lib cell::keep::tests" >&2
+MIRIFLAGS="${MIRIFLAGS:-} -Zmiri-strict-provenance" \
+    cargo +nightly miri test -p exitq --lib --target-dir target/miri -- cell::keep::tests
 echo "miri: cargo +nightly miri test -p exitq --test miri_core" >&2
 MIRIFLAGS="${MIRIFLAGS:-} -Zmiri-strict-provenance" \
     cargo +nightly miri test -p exitq --test miri_core --target-dir target/miri

@@ -631,3 +631,6 @@ impl<T> Drop for Keepers<T> {
         Rest(self).0.free_all();
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,83 @@
+//! `Keepers`' collect and drop when a value's drop panics, driven
+//! directly (no cell, no domain): what no cache interleaving shows
+//! deterministically. Under miri too (scripts/test.d/30-miri.sh,
+//! `--lib cell::keep::tests`), which sees a value leaked.
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use super::super::boxed;
+use super::Keepers;
+
+/// A value that counts its drops.
+struct Counted(Arc<AtomicUsize>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn a_collect_whose_free_panics_parks_the_rest_again() {
+    let drops = Arc::new(AtomicUsize::new(0));
+    let keepers = Keepers::new();
+    for _ in 0..3 {
+        keepers.park(boxed::into_raw(Counted(drops.clone())));
+    }
+    // The first free panics (a value's `Drop` in a callback, as
+    // `release_or_park`'s inline free): the two not yet freed must be
+    // parked again, not lost with the collect's list.
+    let mut first = true;
+    let r = panic::catch_unwind(AssertUnwindSafe(|| {
+        keepers.collect(|p| {
+            // SAFETY: parked by this test, unkept (no slot), freed once.
+            unsafe { boxed::drop_raw(p) };
+            if std::mem::take(&mut first) {
+                panic!("a panicking drop");
+            }
+        })
+    }));
+    assert!(r.is_err());
+    assert_eq!(drops.load(Ordering::Relaxed), 1, "only the first freed");
+    // A later collect frees them, each once.
+    // SAFETY (the closure): as above.
+    keepers.collect(|p| unsafe { boxed::drop_raw(p) });
+    assert_eq!(drops.load(Ordering::Relaxed), 3);
+    drop(keepers);
+    assert_eq!(drops.load(Ordering::Relaxed), 3, "nothing freed twice");
+}
+
+/// A value whose drop may panic (after counting).
+struct Bomb {
+    panics: bool,
+    drops: Arc<AtomicUsize>,
+}
+
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        self.drops.fetch_add(1, Ordering::Relaxed);
+        if self.panics {
+            panic!("a bomb's drop");
+        }
+    }
+}
+
+#[test]
+fn a_keepers_drop_goes_on_past_a_panicking_drop() {
+    let drops = Arc::new(AtomicUsize::new(0));
+    let keepers = Keepers::new();
+    for panics in [false, true, false] {
+        keepers.park(boxed::into_raw(Bomb {
+            panics,
+            drops: drops.clone(),
+        }));
+    }
+    let r = panic::catch_unwind(AssertUnwindSafe(|| drop(keepers)));
+    assert!(r.is_err());
+    assert_eq!(
+        drops.load(Ordering::Relaxed),
+        3,
+        "every parked value dropped"
+    );
+}
