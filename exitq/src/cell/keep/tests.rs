@@ -41,8 +41,10 @@ fn a_collect_whose_free_panics_parks_the_rest_again() {
     assert!(r.is_err());
     assert_eq!(drops.load(Ordering::Relaxed), 1, "only the first freed");
     // A later collect frees them, each once.
-    // SAFETY (the closure): as above.
-    keepers.collect(|p| unsafe { boxed::drop_raw(p) });
+    keepers.collect(|p| {
+        // SAFETY: as above.
+        unsafe { boxed::drop_raw(p) }
+    });
     assert_eq!(drops.load(Ordering::Relaxed), 3);
     drop(keepers);
     assert_eq!(drops.load(Ordering::Relaxed), 3, "nothing freed twice");
