@@ -9,7 +9,7 @@
 //! through a [`Deferred`]). No shared atomic is touched per call.
 //!
 //! Whoever runs a sealed batch hints the memory of the callbacks it runs
-//! next ([`prefetch`](crate::prefetch)): a drain tick the next tick's, a
+//! next ([`prefetch`]): a drain tick the next tick's, a
 //! whole-batch run [`AHEAD`] callbacks ahead.
 //!
 //! A batch is a [`Node`] of the domain's lock-free list carrying
@@ -262,7 +262,7 @@ impl Batch {
     }
 
     /// Hints the memory of the next `n` callbacks of the open run past
-    /// the drain cursor ([`prefetch`](crate::prefetch)): they run at the
+    /// the drain cursor ([`prefetch`]): they run at the
     /// next tick, a few `defer`s from now.
     #[inline]
     fn prefetch_next(&self, n: usize) {

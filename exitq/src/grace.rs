@@ -6,7 +6,7 @@
 //! The epoch is a counter, not liburcu's one-bit parity, so a single pass
 //! over the registry completes a grace period where urcu-memb needs two
 //! parity flips and two waits (48 bits do not wrap in practice, see
-//! [`epoch_word`](crate::epoch::epoch_word)). Grace period number `g`:
+//! [`epoch_word`]). Grace period number `g`:
 //!
 //! 1. heavy barrier (membarrier, or a full fence in fallback mode);
 //! 2. store `g + 1` into the epoch (Release);
@@ -30,7 +30,7 @@
 //! step 1: it completes when every record shows its owner past the
 //! epoch's store, and makes the heavy barrier after the store only when a
 //! record cannot show that (the proof, and why the nested stores are
-//! Release: [`past`](crate::past)).
+//! Release: [`past`]).
 //!
 //! # Sharing, and waiting without a lock
 //!
@@ -109,14 +109,14 @@ const UNSURE_POLLS: u32 = 4;
 
 /// Read-mostly words every reader touches: kept on their own cache line.
 pub(crate) struct Hot {
-    /// The epoch word readers copy on entry ([`epoch_word`](crate::epoch::epoch_word)).
+    /// The epoch word readers copy on entry ([`epoch_word`]).
     pub(crate) gp_ctr: AtomicU64,
     pub(crate) fences: Fences,
     /// A reader word's value outside any section (0) when an outermost
     /// entry needs only a compiler fence (membarrier mode); in fence mode a
     /// value the word never holds (nesting `NEST_MASK` is refused). One
     /// comparison then finds "outermost entry, and the fast kind", and
-    /// everything else takes [`reader_enter`].
+    /// everything else takes [`reader_enter`](crate::section::reader_enter).
     pub(crate) fast_idle: u64,
 }
 

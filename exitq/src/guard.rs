@@ -1,4 +1,4 @@
-//! Read guards: [`Guard`] (a section of [`Domain::read`]), what a guard's
+//! Read guards: [`Guard`] (a section of [`Domain::read`](crate::Domain::read)), what a guard's
 //! outermost exit does, and [`ReadSection`], the trait over both kinds of
 //! guard that typed pointers ([`RcuCell`](crate::RcuCell)) borrow.
 //!
@@ -7,7 +7,7 @@
 //! protect the objects of another), never followed on the fast path. The
 //! domain's *key* is the address of its epoch word: entering a section has
 //! it in a register already (a [`Reader`](crate::Reader) loads the epoch
-//! through it, [`Domain::read`](crate::Domain::read) finds it at a fixed
+//! through it, [`Domain::read`](crate::Domain::read)(crate::Domain::read) finds it at a fixed
 //! offset of the domain's shared state), so comparing it costs a typed
 //! pointer one load of its own copy and a compare.
 use std::fmt;
@@ -91,7 +91,7 @@ fn section_ended(r: &Record) -> Option<exit::Orphan> {
 }
 
 /// A guard of a read section of some domain: [`Guard`] (from
-/// [`Domain::read`](crate::Domain::read)) or
+/// [`Domain::read`](crate::Domain::read)(crate::Domain::read)) or
 /// [`ReaderGuard`](crate::ReaderGuard) (from
 /// [`Reader::read`](crate::Reader::read)).
 ///

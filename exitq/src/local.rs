@@ -55,7 +55,7 @@
 //! # Inside the handshake
 //!
 //! Every access to the record's batches is one owner section of the steal
-//! handshake ([`handshake`](crate::handshake)), and every move of work
+//! handshake ([`handshake`]), and every move of work
 //! happens inside one: sealing into the queue, pushing onto the domain's
 //! list, and taking ready batches to run, with `run_seq` made odd in the
 //! same section, so a `barrier` that finds them gone knows a run is in

@@ -249,11 +249,11 @@ fn online(record: *const Record, gp_ctr: *const AtomicU64, fences: Fences) -> u6
     quiescent_store(gp_ctr, &record.ctr, fences)
 }
 
-/// A QSBR reader's quiescent state ([`QsbrReader`](crate::QsbrReader)):
+/// A QSBR reader's quiescent state ([`QsbrReader`]):
 /// the reader word goes from "in a section since the epoch in `word`" to
 /// "in a section since now", as a section's exit and the next one's entry
 /// in one step, so grace periods check it as any other section
-/// ([`epoch::holds_grace_period`]). `word` is the reader's copy of its word (only
+/// ([`crate::epoch::holds_grace_period`]). `word` is the reader's copy of its word (only
 /// this thread writes it). True if the epoch moved on: the caller then
 /// calls [`quiescent_store`] (kept out of line, so the loop around the
 /// fast path keeps its values in registers).

@@ -16,7 +16,7 @@
 //! # Stealing
 //!
 //! [`steal`] takes batches from other threads' records through the steal
-//! handshake ([`handshake`](crate::handshake)), one stealer at a time (the
+//! handshake ([`handshake`]), one stealer at a time (the
 //! steal lock, held until what was taken is on the queue). Two kinds:
 //!
 //! * [`Steal::Idle`] (the reclaimer, every flush latency): an open batch

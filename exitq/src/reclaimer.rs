@@ -17,7 +17,7 @@
 //!   default), so the threads of a herd that exit within that time share
 //!   one grace period, one membarrier and one run. Urgent work (a backlog
 //!   of sealed callbacks on the queue; every batch with
-//!   [`Callbacks::Offload`](crate::Callbacks::Offload)) is taken at once;
+//!   [`Callbacks::Offload`]) is taken at once;
 //! * every flush latency, the idle steal: batches that a thread opened, or
 //!   sealed and left unrun, at least one flush latency ago;
 //! * its own batches (callbacks that defer).

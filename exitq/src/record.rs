@@ -51,7 +51,7 @@
 //! gone by then); `busy`, `flags`, `kind`, `life`, `exits`, `spare`,
 //! `thread_next` and `run_seq` by the owner only; `local` by the owner or
 //! by a stealer that won the steal handshake
-//! ([`handshake`](crate::handshake)); `steal` by stealers; the stealer
+//! ([`handshake`]); `steal` by stealers; the stealer
 //! hints `open_epoch`/`active_epoch` by the owner inside its sections or by
 //! a stealer under the handshake; `state` and `retired` as in the table.
 use std::cell::{Cell, UnsafeCell};

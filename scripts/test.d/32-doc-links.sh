@@ -6,7 +6,10 @@
 # are expected there).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-echo "doc-links: cargo doc -p exitq, -p herd --document-private-items (-D warnings)" >&2
+echo "doc-links: cargo doc -p exitq (public, then --document-private-items), -p herd --document-private-items (-D warnings)" >&2
 RUSTDOCFLAGS="-D warnings" cargo doc -q -p exitq --no-deps --target-dir target/doc-check
+# The private modules too: the protocol reasoning lives in their docs.
+RUSTDOCFLAGS="-D warnings -A rustdoc::private_intra_doc_links" \
+    cargo doc -q -p exitq --no-deps --document-private-items --target-dir target/doc-check
 RUSTDOCFLAGS="-D warnings -A rustdoc::private_intra_doc_links" \
     cargo doc -q -p herd --no-deps --document-private-items --target-dir target/doc-check
