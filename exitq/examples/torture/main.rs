@@ -123,7 +123,7 @@ use qsbr::qsbr_worker;
 use shared_counter::shared_counter;
 use streams::{streamer, STREAMERS};
 use workers::{checker, worker, Bomb};
-use world::{new_obj, world, Ops, Slot, Tracked, Violations, World, WORLD};
+use world::{new_obj, world, Ops, Slot, Tracked, Violations, World, IN_FORK_CHILD, WORLD};
 
 /// Parsed options.
 pub(crate) struct Opts {
@@ -245,6 +245,12 @@ fn main() -> ExitCode {
         if !expected {
             eprintln!("torture: unexpected panic: {info}");
         }
+        // Kept for `role`, should the panic end the role after all (not in
+        // a fork child, whose copy of a role ends quietly; not while the
+        // thread's locals are torn down).
+        if !IN_FORK_CHILD.load(Ordering::Relaxed) {
+            let _ = LAST_PANIC.try_with(|l| *l.borrow_mut() = Some(info.to_string()));
+        }
     }));
     // Before any domain: its destructor runs before exitq's exit path.
     exits::create_elder_key();
@@ -278,35 +284,36 @@ fn main() -> ExitCode {
     let mut roles: Vec<(&str, thread::JoinHandle<()>)> = Vec::new();
     let seed = opts.seed;
     for id in 0..opts.threads {
-        let h = thread::Builder::new()
-            .name(format!("worker-{id}"))
-            .spawn(move || worker(id, seed))
-            .expect("spawn worker");
-        roles.push(("worker", h));
+        roles.push(role("worker", format!("worker-{id}"), move || {
+            worker(id, seed)
+        }));
     }
     for id in 0..opts.qsbr {
-        let h = thread::Builder::new()
-            .name(format!("qsbr-{id}"))
-            .spawn(move || qsbr_worker(id, seed))
-            .expect("spawn qsbr worker");
-        roles.push(("qsbr", h));
+        roles.push(role("qsbr", format!("qsbr-{id}"), move || {
+            qsbr_worker(id, seed)
+        }));
     }
     for id in 0..2 {
-        roles.push(("checker", thread::spawn(move || checker(id, seed))));
+        roles.push(role("checker", format!("checker-{id}"), move || {
+            checker(id, seed)
+        }));
     }
-    roles.push(("exiter", thread::spawn(move || exiter(seed))));
-    roles.push(("canceller", thread::spawn(move || canceller(seed))));
-    roles.push(("churner", thread::spawn(move || churner(seed))));
-    roles.push(("nester", thread::spawn(move || nester(seed))));
-    roles.push(("forker", thread::spawn(move || forker(seed))));
+    roles.push(role("exiter", "exiter".into(), move || exiter(seed)));
+    roles.push(role("canceller", "canceller".into(), move || {
+        canceller(seed)
+    }));
+    roles.push(role("churner", "churner".into(), move || churner(seed)));
+    roles.push(role("nester", "nester".into(), move || nester(seed)));
+    roles.push(role("forker", "forker".into(), move || forker(seed)));
     for id in 0..STREAMERS {
-        roles.push(("streamer", thread::spawn(move || streamer(id, seed))));
+        roles.push(role("streamer", format!("streamer-{id}"), move || {
+            streamer(id, seed)
+        }));
     }
     for id in 0..CACHE_READERS {
-        roles.push((
-            "cache reader",
-            thread::spawn(move || cache_reader(id, seed)),
-        ));
+        roles.push(role("cache reader", format!("cache-{id}"), move || {
+            cache_reader(id, seed)
+        }));
     }
     let qsbr = opts.qsbr > 0;
     let dog = thread::spawn(move || watchdog(start, Duration::from_secs(60), qsbr));
@@ -335,4 +342,44 @@ fn stopped_within(roles: &[(&str, thread::JoinHandle<()>)], limit: Duration) {
         }
         thread::sleep(Duration::from_millis(50));
     }
+}
+
+thread_local! {
+    /// The calling thread's last panic, as the hook saw it (with its
+    /// location): the hook stays quiet for the kinds roles catch
+    /// themselves, so a role that one of them ends says it here.
+    static LAST_PANIC: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Spawns a role's thread (named `thread_name`); a panic that ends it is
+/// reported with its message and location, then counted by `main`.
+fn role(
+    kind: &'static str,
+    thread_name: String,
+    body: impl FnOnce() + Send + 'static,
+) -> (&'static str, thread::JoinHandle<()>) {
+    let h = thread::Builder::new()
+        .name(thread_name.clone())
+        .spawn(move || {
+            if let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
+                if IN_FORK_CHILD.load(Ordering::Relaxed) {
+                    // A fork child's copy of this role, stopped by exitq
+                    // (`run::abandon`): it ends quietly, as it always did
+                    // (printing could wait on a lock the parent held).
+                    std::panic::resume_unwind(payload);
+                }
+                let what = LAST_PANIC
+                    .with(|l| l.borrow_mut().take())
+                    .unwrap_or_default();
+                eprintln!("torture: the {kind} thread {thread_name} ended in a panic: {what}");
+                if payload.downcast_ref::<Bomb>().is_some() {
+                    // A `Bomb` panics when dropped outside a panic.
+                    std::mem::forget(payload);
+                    std::panic::resume_unwind(Box::new("a Bomb"));
+                }
+                std::panic::resume_unwind(payload);
+            }
+        })
+        .unwrap_or_else(|e| panic!("torture: cannot spawn a {kind} thread: {e}"));
+    (kind, h)
 }
