@@ -112,9 +112,16 @@ use crate::sync::{full_fence, AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 pub(crate) struct Slot<T> {
     /// The value the cache reads through; null while it keeps none.
     kept: AtomicPtr<T>,
-    /// Claimed by a live cache.
-    taken: AtomicBool,
-    /// The claiming thread ([`this_thread`]), for `replace`'s check.
+    /// The thread of the live cache that claimed the slot
+    /// ([`this_thread`], never 0), or 0 while it is free. One word, so
+    /// `replace`'s check (`kept_here`) cannot take another thread's cache
+    /// for one of this thread's: only this thread writes its own id, and
+    /// after its own store of 0 it reads 0 or another thread's id. (With
+    /// a claim flag beside an owner word, a check whose loads straddled
+    /// another thread's claim of a slot this thread gave back saw the
+    /// slot taken, this thread's old id and the other cache's value, and
+    /// `replace` panicked "would deadlock": a torture cache reader died of
+    /// it once, 2026-12-06.)
     owner: AtomicUsize,
     /// Set by a parker that saw this slot hold a value it parked; the
     /// cache collects when it moves on only if set (module docs).
@@ -193,8 +200,11 @@ unsafe impl<T: Send> Send for Keepers<T> {}
 // SAFETY: as `Send`; every shared field is atomic.
 unsafe impl<T: Send> Sync for Keepers<T> {}
 
+/// [`Slot::owner`] of a free slot.
+const FREE: usize = 0;
+
 /// This thread's identity for [`Slot::owner`]: the address of a
-/// thread-local (never 0).
+/// thread-local (never 0, [`FREE`]).
 fn this_thread() -> usize {
     thread_local! {
         static ME: u8 = const { 0 };
@@ -244,19 +254,16 @@ impl<T> Keepers<T> {
         for s in self.slots() {
             // Acquire: pairs with `release_slot`'s Release, so the last
             // owner's stores come before ours.
-            if !s.taken.load(Ordering::Relaxed)
-                && s.taken
-                    .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            if s.owner.load(Ordering::Relaxed) == FREE
+                && s.owner
+                    .compare_exchange(FREE, me, Ordering::Acquire, Ordering::Relaxed)
                     .is_ok()
             {
-                // Relaxed: read only by this thread (`kept_here`).
-                s.owner.store(me, Ordering::Relaxed);
                 return s;
             }
         }
         let slot = Box::into_raw(Box::new(Slot {
             kept: AtomicPtr::new(ptr::null_mut()),
-            taken: AtomicBool::new(true),
             owner: AtomicUsize::new(me),
             flagged: AtomicBool::new(false),
             next: ptr::null_mut(),
@@ -315,7 +322,7 @@ impl<T> Keepers<T> {
         full_fence();
         self.collect_if_flagged(slot, free);
         // Release: pairs with `claim`'s Acquire.
-        slot.taken.store(false, Ordering::Release);
+        slot.owner.store(FREE, Ordering::Release);
     }
 
     /// A cache moving on (its slot stored, then a full fence): collects
@@ -547,12 +554,12 @@ impl<T> Keepers<T> {
     /// for itself). Never null: an empty cell keeps nothing alive.
     pub(crate) fn kept_here(&self, value: *mut T) -> bool {
         let me = this_thread();
-        // Relaxed: this thread's own stores.
+        // Relaxed: this thread's own stores. A slot whose owner word is
+        // ours is ours (only we store our id, and our own later store of
+        // `FREE` hides it from us), and its `kept` is our cache's.
         !value.is_null()
             && self.slots().any(|s| {
-                s.taken.load(Ordering::Relaxed)
-                    && s.owner.load(Ordering::Relaxed) == me
-                    && s.kept.load(Ordering::Relaxed) == value
+                s.owner.load(Ordering::Relaxed) == me && s.kept.load(Ordering::Relaxed) == value
             })
     }
 

@@ -83,3 +83,52 @@ fn a_keepers_drop_goes_on_past_a_panicking_drop() {
         "every parked value dropped"
     );
 }
+
+/// `replace`'s check (`kept_here`) tells this thread's caches from
+/// another thread's, also when the other took over a slot this thread
+/// gave back and keeps the same value in it.
+#[test]
+fn kept_here_sees_only_this_threads_caches() {
+    let drops = Arc::new(AtomicUsize::new(0));
+    let keepers = Arc::new(Keepers::new());
+    let value = boxed::into_raw(Counted(drops.clone()));
+    let cell = Shared(value);
+    let mine = keepers.claim();
+    // The cell, as the loads see it: `value` until the end of the test.
+    keepers.adopt(mine, || cell.0, |_| unreachable!("nothing parked"));
+    assert!(keepers.kept_here(value));
+    keepers.release_slot(mine, |_| unreachable!("nothing parked"));
+    assert!(!keepers.kept_here(value));
+    let k = keepers.clone();
+    let (taken_over, theirs) = std::thread::spawn(move || {
+        let cell = cell; // the whole `Shared`, not its field
+        let slot = k.claim();
+        k.adopt(slot, || cell.0, |_| unreachable!("nothing parked"));
+        // Not released: the other thread's cache stays.
+        (std::ptr::eq(slot, mine_addr(&k)), k.kept_here(cell.0))
+    })
+    .join()
+    .unwrap();
+    assert!(taken_over, "the other thread reused the slot given back");
+    assert!(theirs, "the other thread's check sees its own cache");
+    assert!(
+        !keepers.kept_here(value),
+        "another thread's cache taken for ours"
+    );
+    // SAFETY: no cache reads through it any more; freed once.
+    unsafe { boxed::drop_raw(value) };
+    assert_eq!(drops.load(Ordering::Relaxed), 1);
+}
+
+/// The test's cell value, shared with its other thread.
+#[derive(Clone, Copy)]
+struct Shared(*mut Counted);
+
+// SAFETY: the value is only compared and kept, never read, by the other
+// thread; the test frees it after joining it.
+unsafe impl Send for Shared {}
+
+/// The oldest slot of `k` (the only one, in the test above).
+fn mine_addr<T>(k: &Keepers<T>) -> &super::Slot<T> {
+    k.slots().last().expect("a slot")
+}
