@@ -103,7 +103,7 @@ use std::ptr;
 
 use crate::backoff::WaitBackoff;
 use crate::run::current_run;
-use crate::sync::{full_fence, AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+use crate::sync::{self, full_fence, AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 
 /// One cache's hazard pointer, on lines of its own: its cache writes it
 /// at every miss, and two caches' slots on one line would make their
@@ -206,8 +206,15 @@ const FREE: usize = 0;
 /// This thread's identity for [`Slot::owner`]: the address of a
 /// thread-local (never 0, [`FREE`]).
 fn this_thread() -> usize {
+    #[cfg(not(exitq_loom))]
     thread_local! {
         static ME: u8 = const { 0 };
+    }
+    // Under loom, whose threads share one OS thread's thread-locals, a
+    // loom thread-local: one box per model thread.
+    #[cfg(exitq_loom)]
+    loom::thread_local! {
+        static ME: u8 = 0;
     }
     ME.with(|m| m as *const u8 as usize)
 }
@@ -254,7 +261,7 @@ impl<T> Keepers<T> {
         for s in self.slots() {
             // Acquire: pairs with `release_slot`'s Release, so the last
             // owner's stores come before ours.
-            if s.owner.load(Ordering::Relaxed) == FREE
+            if sync::worth_a_cas(|| s.owner.load(Ordering::Relaxed) == FREE)
                 && s.owner
                     .compare_exchange(FREE, me, Ordering::Acquire, Ordering::Relaxed)
                     .is_ok()
@@ -270,7 +277,7 @@ impl<T> Keepers<T> {
         }));
         // Relaxed: the head is only a starting point; the CAS below
         // publishes.
-        let mut head = self.slots.load(Ordering::Relaxed);
+        let mut head = sync::cas_start(|| self.slots.load(Ordering::Relaxed), ptr::null_mut());
         loop {
             // SAFETY: `slot` is ours until the CAS publishes it.
             unsafe { (*slot).next = head };
@@ -491,7 +498,7 @@ impl<T> Keepers<T> {
             next: ptr::null_mut(),
         }));
         // Relaxed: the CAS below publishes.
-        let mut head = self.parked.load(Ordering::Relaxed);
+        let mut head = sync::cas_start(|| self.parked.load(Ordering::Relaxed), ptr::null_mut());
         loop {
             // SAFETY: `node` is ours until the CAS publishes it.
             unsafe { (*node).next = head };
