@@ -282,6 +282,10 @@ impl<T> CacheKeepers<T> {
     pub fn release_slot(&self, slot: CacheSlot<'_, T>, free: impl FnMut(*mut T)) {
         self.0.release_slot(slot.0, free)
     }
+    /// `replace`'s check: whether a cache of this thread keeps `value`.
+    pub fn kept_here(&self, value: *mut T) -> bool {
+        self.0.kept_here(value)
+    }
     /// The callback of a value taken out of the cell, after its grace
     /// period.
     pub fn release_or_park(&self, value: *mut T, free: impl FnMut(*mut T)) {

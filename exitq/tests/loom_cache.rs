@@ -18,7 +18,8 @@
 //! finding the cell's caches through the publication (`Raw::keepers`);
 //! two caches keeping the same value; one run of callbacks releasing two
 //! values under one look at the slots, and a later run looking again
-//! (`keep.rs`, one look per run).
+//! (`keep.rs`, one look per run); `replace`'s check for a cache of its
+//! own thread against another thread that claims the slot it gave back.
 //!
 //! Each model fails (a race, or a value never freed) with one of these
 //! removed: the adoption's fence, the Release of the slot store with the
@@ -29,7 +30,15 @@
 //! look's loads, the slot flags (set after the parker's fence instead of
 //! before it; a miss's or a drop's collect ignoring them; the look again
 //! for a slot that was not flagged before the fence, found by the two
-//! caches' model). Not caught here: the Release and Acquire of the flags
+//! caches' model), the owner in `replace`'s check (and the claim flag
+//! beside an owner word that the check read before 2026-12-06: a check
+//! whose loads straddle the other thread's claim takes its cache for its
+//! own). Under loom a claim is its CAS alone, without the load that
+//! spares a CAS of a taken slot: with that load, loom does not try the
+//! other thread's claim between the check's loads (tokio-rs/loom#166, a
+//! load before a thread's read-modify-write hides the race of that
+//! read-modify-write with other threads' loads), and the model of the old
+//! check passed. Not caught here: the Release and Acquire of the flags
 //! (loom's read-modify-writes read the latest value, so the collect's
 //! swap of the list sees the push without them), the callback's own
 //! fence (F2 in `keep.rs`, and the look's, which stands for it), which
@@ -333,5 +342,27 @@ fn a_later_run_looks_again() {
         let frees: Vec<usize> = (0..2).map(|i| w.frees(i)).collect();
         assert_eq!(frees, expected_frees(2, kept));
         assert_eq!(w.frees(2), 0, "the cell's value is never freed");
+    });
+}
+
+/// `replace`'s check (`kept_here`) against another thread's cache that
+/// claims the slot this thread gave back and keeps the same value in it:
+/// the check never takes that cache for one of this thread's (which would
+/// make `replace` panic "would deadlock" with no cache of its own), and
+/// the other thread's check sees its own cache.
+#[test]
+fn the_check_never_takes_another_threads_cache_for_its_own() {
+    loom::model(|| {
+        let w = World::new(1, true);
+        let mine = w.keepers.claim();
+        w.adopt(mine);
+        assert!(w.keepers.kept_here(w.vals[0]), "its own cache");
+        w.keepers.release_slot(mine, free);
+        let other = cache_thread(&w, false, |w, _, kept| w.keepers.kept_here(kept));
+        assert!(
+            !w.keepers.kept_here(w.vals[0]),
+            "another thread's cache taken for this thread's"
+        );
+        assert!(other.join().unwrap(), "the other thread's own cache");
     });
 }
