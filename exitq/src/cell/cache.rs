@@ -27,7 +27,9 @@ use super::RcuCell;
 /// is arc-swap's `Cache` (a relaxed load and a compare per hit), the
 /// protection a hazard pointer published at each miss with a full fence.
 /// Leaking a cache (`std::mem::forget`) leaks the value it keeps, as
-/// leaking an `Arc` would.
+/// leaking an `Arc` would, and a [`RcuCell::replace`] that takes that
+/// value out waits for the leaked cache for ever (on the leaking thread
+/// it panics instead: a cache of this thread keeps the value).
 ///
 /// # Examples
 ///

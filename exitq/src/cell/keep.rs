@@ -203,20 +203,34 @@ unsafe impl<T: Send> Sync for Keepers<T> {}
 /// [`Slot::owner`] of a free slot.
 const FREE: usize = 0;
 
-/// This thread's identity for [`Slot::owner`]: the address of a
-/// thread-local (never 0, [`FREE`]).
+/// This thread's identity for [`Slot::owner`]: a number no other thread
+/// of the process has had (never [`FREE`]). Not the address of a
+/// thread-local, which a later thread gets again (glibc reuses a joined
+/// thread's stack and its TLS): a cache leaked by a thread that exited
+/// would then be taken for one of the later thread's, and its `replace`
+/// would panic "would deadlock" with no cache of its own.
 fn this_thread() -> usize {
+    use std::sync::atomic::AtomicUsize as Counter;
+    /// The next identity to give (a process-wide counter, outside loom's
+    /// models: only its uniqueness matters).
+    static NEXT: Counter = Counter::new(FREE + 1);
     #[cfg(not(exitq_loom))]
     thread_local! {
-        static ME: u8 = const { 0 };
+        static ME: Cell<usize> = const { Cell::new(FREE) };
     }
-    // Under loom, whose threads share one OS thread's thread-locals, a
-    // loom thread-local: one box per model thread.
+    // Loom's threads share one OS thread's thread-locals.
     #[cfg(exitq_loom)]
     loom::thread_local! {
-        static ME: u8 = 0;
+        static ME: Cell<usize> = Cell::new(FREE);
     }
-    ME.with(|m| m as *const u8 as usize)
+    ME.with(|me| {
+        if me.get() == FREE {
+            // Relaxed: a read-modify-write, so every thread gets its own
+            // number; nothing else is ordered by it.
+            me.set(NEXT.fetch_add(1, Ordering::Relaxed));
+        }
+        me.get()
+    })
 }
 
 impl<T> Keepers<T> {

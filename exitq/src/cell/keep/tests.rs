@@ -120,6 +120,39 @@ fn kept_here_sees_only_this_threads_caches() {
     assert_eq!(drops.load(Ordering::Relaxed), 1);
 }
 
+/// A cache leaked by a thread that has exited is not taken for one of a
+/// later thread's, which glibc may give the same stack and thread-locals
+/// (`replace` on the later thread would panic "would deadlock").
+#[test]
+fn a_leaked_cache_of_an_exited_thread_is_not_a_later_threads() {
+    let drops = Arc::new(AtomicUsize::new(0));
+    let keepers = Arc::new(Keepers::new());
+    let cell = Shared(boxed::into_raw(Counted(drops.clone())));
+    let k = keepers.clone();
+    std::thread::spawn(move || {
+        let cell = cell;
+        let slot = k.claim();
+        k.adopt(slot, || cell.0, |_| unreachable!("nothing parked"));
+        assert!(k.kept_here(cell.0));
+        // Leaked: the slot is never released.
+    })
+    .join()
+    .unwrap();
+    for _ in 0..4 {
+        let k = keepers.clone();
+        let later = std::thread::spawn(move || {
+            let cell = cell;
+            k.kept_here(cell.0)
+        })
+        .join()
+        .unwrap();
+        assert!(!later, "the exited thread's leaked cache taken for ours");
+    }
+    // SAFETY: no cache reads through it any more; freed once.
+    unsafe { boxed::drop_raw(cell.0) };
+    assert_eq!(drops.load(Ordering::Relaxed), 1);
+}
+
 /// The test's cell value, shared with its other thread.
 #[derive(Clone, Copy)]
 struct Shared(*mut Counted);
