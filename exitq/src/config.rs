@@ -58,17 +58,22 @@ pub enum Callbacks {
     Offload,
 }
 
-/// A reader that held up a grace period for longer than the stall timeout.
+/// A reader that held up a grace period for longer than the stall timeout,
+/// or a cache that held up a [`RcuCell::replace`](crate::RcuCell::replace)
+/// for as long ([`HeldBy::Cache`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Stall {
-    /// Kernel thread id of the reader (as in `/proc/self/task/<tid>`).
+    /// Kernel thread id of the reader (as in `/proc/self/task/<tid>`); of
+    /// the thread that made the cache, for [`HeldBy::Cache`].
     pub tid: i32,
-    /// The reader thread's name, if it had one.
+    /// The reader thread's name, if it had one (and still runs).
     pub thread_name: Option<String>,
-    /// How long the grace period had waited for it when reported.
+    /// How long the grace period had waited for it when reported; how
+    /// long `replace` had waited for the cache after its grace period.
     pub waited: Duration,
-    /// The grace period's number.
+    /// The grace period's number; for [`HeldBy::Cache`], the last one
+    /// completed when reported (`replace`'s has passed).
     pub grace_period: u64,
     /// What kind of read section holds it.
     pub held_by: HeldBy,
@@ -88,6 +93,12 @@ pub enum HeldBy {
     /// quiescent state since the grace period started (blocked while
     /// online, a loop that does not call `quiescent`, or leaked).
     QsbrReader,
+    /// A [`CellCache`](crate::CellCache) or
+    /// [`OptionCache`](crate::OptionCache) that keeps the value a
+    /// [`RcuCell::replace`](crate::RcuCell::replace) took out: its
+    /// thread neither loads it again nor drops it (or it was leaked, and
+    /// `replace` waits for ever).
+    Cache,
 }
 
 impl HeldBy {
@@ -99,6 +110,10 @@ impl HeldBy {
                 "an online QsbrReader: call quiescent() once per loop iteration and \
                  go offline() around blocking calls; or leaked?"
             }
+            HeldBy::Cache => {
+                "a cache that its thread does not load again or drop; or leaked \
+                 (then replace waits for ever)?"
+            }
         }
     }
 }
@@ -109,6 +124,17 @@ impl fmt::Display for Stall {
             HeldBy::Guard => "a read guard",
             HeldBy::ReaderGuard => "a Reader's guard",
             HeldBy::QsbrReader => "an online QsbrReader that announced no quiescent state",
+            HeldBy::Cache => {
+                return write!(
+                    f,
+                    "exitq: replace() stalled for {:?} after grace period {} by a cache of \
+                     thread {} ({}) that keeps the value it took out",
+                    self.waited,
+                    self.grace_period,
+                    self.tid,
+                    self.thread_name.as_deref().unwrap_or("unnamed or exited")
+                );
+            }
         };
         write!(
             f,
@@ -246,7 +272,8 @@ impl DomainBuilder {
     }
 
     /// Report a reader that holds up a grace period longer than this
-    /// (default 5 s).
+    /// (default 5 s), and a cache that holds up a `replace` as long after
+    /// its grace period.
     pub fn stall_timeout(mut self, timeout: Duration) -> Self {
         self.stall_timeout = timeout;
         self
@@ -284,9 +311,11 @@ impl DomainBuilder {
         self
     }
 
-    /// Called once per stalled reader per grace period, instead of the
+    /// Called once per stalled reader per grace period, and once per
+    /// `replace` held up by a cache ([`HeldBy::Cache`]), instead of the
     /// default line on stderr. Runs on the thread waiting for the grace
-    /// period, inside that wait; a panic in it is caught and ignored.
+    /// period (or in `replace`), inside that wait; a panic in it is
+    /// caught and ignored.
     /// Waiting for a grace period of the same domain in it
     /// (`synchronize`, `barrier`, `exit_barrier`, `RcuCell::replace`)
     /// would wait for itself, so those panic there; `defer` and `flush`

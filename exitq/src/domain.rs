@@ -362,6 +362,21 @@ impl Domain {
             .synchronize(&self.inner.registry, &self.inner.stats, true);
     }
 
+    /// The stall timeout, and the report of a cache of thread `tid` that
+    /// held up a `replace` that long (`RcuCell::replace`).
+    pub(crate) fn cache_stall_reporter(
+        &self,
+    ) -> (
+        std::time::Duration,
+        impl FnOnce(i32, std::time::Duration) + '_,
+    ) {
+        (self.inner.gp.stall_timeout(), move |tid, waited| {
+            self.inner
+                .gp
+                .report_cache_stall(tid, waited, &self.inner.stats)
+        })
+    }
+
     /// Panics where waiting for a grace period would deadlock or hang.
     pub(crate) fn check_can_wait(&self, what: &str) {
         self.inner.check_fork();

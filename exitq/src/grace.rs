@@ -628,10 +628,35 @@ impl GracePeriods {
                 Kind::Qsbr => HeldBy::QsbrReader,
             },
         };
+        self.deliver(&stall);
+    }
+
+    /// The stall timeout (`DomainBuilder::stall_timeout`).
+    pub(crate) fn stall_timeout(&self) -> Duration {
+        self.stall_timeout
+    }
+
+    /// Reports a cache of thread `tid` that has held up a `replace` for
+    /// `waited` after its grace period (`cell/keep.rs`, `wait_unkept`).
+    #[cold]
+    pub(crate) fn report_cache_stall(&self, tid: i32, waited: Duration, stats: &Counters) {
+        Counters::add(&stats.stalls, 1);
+        let owner = crate::record::Owner { tid };
+        self.deliver(&Stall {
+            tid,
+            thread_name: owner.name(),
+            waited,
+            grace_period: self.completed(),
+            held_by: HeldBy::Cache,
+        });
+    }
+
+    /// Hands a stall report to the handler, or prints it.
+    fn deliver(&self, stall: &Stall) {
         match &self.stall_handler {
             // Marked as this domain's handler: waiting for a grace period
             // in it would wait for ourselves (`stall`).
-            Some(handler) => crate::stall::run_handler(self.id(), || handler(&stall)),
+            Some(handler) => crate::stall::run_handler(self.id(), || handler(stall)),
             None => eprintln!("{stall}; still waiting ({})", stall.held_by.hint()),
         }
     }

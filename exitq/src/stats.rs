@@ -33,7 +33,8 @@ pub struct DomainStats {
     pub exits_run: u64,
     /// Exit hooks registered and not yet run.
     pub exits_armed: u64,
-    /// Readers reported for stalling a grace period.
+    /// Readers reported for stalling a grace period, and caches for
+    /// stalling a `replace` ([`HeldBy::Cache`](crate::HeldBy::Cache)).
     pub stalls: u64,
     /// Grace periods the reclaimer thread led because the threads waiting
     /// for them had stopped driving them (no poll for a millisecond, or

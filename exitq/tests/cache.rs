@@ -10,7 +10,7 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::Duration;
 
-use exitq::{Domain, RcuCell, RcuOption};
+use exitq::{Domain, HeldBy, RcuCell, RcuOption, Stall};
 
 mod value_util;
 use value_util::{dropped, Value};
@@ -202,6 +202,50 @@ fn replace_waits_for_the_caches() {
     assert_eq!(cache.load().check(), 2, "nothing was replaced");
     d.barrier();
     assert_eq!(dropped(&drops), 2, "the refused value and the returned one");
+}
+
+/// A `replace` held up by another thread's cache for longer than the
+/// stall timeout reports it once, through the stall handler (the cache's
+/// thread, `HeldBy::Cache`), and returns once that cache moves on.
+#[test]
+fn replace_reports_a_cache_that_holds_it_up() {
+    let (stall_tx, stall_rx) = mpsc::channel::<Stall>();
+    let d = Domain::builder()
+        .stall_timeout(Duration::from_millis(50))
+        .stall_handler(move |s| stall_tx.send(s.clone()).unwrap())
+        .build();
+    let drops = Arc::new(AtomicUsize::new(0));
+    let cell = RcuCell::new(&d, Value::new(1, &drops));
+    let (kept_tx, kept_rx) = mpsc::channel();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    thread::scope(|s| {
+        let cell = &cell;
+        thread::Builder::new()
+            .name("cache-holder".into())
+            .spawn_scoped(s, move || {
+                let mut cache = cell.cache();
+                assert_eq!(cache.load().check(), 1);
+                // SAFETY: gettid has no preconditions.
+                kept_tx.send(unsafe { libc::gettid() }).unwrap();
+                // Until the stall is reported (or the test gave up).
+                let _ = go_rx.recv_timeout(Duration::from_secs(120));
+                drop(cache);
+            })
+            .unwrap();
+        let holder = kept_rx.recv().unwrap();
+        let replacer = s.spawn(move || cell.replace(Value::new(2, &drops)).check());
+        let stall = stall_rx.recv_timeout(Duration::from_secs(60));
+        go_tx.send(()).unwrap();
+        let stall = stall.expect("no stall report within 60 s");
+        assert_eq!(stall.held_by, HeldBy::Cache);
+        assert_eq!(stall.tid, holder, "the cache's thread");
+        assert_eq!(stall.thread_name.as_deref(), Some("cache-holder"));
+        assert!(stall.waited >= Duration::from_millis(50), "{stall:?}");
+        assert!(stall.to_string().contains("replace() stalled"), "{stall}");
+        assert_eq!(replacer.join().unwrap(), 1, "the old value");
+    });
+    assert!(stall_rx.try_recv().is_err(), "reported once");
+    assert_eq!(d.stats().stalls, 1);
 }
 
 /// A forgotten cache keeps its value until the cell and its callbacks are

@@ -100,6 +100,7 @@
 use std::cell::Cell;
 use std::marker::PhantomData;
 use std::ptr;
+use std::time::{Duration, Instant};
 
 use crate::backoff::WaitBackoff;
 use crate::run::current_run;
@@ -126,6 +127,10 @@ pub(crate) struct Slot<T> {
     /// Set by a parker that saw this slot hold a value it parked; the
     /// cache collects when it moves on only if set (module docs).
     flagged: AtomicBool,
+    /// The kernel tid of the thread that claimed the slot, for a stall
+    /// report of `replace` ([`Keepers::wait_unkept`]). Relaxed, and a
+    /// std atomic under loom too: no handshake reads it.
+    tid: std::sync::atomic::AtomicI32,
     /// The next slot; set before the slot is published, never changed.
     next: *mut Slot<T>,
 }
@@ -272,6 +277,7 @@ impl<T> Keepers<T> {
     /// A slot for a new cache on this thread: a free one, or a new one.
     pub(crate) fn claim(&self) -> &Slot<T> {
         let me = this_thread();
+        let tid = crate::record::Owner::current().tid;
         for s in self.slots() {
             // Acquire: pairs with `release_slot`'s Release, so the last
             // owner's stores come before ours.
@@ -280,6 +286,8 @@ impl<T> Keepers<T> {
                     .compare_exchange(FREE, me, Ordering::Acquire, Ordering::Relaxed)
                     .is_ok()
             {
+                // Relaxed: for stall reports only.
+                s.tid.store(tid, Ordering::Relaxed);
                 return s;
             }
         }
@@ -287,6 +295,7 @@ impl<T> Keepers<T> {
             kept: AtomicPtr::new(ptr::null_mut()),
             owner: AtomicUsize::new(me),
             flagged: AtomicBool::new(false),
+            tid: std::sync::atomic::AtomicI32::new(tid),
             next: ptr::null_mut(),
         }));
         // Relaxed: the head is only a starting point; the CAS below
@@ -585,17 +594,43 @@ impl<T> Keepers<T> {
     }
 
     /// Waits until no slot holds `value`, which left its cell before a
-    /// grace period that has passed (`replace`).
-    pub(crate) fn wait_unkept(&self, value: *mut T) {
+    /// grace period that has passed (`replace`). Once it has waited
+    /// `stall_timeout`, tells `report` which thread's cache keeps it and
+    /// for how long (once; the wait goes on).
+    pub(crate) fn wait_unkept(
+        &self,
+        value: *mut T,
+        stall_timeout: Duration,
+        report: impl FnOnce(i32, Duration),
+    ) {
         let mut backoff = WaitBackoff::new(false);
+        let start = Instant::now();
+        let mut report = Some(report);
         loop {
             // Full fence: F2 (module docs), again before every look.
             full_fence();
             if !self.kept(value) {
                 return;
             }
+            let waited = start.elapsed();
+            if waited >= stall_timeout {
+                if let Some(tid) = self.keeper_tid(value) {
+                    if let Some(report) = report.take() {
+                        report(tid, waited);
+                    }
+                }
+            }
             backoff.wait();
         }
+    }
+
+    /// The thread of a cache that keeps `value`, for a stall report: a
+    /// slot's `tid`, read without ordering (the slot may change hands
+    /// meanwhile; a report may then name the cache's next thread).
+    fn keeper_tid(&self, value: *mut T) -> Option<i32> {
+        self.slots()
+            .find(|s| s.kept.load(Ordering::Relaxed) == value)
+            .map(|s| s.tid.load(Ordering::Relaxed))
     }
 }
 

@@ -276,7 +276,8 @@ impl<T: Send + 'static> Raw<T> {
         let old = self.exchange(into_raw(new));
         self.domain.synchronize();
         if let Some(k) = self.keepers_handle() {
-            k.wait_unkept(old);
+            let (timeout, report) = self.domain.cache_stall_reporter();
+            k.wait_unkept(old, timeout, report);
         }
         // SAFETY: `old` is ours (taken out above), a grace period has
         // passed since (every section that could have loaded it has ended)
