@@ -384,7 +384,13 @@
 //!   which own one)
 //!   keeps the domain, its reclaimer thread and its pending work alive: it
 //!   never shuts down. A guard leaked by a thread whose domain is then
-//!   dropped keeps the domain's memory (not its thread) alive.
+//!   dropped keeps the domain's memory (not its thread) alive;
+//! * a leaked [`CellCache`] or [`OptionCache`] keeps its value until the
+//!   cell and its callbacks are gone, as a leaked `Arc` would, and holds no
+//!   grace period; a [`RcuCell::replace`] that takes that value out waits
+//!   for it for ever, and reports it as a stall ([`HeldBy::Cache`]) after
+//!   the stall timeout; on the leaking thread itself, `replace` panics
+//!   instead (a cache of its own keeps the value).
 //!
 //! A thread that ends without running its destructors (a raw `exit`
 //! system call) is not seen to end: its leaked sections stay open.
