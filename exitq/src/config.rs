@@ -75,12 +75,12 @@ pub struct Stall {
     /// The grace period's number; for [`HeldBy::Cache`], the last one
     /// completed when reported (`replace`'s has passed).
     pub grace_period: u64,
-    /// What kind of read section holds it.
+    /// What holds it: a kind of read section, or a cache.
     pub held_by: HeldBy,
 }
 
-/// The kind of read section that holds a stalled grace period
-/// ([`Stall::held_by`]).
+/// The kind of read section that holds a stalled grace period, or the
+/// cache that holds up a `replace` ([`Stall::held_by`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum HeldBy {
