@@ -16,7 +16,7 @@
 use std::fmt;
 use std::ptr;
 
-use crate::sync::{self, AtomicPtr, Ordering};
+use crate::sync::{AtomicPtr, Ordering};
 
 /// A list node: a value and the link to the next node.
 ///
@@ -112,7 +112,7 @@ impl<T> List<T> {
     /// owned by the caller and reachable from `first` through `next`.
     #[inline]
     unsafe fn push_raw(&self, first: *mut Node<T>, last: *mut Node<T>) {
-        let mut head = sync::cas_start(|| self.head.load(Ordering::Relaxed), ptr::null_mut());
+        let mut head = self.head.load(Ordering::Relaxed);
         loop {
             // SAFETY: we own `last` until the CAS below publishes it.
             unsafe { (*last).next = head };

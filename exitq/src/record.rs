@@ -550,7 +550,7 @@ impl Registry {
             // record back (`Record::release`, the exit path's CAS), so the
             // previous owner's last writes (empty batches, ctr 0) are
             // visible to us.
-            if sync::worth_a_cas(|| r.state.load(Ordering::Relaxed) == FREE)
+            if r.state.load(Ordering::Relaxed) == FREE
                 && r.state
                     .compare_exchange(FREE, IN_USE, Ordering::Acquire, Ordering::Relaxed)
                     .is_ok()
@@ -562,7 +562,7 @@ impl Registry {
         let r = Box::into_raw(Box::new(Record::new(inner, domain_id, kind)));
         // SAFETY: `r` is fresh and ours until published below.
         unsafe { (*r).take_over(kind) };
-        let mut head = sync::cas_start(|| self.head.load(Ordering::Relaxed), ptr::null_mut());
+        let mut head = self.head.load(Ordering::Relaxed);
         loop {
             // SAFETY: not yet published; we are the only one writing it.
             unsafe { (*r).next = head };

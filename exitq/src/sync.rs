@@ -65,36 +65,3 @@ pub(crate) fn yield_now() {
     #[cfg(exitq_loom)]
     loom::thread::yield_now();
 }
-
-/// The value a compare-and-swap loop starts from: `load()`, or under loom
-/// `guess`, so that the loop's first access is its CAS.
-///
-/// Loom's search (DPOR) keeps one last access per atomic: a thread's own
-/// load just before its read-modify-write takes the place of the other
-/// threads' loads there, and loom then never tries those loads after the
-/// read-modify-write (tokio-rs/loom#166; a model of `replace`'s check
-/// passed on the broken check because of it, `tests/loom_cache.rs`). A CAS
-/// from a wrong guess fails and reads the current value, which the loop
-/// then tries; only a CAS that found the value it expected succeeds, so
-/// the loop's outcomes are the same.
-#[inline(always)]
-pub(crate) fn cas_start<T>(load: impl FnOnce() -> T, guess: T) -> T {
-    #[cfg(not(exitq_loom))]
-    {
-        let _ = guess;
-        load()
-    }
-    #[cfg(exitq_loom)]
-    {
-        let _ = load;
-        guess
-    }
-}
-
-/// A test that only spares a CAS bound to fail (test and test-and-set):
-/// `test()`, or under loom `true`, for the reason [`cas_start`] gives.
-/// The CAS alone decides.
-#[inline(always)]
-pub(crate) fn worth_a_cas(test: impl FnOnce() -> bool) -> bool {
-    cfg!(exitq_loom) || test()
-}

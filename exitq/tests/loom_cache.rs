@@ -33,12 +33,11 @@
 //! caches' model), the owner in `replace`'s check (and the claim flag
 //! beside an owner word that the check read before 2026-12-06: a check
 //! whose loads straddle the other thread's claim takes its cache for its
-//! own). Under loom a claim is its CAS alone, without the load that
-//! spares a CAS of a taken slot: with that load, loom does not try the
-//! other thread's claim between the check's loads (tokio-rs/loom#166, a
-//! load before a thread's read-modify-write hides the race of that
-//! read-modify-write with other threads' loads), and the model of the old
-//! check passed. Not caught here: the Release and Acquire of the flags
+//! own). Upstream loom does not try the other thread's claim between the
+//! check's loads, because the claim loads the slot's word before its CAS
+//! (tokio-rs/loom#166): the model of the old check passed there, and fails
+//! on the loom the workspace builds (`third_party/loom/PATCHED.md`,
+//! `loom_sees.rs`). Not caught here: the Release and Acquire of the flags
 //! (loom's read-modify-writes read the latest value, so the collect's
 //! swap of the list sees the push without them), the callback's own
 //! fence (F2 in `keep.rs`, and the look's, which stands for it), which

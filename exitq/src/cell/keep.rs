@@ -104,7 +104,7 @@ use std::time::{Duration, Instant};
 
 use crate::backoff::WaitBackoff;
 use crate::run::current_run;
-use crate::sync::{self, full_fence, AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+use crate::sync::{full_fence, AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 
 /// One cache's hazard pointer, on lines of its own: its cache writes it
 /// at every miss, and two caches' slots on one line would make their
@@ -281,7 +281,7 @@ impl<T> Keepers<T> {
         for s in self.slots() {
             // Acquire: pairs with `release_slot`'s Release, so the last
             // owner's stores come before ours.
-            if sync::worth_a_cas(|| s.owner.load(Ordering::Relaxed) == FREE)
+            if s.owner.load(Ordering::Relaxed) == FREE
                 && s.owner
                     .compare_exchange(FREE, me, Ordering::Acquire, Ordering::Relaxed)
                     .is_ok()
@@ -300,7 +300,7 @@ impl<T> Keepers<T> {
         }));
         // Relaxed: the head is only a starting point; the CAS below
         // publishes.
-        let mut head = sync::cas_start(|| self.slots.load(Ordering::Relaxed), ptr::null_mut());
+        let mut head = self.slots.load(Ordering::Relaxed);
         loop {
             // SAFETY: `slot` is ours until the CAS publishes it.
             unsafe { (*slot).next = head };
@@ -521,7 +521,7 @@ impl<T> Keepers<T> {
             next: ptr::null_mut(),
         }));
         // Relaxed: the CAS below publishes.
-        let mut head = sync::cas_start(|| self.parked.load(Ordering::Relaxed), ptr::null_mut());
+        let mut head = self.parked.load(Ordering::Relaxed);
         loop {
             // SAFETY: `node` is ours until the CAS publishes it.
             unsafe { (*node).next = head };

@@ -110,7 +110,7 @@
 
 use crossbeam_utils::CachePadded;
 
-use crate::sync::{self, AtomicU32, AtomicU64, Ordering};
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
 
 /// No worker holds the slot.
 pub(crate) const FREE: u32 = 0;
@@ -254,7 +254,7 @@ impl Slots {
     /// `IN_STACK`, so `i` is not in the stack.
     fn push_idle(&self, i: u32) {
         let slot = self.get(i);
-        let mut head = sync::cas_start(|| self.head.load(Ordering::Relaxed), 0);
+        let mut head = self.head.load(Ordering::Relaxed);
         loop {
             slot.next.store(head_top(head), Ordering::Relaxed);
             let new = head_with_top(head, i);
@@ -433,7 +433,7 @@ impl Slots {
             // Acquire pairs with the Release store of `FREE` (`release`,
             // `unclaim`): the previous owner is completely done with the
             // slot, and we see its `flags` reset.
-            if sync::worth_a_cas(|| slot.state.load(Ordering::Relaxed) == FREE)
+            if slot.state.load(Ordering::Relaxed) == FREE
                 && slot
                     .state
                     .compare_exchange(FREE, RUNNING, Ordering::Acquire, Ordering::Relaxed)
