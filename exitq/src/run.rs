@@ -206,7 +206,12 @@ pub(crate) fn run_items_and_chain(
 /// (the parent's, which the parent runs; `fork.rs`) and panics out of the
 /// exitq call that ran it, as every entry point does in a child: the
 /// thread it returns into (a `barrier`'s passes, the reclaimer's loop, a
-/// `defer`) would go on with more of the parent's work.
+/// `defer`) would go on with more of the parent's work. Where nothing on
+/// the stack can catch a panic (a run inside a thread's exit destructor,
+/// which glibc calls after the thread's function returned), the panic
+/// cannot start, and Rust aborts the child with "fatal runtime error:
+/// failed to initiate panic, error 5": the child stops there too, which
+/// is all this asks.
 #[cold]
 fn abandon(chain: Chain<Work>) -> ! {
     std::mem::forget(chain);

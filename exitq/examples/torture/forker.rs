@@ -16,7 +16,12 @@
 //! call that ran it panic; nothing more of the parent's may run in the
 //! child (counted in shared memory, as above). The child cannot be asked to exit (the callback does not know
 //! what it returns into), so the parent kills it after 20 ms, the time
-//! the rest of its run would have taken many times over.
+//! the rest of its run would have taken many times over. A child whose
+//! forking callback ran inside a thread's exit destructor (a thread that
+//! used exitq from another destructor) cannot unwind that panic: it
+//! aborts, printing "fatal runtime error: failed to initiate panic, error
+//! 5, aborting" to the run's stderr, which is its expected end (seen in a
+//! CI run on 2026-12-06, whose torture passed).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicI32, Ordering};
