@@ -472,13 +472,58 @@ pub(crate) fn map_count() -> Option<u64> {
 }
 
 /// The thread ids of this process now (`/proc/self/task`), sorted.
+///
+/// One reading of `/proc/self/task` can miss a thread that is alive all
+/// along when an older thread exits while it is read. The kernel
+/// (`proc_task_readdir` in fs/proc/base.c) ends a `getdents` call early
+/// when the thread it just listed has exited, and the next call resumes by
+/// position in the thread list, from which the exited thread is now gone:
+/// the thread after it is skipped. (A test binary running thread-heavy
+/// tests beside this one saw it.) Each miss needs its own exit at the wrong moment, so
+/// the directory is read until two readings in a row agree (no thread
+/// listed in the first exited before the second), or [`LISTINGS`] times
+/// under unending churn; the result is every thread seen in any reading
+/// that is still alive.
 pub fn own_threads() -> Vec<i32> {
-    let mut tids: Vec<i32> = procfs::process::Process::myself()
-        .and_then(|p| p.tasks())
-        .map(|tasks| tasks.filter_map(|t| Some(t.ok()?.tid)).collect())
+    let mut last = read_task_dir();
+    let mut seen = last.clone();
+    let mut changed = false;
+    for _ in 1..LISTINGS {
+        let next = read_task_dir();
+        if next == last {
+            break;
+        }
+        changed = true;
+        seen.extend_from_slice(&next);
+        last = next;
+    }
+    if changed {
+        seen.sort_unstable();
+        seen.dedup();
+        seen.retain(|&tid| thread_alive(tid));
+    }
+    seen
+}
+
+/// How many times [`own_threads`] reads the directory at most.
+const LISTINGS: usize = 16;
+
+/// One reading of `/proc/self/task`, sorted (empty if it cannot be read).
+fn read_task_dir() -> Vec<i32> {
+    let mut tids: Vec<i32> = fs::read_dir("/proc/self/task")
+        .map(|dir| {
+            dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
         .unwrap_or_default();
     tids.sort_unstable();
     tids
+}
+
+/// Whether thread `tid` of this process is alive: a lookup of its
+/// directory, which (unlike a listing) finds it exactly.
+pub(crate) fn thread_alive(tid: i32) -> bool {
+    Path::new(&format!("/proc/self/task/{tid}")).exists()
 }
 
 #[cfg(test)]
@@ -538,5 +583,65 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         panic!("the map count never held still for one reading: {last:?}");
+    }
+
+    /// A ring of 60 threads, the oldest ended and a new one started
+    /// without pause, while this thread lists its process's threads:
+    /// every ring thread alive from before a listing to after it must be in
+    /// it. A single reading of `/proc/self/task` (what this function was)
+    /// failed this in each of 4 runs, missing 2 to over 10 threads.
+    #[test]
+    fn own_threads_never_misses_a_thread_while_older_ones_exit() {
+        use std::collections::{BTreeSet, VecDeque};
+        use std::sync::mpsc::{channel, TryRecvError};
+        use std::sync::{Arc, Mutex};
+
+        let alive = Arc::new(Mutex::new(BTreeSet::new()));
+        let (stop, stopped) = channel::<()>();
+        let ring = {
+            let alive = alive.clone();
+            std::thread::spawn(move || {
+                let mut ring = VecDeque::new();
+                while stopped.try_recv() == Err(TryRecvError::Empty) {
+                    let (tell, told) = channel();
+                    let (end, ended) = channel::<()>();
+                    let t = std::thread::spawn(move || {
+                        tell.send(nix::unistd::gettid().as_raw()).unwrap();
+                        let _ = ended.recv();
+                    });
+                    let tid = told.recv().unwrap();
+                    alive.lock().unwrap().insert(tid);
+                    ring.push_back((t, end, tid));
+                    if ring.len() > 60 {
+                        let (t, end, tid) = ring.pop_front().unwrap();
+                        alive.lock().unwrap().remove(&tid);
+                        drop(end);
+                        t.join().unwrap();
+                    }
+                }
+                for (t, end, _) in ring {
+                    drop(end);
+                    t.join().unwrap();
+                }
+            })
+        };
+        while alive.lock().unwrap().len() < 60 {
+            std::thread::yield_now();
+        }
+        let mut missed: Vec<i32> = Vec::new();
+        for _ in 0..60_000 {
+            let before = alive.lock().unwrap().clone();
+            let listed = own_threads();
+            let after = alive.lock().unwrap().clone();
+            missed.extend(
+                before
+                    .intersection(&after)
+                    .filter(|t| listed.binary_search(t).is_err())
+                    .copied(),
+            );
+        }
+        drop(stop);
+        ring.join().unwrap();
+        assert!(missed.is_empty(), "live threads not listed: {missed:?}");
     }
 }

@@ -32,11 +32,14 @@ pub fn leave() {
         .retain(|&t| t != tid);
 }
 
-/// The helper threads alive now.
+/// The helper threads alive now. Each is looked up on its own: a listing
+/// of the process's threads can miss a live one (`host::own_threads`).
 pub(crate) fn tids() -> Vec<i32> {
     let h = HELPERS.lock().unwrap_or_else(|p| p.into_inner());
-    let alive = crate::host::own_threads();
-    h.iter().copied().filter(|t| alive.contains(t)).collect()
+    h.iter()
+        .copied()
+        .filter(|&t| crate::host::thread_alive(t))
+        .collect()
 }
 
 #[cfg(test)]
