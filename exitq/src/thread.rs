@@ -48,7 +48,10 @@
 //! claimed later are marked at claim), then takes the main records off
 //! the list one at a time and retires each ([`exit::retire`](crate::exit));
 //! user code that runs meanwhile (hooks of an orphaned domain) cannot
-//! disturb that walk. In a `fork()` child the walk leaves the records of
+//! disturb that walk, and finds the records not yet walked through the
+//! list, never through the cache, which stays empty from the exit path's
+//! start (a record cached by a hook would outlive its release further on
+//! in the walk). In a `fork()` child the walk leaves the records of
 //! the parent's domains alone (`fork`).
 //!
 //! Order. Because the exit path runs after the thread-locals'
@@ -91,7 +94,12 @@ struct ThreadState {
     /// address. An address is reused only after its `Inner` is freed, and a
     /// cached record keeps its `Inner` alive: it is `IN_USE` (the domain is
     /// live) or `ORPHANED` (the record holds a strong count); every path
-    /// that releases a main record clears the entry first.
+    /// that releases a main record clears the entry first, and once the
+    /// exit path has started the entry stays empty: its walk releases the
+    /// records while user code runs between releases (an orphaned
+    /// domain's exit hooks, which may use any domain), and an entry that
+    /// code filled would hand a released record to the next use (another
+    /// thread may have claimed it: a read section no grace period sees).
     cache: Cell<(*const Inner, *const Record)>,
     /// Head of the main records, linked through `Record::thread_next`.
     main: Cell<*const Record>,
@@ -377,7 +385,13 @@ pub(crate) fn existing_main(inner: &Inner) -> Option<&Record> {
         // Back online if `offline` left it offline: before the cache hands
         // the record to a section's entry (see `offline`).
         past::online(&inner.gp.hot.gp_ctr, &found.ctr);
-        s.cache.set((inner, found));
+        // Not while exiting: the exit walk releases the listed records one
+        // by one, with user code (an orphaned domain's exit hooks) running
+        // between releases; a record cached by that code would outlive its
+        // release (see `cache`).
+        if !s.exiting.get() {
+            s.cache.set((inner, found));
+        }
         // SAFETY: one of our records, alive while `inner` is borrowed.
         Some(unsafe { &*(found as *const Record) })
     })

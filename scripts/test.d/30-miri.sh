@@ -10,7 +10,9 @@
 # reader in a thread-local released at thread exit; the cell caches' parked
 # values when a drop panics, exitq/src/cell/keep/tests.rs; and four of
 # exitq/tests/red_cache.rs: zero-sized values' own allocations, panicking
-# drops at a cell's drop, one look per run's key and its overflow): checks
+# drops at a cell's drop, one look per run's key and its overflow; and
+# exitq/tests/exit_walk.rs: exit hooks that use a domain during the exit
+# walk, whose old code miri caught reading a freed value): checks
 # data races, use-after-free,
 # provenance, aliasing and leaks in the raw-pointer code. Needs the nightly
 # toolchain with miri and rust-src (scripts/test-setup.sh adds them); skips
@@ -39,6 +41,9 @@ MIRIFLAGS="${MIRIFLAGS:-} -Zmiri-strict-provenance" \
 echo "miri: cargo +nightly miri test -p exitq --test miri_core" >&2
 MIRIFLAGS="${MIRIFLAGS:-} -Zmiri-strict-provenance" \
     cargo +nightly miri test -p exitq --test miri_core --target-dir target/miri
+echo "miri: cargo +nightly miri test -p exitq --test exit_walk" >&2
+MIRIFLAGS="${MIRIFLAGS:-} -Zmiri-strict-provenance" \
+    cargo +nightly miri test -p exitq --test exit_walk --target-dir target/miri
 echo "miri: cargo +nightly miri test -p exitq --test miri_cell" >&2
 MIRIFLAGS="${MIRIFLAGS:-} -Zmiri-strict-provenance" \
     cargo +nightly miri test -p exitq --test miri_cell --target-dir target/miri
