@@ -81,15 +81,15 @@ fn exit_walk(
 }
 
 /// Starts `c.barrier()` on another thread and says whether it returned
-/// within [`LOOK`]; the thread is left to finish by itself.
-fn barrier_returns(c: &Domain) -> bool {
+/// within [`LOOK`]; join the thread once the section has ended.
+fn barrier_returns(c: &Domain) -> (bool, thread::JoinHandle<()>) {
     let (tx, rx) = mpsc::channel::<()>();
     let c = c.clone();
-    thread::spawn(move || {
+    let h = thread::spawn(move || {
         c.barrier();
         let _ = tx.send(());
     });
-    rx.recv_timeout(LOOK).is_ok()
+    (rx.recv_timeout(LOOK).is_ok(), h)
 }
 
 /// A callback deferred after D's hook entered its section must not run
@@ -100,6 +100,7 @@ fn callback_waits_for_the_hooks_section(prime: bool) {
     let ran_inside = Arc::new(AtomicBool::new(false));
     let (release_tx, release_rx) = mpsc::channel::<()>();
     let mut returned = false;
+    let mut barrier = None;
     let (r, inside) = (ran.clone(), ran_inside.clone());
     exit_walk(
         &c,
@@ -115,10 +116,13 @@ fn callback_waits_for_the_hooks_section(prime: bool) {
             let r = ran.clone();
             // The main thread's first use of C.
             c.defer(move || r.store(true, Ordering::SeqCst));
-            returned = barrier_returns(&c);
+            let h;
+            (returned, h) = barrier_returns(&c);
             release_tx.send(()).unwrap();
+            barrier = Some(h);
         },
     );
+    barrier.unwrap().join().unwrap();
     assert!(
         !returned,
         "barrier returned while an exit hook's read section was open"
@@ -168,6 +172,7 @@ fn a_cell_value_loaded_in_a_hook_is_not_freed_under_its_guard() {
     let seen = Arc::new(AtomicU64::new(0));
     let (release_tx, release_rx) = mpsc::channel::<()>();
     let (cell2, freed, seen2) = (cell.clone(), freed_under_guard.clone(), seen.clone());
+    let mut barrier = None;
     exit_walk(
         &c,
         true,
@@ -188,10 +193,12 @@ fn a_cell_value_loaded_in_a_hook_is_not_freed_under_its_guard() {
                 value: Box::new(8),
                 dropped: Arc::new(AtomicBool::new(false)),
             });
-            barrier_returns(&c);
+            let (_, h) = barrier_returns(&c);
             release_tx.send(()).unwrap();
+            barrier = Some(h);
         },
     );
+    barrier.unwrap().join().unwrap();
     assert!(
         !freed_under_guard.load(Ordering::SeqCst),
         "the value an exit hook loaded was dropped under its guard"
