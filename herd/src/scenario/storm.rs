@@ -67,6 +67,7 @@ use crate::host::{allowed_cpus, CpuMask, HostFacts};
 use crate::perf;
 use crate::result::run_code;
 use crate::runner;
+use crate::spawn::detach::Detacher;
 use crate::spawn::failure::{DiagContext, Failures};
 use crate::spawn::recycled::{Recycled, Stacks};
 use crate::spawn::{now_ns, Body, Cancel, Handle, Hooks, Reap, Spawner, ThreadRec, NO_PIN};
@@ -145,6 +146,14 @@ struct Wave {
     retired: bool,
 }
 
+/// What retired threads' handles go to (`--reap`).
+struct Reaping {
+    /// `--reap join`: the reaper thread.
+    reaper: Option<Reaper>,
+    /// `--reap detach` ([`Detacher`]).
+    detacher: Detacher,
+}
+
 /// Counters the wave loop keeps.
 #[derive(Debug, Default)]
 struct Counts {
@@ -152,6 +161,11 @@ struct Counts {
     cancel_requests: u64,
     cancel_errors: u64,
     detached: u64,
+    /// Of `detached`: threads whose exit destructor ran before their
+    /// retire, joined once gone (`spawn::detach`), and those still
+    /// exiting when the drain gave up (left unjoined).
+    detached_after_exit: u64,
+    detach_left: u64,
     leaked: u64,
 }
 
@@ -183,7 +197,7 @@ struct StormRun<'a> {
     cleanup_report: Option<cleanup::Report>,
     session: perf::Session,
     saved_mask: Option<Vec<usize>>,
-    reaper: Option<Reaper>,
+    reaping: Reaping,
     /// Threads the reaper joined, and joins that failed.
     reaped: u64,
     reap_failed: u64,
@@ -271,9 +285,12 @@ impl<'a> StormRun<'a> {
         CpuMask::of(&cfg.cpus)
             .apply_to_current_thread()
             .context("cannot bind to --cpus")?;
-        let reaper = match cfg.reap {
-            Reap::Join => Some(Reaper::start()?),
-            Reap::Detach | Reap::Leak => None,
+        let reaping = Reaping {
+            reaper: match cfg.reap {
+                Reap::Join => Some(Reaper::start()?),
+                Reap::Detach | Reap::Leak => None,
+            },
+            detacher: Detacher::default(),
         };
         Ok(StormRun {
             cfg,
@@ -285,7 +302,7 @@ impl<'a> StormRun<'a> {
             cleanup_report: None,
             session,
             saved_mask,
-            reaper,
+            reaping,
             reaped: 0,
             reap_failed: 0,
             diag,
@@ -325,14 +342,14 @@ impl<'a> StormRun<'a> {
             let slot = (w % cfg.slots) as usize;
             if let Some(mut old) = self.ring[slot].take() {
                 // lag < slots, so this wave was retired already.
-                retire(&mut old, cfg, &mut self.counts, self.reaper.as_ref());
+                retire(&mut old, cfg, &mut self.counts, &mut self.reaping);
                 harvest(&mut self.collector, old.recs, &mut self.pending);
             }
             self.ring[slot] = Some(self.spawn_wave(w));
             if w >= cfg.lag {
                 let old = ((w - cfg.lag) % cfg.slots) as usize;
                 if let Some(wave) = self.ring[old].as_mut() {
-                    retire(wave, cfg, &mut self.counts, self.reaper.as_ref());
+                    retire(wave, cfg, &mut self.counts, &mut self.reaping);
                 }
             }
             self.waves_run += 1;
@@ -402,7 +419,7 @@ impl<'a> StormRun<'a> {
         let mut left: Vec<&mut Wave> = self.ring.iter_mut().flatten().collect();
         left.sort_by_key(|w| w.index);
         for w in left {
-            retire(w, cfg, &mut self.counts, self.reaper.as_ref());
+            retire(w, cfg, &mut self.counts, &mut self.reaping);
         }
         // Threads still spinning finish their spin first; uncancelled ones
         // (--cancel none) sleep to the end. After Ctrl-C, wait at most a few
@@ -419,9 +436,16 @@ impl<'a> StormRun<'a> {
             }
             std::thread::sleep(Duration::from_millis(1));
         }
-        if let Some(r) = self.reaper.as_mut() {
+        if let Some(r) = self.reaping.reaper.as_mut() {
             (self.reaped, self.reap_failed) = r.finish();
         }
+        // Detached threads that exited before their retire, joined once
+        // gone (`spawn::detach`); all have run their exit destructor by now
+        // unless the wait above gave up.
+        let d = &mut self.reaping.detacher;
+        self.counts.detach_left = d.finish(now_ns() + 5_000_000_000);
+        self.counts.detached_after_exit = d.after_exit;
+        self.reap_failed += d.failed;
         // Deferred cleanups still queued are work the strategy owes (exitq:
         // exit_barrier).
         self.cleanup_report = self.cleanup.take().map(Cleanup::finish);
@@ -509,7 +533,7 @@ fn spawner(cfg: &Config) -> Result<Spawner> {
 }
 
 /// Retires a wave: stop request to each thread, then reap its handle.
-fn retire(wave: &mut Wave, cfg: &Config, counts: &mut Counts, reaper: Option<&Reaper>) {
+fn retire(wave: &mut Wave, cfg: &Config, counts: &mut Counts, reap: &mut Reaping) {
     if wave.retired {
         return;
     }
@@ -537,13 +561,16 @@ fn retire(wave: &mut Wave, cfg: &Config, counts: &mut Counts, reaper: Option<&Re
     let handles = std::mem::take(&mut wave.handles);
     match cfg.reap {
         Reap::Join => {
-            if let Some(r) = reaper {
+            if let Some(r) = &reap.reaper {
                 r.reap(handles);
             }
         }
         Reap::Detach => {
             counts.detached += handles.len() as u64;
-            handles.into_iter().for_each(Handle::detach);
+            for (h, r) in handles.into_iter().zip(&wave.recs) {
+                reap.detacher.detach(h, r);
+            }
+            reap.detacher.sweep();
         }
         Reap::Leak => {
             counts.leaked += handles.len() as u64;

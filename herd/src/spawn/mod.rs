@@ -15,7 +15,8 @@
 //! (`pthread_cancel`, deferred, acting at the sleep), `flag` (a cooperative
 //! stop word plus a futex wake-up) and `none` (threads end when their
 //! sleep ends). Reaping ([`Reap`]): `join` (a reaper thread joins every
-//! retired thread), `detach` (`pthread_detach` once the wave is retired)
+//! retired thread), `detach` (detached once the wave is retired; by the
+//! thread itself as it exits, to dodge a glibc race: [`detach`])
 //! and `leak` (never joined nor detached, as the micro: every stack stays
 //! mapped until the process exits).
 //!
@@ -28,6 +29,7 @@
 //!   Recycled stacks become another variant there, releasing the stack
 //!   from the exit hook.
 
+pub mod detach;
 pub mod failure;
 pub mod pthread;
 pub mod recycled;
@@ -35,7 +37,7 @@ pub mod std_thread;
 
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::OnceLock;
 
 use crossbeam_utils::CachePadded;
@@ -71,7 +73,10 @@ pub enum Cancel {
 pub enum Reap {
     /// A reaper thread joins each retired thread (stack returns to glibc).
     Join,
-    /// `pthread_detach` after the cancel request: glibc frees on exit.
+    /// Detached after the cancel request: glibc frees on exit. The thread
+    /// detaches itself in its exit destructor, or is joined once gone if
+    /// it exited first (glibc's `pthread_detach` of an exiting thread can
+    /// read its unmapped descriptor: [`detach`]).
     Detach,
     /// Never joined nor detached (the micro): stacks stay mapped; about
     /// `vm.max_map_count / 2` threads in, creation fails with EAGAIN.
@@ -241,6 +246,9 @@ pub struct ThreadRec {
     pub exit_hook_ns: AtomicU64,
     /// Stop word for [`Cancel::Flag`] (futex): 0 run, 1 stop.
     pub stop: AtomicU32,
+    /// Who detaches the thread under `--reap detach`: the spawner's retire
+    /// and the exit destructor race to move it ([`detach`]).
+    reap: AtomicU8,
 }
 
 impl ThreadRec {
@@ -259,6 +267,7 @@ impl ThreadRec {
             exit_cpu: AtomicI32::new(-1),
             exit_hook_ns: AtomicU64::new(0),
             stop: AtomicU32::new(0),
+            reap: AtomicU8::new(detach::OPEN),
         }
     }
 
@@ -452,6 +461,9 @@ unsafe extern "C" fn exit_destructor(value: *mut c_void) {
             .store(now_ns().saturating_sub(entered), Ordering::Relaxed);
     }
     let body = rec.body;
+    // Settles who detaches the thread (`--reap detach`) while the record is
+    // still ours.
+    detach::at_exit(&rec.reap);
     // Release: publishes every field written above and in the prologue to
     // the spawner's Acquire load in `ThreadRec::exited`. This is the last
     // access to the record: the spawner may free it once it sees it.
@@ -497,20 +509,6 @@ impl Handle {
             }
             Handle::Std(h) => h.join().is_ok(),
             Handle::Pooled(t) => t.join().is_ok(),
-        }
-    }
-
-    /// Detaches the thread (glibc frees its stack when it exits).
-    pub fn detach(self) {
-        match self {
-            Handle::Pthread(t) => {
-                // SAFETY: `t` is joinable and detached once (self is consumed).
-                unsafe { libc::pthread_detach(t) };
-            }
-            Handle::Std(h) => drop(h),
-            // Spawned with `Reap::Reclaimer`: dropping the handle lets the
-            // pool's reclaimer join the thread once it has exited.
-            Handle::Pooled(t) => drop(t),
         }
     }
 

@@ -105,6 +105,7 @@ pub(super) fn build(m: &Measured<'_>, perf: &perf::Report) -> Result<RunResult> 
         "ended_on_own": m.collector.ended_on_own,
         "never_exited": m.never_exited,
         "detached": m.counts.detached,
+        "detached_after_exit": m.counts.detached_after_exit,
         "leaked": m.counts.leaked,
         "failures": m.failures.groups(),
         "histograms": {
@@ -217,6 +218,12 @@ fn push_warnings(r: &mut RunResult, m: &Measured<'_>) {
     }
     if m.reap_failed > 0 {
         r.warnings.push(format!("{} joins failed", m.reap_failed));
+    }
+    if m.counts.detach_left > 0 {
+        r.warnings.push(format!(
+            "{} detached threads that exited before their wave was retired were still exiting at the end: left unjoined",
+            m.counts.detach_left
+        ));
     }
 }
 
