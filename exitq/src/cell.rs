@@ -42,8 +42,9 @@
 //! Compare-and-swap compares addresses: `current` must be a reference
 //! loaded from the cell to succeed. While any reference to a value is
 //! alive its address cannot be reused (the value is not freed before the
-//! guard ends), so there is no ABA; for a zero-sized `T` all addresses
-//! are equal and a CAS succeeds whenever the cell holds a value.
+//! guard ends), so there is no ABA. Zero-sized values too: each gets a
+//! byte of its own (`boxed.rs`), so a reference to another zero-sized
+//! value, or to one the cell held before, fails the compare.
 //!
 //! A [`CellCache`] reads one cell the way arc-swap's `Cache` does: it
 //! keeps the value it loaded last and, while the cell's pointer still
@@ -296,7 +297,11 @@ impl<T: Send + 'static> RcuCell<T> {
     /// [`store`](RcuCell::store) unless the old value is wanted back.
     /// A [`CellCache`] that keeps the old value is a reader too: `replace`
     /// also waits for the caches of other threads that keep it to load
-    /// again (or drop).
+    /// again (or drop). So order caches and `replace`s as you would locks:
+    /// a thread that keeps a cache of cell X while it replaces Y's value,
+    /// beside one that keeps a cache of Y while it replaces X's, waits for
+    /// the other for ever (each `replace` reports the stall, `HeldBy::Cache`,
+    /// and waits on). Load or drop the cache before such a `replace`.
     ///
     /// # Panics
     ///

@@ -286,7 +286,9 @@
 //!   of B waits for A's on another): order such waits as you would locks.
 //!
 //! Callbacks may run inside `defer` and `flush`, also inside the calling
-//! thread's read sections (as crossbeam-epoch's run inside `pin`): do not
+//! thread's read sections (as crossbeam-epoch's run inside `pin`), and
+//! inside a cell cache's miss or drop (which hand values writers left for
+//! it to `defer`: [`CellCache`]): do not
 //! call them while holding a lock your callbacks take, or choose
 //! [`Callbacks::Offload`]; and a callback must not wait for a grace period
 //! (`synchronize`, `barrier`, `RcuCell::replace`): where it runs inside a

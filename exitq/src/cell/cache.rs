@@ -19,9 +19,23 @@ use super::RcuCell;
 /// The kept value stays alive until the cache's next load that finds the
 /// cell changed, or its drop, whatever grace periods pass meanwhile: a
 /// cache holds no grace period (a thread may keep one for ever and block;
-/// no writer waits for it), but a value a writer replaced while a cache
-/// keeps it is dropped only after the cache moves on. [`RcuCell::replace`]
-/// waits for that, as it waits for read sections.
+/// `store`, `swap` and the other writes never wait for it), but a value a
+/// writer replaced while a cache keeps it is dropped only after the cache
+/// moves on. [`RcuCell::replace`] waits for that, as it waits for read
+/// sections (see there: order caches and `replace`s as locks).
+///
+/// A miss, and the cache's drop, may collect values that writers left
+/// for it (kept when their grace period ended) and hand them to the
+/// domain's [`defer`](crate::Domain::defer). Like any `defer`, that can
+/// run this thread's ready callbacks there (`Callbacks::Local`, the
+/// default), values' drops among them: do not load or drop a cache while
+/// holding a lock your callbacks or drops take, or build the domain with
+/// [`Callbacks::Offload`](crate::Callbacks::Offload). Collecting looks
+/// each such value up in every cache slot of the cell: with hundreds of
+/// caches each keeping a different replaced value, one miss or drop
+/// takes time in proportion to values times slots (1,000 caches of one
+/// cell, each keeping its own value, dropped one by one: 4 s in all on
+/// the 2-CPU VM of 2026-12-06).
 ///
 /// A cache belongs to the thread that made it (not `Send`): the protocol
 /// is arc-swap's `Cache` (a relaxed load and a compare per hit), the
