@@ -139,7 +139,15 @@ impl Inner {
         // the same loads.
         self.waking.fetch_add(1, Ordering::SeqCst);
         match b.spawn(move || worker::main(me, slot)) {
-            Ok(_detached) => Ok(()),
+            // The worker detaches itself (`worker::main`): dropping the
+            // handle would call `pthread_detach` here, and glibc's detach
+            // of a thread that finishes exiting meanwhile (a worker that
+            // found the pool shutting down) reads its descriptor after
+            // another exit may have unmapped it. Nothing joins a worker.
+            Ok(h) => {
+                let _ = std::os::unix::thread::JoinHandleExt::into_pthread_t(h);
+                Ok(())
+            }
             Err(e) => {
                 self.waking.fetch_sub(1, Ordering::SeqCst);
                 self.threads.fetch_sub(1, Ordering::Relaxed);

@@ -46,6 +46,10 @@ fn run_job(inner: &Inner, slot: &Slot, job: Job) {
 
 /// The worker thread of slot `slot_idx`.
 pub(super) fn main(inner: Arc<Inner>, slot_idx: u32) {
+    // SAFETY: detaches the calling thread, which is running (its
+    // descriptor is valid); its spawner gave the handle up without
+    // detaching or joining it (`grow.rs`), so this is its only detach.
+    unsafe { libc::pthread_detach(libc::pthread_self()) };
     let record = exit_hook::register(&inner, slot_idx);
     let slot = inner.slots.get(slot_idx);
     inner.arrived();
