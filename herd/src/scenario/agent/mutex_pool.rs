@@ -39,6 +39,8 @@ struct Shared {
     shutdown: bool,
     stats: MutexPoolStats,
     workers: Vec<std::thread::JoinHandle<()>>,
+    /// A worker joined before `shutdown` had panicked.
+    panicked: bool,
 }
 
 struct Inner {
@@ -78,6 +80,7 @@ impl MutexPool {
                     shutdown: false,
                     stats: MutexPoolStats::default(),
                     workers: Vec::new(),
+                    panicked: false,
                 }),
                 condvar: Condvar::new(),
                 max,
@@ -104,10 +107,27 @@ impl MutexPool {
                 Ok(h) => {
                     g.num_th += 1;
                     g.stats.spawned += 1;
-                    // Joined at shutdown; finished handles are pruned here
-                    // so the list does not grow without end.
-                    g.workers.retain(|w| !w.is_finished());
+                    // Joined at shutdown; finished handles are joined here
+                    // (after the lock) so the list does not grow without
+                    // end. Not dropped: a drop is `pthread_detach`, and
+                    // glibc's detach of a thread still on its way out
+                    // (finished means its closure returned) can read its
+                    // descriptor after another exit unmapped it (herd's
+                    // `spawn::detach`).
+                    let (done, running): (Vec<_>, Vec<_>) = std::mem::take(&mut g.workers)
+                        .into_iter()
+                        .partition(|w| w.is_finished());
+                    g.workers = running;
                     g.workers.push(h);
+                    drop(g);
+                    let panicked = done
+                        .into_iter()
+                        .fold(false, |any, w| w.join().is_err() | any);
+                    if panicked {
+                        // Reported by `shutdown`, as a panic of a worker
+                        // still listed is.
+                        lock(&self.inner.shared).panicked = true;
+                    }
                 }
                 Err(e) => {
                     g.stats.spawn_failures += 1;
@@ -135,9 +155,12 @@ impl MutexPool {
             self.inner.condvar.notify_all();
             std::mem::take(&mut g.workers)
         };
-        for h in handles {
-            h.join()
-                .map_err(|_| io::Error::other("a mutex-pool worker panicked"))?;
+        // Every worker joined, then any panic reported.
+        let panicked = handles
+            .into_iter()
+            .fold(false, |any, h| h.join().is_err() | any);
+        if panicked || lock(&self.inner.shared).panicked {
+            return Err(io::Error::other("a mutex-pool worker panicked"));
         }
         let mut g = lock(&self.inner.shared);
         while let Some(job) = g.queue.pop_front() {
