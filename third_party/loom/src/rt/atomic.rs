@@ -163,6 +163,10 @@ struct Store {
 
     /// True when the store was done with `SeqCst` ordering
     seq_cst: bool,
+
+    /// For the store of a read-modify-write: the modification order of the
+    /// store it read (patched, RMW atomicity: see `order_after_rmws`).
+    rmw_read_mo: Option<VersionVec>,
 }
 
 #[derive(Debug)]
@@ -488,6 +492,9 @@ impl State {
             }
         }
 
+        // RMW atomicity (patched)
+        self.order_after_rmws(&mut modification_order);
+
         sync.sync_store(threads, ordering);
 
         let mut first_seen = FirstSeen::new();
@@ -501,7 +508,40 @@ impl State {
             sync,
             first_seen,
             seq_cst: is_seq_cst(ordering),
+            rmw_read_mo: None,
         };
+    }
+
+    /// RMW atomicity (patched): a read-modify-write reads the store just
+    /// before its own in the modification order, so a store ordered after
+    /// the one an RMW read is ordered after that RMW's store too. Loom keeps
+    /// the order as a partial one (vector clocks); without this a store
+    /// made after an RMW, by a thread that saw only the value the RMW read,
+    /// stayed unordered with the RMW's store, and a later load could return
+    /// the RMW's value after that store happened before it (a write-read
+    /// coherence violation C++ forbids). Joined to a fixpoint: RMWs chain.
+    fn order_after_rmws(&self, modification_order: &mut VersionVec) {
+        let cnt = self.cnt as usize;
+        loop {
+            let mut changed = false;
+            for (i, store) in self.stores.iter().enumerate() {
+                if i >= cnt {
+                    continue;
+                }
+                let Some(read_mo) = store.rmw_read_mo.as_ref() else {
+                    continue;
+                };
+                let after_read = read_mo <= &*modification_order;
+                let before_rmw = store.modification_order <= *modification_order;
+                if after_read && !before_rmw {
+                    modification_order.join(&store.modification_order);
+                    changed = true;
+                }
+            }
+            if !changed {
+                return;
+            }
+        }
     }
 
     fn rmw<E>(
@@ -539,7 +579,12 @@ impl State {
                 // the load. This is our (hacky) way to establish a release
                 // sequence.
                 let sync = self.stores[index].sync;
+                let read_mo = self.stores[index].modification_order;
                 self.store(threads, sync, next, success);
+                // The new store's slot: `store` advanced `cnt` past it
+                // (patched, RMW atomicity).
+                let new = (self.cnt as usize - 1) % MAX_ATOMIC_HISTORY;
+                self.stores[new].rmw_read_mo = Some(read_mo);
 
                 Ok(prev)
             }
@@ -882,6 +927,7 @@ impl Default for Store {
             sync: Synchronize::new(),
             first_seen: FirstSeen::new(),
             seq_cst: false,
+            rmw_read_mo: None,
         }
     }
 }
