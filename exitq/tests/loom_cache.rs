@@ -16,8 +16,10 @@
 //! each replaced value freed exactly once. The parties: one cache and the
 //! writer, the cache moving on by a miss or by its drop; the writer
 //! finding the cell's caches through the publication (`Raw::keepers`);
-//! two caches keeping the same value; one run of callbacks releasing two
-//! values under one look at the slots, and a later run looking again
+//! two caches keeping the same value; two writers parking at once while
+//! a cache moves across both of their values; one run of callbacks
+//! releasing two values under one look at the slots, and a later run
+//! looking again
 //! (`keep.rs`, one look per run); `replace`'s check for a cache of its
 //! own thread against another thread that claims the slot it gave back.
 //!
@@ -342,6 +344,59 @@ fn a_later_run_looks_again() {
         assert_eq!(frees, expected_frees(2, kept));
         assert_eq!(w.frees(2), 0, "the cell's value is never freed");
     });
+}
+
+/// Two writers on two threads park at once: each swaps a value out and
+/// runs its callback (a plain one, or a run with one look), while one cache
+/// loads twice, missing onto either later value, and then drops. Both
+/// parkers may flag the one slot; the cache clears the flag at each move.
+/// Every value but the cell's last is freed exactly once. Three
+/// preemptions: on loom 0.7.3 these failed there on an execution C++
+/// forbids (`loom_sees.rs`, `rmw_atomicity_keeps_write_read_coherence`);
+/// from the red-team review of 2026-12-06.
+fn two_writers_park_at_once(in_runs: bool) {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(builder.preemption_bound.unwrap_or(3).max(3));
+    builder.check(move || {
+        let w = World::new(3, true);
+        let reader = cache_thread(&w, false, |w, slot, kept| {
+            let k = load_once(w, slot, kept);
+            let k = load_once(w, slot, w.vals[k]);
+            w.keepers.release_slot(slot, free);
+            k
+        });
+        let callback = move |w: &World, old: *mut Val, run: u64| {
+            if in_runs {
+                let mut look = CacheLook::new();
+                w.keepers.release_or_park_in(old, run, &mut look, free);
+            } else {
+                w.keepers.release_or_park(old, free);
+            }
+        };
+        let w2 = w.clone();
+        let writer = thread::spawn(move || {
+            let old = w2.swap_to(1);
+            callback(&w2, old, 7);
+        });
+        let old = w.swap_to(2);
+        callback(&w, old, 9);
+        writer.join().unwrap();
+        reader.join().unwrap();
+        let cur = w.load();
+        let c = w.vals.iter().position(|&v| v == cur).unwrap();
+        let frees: Vec<usize> = (0..3).map(|i| w.frees(i)).collect();
+        assert_eq!(frees, expected_frees(3, c), "the cell keeps {c}");
+    });
+}
+
+#[test]
+fn two_writers_park_at_once_and_a_cache_moves_across_both() {
+    two_writers_park_at_once(false);
+}
+
+#[test]
+fn two_writers_run_at_once_and_a_cache_moves_across_both() {
+    two_writers_park_at_once(true);
 }
 
 /// `replace`'s check (`kept_here`) against another thread's cache that
