@@ -385,8 +385,13 @@
 //! * a leaked [`Domain`] handle (or a leaked [`Reader`] or [`QsbrReader`],
 //!   which own one)
 //!   keeps the domain, its reclaimer thread and its pending work alive: it
-//!   never shuts down. A guard leaked by a thread whose domain is then
-//!   dropped keeps the domain's memory (not its thread) alive;
+//!   never shuts down. So does a handle captured by the domain's own
+//!   deferred callbacks or exit hooks while they wait: a cycle, as of
+//!   `Arc`s (with [`Reclaimer::Inline`], callbacks that hold the last
+//!   handle and sit in exited threads' batches wait for a `barrier` no
+//!   one will call, and never run). A guard leaked by a thread whose
+//!   domain is then dropped keeps the domain's memory (not its thread)
+//!   alive;
 //! * a leaked [`CellCache`] or [`OptionCache`] keeps its value until the
 //!   cell and its callbacks are gone, as a leaked `Arc` would, and holds no
 //!   grace period; a [`RcuCell::replace`] that takes that value out waits
