@@ -253,6 +253,12 @@ impl DomainBuilder {
     /// [`Reclaimer::Inline`] there is no thread to do that: batches of idle
     /// threads run at [`Domain::barrier`](crate::Domain::barrier) or when
     /// their thread defers again, flushes or exits.
+    ///
+    /// Any value is accepted; a huge one (up to `Duration::MAX`) means
+    /// practically never: the reclaimer thread then never takes idle
+    /// threads' batches by age (they wait as with `Reclaimer::Inline`), and
+    /// never parks (its sleeps keep a timeout; while exit hooks are armed
+    /// it still looks for them every [`exit_poll`](Self::exit_poll)).
     pub fn flush_latency(mut self, latency: Duration) -> Self {
         self.flush_latency = latency.max(Duration::from_micros(100));
         self
@@ -273,7 +279,9 @@ impl DomainBuilder {
 
     /// Report a reader that holds up a grace period longer than this
     /// (default 5 s), and a cache that holds up a `replace` as long after
-    /// its grace period.
+    /// its grace period. Any value is accepted; a huge one (up to
+    /// `Duration::MAX`) means stalls are practically never reported (the
+    /// grace period waits for the reader all the same).
     pub fn stall_timeout(mut self, timeout: Duration) -> Self {
         self.stall_timeout = timeout;
         self
@@ -287,6 +295,14 @@ impl DomainBuilder {
     /// `exit_barrier`), and queued work waits at most a flush latency.
     /// This bounds the latency between a thread's exit and its cleanup
     /// (plus a grace period).
+    ///
+    /// Any period is accepted (at least 100 µs); a huge one (up to
+    /// `Duration::MAX`) means practically never: exited threads' hooks and
+    /// batches may then wait for a pass the reclaimer runs for other work
+    /// (a backlog on the queue, batches it took from idle threads), for
+    /// [`Domain::barrier`](crate::Domain::barrier) or
+    /// [`Domain::exit_barrier`](crate::Domain::exit_barrier), or for the
+    /// domain's drop.
     pub fn exit_poll(mut self, period: Option<Duration>) -> Self {
         self.exit_poll = period.map(|p| p.max(Duration::from_micros(100)));
         self

@@ -133,11 +133,22 @@ impl Look {
     /// did not (the reclaimer's sleep while a grace period is asked for).
     pub(crate) fn next(&self, now: Instant, lag: Duration) -> Duration {
         let quiet = self.since.max(self.completed_at);
-        let mut at = quiet + self.patience(lag);
+        let mut t = until(now, quiet, self.patience(lag));
         if self.unled != 0 {
-            at = at.min(self.unled_since + UNLED.max(lag));
+            t = t.min(until(now, self.unled_since, UNLED.max(lag)));
         }
-        at.saturating_duration_since(now)
+        t
+    }
+}
+
+/// How long from `now` until `after` past `from` (zero if that is past),
+/// without forming that `Instant`: `from + after` panics past what an
+/// `Instant` holds, and `lag` comes from the builder's first-check delay,
+/// which may be as long as it lets through. Saturates at `Duration::MAX`.
+fn until(now: Instant, from: Instant, after: Duration) -> Duration {
+    match from.checked_duration_since(now) {
+        Some(ahead) => ahead.saturating_add(after),
+        None => after.saturating_sub(now.saturating_duration_since(from)),
     }
 }
 
@@ -261,6 +272,30 @@ mod tests {
         };
         assert!(!look.stalled(t0 + us(12_000), seen, LAG));
         assert_eq!(look.next(t0 + us(12_000), LAG), us(10_000));
+    }
+
+    #[test]
+    fn a_lag_past_what_an_instant_holds_means_never() {
+        // `Instant + lag` would panic ("overflow when adding duration to
+        // instant"): the next look is practically never, and no look finds
+        // a stall.
+        let t0 = Instant::now();
+        let mut look = Look::new(t0);
+        for lag in [Duration::MAX, Duration::from_secs(u64::MAX / 2 + 1)] {
+            assert!(look.next(t0 + us(1_000), lag) >= lag - us(1_000));
+            let seen = Seen {
+                polls: 0,
+                completed_at: t0,
+                unled: Some(3),
+            };
+            assert!(!look.stalled(t0 + us(2_000), seen, lag));
+            assert!(!look.stalled(t0 + us(3_000), seen, lag));
+            assert!(look.next(t0 + us(3_000), lag) >= lag - us(3_000));
+        }
+        // And a `from` after `now`: the wait covers the gap too.
+        assert_eq!(until(t0, t0 + us(500), us(1_000)), us(1_500));
+        assert_eq!(until(t0 + us(2_000), t0, us(1_000)), Duration::ZERO);
+        assert_eq!(until(t0, t0 + us(1), Duration::MAX), Duration::MAX);
     }
 
     #[test]

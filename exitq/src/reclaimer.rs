@@ -173,9 +173,14 @@ pub(crate) fn run(inner: Arc<Inner>) {
 
 /// How long a grace period asked for may go without one completing before
 /// the reclaimer runs it: long enough that a thread sealing batches drives
-/// it first (eight first-check delays, at least 1 ms).
+/// it first (eight first-check delays, at least 1 ms). Saturating: a
+/// product past `Duration::MAX` would panic and end the reclaimer thread.
 fn lag(inner: &Inner) -> Duration {
-    (inner.gp.first_check_delay() * 8).max(Duration::from_millis(1))
+    inner
+        .gp
+        .first_check_delay()
+        .saturating_mul(8)
+        .max(Duration::from_millis(1))
 }
 
 /// Whether the queue holds a backlog to take at once: at least four
@@ -198,13 +203,17 @@ fn due(last: Option<Instant>, every: Duration) -> bool {
 fn sleep(inner: &Inner, at: &mut Clocks, gap: Duration) {
     let flush = inner.config.flush_latency;
     let poll = gap.max(flush);
+    // Two polls: the idle window before it may park. Saturating: the
+    // builder takes any `Duration` (a huge one means practically never),
+    // and an overflow would panic and end the reclaimer thread.
+    let idle_window = poll.saturating_mul(2);
     let look = || Watch {
         // SeqCst: our side of the store-buffering pairs (`wake.rs`).
         held: inner.held.load(Ordering::SeqCst) > 0,
         queued: !inner.queue.is_empty(),
         armed: inner.config.exit_poll.is_some() && inner.armed_exits.load(Ordering::SeqCst) > 0,
     };
-    let recent = at.busy.elapsed() < poll * 2;
+    let recent = at.busy.elapsed() < idle_window;
     let asleep = wake::fall_asleep(&inner.sleeping, recent, look);
     // What the timeout covers: what the second look saw (`wake.rs`).
     let seen = match asleep {
@@ -220,7 +229,7 @@ fn sleep(inner: &Inner, at: &mut Clocks, gap: Duration) {
         let timeout = matches!(asleep, Asleep::Polling(_)).then(|| {
             // Until the next poll, or (busy lately) until it may park.
             let mut t = if recent {
-                (poll * 2).saturating_sub(at.busy.elapsed())
+                idle_window.saturating_sub(at.busy.elapsed())
             } else {
                 poll
             };
