@@ -156,6 +156,10 @@ pub(crate) use DomainBuilder as Builder;
 /// Upper bound of [`DomainBuilder::batch_size`].
 pub(crate) const MAX_BATCH_SIZE: usize = 1 << 16;
 
+/// Upper bound of [`DomainBuilder::first_check_delay`]: every normal
+/// grace period's leader naps this long, and nothing cuts the nap short.
+pub(crate) const MAX_FIRST_CHECK_DELAY: Duration = Duration::from_secs(1);
+
 /// Configures and builds a [`Domain`](crate::Domain).
 ///
 /// # Examples
@@ -226,11 +230,18 @@ impl Default for DomainBuilder {
 
 impl DomainBuilder {
     /// Sleep this long after starting a normal grace period before the first
-    /// check of the readers (default 25 µs): short readers finish meanwhile
-    /// and concurrent callers join the same grace period. Zero disables it.
-    /// Expedited grace periods never wait.
+    /// check of the readers (default 25 µs, at most 1 s): short readers
+    /// finish meanwhile and concurrent callers join the same grace period.
+    /// Zero disables it. Expedited grace periods never wait.
+    ///
+    /// Longer delays, up to `Duration::MAX`, are clamped to 1 s: the
+    /// leader's sleep cannot be cut short, so a longer one would hold up
+    /// every normal grace period (the reclaimer's passes, exit hooks,
+    /// `barrier`, dropping the domain) as long. The reclaimer takes over a
+    /// grace period asked for and left undriven after eight of these delays
+    /// (at least 1 ms).
     pub fn first_check_delay(mut self, delay: Duration) -> Self {
-        self.first_check_delay = delay;
+        self.first_check_delay = delay.min(MAX_FIRST_CHECK_DELAY);
         self
     }
 

@@ -176,6 +176,32 @@ fn flush_latency_above_half_max_keeps_the_reclaimer() {
 }
 
 #[test]
+fn first_check_delay_max_keeps_the_reclaimer() {
+    hooks_run_by_themselves(
+        "bl-fc-max",
+        Domain::builder().first_check_delay(Duration::MAX),
+    );
+}
+
+#[test]
+fn first_check_delay_above_an_eighth_of_max_keeps_the_reclaimer() {
+    // Eight times this overflows a `Duration`.
+    hooks_run_by_themselves(
+        "bl-fc-eighth",
+        Domain::builder().first_check_delay(Duration::from_secs(u64::MAX / 8 + 1)),
+    );
+}
+
+#[test]
+fn first_check_delay_above_a_sixteenth_of_max_keeps_the_reclaimer() {
+    // Eight times this no longer fits an `Instant` (`Instant + lag`).
+    hooks_run_by_themselves(
+        "bl-fc-16th",
+        Domain::builder().first_check_delay(Duration::from_secs(u64::MAX / 16 + 1)),
+    );
+}
+
+#[test]
 fn stall_timeout_max_keeps_the_reclaimer() {
     hooks_run_by_themselves("bl-st-max", Domain::builder().stall_timeout(Duration::MAX));
 }
