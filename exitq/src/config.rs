@@ -353,6 +353,11 @@ impl DomainBuilder {
     }
 
     /// Name of the reclaimer thread (default `exitq-reclaim`).
+    ///
+    /// It must not contain a NUL byte (a thread name is a C string):
+    /// [`try_build`](Self::try_build) then returns an error of kind
+    /// [`InvalidInput`](std::io::ErrorKind::InvalidInput), and
+    /// [`build`](Self::build) panics, whichever the [`Reclaimer`].
     pub fn thread_name(mut self, name: impl Into<String>) -> Self {
         self.thread_name = name.into();
         self

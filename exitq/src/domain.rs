@@ -37,8 +37,10 @@ impl DomainBuilder {
     /// # Panics
     ///
     /// If [`Expedite::Membarrier`](crate::Expedite::Membarrier) was asked
-    /// for and the kernel refuses it, or the reclaimer thread cannot be
-    /// spawned; use [`try_build`](DomainBuilder::try_build) to handle those.
+    /// for and the kernel refuses it, if the
+    /// [thread name](DomainBuilder::thread_name) contains a NUL byte, or if
+    /// the reclaimer thread cannot be spawned, with the reason in the
+    /// message; use [`try_build`](DomainBuilder::try_build) to handle those.
     pub fn build(self) -> Domain {
         match self.try_build() {
             Ok(domain) => domain,
@@ -47,9 +49,23 @@ impl DomainBuilder {
     }
 
     /// Builds the domain, or says why not (membarrier unavailable with
-    /// [`Expedite::Membarrier`](crate::Expedite::Membarrier); reclaimer
-    /// thread not spawned, e.g. at `RLIMIT_NPROC` or `threads-max`).
+    /// [`Expedite::Membarrier`](crate::Expedite::Membarrier); a
+    /// [thread name](DomainBuilder::thread_name) with a NUL byte, as
+    /// [`io::ErrorKind::InvalidInput`]; reclaimer thread not spawned, e.g.
+    /// at `RLIMIT_NPROC` or `threads-max`).
     pub fn try_build(self) -> io::Result<Domain> {
+        // std's `thread::Builder` panics on such a name; refuse it before
+        // anything is set up (whichever the reclaimer, so that a name
+        // does not become an error only when the reclaimer changes).
+        if self.thread_name.contains('\0') {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "reclaimer thread name {:?} contains a NUL byte",
+                    self.thread_name
+                ),
+            ));
+        }
         let fences = Fences::resolve(self.expedite)?;
         // The exit key exists before any thread uses the domain, so keys
         // created after the first domain have their destructors run after

@@ -1,20 +1,22 @@
 //! Extreme `DomainBuilder` settings: a huge `Duration` must not kill the
 //! reclaimer thread (an overflow panic left a domain that `build()` had
 //! returned running without it, so exit hooks of exited threads no longer
-//! ran by themselves).
+//! ran by themselves), and a thread name `std` refuses must make
+//! `try_build` return an error, not panic.
 //!
 //! Each test gives its domain a reclaimer thread name of its own (at most
 //! 15 bytes, the kernel's `comm`) and names the threads it spawns after
 //! it, so the panics it looks for are its own: the tests of this file run
 //! in parallel in one process, under one panic hook.
-use std::panic;
+use std::io;
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, Once};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use exitq::{Domain, DomainBuilder};
+use exitq::{Domain, DomainBuilder, Reclaimer};
 
 /// How long a test waits for something that should happen by itself.
 /// This only bounds how long a failure takes to be noticed: nothing here
@@ -280,4 +282,57 @@ fn exit_poll_max_keeps_the_reclaimer() {
 #[test]
 fn exit_poll_above_half_max_keeps_the_reclaimer() {
     hooks_wait_for_barrier("bl-ep-half", above_half());
+}
+
+#[test]
+fn try_build_refuses_a_thread_name_with_a_nul_byte() {
+    // Also without a reclaimer thread (documented on `thread_name`).
+    for reclaimer in [Reclaimer::Thread, Reclaimer::Inline] {
+        let built = panic::catch_unwind(|| {
+            Domain::builder()
+                .reclaimer(reclaimer)
+                .thread_name("exitq\0reclaim")
+                .try_build()
+                .map(drop)
+        });
+        let err = match built {
+            Ok(Err(e)) => e,
+            Ok(Ok(())) => panic!("{reclaimer:?}: try_build accepted a thread name with a NUL byte"),
+            Err(_) => panic!("{reclaimer:?}: try_build panicked on a thread name with a NUL byte"),
+        };
+        assert_eq!(
+            err.kind(),
+            io::ErrorKind::InvalidInput,
+            "{reclaimer:?}: {err}"
+        );
+        let message = err.to_string();
+        assert!(
+            message.contains("thread name") && message.contains("NUL"),
+            "{reclaimer:?}: {message}"
+        );
+    }
+}
+
+#[test]
+fn build_panics_with_a_clear_message_on_a_thread_name_with_a_nul_byte() {
+    // `build` panics on what `try_build` refuses (its docs), with the
+    // reason in the message.
+    let caught = panic::catch_unwind(AssertUnwindSafe(|| {
+        Domain::builder().thread_name("exitq\0reclaim").build()
+    }));
+    let payload = match caught {
+        Ok(_) => panic!("build accepted a thread name with a NUL byte"),
+        Err(p) => p,
+    };
+    let message = payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+        .unwrap_or_default();
+    assert!(
+        message.starts_with("exitq: cannot build domain")
+            && message.contains("thread name")
+            && message.contains("NUL"),
+        "{message}"
+    );
 }
