@@ -362,12 +362,14 @@ impl StackPool {
         n
     }
 
-    /// Waits (up to `timeout`) until every stack lent to a thread has been
+    /// Waits (up to `timeout`; one too long for an `Instant`, such as
+    /// `Duration::MAX`, waits without a deadline) until every stack lent to a thread has been
     /// recycled, then unmaps every idle and quarantined stack. Returns true
     /// if everything came back in time. The pool stays usable.
     pub fn drain(&self, timeout: Duration) -> bool {
         let sh = &*self.shared;
-        let deadline = Instant::now() + timeout;
+        // A timeout past what an `Instant` holds waits for ever.
+        let deadline = Instant::now().checked_add(timeout);
         loop {
             sh.wake_reclaimer();
             // Acquire (`lent`): pairs with the Release decrements in
@@ -382,7 +384,7 @@ impl StackPool {
             {
                 break;
             }
-            if Instant::now() >= deadline {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
                 sh.unmap_idle();
                 return false;
             }

@@ -567,6 +567,31 @@ fn builder_rejects_inconsistent_settings() {
         .is_err());
     assert!(Pool::builder().retire_batch(0).build().is_err());
     assert!(Pool::builder().keep_alive(Duration::ZERO).build().is_err());
+    // An idle period whose deadline an `Instant` cannot hold: refused, not
+    // a worker panicking on `Instant + Duration` later.
+    for (keep_alive, jitter) in [
+        (Duration::MAX, None),
+        (Duration::from_secs(1), Some(Duration::MAX)),
+        (
+            Duration::from_secs(200 * 24 * 3600),
+            Some(Duration::from_secs(200 * 24 * 3600)),
+        ),
+    ] {
+        let mut b = Pool::builder().keep_alive(keep_alive);
+        if let Some(j) = jitter {
+            b = b.keep_alive_jitter(j);
+        }
+        let e = b.build().unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+        assert!(e.to_string().contains("365 days"), "{e}");
+    }
+    let year = Duration::from_secs(365 * 24 * 3600);
+    Pool::builder()
+        .keep_alive(year)
+        .keep_alive_jitter(Duration::ZERO)
+        .build()
+        .unwrap()
+        .shutdown();
     let e = Pool::builder().max_workers(0).build().unwrap_err();
     assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
     assert!(e.to_string().contains("max_workers"));

@@ -19,6 +19,12 @@ pub enum RetireReason {
     Shutdown,
 }
 
+/// The longest idle period (`keep_alive` plus its jitter) a pool accepts:
+/// workers compute deadlines from it (`Instant` arithmetic), and an idle
+/// period of years is a worker that never retires, which `min_workers`
+/// says plainly.
+const MAX_IDLE: Duration = Duration::from_secs(365 * 24 * 3600);
+
 /// One worker's retirement, passed to
 /// [`PoolBuilder::on_retire`].
 #[derive(Debug, Clone, Copy)]
@@ -113,7 +119,9 @@ impl PoolBuilder {
     }
 
     /// How long a worker above `min_workers` stays idle before it retires
-    /// (plus jitter). Default 10 s.
+    /// (plus jitter). Default 10 s. With the jitter, at most 365 days
+    /// (`build` refuses more: workers that never retire are
+    /// `min_workers(max_workers)`).
     pub fn keep_alive(mut self, d: Duration) -> Self {
         self.keep_alive = d;
         self
@@ -184,6 +192,7 @@ impl PoolBuilder {
     }
 
     fn jitter(&self) -> Duration {
+        // `keep_alive / 2` cannot overflow; `into_config` bounds the sum.
         self.keep_alive_jitter.unwrap_or(self.keep_alive / 2)
     }
 
@@ -211,6 +220,12 @@ impl PoolBuilder {
             return invalid("keep_alive must be positive");
         }
         let jitter = self.jitter();
+        if self.keep_alive.saturating_add(jitter) > MAX_IDLE {
+            return invalid(
+                "keep_alive + keep_alive_jitter must be at most 365 days \
+                 (for workers that never retire, set min_workers to max_workers)",
+            );
+        }
         let domain = match self.domain {
             Some(d) => d,
             None => shared_domain()?,
