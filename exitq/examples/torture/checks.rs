@@ -157,7 +157,7 @@ pub(crate) fn report(opts: &Opts, took: Duration, role_panics: &HashMap<&str, u3
     let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
     println!(
         "torture: {:.1} s: {} reads, {} replaces by defer, {} by synchronize, {} counted defers, \
-         {} barriers, {} exited and {} cancelled threads, {} of {} exit hooks ran ({} threads used exitq from an older key's destructor), {} domains dropped under live threads, \
+         {} barriers, {} exited and {} cancelled threads, {} of {} exit hooks ran ({} threads used exitq from an older key's destructor), {} domains dropped under live threads ({} reads in their exit walks), \
          {} guards, {} readers and {} QSBR readers leaked, {} nested rounds ({} nested barriers refused), \
          {} forks with a held guard or QSBR reader, {} by a callback; {} cell writes; QSBR: {} reads, {} quiescent states, \
          {} offline periods, {} waits offline, {} readers rebuilt; {} streamer rounds ({} asleep offline); \
@@ -175,6 +175,7 @@ pub(crate) fn report(opts: &Opts, took: Duration, role_panics: &HashMap<&str, u3
         g(&o.hooks_registered),
         g(&o.elder_key_uses),
         g(&o.churned_domains),
+        g(&o.walk_reads),
         g(&o.leaked_guards),
         g(&o.leaked_readers),
         g(&o.leaked_qsbr_readers),

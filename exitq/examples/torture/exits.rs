@@ -4,7 +4,9 @@
 //! `QsbrReader` online until they end, or leak a guard, a `Reader` or an
 //! online `QsbrReader` (`leaks.rs`), exiters whose first use of exitq is
 //! an older pthread key's destructor (`arm_elder`), and domains
-//! dropped under their live threads (`churner`).
+//! dropped under their live threads (`churner`), whose hooks, run inside
+//! the thread's exit walk, read a shared domain that the walk releases in
+//! between (the shape of a use after free fixed on 2026-12-06).
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -69,6 +71,15 @@ fn arm_elder(rng: &Rng) {
 /// Registers a hook of the calling thread on `domain`: it must run once,
 /// after `finished` is set.
 pub(crate) fn register_hook(domain: &Domain, finished: &Arc<AtomicBool>) {
+    register_hook_then(domain, finished, || {});
+}
+
+/// [`register_hook`], the hook also running `then`.
+fn register_hook_then(
+    domain: &Domain,
+    finished: &Arc<AtomicBool>,
+    then: impl FnOnce() + Send + 'static,
+) {
     let w = world();
     let count = Arc::new(AtomicU32::new(0));
     w.hooks.lock().unwrap().push(count.clone());
@@ -83,8 +94,39 @@ pub(crate) fn register_hook(domain: &Domain, finished: &Arc<AtomicBool>) {
             inc(&world().v.hook_twice);
         }
         inc(&world().ops.hooks_ran);
+        then();
     });
     inc(&w.ops.hooks_registered);
+}
+
+/// The exit walk with reads in it. The thread registers a hook on `older`,
+/// then reads a shared slot's domain (its record there comes after
+/// `older`'s), then registers a hook on `newer`; both domains are then
+/// dropped under it, so both hooks run inside its exit walk, newest record
+/// first: `newer`'s hook reads the shared domain on the thread's record
+/// there, the walk releases that record, and `older`'s hook reads it
+/// again, on a temporary record. Each read checks the slot's object alive
+/// across a random delay: before 2026-12-06 the second read could be on
+/// the released record, which another thread may have claimed, so no
+/// grace period waited for it.
+fn walk_reads(older: Domain, newer: &Domain, finished: &Arc<AtomicBool>, seed: u64) {
+    let rng = Rng::new(seed);
+    let slot = &world().slots[rng.below(world().shared() as u64) as usize];
+    let read = move |seed: u64| {
+        move || {
+            let rng = Rng::new(seed);
+            let _g = slot.domain.read();
+            check_current(slot, &rng);
+            inc(&world().ops.walk_reads);
+        }
+    };
+    register_hook_then(&older, finished, read(rng.next()));
+    drop(older); // our handle; the record stays ours
+    {
+        let _g = slot.domain.read();
+        check_current(slot, &rng);
+    }
+    register_hook_then(newer, finished, read(rng.next()));
 }
 
 /// Spawns short-lived threads that register exit hooks and return.
@@ -279,6 +321,9 @@ pub(crate) fn churner(seed: u64) {
             b = b.callbacks(Callbacks::Offload);
         }
         let domain = b.build();
+        // Half the rounds: a second domain, older on each thread than its
+        // use of a shared slot, dropped the same way (see `walk_reads`).
+        let older = rng.chance(50).then(Domain::new);
         let ran = Arc::new(AtomicU64::new(0));
         let (go, hold) = (
             Arc::new(AtomicBool::new(false)),
@@ -288,8 +333,13 @@ pub(crate) fn churner(seed: u64) {
         let handles: Vec<_> = (0..n)
             .map(|_| {
                 let (d, ran, go, hold) = (domain.clone(), ran.clone(), go.clone(), hold.clone());
+                let older = older.clone();
                 let finished = Arc::new(AtomicBool::new(false));
+                let seed = rng.next();
                 thread::spawn(move || {
+                    if let Some(older) = older {
+                        walk_reads(older, &d, &finished, seed);
+                    }
                     register_hook(&d, &finished);
                     for _ in 0..10 {
                         let ran = ran.clone();
@@ -312,6 +362,7 @@ pub(crate) fn churner(seed: u64) {
             thread::yield_now();
         }
         drop(domain); // the last handle, while the threads live
+        drop(older);
         hold.store(false, Ordering::Release);
         for h in handles {
             h.join().expect("churn thread panicked");

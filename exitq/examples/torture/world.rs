@@ -160,6 +160,8 @@ pub(crate) struct Ops {
     /// Threads whose older pthread key's destructor used exitq.
     pub(crate) elder_key_uses: AtomicU64,
     pub(crate) churned_domains: AtomicU64,
+    /// Reads of a shared domain by hooks inside an exit walk (`exits.rs`).
+    pub(crate) walk_reads: AtomicU64,
     pub(crate) leaked_guards: AtomicU64,
     pub(crate) leaked_readers: AtomicU64,
     pub(crate) leaked_qsbr_readers: AtomicU64,
