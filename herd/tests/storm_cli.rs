@@ -421,6 +421,56 @@ fn ctrl_c_stops_cleanly_with_partial_results() {
     );
 }
 
+/// Ctrl-C while every thread sleeps on (`--cancel none`, a day-long sleep)
+/// and `--reap join`: the drain gives up on them after a few seconds, and
+/// the run must end then, not when the reaper's joins would (before
+/// 2026-12-06 the reaper's `finish` joined the sleeping threads: the run
+/// ignored Ctrl-C for as long as they slept).
+#[test]
+fn ctrl_c_does_not_wait_for_threads_that_sleep_on() {
+    use nix::sys::signal::{kill, Signal};
+    let mut child = spawn_herd(&[
+        "storm",
+        "--waves",
+        "2",
+        "--per-wave",
+        "2",
+        "--spin",
+        "10",
+        "--sleep-ms",
+        "86400000",
+        "--cancel",
+        "none",
+        "--reap",
+        "join",
+        "--json",
+        "--no-perf",
+    ]);
+    std::thread::sleep(Duration::from_millis(1000));
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    kill(pid, Signal::SIGINT).unwrap();
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("still running 30 s after Ctrl-C");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    let r: Value = serde_json::from_slice(&out.stdout).expect("partial result printed");
+    assert_eq!(r["interrupted"], true);
+    assert_eq!(metric(&r, "threads_created"), 4.0);
+    let warnings = r["warnings"].to_string();
+    assert!(
+        warnings.contains("did not reach their exit destructor"),
+        "{warnings}"
+    );
+}
+
 /// The micro's failure: never-joined threads keep their stacks mapped, so
 /// about vm.max_map_count / 2 threads in, pthread_create fails with EAGAIN.
 /// Pre-flight warns, the run counts the failures and names the limit.

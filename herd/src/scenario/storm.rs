@@ -436,8 +436,10 @@ impl<'a> StormRun<'a> {
             }
             std::thread::sleep(Duration::from_millis(1));
         }
+        // Acquire: as the loop's.
+        let every_thread_exited = self.body.exits.load(Ordering::Acquire) >= self.counts.created;
         if let Some(r) = self.reaping.reaper.as_mut() {
-            (self.reaped, self.reap_failed) = r.finish();
+            (self.reaped, self.reap_failed) = r.finish(every_thread_exited);
         }
         // Detached threads that exited before their retire, joined once
         // gone (`spawn::detach`); all have run their exit destructor by now

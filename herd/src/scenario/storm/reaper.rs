@@ -58,12 +58,22 @@ impl Reaper {
     }
 
     /// Waits until every handle sent was joined; returns (joined, failed).
-    pub(super) fn finish(&mut self) -> (u64, u64) {
+    /// With `every_thread_exited` false (the drain gave up on threads still
+    /// running: Ctrl-C, or a drain timeout) it does not wait: the reaper
+    /// may be blocked joining one of those threads for as long as it
+    /// sleeps or spins, so it is left to go on alone (never joined, nor
+    /// detached: it may be exiting) and the counts are those so far.
+    pub(super) fn finish(&mut self, every_thread_exited: bool) -> (u64, u64) {
         drop(self.tx.take());
         if let Some(h) = self.thread.take() {
-            let _ = h.join();
+            if every_thread_exited {
+                let _ = h.join();
+            } else {
+                std::mem::forget(h);
+            }
         }
-        // Relaxed: the reaper thread was joined above.
+        // Relaxed: the reaper thread was joined above, or the counts are
+        // a snapshot.
         (
             self.reaped.load(Ordering::Relaxed),
             self.failed.load(Ordering::Relaxed),
