@@ -145,18 +145,34 @@ fn no_perf_opens_nothing() {
 #[test]
 fn no_perf_conflicts_with_contention_and_require_perf() {
     for extra in [
-        "--contention",
-        "--require-perf",
-        "-A",
-        "--no-aggregate",
-        "--per-node",
+        &["--contention"][..],
+        &["--require-perf"],
+        &["-A"],
+        &["--no-aggregate"],
+        &["--per-node"],
+        // Accepted and ignored before 2026-12-06 (clap skips a `requires`
+        // check when a conflicting flag is present, and the scope has a
+        // default).
+        &["--allow-lost-samples"],
+        &["--perf-scope", "system"],
+        &["--perf-scope", "process"],
     ] {
-        let out = Command::cargo_bin("herd")
-            .unwrap()
-            .args(["storm", "--no-perf", extra])
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(2), "{extra}");
+        for scenario in ["storm", "gp", "agent", "unregister"] {
+            let out = Command::cargo_bin("herd")
+                .unwrap()
+                .args([scenario, "--no-perf"])
+                .args(extra)
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{scenario} {extra:?}: {err}");
+            let named = if extra[0] == "-A" {
+                "--no-aggregate"
+            } else {
+                extra[0]
+            };
+            assert!(err.contains(named), "{scenario} {extra:?}: {err}");
+        }
     }
 }
 

@@ -125,7 +125,7 @@ pub struct PerfArgs {
     #[arg(long, value_enum, default_value_t = Scope::Process)]
     pub perf_scope: Scope,
     /// Open no perf counters at all.
-    #[arg(long, conflicts_with_all = ["require_perf", "contention", "no_aggregate", "per_node"])]
+    #[arg(long, conflicts_with_all = ["perf_scope", "require_perf", "contention", "allow_lost_samples", "no_aggregate", "per_node"])]
     pub no_perf: bool,
     /// Refuse the run (exit 3) when any counter cannot be opened, instead of reporting it unavailable.
     #[arg(long)]
