@@ -112,7 +112,7 @@ pub use config::{Release, StackPoolBuilder};
 pub use error::SpawnError;
 pub use reap::Reap;
 pub use stats::StackPoolStats;
-pub use sys::{default_stack_size, StartRoutine};
+pub use sys::{default_stack_size, min_stack_size, StartRoutine};
 pub use thread::PooledThread;
 
 use std::ffi::c_void;
@@ -125,7 +125,7 @@ use std::time::{Duration, Instant};
 use crossbeam_queue::ArrayQueue;
 use crossbeam_utils::CachePadded;
 
-use shared::{Shared, HEADER_RESERVE};
+use shared::Shared;
 use stats::Counters;
 use sys::{page_size, round_up};
 
@@ -207,12 +207,13 @@ impl StackPoolBuilder {
         };
         let stack_size = round_up(stack_size, page)
             .ok_or_else(|| Error::new(ErrorKind::InvalidInput, "stack size overflows"))?;
-        if stack_size < libc::PTHREAD_STACK_MIN + HEADER_RESERVE + page {
+        if stack_size < min_stack_size() {
             return Err(Error::new(
                 ErrorKind::InvalidInput,
                 format!(
-                    "stack size {stack_size} is below the minimum {} (PTHREAD_STACK_MIN + a page)",
-                    libc::PTHREAD_STACK_MIN + HEADER_RESERVE + page
+                    "stack size {stack_size} is below the minimum {} (PTHREAD_STACK_MIN, the \
+                     pool's header and a page, rounded up to pages)",
+                    min_stack_size()
                 ),
             ));
         }

@@ -145,6 +145,16 @@ fn unsound_combinations_are_refused() {
         "--stacks recycled",
     );
     refused(&["--stacks", "mmap"], "--stacks", "invalid value");
+    // Valid for glibc, too small for the pool: a usage error up front
+    // (before 2026-12-06: exit 1 from the pool's creation, naming a minimum
+    // that was not page-rounded).
+    for size in ["16K", "20480"] {
+        refused(
+            &["--stacks", "recycled", "--stack-size", size],
+            "--stack-size",
+            "below the minimum 24576 of --stacks recycled",
+        );
+    }
 }
 
 #[test]

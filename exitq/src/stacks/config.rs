@@ -72,7 +72,9 @@ impl StackPoolBuilder {
     /// Usable stack bytes per thread (rounded up to pages; the guard and
     /// the pool's 128-byte header come on top). 0 (the default) means
     /// glibc's default thread stack size (`pthread_getattr_default_np`,
-    /// i.e. `RLIMIT_STACK` unless unlimited).
+    /// i.e. `RLIMIT_STACK` unless unlimited). At least
+    /// [`min_stack_size`](crate::stacks::min_stack_size) (24 KiB with 4 KiB
+    /// pages), else `build` fails with `InvalidInput`.
     pub fn stack_size(mut self, bytes: usize) -> Self {
         self.stack_size = bytes;
         self

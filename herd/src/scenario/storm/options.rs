@@ -280,13 +280,27 @@ impl Config {
                         format!("`{s}` is not a size (e.g. 65536, 64K, 8M)"),
                     )
                 })?;
-                Some(range(
+                let v = range(
                     "--stack-size",
                     v,
                     MIN_STACK,
                     MAX_STACK,
                     "glibc needs at least PTHREAD_STACK_MIN (16 KiB)",
-                )?)
+                )?;
+                // The pool rounds a size up to pages (as glibc does).
+                let pool_min = exitq::stacks::min_stack_size() as u64;
+                // SAFETY: sysconf only reads a configuration value.
+                let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64;
+                if stacks == Stacks::Recycled && v.div_ceil(page) * page < pool_min {
+                    return Err(usage(
+                        "--stack-size",
+                        format!(
+                            "{v} is below the minimum {pool_min} of --stacks recycled \
+                             (PTHREAD_STACK_MIN, the pool's header and a page, rounded up to pages)"
+                        ),
+                    ));
+                }
+                Some(v)
             }
         };
         let cpus = match &a.cpus {
