@@ -161,3 +161,79 @@ fn diff_reads_an_input_that_is_also_the_report() {
         assert_eq!(code, 2, "{err}");
     }
 }
+
+/// compare's `--save` check emptied the file before the runs: a compare
+/// that then fails (here a missing `--resume` journal) lost it.
+#[test]
+fn compare_save_survives_a_failed_compare() {
+    let t = tempfile::tempdir().unwrap();
+    let keep = precious(t.path(), "keep.json");
+    let (code, _, err) = run(
+        t.path(),
+        &[
+            "compare",
+            "--cleanup",
+            "none,locked",
+            "-r",
+            "1",
+            "--save",
+            "keep.json",
+            "--resume",
+            "no-such.journal.jsonl",
+            "--",
+            "--waves",
+            "2",
+            "--no-perf",
+        ],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(read(&keep), "precious", "emptied by the --save check");
+    only(t.path(), &["keep.json"]);
+}
+
+const TINY: &[&str] = &[
+    "--waves",
+    "2",
+    "--per-wave",
+    "2",
+    "--spin",
+    "10",
+    "--sleep-ms",
+    "1",
+    "--no-perf",
+];
+
+/// `herd compare --cleanup none,locked -r 1 FLAG PATH -- TINY`.
+fn compare_with(dir: &Path, flag: &str, path: &str) -> (i32, String, String) {
+    let mut args = vec![
+        "compare",
+        "--cleanup",
+        "none,locked",
+        "-r",
+        "1",
+        flag,
+        path,
+        "--",
+    ];
+    args.extend_from_slice(TINY);
+    run(dir, &args)
+}
+
+#[test]
+fn unwritable_save_is_exit_2_naming_it() {
+    let t = tempfile::tempdir().unwrap();
+    std::fs::create_dir(t.path().join("dir")).unwrap();
+    for bad in ["/proc/x", "dir/", "dir", "no-such-dir/s.json"] {
+        let (code, _, err) = compare_with(t.path(), "--save", bad);
+        assert_eq!(code, 2, "compare --save {bad}: {err}");
+        assert!(
+            err.contains("--save") && err.contains(bad.trim_end_matches('/')),
+            "{bad}: {err}"
+        );
+    }
+    saved_set(t.path(), "a.json", 1.0);
+    saved_set(t.path(), "b.json", 0.8);
+    let (code, _, err) = run(t.path(), &["diff", "a.json", "b.json", "--save", "/proc/x"]);
+    assert_eq!(code, 2, "diff --save /proc/x: {err}");
+    assert!(err.contains("--save") && err.contains("/proc/x"), "{err}");
+}
