@@ -237,3 +237,17 @@ fn unwritable_save_is_exit_2_naming_it() {
     assert_eq!(code, 2, "diff --save /proc/x: {err}");
     assert!(err.contains("--save") && err.contains("/proc/x"), "{err}");
 }
+
+#[test]
+fn unwritable_journal_is_exit_2_naming_it() {
+    let t = tempfile::tempdir().unwrap();
+    std::fs::create_dir(t.path().join("dir")).unwrap();
+    for bad in ["/proc/x", "dir", "no-such-dir/j.jsonl"] {
+        let (code, _, err) = compare_with(t.path(), "--journal", bad);
+        assert_eq!(code, 2, "compare --journal {bad}: {err}");
+        assert!(
+            err.contains("--journal") && err.contains(bad),
+            "{bad}: {err}"
+        );
+    }
+}
