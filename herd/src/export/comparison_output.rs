@@ -8,8 +8,8 @@ use anyhow::{Context, Result};
 
 use crate::error::usage;
 use crate::export::comparison::Comparison;
+use crate::export::html::{check_writable, same_file, write_replacing};
 use crate::export::run::print_out;
-use crate::export::write_file;
 use crate::result::RunSet;
 use crate::stats::DEFAULT_ALPHA;
 
@@ -60,18 +60,32 @@ impl ComparisonOutput {
         arg.help(help)
     }
 
-    /// Checks the values clap cannot: `--alpha` in (0, 1).
+    /// Checks the values clap cannot: `--alpha` in (0, 1), and that
+    /// `--save` can be written ([`ComparisonOutput::check_save`]).
     pub fn check(&self) -> Result<()> {
-        check_alpha(self.alpha)
+        check_alpha(self.alpha)?;
+        self.check_save()
     }
 
-    /// Creates (empties) the `--save` file now, so that a path that cannot
-    /// be written fails before the runs rather than after them.
+    /// Checks that the `--save` file can be written, so that a path that
+    /// cannot fails before the runs (exit 2 naming `--save` and the path)
+    /// rather than after them; and that `--save` and `--report` are not
+    /// one file. Nothing is created or emptied: the file is written by
+    /// [`ComparisonOutput::emit`], whole or not at all.
     pub fn check_save(&self) -> Result<()> {
-        match &self.save {
-            Some(path) => write_file(path, "").context("--save"),
-            None => Ok(()),
+        let Some(path) = &self.save else {
+            return Ok(());
+        };
+        check_writable(path).map_err(|e| usage("--save", e))?;
+        if let Some(report) = &self.report {
+            if path == report || same_file(path, report) {
+                return Err(usage(
+                    "--save",
+                    format!("{} is also the --report file", path.display()),
+                ));
+            }
         }
+        Ok(())
     }
 
     /// [`Comparison::build`] with these flags' `--alpha` and `--metrics`.
@@ -96,7 +110,7 @@ impl ComparisonOutput {
     /// [`ComparisonOutput::render`] (a closed stdout is not an error).
     pub fn emit(&self, document: &str, comparisons: &[Comparison]) -> Result<()> {
         if let Some(path) = &self.save {
-            write_file(path, document)?;
+            write_replacing(path, document.as_bytes()).context("--save")?;
         }
         print_out(&self.render(document, comparisons)?)
     }
@@ -244,16 +258,30 @@ mod tests {
     fn emit_saves_the_document() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("doc.json");
+        std::fs::write(&path, "precious").unwrap();
         let o = output(&["--json", "--save", path.to_str().unwrap()]);
         o.check_save().unwrap();
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "");
+        o.check().unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "precious",
+            "checking empties nothing"
+        );
         o.emit("{}", &[]).unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "{}");
-        let bad = output(&["--save", "/nonexistent-dir/doc.json"]);
-        let e = bad.check_save().unwrap_err();
-        assert!(
-            format!("{e:#}").starts_with("--save: cannot write"),
-            "{e:#}"
-        );
+        for bad in ["/nonexistent-dir/doc.json", "/proc/x"] {
+            let e = output(&["--save", bad]).check().unwrap_err();
+            assert_eq!(crate::error::exit_code_for(&e), 2, "{e:#}");
+            assert!(
+                format!("{e:#}").starts_with(&format!("invalid --save: cannot write {bad}")),
+                "{e:#}"
+            );
+        }
+        let d = dir.path().to_str().unwrap();
+        let e = output(&["--save", d]).check().unwrap_err();
+        assert_eq!(crate::error::exit_code_for(&e), 2, "{e:#}");
+        let p = path.to_str().unwrap();
+        let e = output(&["--save", p, "--report", p]).check().unwrap_err();
+        assert!(format!("{e:#}").contains("also the --report file"), "{e:#}");
     }
 }

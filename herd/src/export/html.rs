@@ -184,18 +184,123 @@ pub fn page(sections: &[Section]) -> String {
     out
 }
 
-/// Writes the page of `sections` to `path`.
+/// Writes the page of `sections` to `path` ([`write_replacing`]: the
+/// file is whole or as it was, never half-written).
 pub fn write(path: &Path, sections: &[Section]) -> Result<()> {
-    std::fs::write(path, page(sections))
+    write_replacing(path, page(sections).as_bytes())
         .with_context(|| format!("cannot write the report {}", path.display()))
 }
 
-/// clap's parser for a `--report FILE` value: the file is created (or
-/// emptied) at once, so that a path that cannot be written fails before
-/// the run, not after it.
+/// Writes `bytes` to `path` safely: to a new temporary file in the same
+/// directory (synced), then renamed over `path`. A failure while writing
+/// leaves `path` as it was (absent, or its old content), never empty or
+/// half-written. An existing file keeps its permissions; a symbolic link
+/// is followed (its target is replaced).
+pub(crate) fn write_replacing(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static SEQ: AtomicU32 = AtomicU32::new(0);
+
+    let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let old_mode = std::fs::metadata(&target).ok().map(|m| m.permissions());
+    let tmp = temp_name(&target, SEQ.fetch_add(1, Ordering::Relaxed));
+    let result = (|| -> std::io::Result<()> {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o666)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        if let Some(perm) = old_mode {
+            f.set_permissions(perm)?;
+        }
+        f.sync_all()?;
+        std::fs::rename(&tmp, &target)
+    })();
+    if let Err(e) = result {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(anyhow::Error::new(e).context(format!("cannot write {}", path.display())));
+    }
+    Ok(())
+}
+
+/// A temporary file's name beside `target`: `.NAME.herd-PID-SEQ.tmp`.
+fn temp_name(target: &Path, seq: u32) -> PathBuf {
+    let name = target
+        .file_name()
+        .map_or_else(|| "out".into(), |n| n.to_string_lossy().into_owned());
+    let dir = parent_dir(target);
+    dir.join(format!(".{name}.herd-{}-{seq}.tmp", std::process::id()))
+}
+
+/// The directory `path` is in (`.` for a bare file name).
+fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+/// Checks, without creating or changing it, that an output file can be
+/// written at `path` the way [`write_replacing`] writes it: `path` is not
+/// a directory, and a file can be created in its directory (tried with a
+/// temporary file, removed at once). The error says what is wrong.
+pub(crate) fn check_writable(path: &Path) -> std::result::Result<(), String> {
+    let shown = path.display();
+    if path.as_os_str().is_empty() {
+        return Err("an empty file name".into());
+    }
+    if path.is_dir() || path.as_os_str().to_string_lossy().ends_with('/') {
+        return Err(format!("{shown} names a directory, not a file"));
+    }
+    let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let dir = parent_dir(&target);
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => {
+            return Err(format!(
+                "cannot write {shown}: {} is not a directory",
+                dir.display()
+            ))
+        }
+        Err(e) => return Err(format!("cannot write {shown}: {}: {e}", dir.display())),
+    }
+    // root may write anywhere by the mode bits (access(W_OK) says yes even
+    // in /proc): only creating a file tells.
+    let probe = temp_name(&target, u32::MAX);
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+    {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+            Ok(())
+        }
+        Err(e) => Err(format!(
+            "cannot write {shown}: cannot create a file in {}: {e}",
+            dir.display()
+        )),
+    }
+}
+
+/// Whether `a` and `b` name the same existing file (device and inode).
+pub(crate) fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => (x.dev(), x.ino()) == (y.dev(), y.ino()),
+        _ => false,
+    }
+}
+
+/// clap's parser for a `--report FILE` value: checks that the page can be
+/// written there ([`check_writable`]), so that a path that cannot be
+/// written fails before the run, not after it. Nothing is created or
+/// emptied: the file is written when the report is, after the run.
 pub fn report_path(s: &str) -> std::result::Result<PathBuf, String> {
     let p = PathBuf::from(s);
-    std::fs::File::create(&p).map_err(|e| format!("cannot write {s}: {e}"))?;
+    check_writable(&p)?;
     Ok(p)
 }
 
@@ -235,8 +340,45 @@ mod tests {
     #[test]
     fn report_path_fails_early() {
         let dir = tempfile::tempdir().unwrap();
-        assert!(report_path(dir.path().join("r.html").to_str().unwrap()).is_ok());
+        let fresh = dir.path().join("r.html");
+        assert!(report_path(fresh.to_str().unwrap()).is_ok());
+        assert!(!fresh.exists(), "checking creates nothing");
         let e = report_path("/nonexistent-dir/r.html").unwrap_err();
         assert!(e.contains("cannot write /nonexistent-dir/r.html"), "{e}");
+        let e = report_path(dir.path().to_str().unwrap()).unwrap_err();
+        assert!(e.contains("names a directory"), "{e}");
+        assert!(report_path("/proc/herd-no-such/x").is_err());
+        assert!(report_path("/proc/x").is_err());
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "no probe left"
+        );
+    }
+
+    #[test]
+    fn checking_keeps_and_writing_replaces_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let keep = dir.path().join("keep.html");
+        std::fs::write(&keep, "precious").unwrap();
+        assert!(report_path(keep.to_str().unwrap()).is_ok());
+        assert_eq!(std::fs::read_to_string(&keep).unwrap(), "precious");
+        write_replacing(&keep, b"new").unwrap();
+        assert_eq!(std::fs::read_to_string(&keep).unwrap(), "new");
+        // Only the file itself: no temporary file left beside it.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        // A symbolic link: its target is written, the link stays.
+        let link = dir.path().join("link.html");
+        std::os::unix::fs::symlink(&keep, &link).unwrap();
+        write_replacing(&link, b"via link").unwrap();
+        assert!(link.symlink_metadata().unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read_to_string(&keep).unwrap(), "via link");
+        assert!(same_file(&link, &keep));
+        assert!(!same_file(&keep, &dir.path().join("none")));
+        // A failure (a directory where the file should be) changes nothing.
+        let sub = dir.path().join("sub");
+        std::fs::create_dir(&sub).unwrap();
+        assert!(write_replacing(&sub, b"x").is_err());
+        assert!(sub.is_dir());
     }
 }

@@ -73,10 +73,19 @@ pub struct Journal {
 }
 
 impl Journal {
-    /// Starts a new journal at `path` (truncated) for `header`.
+    /// Starts a new journal at `path` (truncated) for `header`. A `path`
+    /// that cannot be created is a usage error naming `--journal` (exit
+    /// 2), except herd's own default name ([`default_name`]), whose
+    /// failure the caller handles (another directory).
     pub fn create(path: &Path, header: &Header) -> Result<Journal> {
-        let file = File::create(path)
-            .with_context(|| format!("cannot create the journal {}", path.display()))?;
+        let file = File::create(path).map_err(|e| {
+            let msg = format!("cannot create the journal {}: {e}", path.display());
+            if path.file_name() == Some(default_name().as_ref()) {
+                anyhow::anyhow!(msg)
+            } else {
+                usage("--journal", msg)
+            }
+        })?;
         let mut j = Journal {
             file,
             path: path.to_path_buf(),
@@ -154,6 +163,13 @@ impl Journal {
             .and_then(|_| self.file.sync_data())
             .with_context(|| format!("cannot write the journal {}", self.path.display()))
     }
+}
+
+/// The file name of compare's own journal when `--journal` is not given
+/// (`herd-compare-PID.journal.jsonl`, in the current directory or else
+/// the temporary directory).
+pub fn default_name() -> String {
+    format!("herd-compare-{}.journal.jsonl", std::process::id())
 }
 
 /// What differs between two plans, for the error message.
@@ -240,5 +256,28 @@ mod tests {
         );
         let e = Journal::resume(&t.path().join("none"), &h).unwrap_err();
         assert_eq!(crate::error::exit_code_for(&e), 2, "{e:#}");
+    }
+
+    #[test]
+    fn an_unwritable_journal_is_a_usage_error() {
+        let t = tempfile::tempdir().unwrap();
+        let h = Header::new("storm", &[cfg("a"), cfg("b")], 1, 0);
+        for bad in [
+            t.path().to_path_buf(),
+            t.path().join("no-dir/j.jsonl"),
+            PathBuf::from("/proc/x"),
+        ] {
+            let e = Journal::create(&bad, &h).unwrap_err();
+            assert_eq!(crate::error::exit_code_for(&e), 2, "{e:#}");
+            let m = format!("{e:#}");
+            assert!(
+                m.starts_with("invalid --journal: cannot create the journal"),
+                "{m}"
+            );
+            assert!(m.contains(&bad.display().to_string()), "{m}");
+        }
+        // herd's own name: the caller tries elsewhere, not a usage error.
+        let e = Journal::create(&t.path().join("no-dir").join(default_name()), &h).unwrap_err();
+        assert_eq!(crate::error::exit_code_for(&e), 1, "{e:#}");
     }
 }

@@ -1,0 +1,253 @@
+//! Output files named on the command line (`--report`, `--save`,
+//! `--journal`): a path is only checked before the run, never created or
+//! emptied then, so an error (exit 2), a refusal (exit 3) or a failed run
+//! leaves an existing file as it was and an input is still read whole; a
+//! path that cannot be written is exit 2 naming the flag and the path.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{herd, SMALL};
+use herd::result::{Metric, RunResult, RunSet, SCHEMA_VERSION};
+use serde_json::json;
+
+/// `herd ARGS` in `dir`: (exit code, stdout, stderr).
+fn run(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = herd().current_dir(dir).args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A file `name` in `dir` holding `precious`.
+fn precious(dir: &Path, name: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, "precious").unwrap();
+    p
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap()
+}
+
+/// A saved `-r 3` set of storm runs, for `herd diff`.
+fn saved_set(dir: &Path, name: &str, wall: f64) -> PathBuf {
+    let runs = (0..3)
+        .map(|i| {
+            let mut r = RunResult::new(
+                "storm",
+                vec!["--waves".into(), "10".into()],
+                json!({ "waves": 10, "cleanup": "locked" }),
+                json!({ "kernel": "6.1", "cpus": 2 }),
+            );
+            r.push(Metric::lower("wall_s", "s", wall + 0.01 * f64::from(i)));
+            r
+        })
+        .collect();
+    let set = RunSet {
+        schema: SCHEMA_VERSION,
+        label: "x".into(),
+        runs,
+    };
+    let p = dir.join(name);
+    std::fs::write(&p, serde_json::to_string_pretty(&set).unwrap()).unwrap();
+    p
+}
+
+/// Nothing but `names` in `dir` (no temporary file left beside it).
+fn only(dir: &Path, names: &[&str]) {
+    let mut found: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    found.sort();
+    let mut want: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+    want.sort();
+    assert_eq!(found, want);
+}
+
+#[test]
+fn report_file_survives_a_usage_error() {
+    let t = tempfile::tempdir().unwrap();
+    let keep = precious(t.path(), "keep.html");
+    let (code, _, err) = run(
+        t.path(),
+        &["storm", "--waves", "0", "--report", "keep.html"],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(read(&keep), "precious", "emptied by the --report check");
+    only(t.path(), &["keep.html"]);
+}
+
+#[test]
+fn report_file_survives_a_resource_refusal() {
+    let t = tempfile::tempdir().unwrap();
+    let keep = precious(t.path(), "keep.html");
+    let (code, _, err) = run(
+        t.path(),
+        &[
+            "storm",
+            "--waves",
+            "2",
+            "--per-wave",
+            "2",
+            "--spin",
+            "10",
+            "--sleep-ms",
+            "1",
+            "--no-perf",
+            "--stack-size",
+            "1T",
+            "--report",
+            "keep.html",
+        ],
+    );
+    assert_eq!(code, 3, "{err}");
+    assert_eq!(read(&keep), "precious", "emptied by the --report check");
+}
+
+#[test]
+fn report_is_written_whole_after_the_run() {
+    let t = tempfile::tempdir().unwrap();
+    let keep = precious(t.path(), "keep.html");
+    let mut args = vec!["storm"];
+    args.extend_from_slice(SMALL);
+    args.extend_from_slice(&["--report", "keep.html"]);
+    let (code, _, err) = run(t.path(), &args);
+    assert!(code == 0 || code == 4, "{code}: {err}");
+    let page = read(&keep);
+    assert!(
+        page.starts_with("<!DOCTYPE html>") && page.trim_end().ends_with("</html>"),
+        "{page:.200}"
+    );
+    only(t.path(), &["keep.html"]);
+}
+
+#[test]
+fn unwritable_report_is_exit_2_and_creates_nothing() {
+    let t = tempfile::tempdir().unwrap();
+    for bad in ["/proc/x", "no-such-dir/r.html", "."] {
+        let (code, _, err) = run(t.path(), &["storm", "--waves", "0", "--report", bad]);
+        assert_eq!(code, 2, "{bad}: {err}");
+        assert!(
+            err.contains("--report") && err.contains(bad),
+            "{bad}: {err}"
+        );
+    }
+    only(t.path(), &[]);
+}
+
+/// `herd diff x.json y.json --report x.json` read x.json after the
+/// `--report` check had emptied it ("not JSON: EOF").
+#[test]
+fn diff_reads_an_input_that_is_also_the_report() {
+    let t = tempfile::tempdir().unwrap();
+    saved_set(t.path(), "x.json", 1.0);
+    saved_set(t.path(), "y.json", 0.8);
+    let (code, out, err) = run(
+        t.path(),
+        &["diff", "x.json", "y.json", "--json", "--report", "x.json"],
+    );
+    assert!(!err.contains("not JSON"), "{err}");
+    // The input was read whole: it is compared (refusing a report over an
+    // input is diff.rs's to add).
+    if code == 0 {
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["kind"], "herd-diff", "{out}");
+    } else {
+        assert_eq!(code, 2, "{err}");
+    }
+}
+
+/// compare's `--save` check emptied the file before the runs: a compare
+/// that then fails (here a missing `--resume` journal) lost it.
+#[test]
+fn compare_save_survives_a_failed_compare() {
+    let t = tempfile::tempdir().unwrap();
+    let keep = precious(t.path(), "keep.json");
+    let (code, _, err) = run(
+        t.path(),
+        &[
+            "compare",
+            "--cleanup",
+            "none,locked",
+            "-r",
+            "1",
+            "--save",
+            "keep.json",
+            "--resume",
+            "no-such.journal.jsonl",
+            "--",
+            "--waves",
+            "2",
+            "--no-perf",
+        ],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(read(&keep), "precious", "emptied by the --save check");
+    only(t.path(), &["keep.json"]);
+}
+
+const TINY: &[&str] = &[
+    "--waves",
+    "2",
+    "--per-wave",
+    "2",
+    "--spin",
+    "10",
+    "--sleep-ms",
+    "1",
+    "--no-perf",
+];
+
+/// `herd compare --cleanup none,locked -r 1 FLAG PATH -- TINY`.
+fn compare_with(dir: &Path, flag: &str, path: &str) -> (i32, String, String) {
+    let mut args = vec![
+        "compare",
+        "--cleanup",
+        "none,locked",
+        "-r",
+        "1",
+        flag,
+        path,
+        "--",
+    ];
+    args.extend_from_slice(TINY);
+    run(dir, &args)
+}
+
+#[test]
+fn unwritable_save_is_exit_2_naming_it() {
+    let t = tempfile::tempdir().unwrap();
+    std::fs::create_dir(t.path().join("dir")).unwrap();
+    for bad in ["/proc/x", "dir/", "dir", "no-such-dir/s.json"] {
+        let (code, _, err) = compare_with(t.path(), "--save", bad);
+        assert_eq!(code, 2, "compare --save {bad}: {err}");
+        assert!(
+            err.contains("--save") && err.contains(bad.trim_end_matches('/')),
+            "{bad}: {err}"
+        );
+    }
+    saved_set(t.path(), "a.json", 1.0);
+    saved_set(t.path(), "b.json", 0.8);
+    let (code, _, err) = run(t.path(), &["diff", "a.json", "b.json", "--save", "/proc/x"]);
+    assert_eq!(code, 2, "diff --save /proc/x: {err}");
+    assert!(err.contains("--save") && err.contains("/proc/x"), "{err}");
+}
+
+#[test]
+fn unwritable_journal_is_exit_2_naming_it() {
+    let t = tempfile::tempdir().unwrap();
+    std::fs::create_dir(t.path().join("dir")).unwrap();
+    for bad in ["/proc/x", "dir", "no-such-dir/j.jsonl"] {
+        let (code, _, err) = compare_with(t.path(), "--journal", bad);
+        assert_eq!(code, 2, "compare --journal {bad}: {err}");
+        assert!(
+            err.contains("--journal") && err.contains(bad),
+            "{bad}: {err}"
+        );
+    }
+}
