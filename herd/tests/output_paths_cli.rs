@@ -251,3 +251,25 @@ fn unwritable_journal_is_exit_2_naming_it() {
         );
     }
 }
+
+/// `herd report y.json -o y.json` wrote the page over its input (exit 0):
+/// refused, exit 2 naming `--output`, the input untouched.
+#[test]
+fn report_refuses_an_output_that_is_an_input() {
+    let t = tempfile::tempdir().unwrap();
+    let x = saved_set(t.path(), "x.json", 1.0);
+    let before = read(&x);
+    for out in ["x.json", "./x.json"] {
+        let (code, _, err) = run(t.path(), &["report", "x.json", "-o", out]);
+        assert_eq!(code, 2, "{out}: {err}");
+        assert!(
+            err.contains("--output") && err.contains("also an input"),
+            "{err}"
+        );
+        assert_eq!(read(&x), before, "{out}: the input was changed");
+    }
+    only(t.path(), &["x.json"]);
+    let (code, _, err) = run(t.path(), &["report", "x.json", "-o", "x.html"]);
+    assert_eq!(code, 0, "{err}");
+    only(t.path(), &["x.html", "x.json"]);
+}

@@ -107,6 +107,24 @@ fn diff_section(args: &Args) -> Result<Section> {
 
 /// Runs `herd report`.
 pub fn run(args: &Args) -> Result<u8> {
+    if args.output.as_os_str() != "-" {
+        // Before anything is read: the page must not replace an input.
+        if let Some(input) = args
+            .inputs
+            .iter()
+            .find(|i| html::same_file(i, &args.output))
+        {
+            return Err(usage(
+                "--output",
+                format!(
+                    "{} is also an input ({}): the page would replace it",
+                    args.output.display(),
+                    input.display()
+                ),
+            ));
+        }
+        html::check_writable(&args.output).map_err(|why| usage("--output", why))?;
+    }
     let sections = if args.diff {
         vec![diff_section(args)?]
     } else {
@@ -124,12 +142,8 @@ pub fn run(args: &Args) -> Result<u8> {
     if args.output.as_os_str() == "-" {
         crate::export::run::print_out(&page)?;
     } else {
-        std::fs::write(&args.output, &page).map_err(|e| {
-            usage(
-                "--output",
-                format!("cannot write {}: {e}", args.output.display()),
-            )
-        })?;
+        html::write_replacing(&args.output, page.as_bytes())
+            .map_err(|e| usage("--output", format!("{e:#}")))?;
         eprintln!(
             "herd report: wrote {} ({} KiB, {} section(s))",
             args.output.display(),
