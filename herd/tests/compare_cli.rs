@@ -244,3 +244,86 @@ fn compare_resumes_from_its_journal() {
     let files: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert_eq!(files.len(), 1, "only j.jsonl");
 }
+
+/// `-r` and `--warmup` are bounded (1..=10000, 0..=10000) with exit 2
+/// naming the flag: they used to overflow (panic, exit 101) or allocate
+/// the whole results table at once (abort, 134); a plan of more than a
+/// million runs is refused too.
+#[test]
+fn compare_bounds_runs_and_warmup() {
+    let dir = tempfile::tempdir().unwrap();
+    for (args, flag) in [
+        (&["-r", "18446744073709551615"][..], "--runs"),
+        (&["--warmup", "18446744073709551615"], "--warmup"),
+        (&["-r", "1000000000"], "--runs"),
+        (&["-r", "10001"], "--runs"),
+        (&["--warmup", "10001"], "--warmup"),
+        (&["-r", "0"], "--runs"),
+    ] {
+        let out = herd()
+            .current_dir(dir.path())
+            .args(["compare", "--cleanup", "none,locked"])
+            .args(args)
+            .arg("--")
+            .args(SMALL)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(flag), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+    // 101 configurations x 20000 rounds: more than a million runs.
+    let many: Vec<String> = (1..=101).map(|i| i.to_string()).collect();
+    let vary = format!("per-wave={}", many.join(","));
+    let out = herd()
+        .current_dir(dir.path())
+        .args([
+            "compare", "-r", "10000", "--warmup", "10000", "--vary", &vary,
+        ])
+        .args(SMALL_ANY_WAVE)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("too many runs"), "{err}");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "no journal"
+    );
+}
+
+/// compare's own flags cannot be varied: the children run with
+/// HERD_CHILD=1 and ignored `--vary runs=...` (exit 0, the column
+/// meaningless); `--vary report=...` made every child write a page.
+#[test]
+fn compare_refuses_its_own_flags_in_vary() {
+    let dir = tempfile::tempdir().unwrap();
+    for (vary, flag) in [
+        ("runs=1,3", "--runs"),
+        ("report=a.html,b.html", "--report"),
+        ("r=1,2", "-r"),
+        ("--warmup=0,1", "--warmup"),
+        ("json=1,2", "--json"),
+    ] {
+        let out = herd()
+            .current_dir(dir.path())
+            .args(["compare", "-r", "1", "--metrics", "wall_s"])
+            .arg(format!("--vary={vary}"))
+            .arg("--")
+            .args(SMALL)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{vary}: {err}");
+        assert!(err.contains("invalid --vary"), "{vary}: {err}");
+        assert!(err.contains(flag), "{vary}: {err}");
+        assert!(err.contains("cannot vary"), "{vary}: {err}");
+    }
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "no child ran, no report written"
+    );
+}

@@ -259,3 +259,34 @@ fn closed_stdout_is_not_a_panic() {
         assert_eq!(out.status.code(), Some(0), "{format:?}: {err}");
     }
 }
+
+/// An input larger than 1 GiB is refused (exit 2, naming the file)
+/// instead of read whole (`herd diff /dev/zero x` took GBs of memory).
+#[test]
+fn diff_refuses_an_input_larger_than_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, _) = before_after(&dir, json!({}));
+    let huge = dir.path().join("huge.json");
+    std::fs::File::create(&huge)
+        .unwrap()
+        .set_len((1 << 30) + 1)
+        .unwrap();
+    herd()
+        .arg("diff")
+        .arg(&huge)
+        .arg(&a)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "huge.json: larger than 1073741824 bytes",
+        ));
+    herd()
+        .arg("diff")
+        .arg(&a)
+        .arg("/dev/zero")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "/dev/zero: larger than 1073741824 bytes",
+        ));
+}

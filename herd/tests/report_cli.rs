@@ -357,3 +357,86 @@ fn several_inputs_stdin_and_stdout() {
     let (code, _, err) = report(d, &["--diff", "a.json", "c.json"]);
     assert_usage_error(code, &err, "not comparable");
 }
+
+/// A compare journal whose header asks for more than compare can plan
+/// (runs 1..=10000, warmup 0..=10000, at most 10000 configurations and a
+/// million runs) is refused naming the file and the field: it used to
+/// overflow (panic), abort allocating the table, or run for ever.
+#[test]
+fn a_journal_header_beyond_compare_s_limits_is_refused() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path();
+    let journal = |name: &str, runs: u64, warmup: u64, configs: usize| {
+        let configs: Vec<Value> = (0..configs)
+            .map(|i| serde_json::json!([format!("c{i}"), ["--lag", i.to_string()]]))
+            .collect();
+        let h = serde_json::json!({"kind": "herd-compare-journal", "scenario": "storm",
+            "configs": configs, "runs": runs, "warmup": warmup});
+        write(d, name, &format!("{h}\n"));
+    };
+    journal("runs.journal.jsonl", u64::MAX, 1, 2);
+    journal("warmup.journal.jsonl", 1, u64::MAX, 2);
+    journal("alloc.journal.jsonl", 1_000_000_000, 0, 2);
+    journal("zero.journal.jsonl", 0, 0, 2);
+    journal("configs.journal.jsonl", 1, 0, 10_001);
+    journal("product.journal.jsonl", 10_000, 0, 101);
+    for (file, says) in [
+        (
+            "runs.journal.jsonl",
+            "header has `runs` 18446744073709551615",
+        ),
+        (
+            "warmup.journal.jsonl",
+            "header has `warmup` 18446744073709551615",
+        ),
+        ("alloc.journal.jsonl", "header has `runs` 1000000000"),
+        ("zero.journal.jsonl", "header has `runs` 0"),
+        ("configs.journal.jsonl", "header has 10001 `configs`"),
+        ("product.journal.jsonl", "header has 101 `configs`"),
+    ] {
+        let (code, _, err) = report(d, &[file, "-o", "x.html"]);
+        assert_usage_error(code, &err, says);
+        assert!(err.contains(file), "{err}");
+    }
+}
+
+/// An input larger than 1 GiB is refused (exit 2, naming the file)
+/// instead of read whole: a regular file before reading, a stream
+/// (`/dev/zero`) after 1 GiB.
+#[test]
+fn an_input_larger_than_the_limit_is_refused() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path();
+    // Sparse: takes no disk.
+    let f = std::fs::File::create(d.join("huge.json")).unwrap();
+    f.set_len((1 << 30) + 1).unwrap();
+    let (code, _, err) = report(d, &["huge.json", "-o", "x.html"]);
+    assert_usage_error(code, &err, "huge.json: larger than 1073741824 bytes");
+    let (code, _, err) = report(d, &["/dev/zero", "-o", "x.html"]);
+    assert_usage_error(code, &err, "/dev/zero: larger than 1073741824 bytes");
+}
+
+/// A result herd cannot read says what is wrong: a `schema` that is no
+/// schema number, or a document of this herd's schema with a field
+/// missing, is not "a newer herd's" document.
+#[test]
+fn a_bad_schema_or_a_missing_field_is_not_called_newer() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path();
+    let full = serde_json::to_value(fake_result::storm(8, 2, 500)).unwrap();
+    let mut neg = full.clone();
+    neg["schema"] = (-1).into();
+    write(d, "neg.json", &neg.to_string());
+    let mut cut = full.clone();
+    cut.as_object_mut().unwrap().remove("config");
+    write(d, "noconfig.json", &cut.to_string());
+    for (file, says) in [
+        ("neg.json", "its `schema` is -1, not a schema number"),
+        ("noconfig.json", "missing field `config`"),
+        ("noconfig.json", "JSON schema 1, which this herd"),
+    ] {
+        let (code, _, err) = report(d, &[file, "-o", "x.html"]);
+        assert_usage_error(code, &err, says);
+        assert!(!err.contains("newer herd"), "{err}");
+    }
+}

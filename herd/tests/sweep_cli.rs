@@ -130,3 +130,53 @@ fn ctrl_c_stops_the_sweep_and_keeps_what_ran() {
     assert_eq!(runs[0][0]["interrupted"], true);
     assert!(runs[1].is_empty(), "no child after the interrupted one");
 }
+
+/// sweep's `-r` is bounded (1..=10000) with exit 2 naming the flag (it
+/// used to overflow, exit 101, or abort allocating), its own flags cannot
+/// be swept or varied (the children ignored `--over runs=...`), and a
+/// sweep of too many points is refused before anything runs.
+#[test]
+fn sweep_bounds_runs_and_refuses_its_own_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("sw");
+    let out_dir = out_dir.to_str().unwrap();
+    for (args, says) in [
+        (
+            &["--over", "per-wave=1,2", "-r", "18446744073709551615"][..],
+            "--runs",
+        ),
+        (&["--over", "per-wave=1,2", "-r", "1000000000"], "--runs"),
+        (&["--over", "per-wave=1,2", "-r", "10001"], "--runs"),
+        (&["--over", "runs=1,2", "-r", "1"], "invalid --over: --runs"),
+        (&["--over", "r=1,2", "-r", "1"], "invalid --over: -r"),
+        (
+            &["--over", "per-wave=1,2", "-r", "1", "--vary", "runs=1,2"],
+            "invalid --vary: --runs",
+        ),
+        // 2 x 10000 points: more configurations than a sweep runs.
+        (
+            &[
+                "--over",
+                "per-wave=1..10000:1",
+                "-r",
+                "1",
+                "--cleanup",
+                "none,locked",
+            ],
+            "invalid --over",
+        ),
+    ] {
+        let out = herd()
+            .arg("sweep")
+            .args(args)
+            .args(["--out", out_dir])
+            .args(SMALL_ANY_WAVE)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+    assert!(!std::path::Path::new(out_dir).exists(), "nothing written");
+}

@@ -94,11 +94,13 @@ pub struct Args {
     /// The scenario to run (storm, unregister, gp, membarrier, agent).
     #[arg(long, default_value = "storm")]
     pub scenario: String,
-    /// Repetitions of every configuration (interleaved A B C A B C ...).
-    #[arg(short = 'r', long = "runs", default_value_t = 5)]
+    /// Repetitions of every configuration (interleaved A B C A B C ...),
+    /// 1..=10000.
+    #[arg(short = 'r', long = "runs", default_value_t = 5, value_parser = runs_parser())]
     pub runs: usize,
-    /// Rounds run first and discarded (page cache, CPU frequency, ...).
-    #[arg(long, default_value_t = 0)]
+    /// Rounds run first and discarded (page cache, CPU frequency, ...),
+    /// 0..=10000.
+    #[arg(long, default_value_t = 0, value_parser = warmup_parser())]
     pub warmup: usize,
     /// Write every finished run to FILE as it finishes (JSON Lines) and
     /// keep it [default: herd-compare-PID.journal.jsonl in the current
@@ -142,6 +144,51 @@ Ctrl-C, the same command with --resume FILE runs only what is missing.
 
 compare's own flags come first; everything from the first flag compare does
 not know is passed to the scenario, unchanged, in every configuration.";
+
+/// The most repetitions `-r` takes (as the scenarios' own `-r`).
+pub const MAX_RUNS: usize = 10_000;
+/// The most warm-up rounds `--warmup` takes.
+pub const MAX_WARMUP: usize = 10_000;
+/// The most configurations a comparison (or a sweep: configurations times
+/// values) has: `--vary`, `--config` and the shorthands multiply, and far
+/// fewer than this is already days of runs.
+pub const MAX_CONFIGS: usize = 10_000;
+/// The most child runs one comparison or sweep plans (configurations times
+/// warm-up and measured rounds): bounds the memory of the results table
+/// (and of `herd report` reading a journal's header).
+pub const MAX_PLANNED_RUNS: usize = 1_000_000;
+
+/// `-r`/`--runs` of compare and sweep: 1..=[`MAX_RUNS`] (clap names the
+/// flag and exits 2 beyond).
+pub fn runs_parser() -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::<usize>::new().range(1..=MAX_RUNS as u64)
+}
+
+/// `--warmup`: 0..=[`MAX_WARMUP`].
+pub fn warmup_parser() -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::<usize>::new().range(0..=MAX_WARMUP as u64)
+}
+
+/// Checks the size of a plan: `configs` configurations of `rounds`
+/// rounds each (warm-up included); `what` names the flags that made it.
+pub fn check_plan_size(configs: usize, rounds: usize, what: &str) -> Result<()> {
+    if configs > MAX_CONFIGS {
+        return Err(usage(
+            what,
+            format!("{configs} configurations is too many (at most {MAX_CONFIGS})"),
+        ));
+    }
+    match configs.checked_mul(rounds) {
+        Some(n) if n <= MAX_PLANNED_RUNS => Ok(()),
+        _ => Err(usage(
+            what,
+            format!(
+                "{configs} configurations x {rounds} rounds is too many runs \
+                 (at most {MAX_PLANNED_RUNS})"
+            ),
+        )),
+    }
+}
 
 /// One configuration: a label and the scenario arguments that produce it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -236,13 +283,36 @@ fn list_values(flag: &str, list: &str) -> Result<Vec<String>> {
     Ok(values)
 }
 
+/// Whether `name` (a flag, maybe `--flag=value`) is one of compare's and
+/// sweep's own flags (or `-rN`).
+fn is_own_flag(tok: &str) -> bool {
+    let name = tok.split('=').next().unwrap_or(tok);
+    let short_r = name.starts_with("-r") && !name.starts_with("--") && name.len() > 1;
+    OWN_FLAGS.contains(&name) || short_r
+}
+
+/// Checks a flag given to `--vary`/`--over` (`origin`): not one of
+/// compare's and sweep's own (the children would ignore it, or each write
+/// a report).
+pub fn check_varied_flag(flag: &str, origin: &str) -> Result<()> {
+    if is_own_flag(flag) {
+        return Err(usage(
+            origin,
+            format!(
+                "{flag} is compare's and sweep's own flag, not the scenario's: it cannot \
+                 vary (its children would ignore it); give it once, before the scenario's flags"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Checks the scenario's flags: none of compare's own, and none that is
 /// also varied.
 pub fn check_common(common: &[String], varied_flags: &[String]) -> Result<()> {
     for tok in common {
         let name = tok.split('=').next().unwrap_or(tok);
-        let short_r = name.starts_with("-r") && !name.starts_with("--") && name.len() > 1;
-        if OWN_FLAGS.contains(&name) || short_r {
+        if is_own_flag(name) {
             return Err(usage(
                 name,
                 "found among the scenario's flags: compare's and sweep's own flags \
@@ -288,14 +358,13 @@ impl Plan {
                 )
             })?;
             let flag = flag_name(flag, "--vary")?;
+            check_varied_flag(&flag, "--vary")?;
             flag_dims.push((flag, list_values("--vary", list)?, "--vary".to_string()));
         }
         if let Some((flag, values)) = extra {
-            flag_dims.push((
-                flag_name(flag, "--over")?,
-                values.to_vec(),
-                "--over".to_string(),
-            ));
+            let flag = flag_name(flag, "--over")?;
+            check_varied_flag(&flag, "--over")?;
+            flag_dims.push((flag, values.to_vec(), "--over".to_string()));
         }
         let mut varied = Vec::new();
         for (flag, values, origin) in flag_dims {
@@ -338,6 +407,11 @@ impl Plan {
         }
         let varied_flags: Vec<String> = dims.iter().filter_map(|d| d.flag.clone()).collect();
         check_common(common, &varied_flags)?;
+        let count = dims
+            .iter()
+            .try_fold(1usize, |n, d| n.checked_mul(d.options.len()))
+            .unwrap_or(usize::MAX);
+        check_plan_size(count, 1, "--vary/--config")?;
         // Cartesian product, first dimension slowest (baseline = all firsts).
         let mut configs = vec![(Vec::<String>::new(), common.to_vec())];
         for dim in &dims {
@@ -393,10 +467,10 @@ pub fn check_run_options(scenario: &str, runs: usize, alpha: f64) -> Result<()> 
             ),
         ));
     }
-    if runs == 0 {
+    if !(1..=MAX_RUNS).contains(&runs) {
         return Err(usage(
             "--runs",
-            "must be at least 1 (5 or more for significance)",
+            format!("{runs}: must be 1..={MAX_RUNS} (5 or more for significance)"),
         ));
     }
     check_alpha(alpha)
@@ -422,9 +496,17 @@ pub fn run(args: &Args) -> Result<u8> {
             args.runs
         );
     }
+    if args.warmup > MAX_WARMUP {
+        return Err(usage(
+            "--warmup",
+            format!("{}: must be 0..={MAX_WARMUP}", args.warmup),
+        ));
+    }
+    let rounds = args.warmup + args.runs;
+    check_plan_size(plan.configs.len(), rounds, "--runs")?;
     let header = journal::Header::new(&args.scenario, &plan.configs, args.runs, args.warmup);
     let (mut journal, done, temporary) = open_journal(args, &header)?;
-    let total = ((args.warmup + args.runs) * plan.configs.len()) as u64;
+    let total = (rounds * plan.configs.len()) as u64;
     let progress = Progress::new(total, "runs");
     let (sets, interrupted) = run_interleaved(
         &args.scenario,
@@ -657,6 +739,12 @@ mod tests {
         assert!(check_run_options("storm", 5, 0.05).is_ok());
         assert!(check_run_options("nope", 5, 0.05).is_err());
         assert!(check_run_options("storm", 0, 0.05).is_err());
+        assert!(check_run_options("storm", MAX_RUNS, 0.05).is_ok());
+        assert!(check_run_options("storm", MAX_RUNS + 1, 0.05).is_err());
+        assert!(check_run_options("storm", usize::MAX, 0.05).is_err());
+        assert!(check_plan_size(2, 2 * MAX_RUNS, "--runs").is_ok());
+        assert!(check_plan_size(MAX_CONFIGS + 1, 1, "--vary").is_err());
+        assert!(check_plan_size(usize::MAX, usize::MAX, "--runs").is_err());
         assert!(check_run_options("storm", 5, 1.0).is_err());
         assert!(check_run_options("storm", 5, f64::NAN).is_err());
     }

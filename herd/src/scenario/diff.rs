@@ -88,10 +88,55 @@ fn short_name(path: &Path) -> String {
         .unwrap_or_else(|| path.display().to_string())
 }
 
+/// The largest input `herd diff` and `herd report` read, in bytes (1 GiB).
+/// The largest legitimate inputs are a compare journal or a sweep's
+/// data.json of many runs: a storm run with perf counters is about 20 KB
+/// of JSON, so 10,000 runs (`-r 10000`) are about 200 MB, 2 configurations
+/// of them 400 MB; 1 GiB is comfortably above, and keeps `/dev/zero` or a
+/// runaway file from taking all memory.
+pub const MAX_INPUT_BYTES: u64 = 1 << 30;
+
+/// Reads at most [`MAX_INPUT_BYTES`] of `from` (named `name` in errors):
+/// a larger input is a usage error, not an unbounded read.
+pub fn read_limited(name: &str, from: impl std::io::Read) -> Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    std::io::Read::read_to_end(&mut from.take(MAX_INPUT_BYTES + 1), &mut buf)
+        .map_err(|e| usage("", format!("cannot read {name}: {e}")))?;
+    if buf.len() as u64 > MAX_INPUT_BYTES {
+        return Err(too_large(name));
+    }
+    Ok(buf)
+}
+
+/// Reads the file `path` with [`read_limited`] (a regular file larger
+/// than the limit is refused before reading it).
+pub fn read_file_limited(path: &Path) -> Result<Vec<u8>> {
+    let name = path.display().to_string();
+    let file =
+        std::fs::File::open(path).map_err(|e| usage("", format!("cannot read {name}: {e}")))?;
+    if let Ok(m) = file.metadata() {
+        if m.is_file() && m.len() > MAX_INPUT_BYTES {
+            return Err(too_large(&name));
+        }
+    }
+    read_limited(&name, file)
+}
+
+fn too_large(name: &str) -> anyhow::Error {
+    usage(
+        "",
+        format!("{name}: larger than {MAX_INPUT_BYTES} bytes (1 GiB): not a herd result"),
+    )
+}
+
 /// Reads a run, a RunSet or a comparison document.
 pub fn load(path: &Path) -> Result<Loaded> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| usage("", format!("cannot read {}: {e}", path.display())))?;
+    let text = String::from_utf8(read_file_limited(path)?).map_err(|_| {
+        usage(
+            "",
+            format!("{}: not text (UTF-8): not a herd result", path.display()),
+        )
+    })?;
     parse(path, &text)
 }
 

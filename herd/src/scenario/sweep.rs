@@ -35,8 +35,8 @@ use crate::export::progress::Progress;
 use crate::export::run::print_out;
 use crate::result::checks_code;
 use crate::scenario::compare::{
-    check_common, check_run_options, flag_name, run_interleaved, Config, Plan, ScenarioFlags,
-    VaryArgs,
+    check_common, check_plan_size, check_run_options, check_varied_flag, flag_name,
+    run_interleaved, runs_parser, Config, Plan, ScenarioFlags, VaryArgs,
 };
 use crate::stats::DEFAULT_ALPHA;
 
@@ -71,8 +71,8 @@ pub struct Args {
     /// The scenario to run (storm, unregister, gp, membarrier, agent).
     #[arg(long, default_value = "storm")]
     pub scenario: String,
-    /// Repetitions of every point (interleaved).
-    #[arg(short = 'r', long = "runs", default_value_t = 3)]
+    /// Repetitions of every point (interleaved), 1..=10000.
+    #[arg(short = 'r', long = "runs", default_value_t = 3, value_parser = runs_parser())]
     pub runs: usize,
     /// The configurations (one line per configuration in every chart).
     #[command(flatten)]
@@ -156,6 +156,7 @@ pub fn parse_values(over: &str, steps: usize, scale: Scale) -> Result<Values> {
         )
     })?;
     let flag = flag_name(flag, "--over")?;
+    check_varied_flag(&flag, "--over")?;
     let (text, x, log) = if let Some((a, rest)) = spec.split_once("..") {
         let (b, step) = match rest.split_once(':') {
             Some((b, s)) => (b, Some(s)),
@@ -264,6 +265,12 @@ pub fn run(args: &Args) -> Result<u8> {
     check_common(
         &args.scenario_flags.args,
         std::slice::from_ref(&values.flag),
+    )?;
+    // Every (configuration, value) pair is one child configuration.
+    check_plan_size(
+        plan.configs.len().saturating_mul(values.text.len()),
+        args.runs,
+        "--over",
     )?;
     let dir = args
         .out

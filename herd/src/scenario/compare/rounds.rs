@@ -59,7 +59,10 @@ pub fn run_rounds(
     record: Record<'_>,
     mut measure: impl FnMut(&[String]) -> Result<RunResult>,
 ) -> Result<(Vec<RunSet>, bool)> {
-    let rounds = warmup + runs;
+    let rounds = warmup.saturating_add(runs);
+    // The callers check this first (naming their flags); the table below
+    // is allocated whole, so it is checked again here.
+    super::check_plan_size(configs.len(), rounds, "--runs")?;
     let mut results: Vec<Vec<Option<RunResult>>> = vec![vec![None; rounds]; configs.len()];
     for e in record.done {
         if e.round < rounds && e.config < configs.len() && !e.result.interrupted {
@@ -156,6 +159,23 @@ mod tests {
             serde_json::json!({}),
             serde_json::json!({}),
         )
+    }
+
+    #[test]
+    fn huge_rounds_are_refused_not_allocated() {
+        let progress = Progress::new(0, "runs");
+        for (runs, warmup) in [(usize::MAX, 1), (1, usize::MAX), (1_000_000_000, 0)] {
+            let e = run_rounds(
+                &configs(&["a", "b"]),
+                runs,
+                warmup,
+                &progress,
+                Record::default(),
+                |_| unreachable!("nothing runs"),
+            )
+            .unwrap_err();
+            assert_eq!(crate::error::exit_code_for(&e), 2, "{e}");
+        }
     }
 
     #[test]

@@ -23,15 +23,17 @@ use crate::export::comparison::{self, Comparison};
 use crate::export::html::{Content, Section};
 use crate::result::{RunResult, RunSet, SCHEMA_VERSION};
 use crate::scenario::compare::journal::{self, Entry, Header};
+use crate::scenario::compare::{MAX_CONFIGS, MAX_PLANNED_RUNS, MAX_RUNS, MAX_WARMUP};
+use crate::scenario::diff::{read_file_limited, read_limited};
 use crate::scenario::sweep::SweepDoc;
 use crate::stats::DEFAULT_ALPHA;
 
 /// Reads `path` (`-`: standard input; a directory: its `data.json`).
 pub(super) fn read(path: &Path) -> Result<Section> {
     let (path, text) = if path == Path::new("-") {
-        let mut s = String::new();
-        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
-            .map_err(|e| usage("", format!("cannot read standard input: {e}")))?;
+        let bytes = read_limited("standard input", std::io::stdin())?;
+        let s = String::from_utf8(bytes)
+            .map_err(|_| usage("", "standard input: not text (UTF-8): not a herd result"))?;
         (path.to_path_buf(), s)
     } else {
         let file = if path.is_dir() {
@@ -39,8 +41,7 @@ pub(super) fn read(path: &Path) -> Result<Section> {
         } else {
             path.to_path_buf()
         };
-        let text = std::fs::read(&file)
-            .map_err(|e| usage("", format!("cannot read {}: {e}", file.display())))?;
+        let text = read_file_limited(&file)?;
         let text = String::from_utf8(text).map_err(|_| {
             usage(
                 "",
@@ -79,17 +80,32 @@ fn json_error(origin: &str, e: &serde_json::Error) -> anyhow::Error {
     }
 }
 
-/// Deserialises `v` as a `what`; the error names the writer's version.
+/// Deserialises `v` as a `what`; the error says what is wrong: a newer
+/// schema (a newer herd's report reads it), a `schema` that is no schema
+/// number, or a document of this herd's schema that is damaged.
 fn typed<T: DeserializeOwned>(origin: &str, what: &str, v: Value) -> Result<T> {
-    let schema = v.get("schema").cloned().unwrap_or(Value::Null);
+    let schema = v.get("schema").cloned();
     serde_json::from_value(v).map_err(|e| {
+        let version = env!("CARGO_PKG_VERSION");
+        let why = match schema.as_ref().map(|s| (s, s.as_u64())) {
+            Some((_, Some(n))) if n > u64::from(SCHEMA_VERSION) => format!(
+                "it has JSON schema {n}, this herd ({version}) reads schema {SCHEMA_VERSION}: a \
+                 newer herd's report reads it"
+            ),
+            Some((_, Some(n))) if n >= 1 => format!(
+                "it has JSON schema {n}, which this herd ({version}) reads, but the document does \
+                 not have the fields of one: it was edited, damaged or not written by herd"
+            ),
+            Some((s, _)) => format!(
+                "its `schema` is {s}, not a schema number (a whole number from 1; this herd \
+                 writes {SCHEMA_VERSION}): it was edited, damaged or not written by herd"
+            ),
+            None => "it has no `schema` field: it was edited, damaged or not written by herd"
+                .to_string(),
+        };
         bad(
             origin,
-            format!(
-                "a {what} this herd cannot read ({e}); it has JSON schema {schema}, this herd ({}) \
-                 reads schema {SCHEMA_VERSION}: a newer herd's report reads it",
-                env!("CARGO_PKG_VERSION")
-            ),
+            format!("a {what} this herd cannot read ({e}); {why}"),
         )
     })
 }
@@ -229,8 +245,39 @@ fn parse_journal(origin: &str, text: &str) -> Result<Section> {
     if header.configs.is_empty() {
         return Err(bad(origin, "a compare journal without configurations"));
     }
-    let mut gaps = Vec::new();
+    // The same bounds as compare's flags: the table below is allocated
+    // whole, and a crafted header must not make it overflow, exhaust
+    // memory or take for ever.
+    if !(1..=MAX_RUNS).contains(&header.runs) {
+        return Err(bad(
+            origin,
+            format!(
+                "a compare journal whose header has `runs` {}: compare runs 1..={MAX_RUNS}",
+                header.runs
+            ),
+        ));
+    }
+    if header.warmup > MAX_WARMUP {
+        return Err(bad(
+            origin,
+            format!(
+                "a compare journal whose header has `warmup` {}: compare runs 0..={MAX_WARMUP}",
+                header.warmup
+            ),
+        ));
+    }
     let rounds = header.warmup + header.runs;
+    if header.configs.len() > MAX_CONFIGS || header.configs.len() * rounds > MAX_PLANNED_RUNS {
+        return Err(bad(
+            origin,
+            format!(
+                "a compare journal whose header has {} `configs` of {rounds} rounds: compare plans \
+                 at most {MAX_CONFIGS} configurations and {MAX_PLANNED_RUNS} runs",
+                header.configs.len()
+            ),
+        ));
+    }
+    let mut gaps = Vec::new();
     let mut slots: Vec<Vec<Option<RunResult>>> = vec![vec![None; rounds]; header.configs.len()];
     let mut newer_note = None;
     for (i, line) in lines {
