@@ -143,22 +143,22 @@ fn unwritable_report_is_exit_2_and_creates_nothing() {
 /// `herd diff x.json y.json --report x.json` read x.json after the
 /// `--report` check had emptied it ("not JSON: EOF").
 #[test]
-fn diff_reads_an_input_that_is_also_the_report() {
+fn diff_refuses_an_output_that_is_an_input() {
     let t = tempfile::tempdir().unwrap();
-    saved_set(t.path(), "x.json", 1.0);
+    let x = saved_set(t.path(), "x.json", 1.0);
     saved_set(t.path(), "y.json", 0.8);
-    let (code, out, err) = run(
-        t.path(),
-        &["diff", "x.json", "y.json", "--json", "--report", "x.json"],
-    );
-    assert!(!err.contains("not JSON"), "{err}");
-    // The input was read whole: it is compared (refusing a report over an
-    // input is diff.rs's to add).
-    if code == 0 {
-        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-        assert_eq!(v["kind"], "herd-diff", "{out}");
-    } else {
-        assert_eq!(code, 2, "{err}");
+    let before = read(&x);
+    for flag in ["--report", "--save"] {
+        let (code, _, err) = run(
+            t.path(),
+            &["diff", "x.json", "y.json", "--json", flag, "x.json"],
+        );
+        // Before 2026-12-06 --report emptied x.json before it was read
+        // ("not JSON"), then wrote the page over it.
+        assert!(!err.contains("not JSON"), "{err}");
+        assert_eq!(code, 2, "{flag}: {err}");
+        assert!(err.contains(flag) && err.contains("also an input"), "{err}");
+        assert_eq!(read(&x), before, "{flag}: the input was changed");
     }
 }
 

@@ -395,6 +395,27 @@ pub fn diff(a: &Loaded, b: &Loaded, args: &Args) -> Result<DiffDoc> {
 /// Runs `herd diff`.
 pub fn run(args: &Args) -> Result<u8> {
     args.output.check()?;
+    // Before anything is read: an output must not replace an input.
+    for (flag, out) in [
+        ("--report", &args.output.report),
+        ("--save", &args.output.save),
+    ] {
+        if let Some(out) = out {
+            if let Some(input) = [&args.a, &args.b]
+                .into_iter()
+                .find(|i| crate::export::html::same_file(i, out))
+            {
+                return Err(crate::error::usage(
+                    flag,
+                    format!(
+                        "{} is also an input ({}): it would be replaced",
+                        out.display(),
+                        input.display()
+                    ),
+                ));
+            }
+        }
+    }
     let a = load(&args.a)?;
     let b = load(&args.b)?;
     let doc = diff(&a, &b, args)?;
