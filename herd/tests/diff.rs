@@ -290,3 +290,37 @@ fn diff_refuses_an_input_larger_than_the_limit() {
             "/dev/zero: larger than 1073741824 bytes",
         ));
 }
+
+/// `--metrics` that selects nothing was an empty table and exit 0 (a typo
+/// dropped in silence): exit 2 naming the patterns; an empty name too.
+#[test]
+fn diff_refuses_metrics_that_select_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = before_after(&dir, json!({ "waves": 10, "cleanup": "locked" }));
+    for (list, named) in [
+        ("nonexistent", "`nonexistent`"),
+        ("wall_s,wal_s", "`wal_s`"),
+        ("nope*", "`nope*`"),
+        ("", "empty name"),
+        (",", "empty name"),
+    ] {
+        let out = herd()
+            .arg("diff")
+            .arg(&a)
+            .arg(&b)
+            .args(["--metrics", list])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "--metrics {list:?}: {err}");
+        assert!(err.contains("--metrics") && err.contains(named), "{err}");
+    }
+    herd()
+        .arg("diff")
+        .arg(&a)
+        .arg(&b)
+        .args(["--metrics", "wall_s,exits*"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("wall_s"));
+}

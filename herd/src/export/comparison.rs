@@ -100,7 +100,10 @@ impl Comparison {
         alpha: f64,
         metrics: &[String],
     ) -> Comparison {
-        let mut notes = Vec::new();
+        let mut notes: Vec<String> = unmatched_patterns(sets.iter().flat_map(|s| &s.runs), metrics)
+            .into_iter()
+            .map(|p| format!("--metrics: `{p}` matches no metric of these runs"))
+            .collect();
         let order = metric_order(sets.iter().flat_map(|s| &s.runs), metrics);
         for set in &sets {
             let partial = set.runs.iter().filter(|r| r.interrupted).count();
@@ -375,6 +378,24 @@ pub(crate) fn complete_summary(set: &RunSet, name: &str) -> Option<Summary> {
         .filter_map(|r| r.metric(name))
         .collect();
     Summary::of(&values)
+}
+
+/// The `patterns` (of `--metrics`) that select none of the metrics of
+/// `runs`: a typo, or a metric these runs do not have.
+pub(crate) fn unmatched_patterns<'a>(
+    runs: impl IntoIterator<Item = &'a RunResult>,
+    patterns: &[String],
+) -> Vec<String> {
+    let names = metric_order(runs, &[]);
+    patterns
+        .iter()
+        .filter(|p| {
+            !names
+                .iter()
+                .any(|(n, _, _)| metric_selected(n, std::slice::from_ref(p)))
+        })
+        .cloned()
+        .collect()
 }
 
 fn metric_selected(name: &str, patterns: &[String]) -> bool {

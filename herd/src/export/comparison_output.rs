@@ -64,6 +64,9 @@ impl ComparisonOutput {
     /// `--save` can be written ([`ComparisonOutput::check_save`]).
     pub fn check(&self) -> Result<()> {
         check_alpha(self.alpha)?;
+        if self.metrics.iter().any(|m| m.trim().is_empty()) {
+            return Err(usage("--metrics", "an empty name in the list"));
+        }
         self.check_save()
     }
 

@@ -330,6 +330,25 @@ fn pair(a: &Loaded, b: &Loaded, only: Option<&str>) -> Result<Pairing> {
 /// Builds the diff of two loaded files.
 pub fn diff(a: &Loaded, b: &Loaded, args: &Args) -> Result<DiffDoc> {
     let (pairs, mut notes) = pair(a, b, args.label.as_deref())?;
+    // Inputs known: a pattern that selects nothing is a usage error here
+    // (compare, whose metrics come after its runs, notes it instead).
+    let all_runs = pairs.iter().flat_map(|(x, y)| x.runs.iter().chain(&y.runs));
+    let unmatched = crate::export::comparison::unmatched_patterns(all_runs, &args.output.metrics);
+    if !unmatched.is_empty() {
+        return Err(usage(
+            "--metrics",
+            format!(
+                "{} select(s) no metric of {} or {}",
+                unmatched
+                    .iter()
+                    .map(|p| format!("`{p}`"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                args.a.display(),
+                args.b.display()
+            ),
+        ));
+    }
     let exempt: Vec<String> = a
         .varied_keys
         .iter()
