@@ -23,6 +23,33 @@ fn bad_flags_exit_2_and_name_the_flag() {
         (vec!["--retire-batch", "0"], "--retire-batch"),
         (vec!["--runs", "0"], "--runs"),
         (vec!["--gap-ms", "x"], "--gap-ms"),
+        // A flag of another mode is refused, not ignored.
+        (
+            vec!["--mode", "mutex-pool", "--min-workers", "5"],
+            "--min-workers",
+        ),
+        (
+            vec!["--mode", "rayon", "--min-workers", "5"],
+            "--min-workers",
+        ),
+        (vec!["--mode", "rayon", "--jitter-ms", "3"], "--jitter-ms"),
+        (
+            vec!["--mode", "rayon", "--keep-alive-ms", "9"],
+            "--keep-alive-ms",
+        ),
+        (
+            vec!["--mode", "thread", "--max-workers", "7"],
+            "--max-workers",
+        ),
+        (
+            vec!["--mode", "thread", "--retire-batch", "9"],
+            "--retire-batch",
+        ),
+        (vec!["--mode", "thread", "--spin-us", "7"], "--spin-us"),
+        (
+            vec!["--mode", "tokio-blocking", "--exit-poll-ms", "5"],
+            "--exit-poll-ms",
+        ),
     ] {
         exits_2_naming("agent", &args, flag);
     }
@@ -36,10 +63,18 @@ fn bad_flags_exit_2_and_name_the_flag() {
 /// `herd agent --mode MODE` on 3 waves of 200 jobs, 8 workers at most,
 /// keep-alive 10 ms unless `extra` gives one.
 fn run_json(mode: &str, extra: &[&str]) -> serde_json::Value {
-    let keep_alive = if extra.iter().any(|a| a.starts_with("--keep-alive-ms")) {
+    // The pool flags only where the mode uses them (others are refused).
+    let keep_alive = if extra.iter().any(|a| a.starts_with("--keep-alive-ms"))
+        || matches!(mode, "thread" | "rayon")
+    {
         &[][..]
     } else {
         &["--keep-alive-ms=10"][..]
+    };
+    let max_workers = if mode == "thread" {
+        &[][..]
+    } else {
+        &["--max-workers=8"][..]
     };
     let out = herd()
         .args([
@@ -50,9 +85,9 @@ fn run_json(mode: &str, extra: &[&str]) -> serde_json::Value {
             "--jobs=200",
             "--job-us=5",
             "--gap-ms=40",
-            "--max-workers=8",
             "--json",
         ])
+        .args(max_workers)
         .args(keep_alive)
         .args(extra)
         .output()
@@ -262,4 +297,44 @@ fn system_scope_counts_on_the_usable_cpus() {
         "{}",
         r["perf"]["cpus"]
     );
+}
+
+/// Thread per job or a pool past the host's thread limits is refused
+/// before any thread is created (exit 3 naming vm.max_map_count): thread
+/// per job used to abort in std's thread start-up (exit 134), a rayon pool
+/// of 20000 workers to spend minutes starting.
+#[test]
+fn threads_past_the_mapping_limit_are_refused_up_front() {
+    for args in [
+        &["--mode", "thread", "--jobs", "100000"][..],
+        &["--mode", "rayon", "--jobs", "2", "--max-workers", "65536"][..],
+    ] {
+        let start = std::time::Instant::now();
+        herd()
+            .args(["agent", "--no-perf", "--waves", "1", "--job-us", "0"])
+            .args(args)
+            .assert()
+            .code(3)
+            .stderr(contains("vm.max_map_count"));
+        assert!(start.elapsed().as_secs() < 10, "{:?}", start.elapsed());
+    }
+}
+
+/// Ctrl-C in a long gap stops the run within a gap slice and prints the
+/// waves done (exit 130): the gap used to be one 10-minute sleep.
+#[test]
+fn ctrl_c_in_a_long_gap_stops_the_run() {
+    let child = common::spawn_herd(&[
+        "agent",
+        "--no-perf",
+        "--waves",
+        "5",
+        "--jobs",
+        "2",
+        "--gap-ms",
+        "600000",
+        "--json",
+    ]);
+    let r = common::ctrl_c_partial_result(child, std::time::Duration::from_secs(1));
+    assert_eq!(r.config["waves"], 5);
 }

@@ -62,3 +62,35 @@ fn parked_threads_are_woken_by_stop() {
         .expect("stop() woke the parked threads and joined them");
     assert_eq!(reports.len(), 4);
 }
+
+/// `herd gp --load N` past the host's thread limits is refused before any
+/// thread is created (exit 3 naming vm.max_map_count), where std's thread
+/// start-up used to abort the process (exit 134: "failed to set up
+/// alternative stack guard page") once the mappings ran out.
+#[test]
+fn gp_load_past_the_mapping_limit_is_refused_up_front() {
+    let start = Instant::now();
+    let out = assert_cmd::Command::cargo_bin("herd")
+        .unwrap()
+        .args([
+            "gp",
+            "--no-perf",
+            "--duration",
+            "5ms",
+            "--delay",
+            "0",
+            "--load",
+            "65536",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("vm.max_map_count"), "{err}");
+    assert!(err.contains("--load"), "{err}");
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        start.elapsed()
+    );
+}

@@ -204,3 +204,28 @@ fn global_command_runs_without_registration() {
     assert!(r.metric("calls").unwrap() >= 1.0);
     assert_eq!(r.config["cmd"], "global");
 }
+
+/// `--load N` past the host's thread limits is refused before any thread
+/// is created (exit 3 naming vm.max_map_count) instead of aborting in
+/// std's thread start-up (exit 134) once the mappings run out.
+#[test]
+fn load_past_the_mapping_limit_is_refused_up_front() {
+    herd()
+        .args([
+            "membarrier",
+            "--no-perf",
+            "--duration",
+            "5ms",
+            "--read-rounds",
+            "1",
+            "--read-slice",
+            "1ms",
+            "--load",
+            "65536",
+        ])
+        .assert()
+        .code(3)
+        .stderr(
+            predicate::str::contains("vm.max_map_count").and(predicate::str::contains("--load")),
+        );
+}

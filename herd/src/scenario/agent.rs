@@ -107,29 +107,33 @@ pub struct Args {
     /// Threads submitting each wave's jobs concurrently.
     #[arg(long, default_value_t = 1)]
     pub submitters: usize,
-    /// Pools: most workers at once.
-    #[arg(long, default_value_t = 64)]
-    pub max_workers: usize,
-    /// exitq-pool: workers kept when idle (the mutex pool has none).
-    #[arg(long, default_value_t = 0)]
-    pub min_workers: usize,
-    /// Pools: idle time before a worker retires, in milliseconds.
-    #[arg(long, default_value_t = 20)]
-    pub keep_alive_ms: u64,
+    /// Pools: most workers at once (rayon: its fixed size) [default: 64].
+    /// Refused with --mode thread.
+    #[arg(long)]
+    pub max_workers: Option<usize>,
+    /// exitq-pool: workers kept when idle [default: 0]. Refused in the
+    /// other modes (the mutex pool has none).
+    #[arg(long)]
+    pub min_workers: Option<usize>,
+    /// Pools with a keep-alive (mutex-pool, exitq-pool, tokio-blocking):
+    /// idle time before a worker retires, in milliseconds [default: 20].
+    #[arg(long)]
+    pub keep_alive_ms: Option<u64>,
     /// exitq-pool: keep-alive jitter in milliseconds (default: half the keep-alive).
     #[arg(long)]
     pub jitter_ms: Option<u64>,
-    /// exitq-pool: at most this many retirements per grace period.
-    #[arg(long, default_value_t = 2)]
-    pub retire_batch: usize,
+    /// exitq-pool: at most this many retirements per grace period [default: 2].
+    #[arg(long)]
+    pub retire_batch: Option<usize>,
     /// exitq-pool: how often (ms) the exitq reclaimer looks for exited workers
     /// to clean up; paces retirement together with --retire-batch (default:
     /// exitq's default, 10 ms).
     #[arg(long)]
     pub exit_poll_ms: Option<u64>,
-    /// exitq-pool: microseconds a worker polls the queue before parking (0: never).
-    #[arg(long, default_value_t = 50)]
-    pub spin_us: u64,
+    /// exitq-pool: microseconds a worker polls the queue before parking
+    /// (0: never) [default: 50].
+    #[arg(long)]
+    pub spin_us: Option<u64>,
     /// Thread per job: each job thread's exit cleanup (`--cleanup` and its
     /// flags, as `herd storm`'s).
     #[command(flatten)]
@@ -141,6 +145,17 @@ pub struct Args {
     #[command(flatten)]
     pub perf: PerfArgs,
 }
+
+/// `--max-workers` when not given.
+const DEFAULT_MAX_WORKERS: usize = 64;
+/// Largest `--max-workers` (a typo guard; the pre-flight checks the host).
+const MAX_WORKERS: usize = 65_536;
+/// `--keep-alive-ms` when not given.
+const DEFAULT_KEEP_ALIVE_MS: u64 = 20;
+/// `--retire-batch` when not given.
+const DEFAULT_RETIRE_BATCH: usize = 2;
+/// `--spin-us` when not given.
+const DEFAULT_SPIN_US: u64 = 50;
 
 /// The validated configuration (serialized into `RunResult::config`).
 #[derive(Debug, Clone, Serialize)]
@@ -197,13 +212,20 @@ impl Args {
         if self.submitters > self.jobs {
             return Err(usage("--submitters", "must not exceed --jobs"));
         }
-        if self.max_workers == 0 || self.max_workers > 100_000 {
-            return Err(usage("--max-workers", "must be between 1 and 100000"));
+        self.refuse_flags_of_other_modes()?;
+        let max_workers = self.max_workers.unwrap_or(DEFAULT_MAX_WORKERS);
+        let min_workers = self.min_workers.unwrap_or(0);
+        let keep_alive_ms = self.keep_alive_ms.unwrap_or(DEFAULT_KEEP_ALIVE_MS);
+        if max_workers == 0 || max_workers > MAX_WORKERS {
+            return Err(usage(
+                "--max-workers",
+                format!("must be between 1 and {MAX_WORKERS}"),
+            ));
         }
-        if self.min_workers > self.max_workers {
+        if min_workers > max_workers {
             return Err(usage("--min-workers", "must not exceed --max-workers"));
         }
-        if self.keep_alive_ms == 0 || self.keep_alive_ms > 3_600_000 {
+        if keep_alive_ms == 0 || keep_alive_ms > 3_600_000 {
             return Err(usage("--keep-alive-ms", "must be between 1 and 3600000"));
         }
         if let Some(j) = self.jitter_ms {
@@ -216,10 +238,12 @@ impl Args {
                 return Err(usage("--exit-poll-ms", "must be between 1 and 60000"));
             }
         }
-        if self.spin_us > 1_000_000 {
+        let spin_us = self.spin_us.unwrap_or(DEFAULT_SPIN_US);
+        if spin_us > 1_000_000 {
             return Err(usage("--spin-us", "must be at most 1000000"));
         }
-        if self.retire_batch == 0 {
+        let retire_batch = self.retire_batch.unwrap_or(DEFAULT_RETIRE_BATCH);
+        if retire_batch == 0 {
             return Err(usage("--retire-batch", "must be at least 1"));
         }
         self.cleanup.validate()?;
@@ -236,12 +260,12 @@ impl Args {
             job_us: self.job_us,
             gap_ms: self.gap_ms,
             submitters: self.submitters,
-            max_workers: self.max_workers,
-            min_workers: self.min_workers,
-            keep_alive_ms: self.keep_alive_ms,
-            jitter_ms: self.jitter_ms.unwrap_or(self.keep_alive_ms / 2),
-            retire_batch: self.retire_batch,
-            spin_us: self.spin_us,
+            max_workers,
+            min_workers,
+            keep_alive_ms,
+            jitter_ms: self.jitter_ms.unwrap_or(keep_alive_ms / 2),
+            retire_batch,
+            spin_us,
             exit_poll_ms: self.exit_poll_ms,
             cleanup: self.cleanup.clone(),
         })
@@ -257,12 +281,23 @@ impl Args {
             format!("--job-us={}", self.job_us),
             format!("--gap-ms={}", self.gap_ms),
             format!("--submitters={}", self.submitters),
-            format!("--max-workers={}", self.max_workers),
-            format!("--min-workers={}", self.min_workers),
-            format!("--keep-alive-ms={}", self.keep_alive_ms),
-            format!("--retire-batch={}", self.retire_batch),
-            format!("--spin-us={}", self.spin_us),
         ];
+        // Only the flags given: the others do not apply to every mode.
+        if let Some(n) = self.max_workers {
+            v.push(format!("--max-workers={n}"));
+        }
+        if let Some(n) = self.min_workers {
+            v.push(format!("--min-workers={n}"));
+        }
+        if let Some(n) = self.keep_alive_ms {
+            v.push(format!("--keep-alive-ms={n}"));
+        }
+        if let Some(n) = self.retire_batch {
+            v.push(format!("--retire-batch={n}"));
+        }
+        if let Some(n) = self.spin_us {
+            v.push(format!("--spin-us={n}"));
+        }
         if let Some(j) = self.jitter_ms {
             v.push(format!("--jitter-ms={j}"));
         }
@@ -301,9 +336,80 @@ impl Args {
     }
 }
 
+impl Args {
+    /// Refuses (exit 2) a flag given for a mode that does not use it:
+    /// silently ignoring it would measure something else than asked.
+    fn refuse_flags_of_other_modes(&self) -> Result<()> {
+        use Mode::*;
+        let given: [(&str, bool, &[Mode]); 7] = [
+            (
+                "--max-workers",
+                self.max_workers.is_some(),
+                &[MutexPool, ExitqPool, TokioBlocking, Rayon],
+            ),
+            ("--min-workers", self.min_workers.is_some(), &[ExitqPool]),
+            (
+                "--keep-alive-ms",
+                self.keep_alive_ms.is_some(),
+                &[MutexPool, ExitqPool, TokioBlocking],
+            ),
+            ("--jitter-ms", self.jitter_ms.is_some(), &[ExitqPool]),
+            ("--retire-batch", self.retire_batch.is_some(), &[ExitqPool]),
+            ("--exit-poll-ms", self.exit_poll_ms.is_some(), &[ExitqPool]),
+            ("--spin-us", self.spin_us.is_some(), &[ExitqPool]),
+        ];
+        for (flag, is_given, modes) in given {
+            if is_given && !modes.contains(&self.mode) {
+                let names: Vec<_> = modes.iter().map(|m| m.name()).collect();
+                return Err(usage(
+                    flag,
+                    format!(
+                        "--mode {} does not use it (only --mode {} does)",
+                        self.mode.name(),
+                        names.join(", ")
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The threads a run holds at once: each wave's job threads (thread
+    /// per job: a wave's threads are joined at its end) or the pool's
+    /// workers, plus the submitters and a few helpers (tokio's runtime,
+    /// exitq's reclaimer, the cleanup monitor).
+    fn peak_threads(cfg: &Config) -> usize {
+        let workers = match cfg.mode {
+            Mode::Thread => cfg.jobs,
+            // Every worker starts with the pool.
+            Mode::Rayon => cfg.max_workers,
+            // An elastic pool grows to at most one worker per queued job.
+            _ => cfg.max_workers.min(cfg.jobs).max(cfg.min_workers),
+        };
+        workers + cfg.submitters + 4
+    }
+}
+
 /// Runs `herd agent`.
 pub fn run(args: &Args) -> Result<u8> {
     let cfg = args.validate()?;
+    let flag = if cfg.mode == Mode::Thread {
+        "--jobs"
+    } else {
+        "--max-workers"
+    };
+    crate::scenario::gpkit::preflight_threads(
+        flag,
+        &format!(
+            "--mode {} with {flag} {}",
+            cfg.mode.name(),
+            match cfg.mode {
+                Mode::Thread => cfg.jobs,
+                _ => cfg.max_workers,
+            }
+        ),
+        Args::peak_threads(&cfg),
+    )?;
     child::install_interrupt_handler();
     if args.out.runs > 1 && !child::is_child() {
         return repeat("agent", &args.out);
@@ -354,6 +460,9 @@ fn measure(args: &Args, cfg: &Config) -> Result<RunResult> {
         cleanup: cleanup.as_ref(),
     })
 }
+
+/// The longest uninterrupted sleep of a gap (Ctrl-C is checked between).
+const GAP_SLICE: Duration = Duration::from_millis(50);
 
 /// An agent run in progress: the job log, the runner and the submitters.
 struct AgentRun<'a> {
@@ -428,7 +537,16 @@ impl<'a> AgentRun<'a> {
             self.runner.join_wave();
             waves.busy += tb.elapsed();
             waves.done += 1;
-            thread::sleep(Duration::from_millis(cfg.gap_ms));
+            // The gap, in short slices: Ctrl-C stops it (and the run)
+            // within one slice instead of after up to 10 minutes.
+            let gap_end = Instant::now() + Duration::from_millis(cfg.gap_ms);
+            loop {
+                let now = Instant::now();
+                if now >= gap_end || child::interrupted() {
+                    break;
+                }
+                thread::sleep((gap_end - now).min(GAP_SLICE));
+            }
         }
         waves
     }

@@ -212,6 +212,23 @@ impl Cell {
 /// Runs `herd gp`.
 pub fn run(args: &Args) -> Result<u8> {
     args.validate()?;
+    // Each cell's readers run beside its updaters (and exitq's reclaimer);
+    // the cells run one after the other.
+    let online = gpkit::usable_cpus().len();
+    let readers = args
+        .load
+        .iter()
+        .map(|l| match l {
+            Load::Idle => Load::Busy.threads(online),
+            other => other.threads(online),
+        })
+        .max()
+        .unwrap_or(0);
+    gpkit::preflight_threads(
+        "--load",
+        &format!("{readers} reader(s) and {} updater(s)", args.updaters),
+        readers + args.updaters + 1,
+    )?;
     let (code, _) = gpkit::run_scenario("gp", &args.output, || run_once(args), render)?;
     Ok(code)
 }

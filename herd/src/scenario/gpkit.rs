@@ -201,6 +201,42 @@ pub fn host_facts() -> serde_json::Value {
     crate::host::HostFacts::read().to_json()
 }
 
+/// Mappings [`preflight_threads`] keeps free for what is not a thread.
+const MAPPING_SLACK: u64 = 256;
+
+/// Pre-flight of a scenario's std threads, before any is created: refuses
+/// (exit 3, [`crate::error::ResourceError`] about `flag`) when `threads`
+/// threads alive at once would not fit under the host's limits
+/// (`vm.max_map_count` against the mappings in use now, at
+/// [`crate::host::STD_THREAD_MAPPINGS`] per thread; `RLIMIT_NPROC`,
+/// `kernel.threads-max`, `kernel.pid_max`, the cgroup's `pids.max`).
+/// Past them, std's thread start-up aborts the process (it cannot map the
+/// thread's signal stack) or thread creation fails half-way through.
+pub fn preflight_threads(flag: &str, what: &str, threads: usize) -> Result<()> {
+    let facts = crate::host::HostFacts::read();
+    // Slack for what the run maps besides its threads' stacks (malloc
+    // arenas, perf buffers, the exitq domain): a request just under the
+    // wall would otherwise pass and still abort.
+    let maps_now = crate::host::map_count().unwrap_or(0) + MAPPING_SLACK;
+    let problems = crate::host::thread_limit_problems(
+        &facts,
+        threads as u64,
+        crate::host::STD_THREAD_MAPPINGS,
+        maps_now,
+    );
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(crate::error::resource(
+        flag,
+        format!(
+            "{what}: about {threads} threads alive at once, more than this host can create \
+             (counting {MAPPING_SLACK} mappings of slack): {}",
+            problems.join("; ")
+        ),
+    ))
+}
+
 /// Explains a failed thread creation: the errno and the limit behind it,
 /// named with its evidence by [`crate::spawn::failure::diagnose`] (read
 /// right after the failure, while the limit is still at its ceiling).

@@ -225,6 +225,38 @@ pub fn totals(reports: &[LoadReport]) -> LoadReport {
 mod tests {
     use super::*;
 
+    /// What the pre-flight charges per std thread
+    /// ([`crate::host::STD_THREAD_MAPPINGS`]) is what one costs here:
+    /// `/proc/self/maps` lines before and while 100 parked threads live.
+    /// Other tests of this binary map and unmap meanwhile, so the smallest
+    /// of a few tries is taken.
+    #[test]
+    fn a_std_thread_costs_the_mappings_preflight_charges() {
+        let per_thread = (0..5)
+            .map(|_| {
+                let before = crate::host::map_count().unwrap();
+                let t = LoadThreads::start("maps", 100, |_, stop| {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::thread::park();
+                    }
+                    0
+                })
+                .unwrap();
+                let during = crate::host::map_count().unwrap();
+                t.stop();
+                (during.saturating_sub(before) as f64 / 100.0).round() as u64
+            })
+            .min()
+            .unwrap();
+        eprintln!("mappings per parked std thread: {per_thread}");
+        assert!(
+            per_thread <= crate::host::STD_THREAD_MAPPINGS,
+            "{per_thread} mappings per thread, the pre-flight charges {}",
+            crate::host::STD_THREAD_MAPPINGS
+        );
+        assert!(per_thread >= 2, "{per_thread}: not even stack and guard?");
+    }
+
     #[test]
     fn parse_and_size() {
         assert_eq!(Load::parse("idle").unwrap(), Load::Idle);

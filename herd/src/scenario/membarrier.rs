@@ -344,6 +344,8 @@ fn reader_total(c: &Counters) -> u64 {
 /// Runs `herd membarrier`.
 pub fn run(args: &Args) -> Result<u8> {
     args.validate()?;
+    let nload = args.load.threads(gpkit::usable_cpus().len());
+    gpkit::preflight_threads("--load", &format!("{nload} reader(s)"), nload + 1)?;
     let (code, _) = gpkit::run_scenario("membarrier", &args.output, || run_once(args), render)?;
     Ok(code)
 }

@@ -149,6 +149,16 @@ impl Args {
             if d > Duration::from_secs(1) {
                 return Err(usage("--first-check-delay", "must be at most 1s"));
             }
+            if matches!(self.sync, SyncMode::None | SyncMode::Expedited) {
+                return Err(usage(
+                    "--first-check-delay",
+                    format!(
+                        "only applies to --sync per-op or deferred (--sync {} waits for no \
+                         normal grace period)",
+                        self.sync.name()
+                    ),
+                ));
+            }
         }
         Ok(())
     }
@@ -187,6 +197,13 @@ impl Args {
 /// Runs `herd unregister`.
 pub fn run(args: &Args) -> Result<u8> {
     args.validate()?;
+    // Readers and updaters run together, beside exitq's reclaimer.
+    let nreaders = args.reader_count(gpkit::usable_cpus().len());
+    gpkit::preflight_threads(
+        "",
+        &format!("--readers {nreaders} and --updaters {}", args.updaters),
+        nreaders + args.updaters + 1,
+    )?;
     let (code, _) = gpkit::run_scenario(
         "unregister",
         &args.output,
