@@ -338,3 +338,36 @@ fn ctrl_c_in_a_long_gap_stops_the_run() {
     let r = common::ctrl_c_partial_result(child, std::time::Duration::from_secs(1));
     assert_eq!(r.config["waves"], 5);
 }
+
+/// A flag of one mode is refused in a run of another (above), but a
+/// compare that varies the mode shares its flags with every configuration
+/// (as docs/results-agent.md's commands do): each mode takes what it uses.
+#[test]
+fn a_compare_across_modes_shares_mode_flags() {
+    let out = herd()
+        .args([
+            "compare",
+            "--scenario",
+            "agent",
+            "--vary",
+            "mode=thread,mutex-pool",
+        ])
+        .args([
+            "-r",
+            "1",
+            "--json",
+            "--",
+            "--no-perf",
+            "--waves",
+            "1",
+            "--jobs",
+            "2",
+        ])
+        .args(["--job-us", "0", "--max-workers", "8"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["sets"].as_array().map(Vec::len), Some(2), "{v}");
+}

@@ -338,9 +338,15 @@ impl Args {
 
 impl Args {
     /// Refuses (exit 2) a flag given for a mode that does not use it:
-    /// silently ignoring it would measure something else than asked.
+    /// silently ignoring it would measure something else than asked. Not
+    /// in a child run: `herd compare --vary mode=...` (or a sweep) gives
+    /// every configuration the same flags, and each mode takes those it
+    /// uses (the parent's own run, direct or `-r N`, is checked).
     fn refuse_flags_of_other_modes(&self) -> Result<()> {
         use Mode::*;
+        if crate::runner::is_child() {
+            return Ok(());
+        }
         let given: [(&str, bool, &[Mode]); 7] = [
             (
                 "--max-workers",
