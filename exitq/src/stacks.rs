@@ -112,7 +112,8 @@ pub use config::{Release, StackPoolBuilder};
 pub use error::SpawnError;
 pub use reap::Reap;
 pub use stats::StackPoolStats;
-pub use sys::{default_stack_size, min_stack_size, StartRoutine};
+pub use sys::{default_stack_size, StartRoutine};
+
 pub use thread::PooledThread;
 
 use std::ffi::c_void;
@@ -128,6 +129,18 @@ use crossbeam_utils::CachePadded;
 use shared::Shared;
 use stats::Counters;
 use sys::{page_size, round_up};
+
+/// The smallest stack size a [`StackPool`] accepts
+/// (`StackPoolBuilder::stack_size`): `PTHREAD_STACK_MIN`, the pool's
+/// header and a page, rounded up to pages as every size is.
+pub fn min_stack_size() -> usize {
+    let page = page_size();
+    round_up(
+        libc::PTHREAD_STACK_MIN + shared::HEADER_RESERVE + page,
+        page,
+    )
+    .expect("a few pages fit a usize")
+}
 
 impl StackPoolBuilder {
     /// Builds the pool: creates its pthread key and starts its reclaimer.

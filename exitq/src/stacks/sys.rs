@@ -44,18 +44,6 @@ pub(super) fn round_up(n: usize, to: usize) -> Option<usize> {
     Some(n.checked_add(to - 1)? / to * to)
 }
 
-/// The smallest stack size a [`StackPool`](super::StackPool) accepts
-/// (`StackPoolBuilder::stack_size`): `PTHREAD_STACK_MIN`, the pool's
-/// header and a page, rounded up to pages as every size is.
-pub fn min_stack_size() -> usize {
-    let page = page_size();
-    round_up(
-        libc::PTHREAD_STACK_MIN + super::shared::HEADER_RESERVE + page,
-        page,
-    )
-    .expect("a few pages fit a usize")
-}
-
 /// glibc's default thread stack size (what `pthread_create` with default
 /// attributes uses): `RLIMIT_STACK`, or 2 MiB if that is unlimited.
 pub fn default_stack_size() -> usize {

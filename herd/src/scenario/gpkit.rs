@@ -208,7 +208,7 @@ const MAPPING_SLACK: u64 = 256;
 /// (exit 3, [`crate::error::ResourceError`] about `flag`) when `threads`
 /// threads alive at once would not fit under the host's limits
 /// (`vm.max_map_count` against the mappings in use now, at
-/// [`crate::host::STD_THREAD_MAPPINGS`] per thread; `RLIMIT_NPROC`,
+/// [`crate::spawn::failure::STD_THREAD_MAPPINGS`] per thread; `RLIMIT_NPROC`,
 /// `kernel.threads-max`, `kernel.pid_max`, the cgroup's `pids.max`).
 /// Past them, std's thread start-up aborts the process (it cannot map the
 /// thread's signal stack) or thread creation fails half-way through.
@@ -218,10 +218,10 @@ pub fn preflight_threads(flag: &str, what: &str, threads: usize) -> Result<()> {
     // arenas, perf buffers, the exitq domain): a request just under the
     // wall would otherwise pass and still abort.
     let maps_now = crate::host::map_count().unwrap_or(0) + MAPPING_SLACK;
-    let problems = crate::host::thread_limit_problems(
+    let problems = crate::spawn::failure::thread_limit_problems(
         &facts,
         threads as u64,
-        crate::host::STD_THREAD_MAPPINGS,
+        crate::spawn::failure::STD_THREAD_MAPPINGS,
         maps_now,
     );
     if problems.is_empty() {

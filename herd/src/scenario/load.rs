@@ -226,7 +226,7 @@ mod tests {
     use super::*;
 
     /// What the pre-flight charges per std thread
-    /// ([`crate::host::STD_THREAD_MAPPINGS`]) is what one costs here:
+    /// ([`crate::spawn::failure::STD_THREAD_MAPPINGS`]) is what one costs here:
     /// `/proc/self/maps` lines before and while 100 parked threads live.
     /// Other tests of this binary map and unmap meanwhile, so the smallest
     /// of a few tries is taken.
@@ -250,9 +250,9 @@ mod tests {
             .unwrap();
         eprintln!("mappings per parked std thread: {per_thread}");
         assert!(
-            per_thread <= crate::host::STD_THREAD_MAPPINGS,
+            per_thread <= crate::spawn::failure::STD_THREAD_MAPPINGS,
             "{per_thread} mappings per thread, the pre-flight charges {}",
-            crate::host::STD_THREAD_MAPPINGS
+            crate::spawn::failure::STD_THREAD_MAPPINGS
         );
         assert!(per_thread >= 2, "{per_thread}: not even stack and guard?");
     }

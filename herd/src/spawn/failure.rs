@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::host::{cgroup_pids, map_count, tasks_now, HostFacts, Rlimit};
+use crate::host::{cgroup_pids, map_count, tasks_now, CgroupPids, HostFacts, Rlimit};
 
 /// The limit that explains a creation failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -276,6 +276,79 @@ pub fn diagnose(errno: i32, ctx: &DiagContext) -> (Limit, String) {
             ctx.stack_bytes
         ),
     )
+}
+
+/// Mappings one running `std::thread` holds: its stack and guard page
+/// (glibc), and the alternate signal stack Rust's std maps for it and that
+/// stack's guard page. Measured: `scenario::load`'s test counts
+/// `/proc/self/maps` around 100 parked threads.
+pub(crate) const STD_THREAD_MAPPINGS: u64 = 4;
+
+/// The limits that `threads` more threads alive at once, each holding
+/// `maps_per_thread` mappings, would exceed, with the numbers (empty: they
+/// fit). The task limits are `herd storm`'s pre-flight's
+/// (`kernel.threads-max`, `kernel.pid_max`, the cgroup's `pids.max`,
+/// `RLIMIT_NPROC` unless root), the mapping limit is `vm.max_map_count`
+/// minus `maps_now`, the mappings the process has already.
+pub(crate) fn thread_limit_problems(
+    facts: &HostFacts,
+    threads: u64,
+    maps_per_thread: u64,
+    maps_now: u64,
+) -> Vec<String> {
+    let mut p = Vec::new();
+    let tasks = facts.tasks_now.unwrap_or(0);
+    if let Some(max) = facts.threads_max {
+        if tasks + threads > max {
+            p.push(format!(
+                "{tasks} tasks exist already and kernel.threads-max = {max}"
+            ));
+        }
+    }
+    if let Some(max) = facts.pid_max {
+        if tasks + threads > max {
+            p.push(format!(
+                "{tasks} pids are in use and kernel.pid_max = {max}"
+            ));
+        }
+    }
+    if let Some(CgroupPids {
+        path,
+        max: Some(max),
+        current,
+    }) = &facts.cgroup_pids
+    {
+        let cur = current.unwrap_or(0);
+        if cur + threads > *max {
+            p.push(format!(
+                "cgroup {path} has {cur} tasks and pids.max = {max}"
+            ));
+        }
+    }
+    if !facts.root {
+        if let Some(Rlimit {
+            soft: Some(lim), ..
+        }) = facts.rlimit_nproc
+        {
+            let mine = user_tasks().unwrap_or(0);
+            if mine + threads > lim {
+                p.push(format!(
+                    "this user has {mine} tasks and RLIMIT_NPROC = {lim} (ulimit -u)"
+                ));
+            }
+        }
+    }
+    if let Some(max) = facts.max_map_count {
+        let need = threads.saturating_mul(maps_per_thread);
+        if maps_now + need > max {
+            p.push(format!(
+                "they need about {need} memory mappings ({maps_per_thread} each), the process \
+                 has {maps_now} and vm.max_map_count = {max} leaves room for about {} threads",
+                max.saturating_sub(maps_now) / maps_per_thread.max(1)
+            ));
+        }
+    }
+    p
 }
 
 #[cfg(test)]
