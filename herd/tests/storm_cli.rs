@@ -1,5 +1,6 @@
 //! `herd storm` end to end: validation, every backend combination, the
-//! failure paths with the named limit, output formats, repetitions, Ctrl-C.
+//! failure paths with the named limit, output formats, repetitions (Ctrl-C:
+//! storm_interrupt.rs).
 
 use std::process::Command as StdCommand;
 use std::time::{Duration, Instant};
@@ -7,10 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 mod common;
-use common::{
-    ctrl_c, ctrl_c_partial_result, exits_2_naming, herd, spawn_herd, spawn_herd_group, storm_json,
-    success_json, CtrlC,
-};
+use common::{exits_2_naming, herd, spawn_herd, storm_json, success_json};
 
 fn metric(r: &Value, name: &str) -> f64 {
     r["metrics"]
@@ -394,83 +392,6 @@ fn repetitions_summarise_child_runs() {
     );
 }
 
-/// A storm that runs until Ctrl-C (one wave a second).
-const UNTIL_CTRL_C: &[&str] = &[
-    "storm",
-    "--waves",
-    "100000000",
-    "--per-wave",
-    "5",
-    "--lag",
-    "1",
-    "--sleep-ms",
-    "1000",
-    "--json",
-    "--no-perf",
-];
-
-#[test]
-fn ctrl_c_stops_cleanly_with_partial_results() {
-    let r = ctrl_c_partial_result(spawn_herd(UNTIL_CTRL_C), Duration::from_millis(1500));
-    let created = r.metric("threads_created").unwrap();
-    assert!(created > 0.0);
-    assert_eq!(
-        r.metric("threads_exited"),
-        Some(created),
-        "drained after Ctrl-C"
-    );
-}
-
-/// Ctrl-C while every thread sleeps on (`--cancel none`, a day-long sleep)
-/// and `--reap join`: the drain gives up on them after a few seconds, and
-/// the run must end then, not when the reaper's joins would (before
-/// 2026-12-06 the reaper's `finish` joined the sleeping threads: the run
-/// ignored Ctrl-C for as long as they slept).
-#[test]
-fn ctrl_c_does_not_wait_for_threads_that_sleep_on() {
-    use nix::sys::signal::{kill, Signal};
-    let mut child = spawn_herd(&[
-        "storm",
-        "--waves",
-        "2",
-        "--per-wave",
-        "2",
-        "--spin",
-        "10",
-        "--sleep-ms",
-        "86400000",
-        "--cancel",
-        "none",
-        "--reap",
-        "join",
-        "--json",
-        "--no-perf",
-    ]);
-    std::thread::sleep(Duration::from_millis(1000));
-    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-    kill(pid, Signal::SIGINT).unwrap();
-    let start = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > Duration::from_secs(30) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("still running 30 s after Ctrl-C");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let out = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(130), "{err}");
-    let r: Value = serde_json::from_slice(&out.stdout).expect("partial result printed");
-    assert_eq!(r["interrupted"], true);
-    assert_eq!(metric(&r, "threads_created"), 4.0);
-    let warnings = r["warnings"].to_string();
-    assert!(
-        warnings.contains("did not reach their exit destructor"),
-        "{warnings}"
-    );
-}
-
 /// The micro's failure: never-joined threads keep their stacks mapped, so
 /// about vm.max_map_count / 2 threads in, pthread_create fails with EAGAIN.
 /// Pre-flight warns, the run counts the failures and names the limit.
@@ -669,24 +590,6 @@ fn rlimit_as_is_predicted_and_named() {
     );
     let f = &r["details"]["failures"][0];
     assert_eq!(f["limit"], "rlimit_as", "{f}");
-}
-
-/// Ctrl-C at a terminal signals the whole process group: the parent of
-/// `-r N` and its child run. The child stops and reports; the parent keeps
-/// that partial run, starts no more, prints the set and exits 130.
-#[test]
-fn ctrl_c_stops_repetitions() {
-    let args = [UNTIL_CTRL_C, &["-r", "5"]].concat();
-    let out = ctrl_c(
-        spawn_herd_group(&args),
-        Duration::from_millis(2000),
-        CtrlC::Group,
-    );
-    let set: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let runs = set["runs"].as_array().unwrap();
-    assert_eq!(runs.len(), 1, "no run after the interrupted one");
-    assert_eq!(runs[0]["interrupted"], true);
-    assert!(metric(&runs[0], "threads_created") > 0.0);
 }
 
 /// `herd storm --json | head -1`: a closed stdout is not a panic.
