@@ -86,25 +86,13 @@ fn report_file_survives_a_usage_error() {
 fn report_file_survives_a_resource_refusal() {
     let t = tempfile::tempdir().unwrap();
     let keep = precious(t.path(), "keep.html");
-    let (code, _, err) = run(
-        t.path(),
-        &[
-            "storm",
-            "--waves",
-            "2",
-            "--per-wave",
-            "2",
-            "--spin",
-            "10",
-            "--sleep-ms",
-            "1",
-            "--no-perf",
-            "--stack-size",
-            "1T",
-            "--report",
-            "keep.html",
-        ],
-    );
+    let args = [
+        &["storm"],
+        TINY,
+        &["--stack-size", "1T", "--report", "keep.html"],
+    ]
+    .concat();
+    let (code, _, err) = run(t.path(), &args);
     assert_eq!(code, 3, "{err}");
     assert_eq!(read(&keep), "precious", "emptied by the --report check");
 }

@@ -10,14 +10,8 @@ mod common;
 use common::{ctrl_c, ctrl_c_partial_result, spawn_herd, spawn_herd_group, CtrlC};
 
 fn metric(r: &Value, name: &str) -> f64 {
-    r["metrics"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["name"] == name)
-        .unwrap_or_else(|| panic!("metric {name} missing in {}", r["metrics"]))["value"]
-        .as_f64()
-        .unwrap()
+    common::metric_opt(r, name)
+        .unwrap_or_else(|| panic!("metric {name} missing in {}", r["metrics"]))
 }
 
 /// A storm that runs until Ctrl-C (one wave a second).
