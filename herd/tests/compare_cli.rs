@@ -245,6 +245,66 @@ fn compare_resumes_from_its_journal() {
     assert_eq!(files.len(), 1, "only j.jsonl");
 }
 
+/// `--resume` reads its journal with the bound of every input herd reads
+/// (1 GiB, `scenario::diff::MAX_INPUT_BYTES`): a larger file is refused
+/// with exit 2 naming the flag, the file and the limit, and is left as it
+/// was. It used to be read whole into memory and, its header being this
+/// plan's, cut back to the header and resumed. The file is sparse: it
+/// costs no disk.
+#[test]
+fn resume_refuses_a_journal_over_1_gib() {
+    use std::io::Write as _;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.journal.jsonl");
+    let configs: Vec<serde_json::Value> = ["locked", "exitq"]
+        .iter()
+        .map(|s| {
+            let mut args = SMALL.to_vec();
+            args.extend(["--cleanup", s]);
+            serde_json::json!([format!("cleanup={s}"), args])
+        })
+        .collect();
+    let header = serde_json::json!({
+        "kind": "herd-compare-journal",
+        "scenario": "storm",
+        "configs": configs,
+        "runs": 1,
+        "warmup": 0,
+    });
+    let mut f = std::fs::File::create(&path).unwrap();
+    writeln!(f, "{header}").unwrap();
+    let size = (1u64 << 30) + 1;
+    f.set_len(size).unwrap();
+    drop(f);
+    let out = herd()
+        .current_dir(dir.path())
+        .args([
+            "compare",
+            "-r",
+            "1",
+            "--cleanup",
+            "locked,exitq",
+            "--resume",
+        ])
+        .arg(&path)
+        .args(SMALL)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("invalid --resume"), "{err}");
+    assert!(err.contains(&path.display().to_string()), "{err}");
+    assert!(
+        err.contains("larger than 1073741824 bytes (1 GiB)"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().len(),
+        size,
+        "the journal is left as it was"
+    );
+}
+
 /// `-r` and `--warmup` are bounded (1..=10000, 0..=10000) with exit 2
 /// naming the flag: they used to overflow (panic, exit 101) or allocate
 /// the whole results table at once (abort, 134); a plan of more than a

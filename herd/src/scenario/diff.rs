@@ -88,7 +88,8 @@ fn short_name(path: &Path) -> String {
         .unwrap_or_else(|| path.display().to_string())
 }
 
-/// The largest input `herd diff` and `herd report` read, in bytes (1 GiB).
+/// The largest input `herd diff`, `herd report` and `herd compare --resume`
+/// read, in bytes (1 GiB).
 /// The largest legitimate inputs are a compare journal or a sweep's
 /// data.json of many runs: a storm run with perf counters is about 20 KB
 /// of JSON, so 10,000 runs (`-r 10000`) are about 200 MB, 2 configurations
@@ -99,33 +100,44 @@ pub const MAX_INPUT_BYTES: u64 = 1 << 30;
 /// Reads at most [`MAX_INPUT_BYTES`] of `from` (named `name` in errors):
 /// a larger input is a usage error, not an unbounded read.
 pub fn read_limited(name: &str, from: impl std::io::Read) -> Result<Vec<u8>> {
-    let mut buf = Vec::new();
-    std::io::Read::read_to_end(&mut from.take(MAX_INPUT_BYTES + 1), &mut buf)
-        .map_err(|e| usage("", format!("cannot read {name}: {e}")))?;
-    if buf.len() as u64 > MAX_INPUT_BYTES {
-        return Err(too_large(name));
-    }
-    Ok(buf)
+    read_bounded(name, from, "", "a herd result")
 }
 
 /// Reads the file `path` with [`read_limited`] (a regular file larger
 /// than the limit is refused before reading it).
 pub fn read_file_limited(path: &Path) -> Result<Vec<u8>> {
-    let name = path.display().to_string();
-    let file =
-        std::fs::File::open(path).map_err(|e| usage("", format!("cannot read {name}: {e}")))?;
-    if let Ok(m) = file.metadata() {
-        if m.is_file() && m.len() > MAX_INPUT_BYTES {
-            return Err(too_large(&name));
-        }
-    }
-    read_limited(&name, file)
+    read_input(path, "", "a herd result")
 }
 
-fn too_large(name: &str) -> anyhow::Error {
+/// [`read_file_limited`] for the file given to `flag` (e.g. `--resume`),
+/// which should be `what` (e.g. "a herd compare journal"): its errors
+/// (exit 2) name the flag, the file and the limit.
+pub fn read_input(path: &Path, flag: &str, what: &str) -> Result<Vec<u8>> {
+    let name = path.display().to_string();
+    let file =
+        std::fs::File::open(path).map_err(|e| usage(flag, format!("cannot read {name}: {e}")))?;
+    if let Ok(m) = file.metadata() {
+        if m.is_file() && m.len() > MAX_INPUT_BYTES {
+            return Err(too_large(&name, flag, what));
+        }
+    }
+    read_bounded(&name, file, flag, what)
+}
+
+fn read_bounded(name: &str, from: impl std::io::Read, flag: &str, what: &str) -> Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    std::io::Read::read_to_end(&mut from.take(MAX_INPUT_BYTES + 1), &mut buf)
+        .map_err(|e| usage(flag, format!("cannot read {name}: {e}")))?;
+    if buf.len() as u64 > MAX_INPUT_BYTES {
+        return Err(too_large(name, flag, what));
+    }
+    Ok(buf)
+}
+
+fn too_large(name: &str, flag: &str, what: &str) -> anyhow::Error {
     usage(
-        "",
-        format!("{name}: larger than {MAX_INPUT_BYTES} bytes (1 GiB): not a herd result"),
+        flag,
+        format!("{name}: larger than {MAX_INPUT_BYTES} bytes (1 GiB): not {what}"),
     )
 }
 

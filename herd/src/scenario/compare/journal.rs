@@ -7,7 +7,9 @@
 //! line per finished run (round, configuration, its [`RunResult`]). Each
 //! line is flushed and synced before the next child starts. A resume must
 //! be of the same plan (the header is compared, a mismatch is a usage
-//! error naming it); a last line cut short by a crash is ignored.
+//! error naming it); a last line cut short by a crash is ignored. A
+//! journal larger than 1 GiB ([`MAX_INPUT_BYTES`](crate::scenario::diff::MAX_INPUT_BYTES),
+//! the bound of every input herd reads) is refused, exit 2.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write as _;
@@ -19,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use super::Config;
 use crate::error::usage;
 use crate::result::RunResult;
+use crate::scenario::diff::read_input;
 
 /// Value of [`Header::kind`].
 pub const KIND: &str = "herd-compare-journal";
@@ -97,9 +100,18 @@ impl Journal {
     /// Reopens the journal at `path` to continue `header`'s plan: its
     /// finished runs, and the journal to append to.
     pub fn resume(path: &Path, header: &Header) -> Result<(Journal, Vec<Entry>)> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("--resume: cannot read {}", path.display()))
-            .map_err(|e| usage("--resume", format!("{e:#}")))?;
+        // Bounded as every input herd reads (1 GiB): a runaway file or
+        // `/dev/zero` is refused, not read into memory.
+        let bytes = read_input(path, "--resume", "a herd compare journal")?;
+        let text = String::from_utf8(bytes).map_err(|_| {
+            usage(
+                "--resume",
+                format!(
+                    "{}: not text (UTF-8): not a herd compare journal",
+                    path.display()
+                ),
+            )
+        })?;
         let mut lines = text.split_inclusive('\n');
         let first = lines
             .next()
