@@ -2,7 +2,8 @@
 //! `--journal`): a path is only checked before the run, never created or
 //! emptied then, so an error (exit 2), a refusal (exit 3) or a failed run
 //! leaves an existing file as it was and an input is still read whole; a
-//! path that cannot be written is exit 2 naming the flag and the path.
+//! path that cannot be written is exit 2 naming the flag and the path. A
+//! write that fails (sweep's `--out` files too) leaves the old file whole.
 
 mod common;
 
@@ -260,4 +261,67 @@ fn report_refuses_an_output_that_is_an_input() {
     let (code, _, err) = run(t.path(), &["report", "x.json", "-o", "x.html"]);
     assert_eq!(code, 0, "{err}");
     only(t.path(), &["x.html", "x.json"]);
+}
+
+/// sweep's `--out` files (data.json, data.csv, the charts) are written as
+/// `--save` and `--report` are, to a temporary file renamed over the old
+/// one: a write that fails (here past the file-size limit, RLIMIT_FSIZE
+/// at 4 KiB, SIGXFSZ ignored, so the write returns EFBIG) leaves the
+/// previous sweep's files whole and no temporary file behind. They were
+/// written in place: data.json was left cut at 4 KiB.
+#[test]
+fn sweep_files_survive_a_failed_write() {
+    use std::os::unix::process::CommandExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("sw");
+    std::fs::create_dir(&out_dir).unwrap();
+    let files = ["data.json", "data.csv", "wall_s.svg"];
+    for f in files {
+        precious(&out_dir, f);
+    }
+    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("herd"));
+    cmd.args(["sweep", "--over", "per-wave=2,4", "-r", "1"])
+        .args(["--metrics", "wall_s", "--out"])
+        .arg(&out_dir)
+        .args([
+            "--",
+            "--waves",
+            "2",
+            "--spin",
+            "0",
+            "--sleep-ms",
+            "0",
+            "--no-perf",
+        ]);
+    // SAFETY: signal and setrlimit are async-signal-safe; the closure
+    // touches nothing of the parent's.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            let limit = libc::rlimit {
+                rlim_cur: 4096,
+                rlim_max: 4096,
+            };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = cmd.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("cannot write") && err.contains("data.json"),
+        "{err}"
+    );
+    for f in files {
+        let now = read(&out_dir.join(f));
+        assert!(
+            now == "precious",
+            "{f} changed ({} bytes): {err}",
+            now.len()
+        );
+    }
+    only(&out_dir, &files);
 }

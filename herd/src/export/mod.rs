@@ -21,9 +21,12 @@ pub(crate) mod svg;
 
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
-/// Writes `text` to `path`, naming the file in the error.
+/// Writes `text` to `path` the way `--save` and `--report` write theirs
+/// ([`html::write_replacing`]: a temporary file beside it, synced, renamed
+/// over it), so a write that fails or is interrupted leaves the file as
+/// it was, never cut short. The error names the file.
 pub(crate) fn write_file(path: &Path, text: &str) -> Result<()> {
-    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+    html::write_replacing(path, text.as_bytes())
 }

@@ -150,7 +150,7 @@ pub fn render(chart: &Chart) -> Result<String> {
 /// Renders `chart` into the file `path`.
 pub fn write(chart: &Chart, path: &Path) -> Result<()> {
     let svg = render(chart)?;
-    std::fs::write(path, svg).map_err(|e| anyhow!("cannot write {}: {e}", path.display()))
+    super::write_file(path, &svg)
 }
 
 #[cfg(test)]

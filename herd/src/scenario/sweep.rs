@@ -19,7 +19,8 @@
 //! with bars from the smallest to the largest run). The table printed at
 //! the end has, per metric, one row per value and per configuration
 //! `mean ±%stddev` with %change and significance against the first
-//! configuration.
+//! configuration. Every file goes through [`crate::export::write_file`]
+//! (temporary file, renamed over the old one: never left cut short).
 
 use std::path::PathBuf;
 
@@ -84,7 +85,8 @@ pub struct Args {
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub metrics: Vec<String>,
     /// Output directory for data.json, data.csv and one SVG per metric
-    /// (default: `sweep-<flag>`).
+    /// (default: `sweep-<flag>`). Each is written whole (a temporary file
+    /// renamed over the old one): a failed write leaves the old file.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Print the sweep document as JSON instead of the table.
