@@ -440,3 +440,88 @@ fn a_bad_schema_or_a_missing_field_is_not_called_newer() {
         assert!(!err.contains("newer herd"), "{err}");
     }
 }
+
+/// A sweep's data.json whose parts do not agree (edited by hand: a row of
+/// figures longer or shorter than the swept values, `x` and `values` of
+/// different lengths, figures for a configuration the sweep does not
+/// have, a point at no value of the sweep) is refused with exit 2 naming
+/// what does not agree, and no page is written. It used to be drawn with
+/// points silently left out and `NaN` in the table. The document edited
+/// is a real one, from a tiny sweep; unedited, its page has no `NaN`.
+#[test]
+fn an_inconsistent_sweep_is_refused_naming_what_disagrees() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path();
+    let out = herd()
+        .current_dir(d)
+        .args(["sweep", "--over", "per-wave=2,4", "-r", "1", "--out", "sw"])
+        .args(["--metrics", "wall_s,threads_created", "--"])
+        .args([
+            "--waves",
+            "2",
+            "--spin",
+            "0",
+            "--sleep-ms",
+            "0",
+            "--no-perf",
+        ])
+        .output()
+        .unwrap();
+    common::assert_success(&out);
+    let doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("sw/data.json")).unwrap()).unwrap();
+    let (code, _, err) = report(d, &["sw/data.json", "-o", "good.html"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!page(d, "good.html").contains("NaN"));
+    type Edit = fn(&mut Value);
+    let edits: [(&str, Edit, &str); 5] = [
+        (
+            "long_row.json",
+            |v| {
+                let row = &mut v["metrics"][0]["summaries"][0];
+                let first = row[0].clone();
+                row.as_array_mut().unwrap().push(first);
+            },
+            "metric `wall_s`, configuration `(shared flags only)`: `summaries` has 3 entries for 2 values of --per-wave",
+        ),
+        (
+            "short_row.json",
+            |v| {
+                v["metrics"][1]["changes"][0].as_array_mut().unwrap().pop();
+            },
+            "metric `threads_created`, configuration `(shared flags only)`: `changes` has 1 entries",
+        ),
+        (
+            "short_x.json",
+            |v| {
+                v["x"].as_array_mut().unwrap().pop();
+            },
+            "it has 1 numbers (`x`) for 2 values of --per-wave",
+        ),
+        (
+            "extra_series.json",
+            |v| {
+                let row = v["metrics"][0]["summaries"][0].clone();
+                v["metrics"][0]["summaries"]
+                    .as_array_mut()
+                    .unwrap()
+                    .push(row);
+            },
+            "metric `wall_s`: `summaries` has rows for 2 configurations, the sweep has 1",
+        ),
+        (
+            "stray_point.json",
+            |v| v["points"][1]["value"] = "3".into(),
+            "point 1 is at --per-wave = 3, which is not one of the sweep's values (2, 4)",
+        ),
+    ];
+    for (name, edit, says) in edits {
+        let mut v = doc.clone();
+        edit(&mut v);
+        write(d, name, &v.to_string());
+        let (code, _, err) = report(d, &[name, "-o", "bad.html"]);
+        assert_usage_error(code, &err, says);
+        assert!(err.contains(name), "{err}");
+        assert!(!d.join("bad.html").exists(), "{name}: no page");
+    }
+}

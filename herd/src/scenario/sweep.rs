@@ -28,6 +28,7 @@ use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
 mod doc;
+mod shape;
 
 pub use doc::{SweepDoc, SweepPoint};
 

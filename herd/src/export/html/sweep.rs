@@ -216,7 +216,7 @@ fn table(v: &SweepView) -> String {
                     Cell::text(&m.name),
                     Cell::text(&m.unit),
                     Cell::text(v.series.get(s).map_or("", String::as_str)),
-                    Cell::num(v.x.get(i).copied().unwrap_or(f64::NAN)),
+                    v.x.get(i).map_or_else(Cell::none, |&x| Cell::num(x)),
                     Cell::num(sum.mean),
                     Cell::num_as(sum.pct_stddev(), format!("{:.1}%", sum.pct_stddev())),
                     Cell::num(sum.n as f64),

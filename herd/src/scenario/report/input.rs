@@ -6,11 +6,13 @@
 //! Lines), a sweep's `data.json` (or its directory), a `herd diff --json`
 //! document. What cannot be read is an error naming the file and why
 //! (exit 2): a file cut short ("ends early at line L"), not JSON, not a
-//! herd document, a document of a kind this herd does not know. What can
-//! be read with parts missing becomes a page that says what is missing:
-//! a journal with runs missing (the rounds and configurations named) or
-//! with a last line cut short, a result of a newer herd (its schema and
-//! version named; fields this herd does not know are ignored).
+//! herd document, a document of a kind this herd does not know, a sweep
+//! whose parts do not agree (a row of figures longer or shorter than its
+//! values: `sweep/shape.rs`). What can be read with parts missing becomes
+//! a page that says what is missing: a journal with runs missing (the
+//! rounds and configurations named) or with a last line cut short, a
+//! result of a newer herd (its schema and version named; fields this herd
+//! does not know are ignored).
 
 use std::path::Path;
 
@@ -148,6 +150,16 @@ pub(super) fn parse(origin: &str, text: &str) -> Result<Section> {
         ),
         Some("herd-sweep") => {
             let doc: SweepDoc = typed(origin, "sweep", v)?;
+            if let Some(why) = doc.inconsistency() {
+                return Err(bad(
+                    origin,
+                    format!(
+                        "a sweep whose parts do not agree: {why}. herd writes one entry per \
+                         configuration and value (null where nothing was measured): the file \
+                         was edited or damaged"
+                    ),
+                ));
+            }
             (
                 "sweep data".to_string(),
                 Content::Sweep(Box::new(doc.report_view())),
