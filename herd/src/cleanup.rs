@@ -82,6 +82,7 @@
 
 mod args;
 mod exit_tls;
+mod knobs;
 mod liburcu;
 mod monitor;
 mod reclaimers;
@@ -105,6 +106,7 @@ use anyhow::{Context, Result};
 
 use crate::spawn::now_ns;
 pub use args::{CleanupArgs, Strategy};
+pub use knobs::ignored_by_every;
 use reclaimers::{Lib, LibThread};
 use registry::{
     contribution, do_cleanup, free_entry, link, lock, prepare, Entry, EntryRef, Shared,

@@ -1,5 +1,6 @@
 //! The `--cleanup` flags: which strategy and the size of its work, and
-//! their validation (usage errors name the flag, exit 2).
+//! their validation (usage errors name the flag, exit 2). Which strategy
+//! uses which of the other flags: `knobs.rs`.
 
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
@@ -60,24 +61,28 @@ pub struct CleanupArgs {
     #[arg(long, value_enum, default_value_t = Strategy::None)]
     pub cleanup: Strategy,
     /// Size of each thread's cleanup: words in its buffer and number of
-    /// statistics counters merged at exit (1..=1048576).
+    /// statistics counters merged at exit (1..=1048576). Every strategy but
+    /// none; set with none it has no effect, and a warning says so.
     #[arg(long, default_value_t = DEFAULT_WORK, value_name = "WORDS")]
     pub cleanup_work: usize,
     /// Pause of the registry monitor between two walks, microseconds
-    /// (0: walk back to back).
-    #[arg(long, default_value_t = 100, value_name = "US")]
+    /// (0: walk back to back). Every strategy but none; set with none it
+    /// has no effect, and a warning says so.
+    #[arg(long, default_value_t = DEFAULT_MONITOR_US, value_name = "US")]
     pub cleanup_monitor_us: u64,
     /// exitq strategy: how often the idle reclaimer looks for exited
     /// threads' cleanups, milliseconds (1..=1000). Longer: bigger batches,
     /// fewer grace periods (each costs the reclaimer a timed futex wait),
-    /// but dead threads stay registered longer.
+    /// but dead threads stay registered longer. Other strategies ignore
+    /// it, and a warning says so.
     #[arg(long, default_value_t = DEFAULT_POLL_MS, value_name = "MS")]
     pub cleanup_poll_ms: u64,
     /// seize strategy: retired objects per batch before seize tries to
     /// reclaim (1..=65536, rounded up to a power of two by seize) [default:
     /// seize's own, 32 or the CPU count if larger]. Each attempt costs one
     /// membarrier (an IPI to every CPU running the process); smaller
-    /// batches free sooner, larger ones pay fewer IPIs.
+    /// batches free sooner, larger ones pay fewer IPIs. Other strategies
+    /// ignore it, and a warning says so.
     #[arg(long, value_name = "N")]
     pub seize_batch: Option<usize>,
 }
@@ -88,6 +93,8 @@ pub const DEFAULT_POLL_MS: u64 = 50;
 
 /// Default `--cleanup-work`.
 pub const DEFAULT_WORK: usize = 256;
+/// Default `--cleanup-monitor-us`.
+pub const DEFAULT_MONITOR_US: u64 = 100;
 /// Largest `--cleanup-work`.
 pub const MAX_WORK: usize = 1 << 20;
 /// Largest `--seize-batch`.
@@ -98,7 +105,7 @@ impl Default for CleanupArgs {
         CleanupArgs {
             cleanup: Strategy::None,
             cleanup_work: DEFAULT_WORK,
-            cleanup_monitor_us: 100,
+            cleanup_monitor_us: DEFAULT_MONITOR_US,
             cleanup_poll_ms: DEFAULT_POLL_MS,
             seize_batch: None,
         }

@@ -5,7 +5,7 @@
 //!
 //! ```ignore
 //! if args.out.runs > 1 {
-//!     return export::run::repeat("storm", &args.out);   // children, summary
+//!     return export::run::repeat("storm", &args.out, &[]); // children, summary
 //! }
 //! let result: RunResult = measure(...)?;
 //! export::run::emit(&result, &args.out, |r| my_extra_sections(r))?;
@@ -264,9 +264,11 @@ fn write_report(out: &OutputArgs, set: impl FnOnce() -> RunSet) -> Result<()> {
 }
 
 /// Runs `out.runs` repetitions of `herd <scenario> <this command line>`,
-/// each in a child process, and prints the summary. Stops after Ctrl-C
-/// (keeping the partial repetition) and returns 130 then.
-pub fn repeat(scenario: &str, out: &OutputArgs) -> Result<u8> {
+/// each in a child process, and prints the summary; `notes` (the
+/// parent's warnings about the command line, said once on stderr) go
+/// into every run's warnings. Stops after Ctrl-C (keeping the partial
+/// repetition) and returns 130 then.
+pub fn repeat(scenario: &str, out: &OutputArgs, notes: &[String]) -> Result<u8> {
     runner::install_interrupt_handler();
     let args = child_args(scenario);
     let mut set = RunSet {
@@ -283,7 +285,8 @@ pub fn repeat(scenario: &str, out: &OutputArgs) -> Result<u8> {
         if runner::interrupted() {
             break;
         }
-        let r = runner::run_child(scenario, &args)?;
+        let mut r = runner::run_child(scenario, &args)?;
+        r.warnings.extend(notes.iter().cloned());
         let stop = r.interrupted;
         set.runs.push(r);
         progress.inc();

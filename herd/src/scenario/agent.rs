@@ -417,10 +417,13 @@ pub fn run(args: &Args) -> Result<u8> {
         Args::peak_threads(&cfg),
     )?;
     child::install_interrupt_handler();
+    // A `--cleanup` flag the strategy ignores: said once, before the run.
+    let notes = cfg.cleanup.warn_ignored_knobs();
     if args.out.runs > 1 && !child::is_child() {
-        return repeat("agent", &args.out);
+        return repeat("agent", &args.out, &notes);
     }
     let mut result = measure(args, &cfg)?;
+    result.warnings.extend(notes);
     if let Some(p) = perf::Report::from_json(&result.perf) {
         result.checks_failed.extend(p.checks());
     }

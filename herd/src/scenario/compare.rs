@@ -33,6 +33,7 @@ use anyhow::Result;
 
 pub mod checks;
 pub mod journal;
+pub mod knobs;
 pub mod rounds;
 
 pub use checks::*;
@@ -370,6 +371,7 @@ pub fn run(args: &Args) -> Result<u8> {
     }
     let rounds = args.warmup + args.runs;
     check_plan_size(plan.configs.len(), rounds, "--runs")?;
+    let knob_notes = knobs::warn_ignored_knobs("compare", &args.scenario, &plan.configs);
     let header = journal::Header::new(&args.scenario, &plan.configs, args.runs, args.warmup);
     let (mut journal, done, temporary) = open_journal(args, &header)?;
     let total = (rounds * plan.configs.len()) as u64;
@@ -399,6 +401,7 @@ pub fn run(args: &Args) -> Result<u8> {
     // 4 when a child run failed its own checks (its figures are kept).
     let checks = checks_code(&sets);
     let mut c = out.build(&args.scenario, plan.common, plan.varied, sets);
+    c.notes.extend(knob_notes);
     if interrupted {
         c.notes
             .push("interrupted by Ctrl-C: figures cover the runs that completed".into());

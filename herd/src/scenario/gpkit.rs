@@ -272,7 +272,7 @@ pub fn run_scenario(
     section: impl Fn(&RunResult) -> String,
 ) -> Result<(u8, Option<RunResult>)> {
     if out.runs > 1 && !runner::is_child() {
-        return Ok((crate::export::run::repeat(scenario, out)?, None));
+        return Ok((crate::export::run::repeat(scenario, out, &[])?, None));
     }
     runner::install_interrupt_handler();
     let mut r = once()?;

@@ -81,16 +81,20 @@ pub fn run(args: &Args) -> Result<u8> {
         // Validate here so a bad flag fails once, not once per child.
         let facts = HostFacts::read();
         let cfg = Config::from_args(args, &facts)?;
-        // Each child prints the warnings of its own pre-flight.
+        // Each child prints the warnings of its own pre-flight; a flag
+        // the strategy ignores is said here, once.
         refuse_or_warn(&cfg, &preflight::check(&cfg, &facts), false)?;
-        return repeat("storm", &args.out);
+        let notes = cfg.cleanup.warn_ignored_knobs();
+        return repeat("storm", &args.out, &notes);
     }
     runner::install_interrupt_handler();
     let facts = HostFacts::read();
     let cfg = Config::from_args(args, &facts)?;
     let pre = preflight::check(&cfg, &facts);
     refuse_or_warn(&cfg, &pre, true)?;
-    let result = storm(&cfg, &pre, &facts, &args.perf, child_args("storm"))?;
+    let notes = cfg.cleanup.warn_ignored_knobs();
+    let mut result = storm(&cfg, &pre, &facts, &args.perf, child_args("storm"))?;
+    result.warnings.extend(notes);
     if !args.out.json && !args.out.csv {
         print_out(&(cfg.describe() + "\n"))?;
     }

@@ -37,7 +37,7 @@ use crate::export::progress::Progress;
 use crate::export::run::print_out;
 use crate::result::checks_code;
 use crate::scenario::compare::{
-    check_common, check_plan_size, check_run_options, check_varied_flag, flag_name,
+    check_common, check_plan_size, check_run_options, check_varied_flag, flag_name, knobs,
     run_interleaved, runs_parser, Config, Plan, ScenarioFlags, VaryArgs,
 };
 use crate::stats::DEFAULT_ALPHA;
@@ -299,6 +299,7 @@ pub fn run(args: &Args) -> Result<u8> {
             at.push((s, v.clone(), x));
         }
     }
+    let knob_notes = knobs::warn_ignored_knobs("sweep", &args.scenario, &configs);
     let progress = Progress::new((configs.len() * args.runs) as u64, "runs");
     let (sets, interrupted) = run_interleaved(
         &args.scenario,
@@ -330,6 +331,7 @@ pub fn run(args: &Args) -> Result<u8> {
         args.alpha,
         &args.metrics,
     );
+    doc.notes.extend(knob_notes);
     if interrupted {
         doc.notes
             .push("interrupted by Ctrl-C: figures cover the runs that completed".into());
