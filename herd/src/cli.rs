@@ -22,7 +22,9 @@ pub fn main() -> ExitCode {
         return ExitCode::from(code);
     }
     crate::perf::closer::allow();
-    let outcome = match Cli::parse().into_command() {
+    let command = Cli::parse().into_command();
+    // herd's own variables set by hand: refused before any command.
+    let outcome = crate::internal_env::check().and_then(|()| match command {
         Command::Storm(a) => scenario::storm::run(&a),
         Command::Env(a) => scenario::env::run(&a),
         Command::Compare(a) => scenario::compare::run(&a),
@@ -33,7 +35,7 @@ pub fn main() -> ExitCode {
         Command::Membarrier(a) => scenario::membarrier::run(&a),
         Command::Agent(a) => scenario::agent::run(&a),
         Command::Report(a) => scenario::report::run(&a),
-    };
+    });
     match outcome {
         Ok(code) => ExitCode::from(code),
         Err(err) => {

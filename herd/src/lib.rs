@@ -22,6 +22,7 @@ pub mod error;
 pub mod export;
 pub(crate) mod format;
 pub mod host;
+pub(crate) mod internal_env;
 pub mod perf;
 pub mod result;
 pub(crate) mod runner;

@@ -15,7 +15,7 @@
 
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, Once};
+use std::sync::{Mutex, Once, OnceLock};
 
 use anyhow::{bail, Context, Result};
 
@@ -25,7 +25,10 @@ use crate::error::{
 use crate::result::RunResult;
 
 /// Set in the environment of child runs so they know they are children
-/// (no progress bars, no nested repetitions).
+/// (no progress bars, no nested repetitions), to the parent's process id:
+/// a child checks it against its own parent ([`child_mark`]), so a value
+/// set by hand, or inherited from a herd that is not the parent, is told
+/// apart (and refused, `internal_env.rs`).
 pub const CHILD_ENV: &str = "HERD_CHILD";
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
@@ -62,9 +65,39 @@ pub fn set_interrupted() {
     INTERRUPTED.store(true, Ordering::Relaxed);
 }
 
-/// True when this process is a child measurement started by [`run_child`].
+/// What [`CHILD_ENV`] says about this process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChildMark {
+    /// Not set: a run of the user's.
+    Unset,
+    /// Set to the parent's process id, as [`run_child`] sets it: a child run.
+    Parent,
+    /// Set to something else (the value): by hand, or inherited from a
+    /// herd that is not this process's parent.
+    Other(String),
+}
+
+/// Reads [`CHILD_ENV`] and compares it with the parent's process id.
+pub fn child_mark() -> ChildMark {
+    match std::env::var_os(CHILD_ENV) {
+        None => ChildMark::Unset,
+        Some(v) => {
+            let parent = nix::unistd::getppid().as_raw().to_string();
+            if v.to_str() == Some(parent.as_str()) {
+                ChildMark::Parent
+            } else {
+                ChildMark::Other(v.to_string_lossy().into_owned())
+            }
+        }
+    }
+}
+
+/// True when this process is a child measurement started by [`run_child`]
+/// ([`ChildMark::Parent`]). Decided once, at the first call (herd's `main`
+/// makes it at start-up): a child whose parent dies mid-run stays one.
 pub fn is_child() -> bool {
-    std::env::var_os(CHILD_ENV).is_some()
+    static CHILD: OnceLock<bool> = OnceLock::new();
+    *CHILD.get_or_init(|| child_mark() == ChildMark::Parent)
 }
 
 /// Runs `herd <scenario> <args...> --json` in a child process and returns
@@ -84,7 +117,7 @@ pub fn run_child(scenario: &str, args: &[String]) -> Result<RunResult> {
     {
         cmd.env(k, v);
     }
-    cmd.env(CHILD_ENV, "1")
+    cmd.env(CHILD_ENV, std::process::id().to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());

@@ -38,6 +38,11 @@
 //! must never be mistaken for a closer). A child run without a keeping
 //! parent closes in place too, so that no closer runs in the background of
 //! the next measurement.
+//!
+//! The closer's variables ([`FDS_ENV`] and the others) are internal: a
+//! request herd did not write (set by hand) is refused, exit 2 naming
+//! the variable, before anything is closed ([`serve`]); those variables
+//! without [`FDS_ENV`] are refused by `internal_env.rs`.
 
 use std::fs::File;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -149,6 +154,9 @@ fn spawn(fds: &[OwnedFd], cgroup: Option<&CgroupLeftover>) -> std::io::Result<()
     cmd.env(FDS_ENV, list.join(","))
         .env(PARENT_ENV, std::process::id().to_string())
         .env_remove(KEPT_ENV)
+        .env_remove(crate::runner::CHILD_ENV)
+        .env_remove(CGROUP_ENV)
+        .env_remove(BACK_ENV)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
@@ -162,16 +170,24 @@ fn spawn(fds: &[OwnedFd], cgroup: Option<&CgroupLeftover>) -> std::io::Result<()
 
 /// When this process is a closer ([`FDS_ENV`] set), does the closer's work
 /// and returns its exit code; `None` otherwise. herd's `main` calls it
-/// first of all.
+/// first of all. The request is checked first ([`request`]): one herd did
+/// not make (set by hand) is refused, exit 2 naming the variable, before
+/// any descriptor is closed.
 pub fn serve() -> Option<u8> {
-    let fds = std::env::var(FDS_ENV).ok()?;
-    let keep: Vec<i32> = fds.split(',').filter_map(|f| f.parse().ok()).collect();
+    let fds = std::env::var_os(FDS_ENV)?;
+    let Request {
+        fds: keep,
+        parent,
+        cgroup,
+        back,
+    } = match request(&fds) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("Error: {e}");
+            return Some(crate::error::EXIT_USAGE);
+        }
+    };
     close_others(&keep);
-    let cgroup: Vec<PathBuf> = std::env::var(CGROUP_ENV)
-        .map(|v| v.lines().map(PathBuf::from).collect())
-        .unwrap_or_default();
-    let back = std::env::var_os(BACK_ENV).map(PathBuf::from);
-    let parent: Option<u32> = std::env::var(PARENT_ENV).ok().and_then(|p| p.parse().ok());
     if let Some(back) = &back {
         // Out of herd's cgroup first, so that it can be removed.
         let _ = std::fs::write(back.join("cgroup.procs"), std::process::id().to_string());
@@ -193,10 +209,117 @@ pub fn serve() -> Option<u8> {
             std::thread::sleep(Duration::from_millis(2));
         }
     }
-    if let Some(parent) = parent {
-        remove_when_gone(&cgroup, parent);
-    }
+    remove_when_gone(&cgroup, parent);
     Some(0)
+}
+
+/// What a closer was asked to do, as [`spawn`] wrote it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Request {
+    /// [`FDS_ENV`]: the counters to close.
+    fds: Vec<i32>,
+    /// [`PARENT_ENV`]: herd's pid.
+    parent: u32,
+    /// [`CGROUP_ENV`]: the directories to remove, innermost first.
+    cgroup: Vec<PathBuf>,
+    /// [`BACK_ENV`]: where to move first.
+    back: Option<PathBuf>,
+}
+
+/// Why the closer's variables are refused when they are not what herd
+/// writes: said with every refusal.
+const INTERNAL: &str = "HERD_PERF_CLOSER_FDS, _PARENT, _CGROUP and _BACK are internal to herd, \
+                        which sets them for the perf closer process it starts at the end of a \
+                        run (herd/src/perf/closer.rs); set by hand they would make herd close \
+                        descriptors instead of running the command: unset them";
+
+/// Reads and checks the closer's request (`fds`: [`FDS_ENV`]'s value):
+/// every descriptor a number from 3, open, and a perf counter (where
+/// /proc says what it is); [`PARENT_ENV`] a process id; [`CGROUP_ENV`]
+/// and [`BACK_ENV`] both or neither, absolute paths. The error names the
+/// variable.
+fn request(fds: &std::ffi::OsStr) -> Result<Request, String> {
+    let bad = |var: &str, why: String| format!("invalid {var}: {why}. {INTERNAL}");
+    let text = fds
+        .to_str()
+        .ok_or_else(|| bad(FDS_ENV, "not text".into()))?;
+    let mut list = Vec::new();
+    for item in text.split(',') {
+        let fd: i32 = item
+            .trim()
+            .parse()
+            .map_err(|_| bad(FDS_ENV, format!("`{item}` is not a descriptor number")))?;
+        if fd < 3 {
+            return Err(bad(
+                FDS_ENV,
+                format!("{fd} is standard input, output or error, never a perf counter"),
+            ));
+        }
+        if let Some(why) = not_a_counter(fd) {
+            return Err(bad(FDS_ENV, format!("descriptor {fd} {why}")));
+        }
+        list.push(fd);
+    }
+    let parent = match std::env::var(PARENT_ENV) {
+        Ok(p) => p
+            .parse::<u32>()
+            .ok()
+            .filter(|&p| p > 0)
+            .ok_or_else(|| bad(PARENT_ENV, format!("`{p}` is not a process id")))?,
+        Err(_) => {
+            return Err(bad(
+                PARENT_ENV,
+                "not set (herd always sets it with HERD_PERF_CLOSER_FDS)".into(),
+            ))
+        }
+    };
+    let absolute = |var: &str, p: PathBuf| {
+        if p.is_absolute() {
+            Ok(p)
+        } else {
+            Err(bad(
+                var,
+                format!("`{}` is not an absolute path", p.display()),
+            ))
+        }
+    };
+    let (cgroup, back) = match (std::env::var_os(CGROUP_ENV), std::env::var_os(BACK_ENV)) {
+        (None, None) => (Vec::new(), None),
+        (Some(dirs), Some(back)) => {
+            let dirs = dirs
+                .to_str()
+                .ok_or_else(|| bad(CGROUP_ENV, "not text".into()))?
+                .lines()
+                .map(|d| absolute(CGROUP_ENV, PathBuf::from(d)))
+                .collect::<Result<Vec<_>, _>>()?;
+            (dirs, Some(absolute(BACK_ENV, PathBuf::from(back))?))
+        }
+        (Some(_), None) => return Err(bad(CGROUP_ENV, format!("set without {BACK_ENV}"))),
+        (None, Some(_)) => return Err(bad(BACK_ENV, format!("set without {CGROUP_ENV}"))),
+    };
+    Ok(Request {
+        fds: list,
+        parent,
+        cgroup,
+        back,
+    })
+}
+
+/// Why descriptor `fd` is not one of the counters herd hands a closer:
+/// not open, or (where /proc/self/fd says what it is) not a perf event.
+fn not_a_counter(fd: i32) -> Option<String> {
+    // SAFETY: F_GETFD only reads the descriptor's flags; any number is
+    // safe to ask about (EBADF when it is not open).
+    if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+        return Some("is not open".into());
+    }
+    match std::fs::read_link(format!("/proc/self/fd/{fd}")) {
+        Ok(target) if target != Path::new("anon_inode:[perf_event]") => {
+            Some(format!("is {}, not a perf counter", target.display()))
+        }
+        // Without /proc, an open descriptor is all that can be checked.
+        _ => None,
+    }
 }
 
 /// The lock file shared by sessions and closers: `/run/lock` where it
