@@ -55,7 +55,8 @@ pub fn main() -> ExitCode {
     about,
     args_conflicts_with_subcommands = true,
     subcommand_value_name = "COMMAND",
-    subcommand_help_heading = "Commands (storm when omitted)"
+    subcommand_help_heading = "Commands (storm when omitted)",
+    after_long_help = ENVIRONMENT_HELP
 )]
 pub(crate) struct Cli {
     /// What to run; `storm` when omitted.
@@ -73,6 +74,15 @@ impl Cli {
         self.command.unwrap_or(Command::Storm(self.storm))
     }
 }
+
+/// The end of `herd --help`: the environment variables herd reads.
+const ENVIRONMENT_HELP: &str = "\
+Environment:
+  HERD_LIBURCU=FILE  the liburcu --cleanup urcu loads (default liburcu-memb.so.8)
+  HERD_CHILD, HERD_PERF_KEPT, HERD_PERF_CLOSER_*
+                     internal: herd sets them for the processes it starts;
+                     set by hand they are refused (exit 2) unless they are
+                     what herd would set (docs/herd-guide.md#environment)";
 
 /// herd's subcommands.
 #[derive(Debug, Subcommand)]

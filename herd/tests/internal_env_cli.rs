@@ -198,3 +198,21 @@ fn a_closer_request_as_herd_makes_it_is_served() {
     assert!(err.is_empty() && out.stdout.is_empty(), "{err}");
     drop(counter);
 }
+
+/// `herd --help` names the variables and says what happens to them.
+#[test]
+fn help_names_the_environment() {
+    let out = run(&[], &["--help"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let env = &text[text.find("Environment:").expect("an Environment section")..];
+    for name in [
+        "HERD_LIBURCU",
+        "HERD_CHILD",
+        "HERD_PERF_KEPT",
+        "HERD_PERF_CLOSER_*",
+    ] {
+        assert!(env.contains(name), "{name}: {env}");
+    }
+    assert!(env.contains("refused (exit 2)"), "{env}");
+}
