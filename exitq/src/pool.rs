@@ -191,7 +191,8 @@ impl PoolBuilder {
     /// # Errors
     /// `InvalidInput` for inconsistent settings (`max_workers == 0`,
     /// `min_workers > max_workers`, `retire_batch == 0`, a zero keep-alive,
-    /// a keep-alive plus jitter above 365 days);
+    /// a keep-alive plus jitter above 365 days, a thread name with a NUL
+    /// byte);
     /// the OS error when a minimum worker cannot be created.
     pub fn build(self) -> io::Result<Pool> {
         let (cfg, domain) = self.into_config()?;

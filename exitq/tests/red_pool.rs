@@ -1,5 +1,7 @@
-//! Defects of `exitq::pool` found by the red-team review after issue 25:
-//! each test failed (a hang caught by a watchdog) before its fix.
+//! Defects of `exitq::pool` found by the red-team reviews (after issue 25,
+//! and of the pool and stacks later): each test failed before its fix (a
+//! hang caught by a watchdog, a panic, or an abort seen from a forked
+//! child).
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -56,4 +58,24 @@ fn shutdown_now_from_a_job_run_on_its_submitter_returns() {
     });
     assert_eq!(left, 0, "nothing else was queued");
     assert!(pool.execute(|| ()).is_err(), "the pool is shut down");
+}
+
+/// A thread name with a NUL byte: std's `thread::Builder` panics on it.
+/// `build` accepted it (with no minimum worker to start), and the first
+/// `execute` panicked inside the pool's spawn, after the worker had been
+/// counted and while the submitter was still registered: dropping the pool
+/// then waited for that submitter for ever (and `shutdown` for that
+/// worker). With a minimum worker, `build` itself panicked. Now `build`
+/// refuses the name, as `DomainBuilder::try_build` does.
+#[test]
+fn a_thread_name_with_a_nul_byte_is_refused_by_build() {
+    for min in [0, 1] {
+        let e = Pool::builder()
+            .thread_name("bad\0name")
+            .min_workers(min)
+            .build()
+            .expect_err("a NUL byte in the thread name is refused");
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{e}");
+        assert!(e.to_string().contains("NUL"), "{e}");
+    }
 }

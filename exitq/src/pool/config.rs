@@ -161,6 +161,7 @@ impl PoolBuilder {
     }
 
     /// Worker thread names are `<prefix>-<slot>`. Default `exitq-pool`.
+    /// A prefix with a NUL byte makes `build` fail (`InvalidInput`).
     pub fn thread_name(mut self, prefix: impl Into<String>) -> Self {
         self.thread_name = prefix.into();
         self
@@ -218,6 +219,13 @@ impl PoolBuilder {
         }
         if self.keep_alive.is_zero() {
             return invalid("keep_alive must be positive");
+        }
+        // std's `thread::Builder` panics on a name with a NUL byte, and it
+        // would do so inside `try_spawn`, after the worker was counted and
+        // its slot claimed, and inside a submitter's `enter`..`leave`: the
+        // pool could then never shut down. Refused here instead.
+        if self.thread_name.contains('\0') {
+            return invalid("thread_name must not contain a NUL byte");
         }
         let jitter = self.jitter();
         if self.keep_alive.saturating_add(jitter) > MAX_IDLE {
