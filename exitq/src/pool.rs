@@ -192,11 +192,12 @@ impl PoolBuilder {
     /// `InvalidInput` for inconsistent settings (`max_workers == 0`,
     /// `min_workers > max_workers`, `retire_batch == 0`, a zero keep-alive,
     /// a keep-alive plus jitter above 365 days, a thread name with a NUL
-    /// byte);
+    /// byte, `max_workers` above 2^22); `OutOfMemory` when the slot table
+    /// (128 bytes per `max_workers`) cannot be allocated;
     /// the OS error when a minimum worker cannot be created.
     pub fn build(self) -> io::Result<Pool> {
         let (cfg, domain) = self.into_config()?;
-        let inner = Arc::new(Inner::new(cfg, domain));
+        let inner = Arc::new(Inner::new(cfg, domain)?);
         for _ in 0..inner.cfg.min_workers {
             if let Err(e) = inner.try_spawn() {
                 inner.begin_shutdown();

@@ -8,7 +8,7 @@ use std::time::Duration;
 use exitq::pool::Pool;
 
 mod watch_util;
-use watch_util::within;
+use watch_util::{fork_child, within};
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -78,4 +78,61 @@ fn a_thread_name_with_a_nul_byte_is_refused_by_build() {
         assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{e}");
         assert!(e.to_string().contains("NUL"), "{e}");
     }
+}
+
+/// A huge `max_workers`: the pool allocates its slot table (128 bytes a
+/// worker) at build time, and `build` accepted up to 2^32 - 2 workers, so
+/// asking for that many aborted the process (a 512 GiB allocation). Now a
+/// `max_workers` above the most threads a Linux process can have (2^22,
+/// `PID_MAX_LIMIT`) is refused, and a table that cannot be allocated is an
+/// `OutOfMemory` error. Run in a forked child, where an abort fails the
+/// test instead of killing the harness.
+#[test]
+fn a_huge_max_workers_is_an_error_not_an_abort() {
+    let code = fork_child(LIMIT, || {
+        for n in [u32::MAX as usize - 2, usize::MAX, (1 << 22) + 1] {
+            match Pool::builder().max_workers(n).build() {
+                Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => {}
+                _ => return 1,
+            }
+        }
+        // The largest accepted table (512 MiB) under an address-space limit
+        // that leaves it no room: an error from `build`, not an abort. The
+        // domain is built first, so only the table is refused.
+        let domain = exitq::Domain::builder()
+            .reclaimer(exitq::Reclaimer::Inline)
+            .build();
+        if !limit_address_space_to_current_plus(64 << 20) {
+            return 2;
+        }
+        match Pool::builder().domain(domain).max_workers(1 << 22).build() {
+            Err(e) if e.kind() == std::io::ErrorKind::OutOfMemory => 0,
+            _ => 3,
+        }
+    });
+    assert_eq!(code, 0, "1: accepted; 2: setrlimit; 3: no OutOfMemory");
+}
+
+/// Sets `RLIMIT_AS` to the address space this process maps now plus
+/// `extra` bytes (only in a forked child: it is the whole process's limit).
+fn limit_address_space_to_current_plus(extra: u64) -> bool {
+    let Ok(statm) = std::fs::read_to_string("/proc/self/statm") else {
+        return false;
+    };
+    let Some(pages) = statm
+        .split_whitespace()
+        .next()
+        .and_then(|p| p.parse::<u64>().ok())
+    else {
+        return false;
+    };
+    // SAFETY: sysconf has no memory arguments.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
+    let lim = pages * page + extra;
+    let rl = libc::rlimit {
+        rlim_cur: lim,
+        rlim_max: lim,
+    };
+    // SAFETY: `rl` is a valid rlimit.
+    unsafe { libc::setrlimit(libc::RLIMIT_AS, &rl) == 0 }
 }

@@ -25,6 +25,13 @@ pub enum RetireReason {
 /// says plainly.
 const MAX_IDLE: Duration = Duration::from_secs(365 * 24 * 3600);
 
+/// The most workers a pool accepts: Linux's `PID_MAX_LIMIT` on 64-bit
+/// (every thread needs a thread ID, at most `kernel.pid_max`, which can be
+/// at most this). The slot table is allocated at build time, one 128-byte
+/// slot per worker, so a larger `max_workers` only costs memory: up to
+/// 2^32 it aborted the process in `build` (the allocation failed).
+const MAX_WORKERS: usize = 1 << 22;
+
 /// One worker's retirement, passed to
 /// [`PoolBuilder::on_retire`].
 #[derive(Debug, Clone, Copy)]
@@ -111,8 +118,10 @@ impl PoolBuilder {
         self
     }
 
-    /// Most workers at once (at least 1, at least `min_workers`). Default:
-    /// the available parallelism. For jobs that block, set it higher.
+    /// Most workers at once (at least 1, at least `min_workers`, at most
+    /// 2^22, the most threads a Linux process can have). Default: the
+    /// available parallelism. For jobs that block, set it higher. The
+    /// pool allocates one slot (128 bytes) per worker when it is built.
     pub fn max_workers(mut self, n: usize) -> Self {
         self.max_workers = n;
         self
@@ -208,8 +217,11 @@ impl PoolBuilder {
         if self.max_workers == 0 {
             return invalid("max_workers must be at least 1");
         }
-        if self.max_workers >= u32::MAX as usize {
-            return invalid("max_workers must be below 2^32 - 1");
+        if self.max_workers > MAX_WORKERS {
+            return invalid(
+                "max_workers must be at most 4194304 (2^22, PID_MAX_LIMIT: no Linux \
+                 process can have more threads)",
+            );
         }
         if self.min_workers > self.max_workers {
             return invalid("min_workers must not exceed max_workers");
