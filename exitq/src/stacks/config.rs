@@ -122,8 +122,10 @@ impl StackPoolBuilder {
         self
     }
 
-    /// The reclaimer's sleep while it has work (default 1 ms; idle it backs
-    /// off to 64 times that).
+    /// The reclaimer's sleep while it has work (default 1 ms, at least
+    /// 10 µs; idle it backs off to 64 times that, saturating at
+    /// `Duration::MAX`). `drain`, dropping the pool and a spawner that
+    /// finds no idle stack while others wait to be reaped wake it early.
     pub fn reclaim_interval(mut self, interval: Duration) -> Self {
         self.reclaim_interval = interval.max(Duration::from_micros(10));
         self

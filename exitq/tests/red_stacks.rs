@@ -1,0 +1,56 @@
+//! Defects of `exitq::stacks` found by the red-team review of the pool and
+//! stacks: each test failed before its fix (the reclaimer thread dying,
+//! or an abort seen from a forked child).
+//!
+//! `StackPool::spawn` is `unsafe`; these tests keep its contract (plain
+//! start routines, no join or detach but the pool's), so a failure is the
+//! pool's.
+use std::ffi::c_void;
+use std::time::Duration;
+
+use exitq::stacks::{Reap, StackPool};
+
+mod watch_util;
+#[allow(unused_imports)]
+use watch_util::fork_child;
+
+/// How long a test waits for something that should happen by itself; it
+/// only bounds how long a failure takes to show.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+/// Returns its argument.
+unsafe extern "C-unwind" fn identity(arg: *mut c_void) -> *mut c_void {
+    arg
+}
+
+/// A `reclaim_interval` near `Duration::MAX`: the idle reclaimer's backoff
+/// (`interval * 2^rounds`) overflowed on its first idle round and the
+/// panic ended the reclaimer thread, so no `Reap::Reclaimer` stack ever
+/// came back and `drain` never succeeded (with `Duration::MAX` it would
+/// have waited for ever). The backoff now saturates; `drain` wakes the
+/// reclaimer.
+#[test]
+fn a_huge_reclaim_interval_keeps_the_reclaimer_alive() {
+    for interval in [Duration::MAX, Duration::from_secs(u64::MAX / 2)] {
+        let pool = StackPool::builder()
+            .stack_size(128 << 10)
+            .reclaim_interval(interval)
+            .build()
+            .unwrap();
+        // Let the reclaimer reach its first idle sleep (where it panicked).
+        std::thread::sleep(Duration::from_millis(20));
+        for _ in 0..4 {
+            // SAFETY: `identity` is a plain function without destructors;
+            // the thread is joined by the pool's reclaimer only.
+            let t = unsafe { pool.spawn(identity, std::ptr::null_mut(), Reap::Reclaimer) }.unwrap();
+            drop(t);
+        }
+        assert!(
+            pool.drain(PATIENCE),
+            "the reclaimer joined and recycled every stack: {:?}",
+            pool.stats()
+        );
+        let s = pool.stats();
+        assert_eq!((s.recycled, s.mapped, s.lent), (4, 0, 0), "{s:?}");
+    }
+}
