@@ -37,7 +37,8 @@
 //! # Bounds
 //!
 //! Idle (pooled) stacks are capped by [`StackPoolBuilder::max_pooled`] and
-//! [`StackPoolBuilder::max_pooled_bytes`] (the smaller wins). A stack returned while
+//! [`StackPoolBuilder::max_pooled_bytes`] (the smaller wins, and at most
+//! 2^20: the queue of idle stacks is allocated at build). A stack returned while
 //! the pool is full is unmapped at once, by whoever recycles it (the
 //! reclaimer, or the owner in [`PooledThread::join`]), never by the exiting
 //! thread. Stacks in use are not capped: a thread that needs a stack when
@@ -196,6 +197,13 @@ impl StackPoolBuilder {
     }
 }
 
+/// The most idle stacks a pool keeps, whatever `max_pooled` and
+/// `max_pooled_bytes` say: 2^20 (a million stacks of at least 28 KiB, two
+/// mappings each, far past the default `vm.max_map_count`). The free queue
+/// holding them is allocated when the pool is built, 16 bytes an entry
+/// (16 MiB at this bound).
+const MAX_POOLED: usize = 1 << 20;
+
 /// The checked sizes of one stack mapping, and how many may be pooled.
 struct Geometry {
     /// Usable bytes (pthread stack + header), page multiple.
@@ -241,7 +249,13 @@ impl StackPoolBuilder {
                 format!("stack mapping of {mapping} bytes is absurd"),
             ));
         }
-        let cap = self.max_pooled.min(self.max_pooled_bytes / mapping);
+        // The free queue is allocated (and initialised) at build time, 16
+        // bytes an entry: a cap meant as "unbounded" must not ask for more
+        // than any process can use (it aborted the process).
+        let cap = self
+            .max_pooled
+            .min(self.max_pooled_bytes / mapping)
+            .min(MAX_POOLED);
         Ok(Geometry {
             stack_size,
             guard,

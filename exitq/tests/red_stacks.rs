@@ -11,7 +11,6 @@ use std::time::Duration;
 use exitq::stacks::{Reap, StackPool};
 
 mod watch_util;
-#[allow(unused_imports)]
 use watch_util::fork_child;
 
 /// How long a test waits for something that should happen by itself; it
@@ -53,4 +52,39 @@ fn a_huge_reclaim_interval_keeps_the_reclaimer_alive() {
         let s = pool.stats();
         assert_eq!((s.recycled, s.mapped, s.lent), (4, 0, 0), "{s:?}");
     }
+}
+
+/// `max_pooled` and `max_pooled_bytes` both "unbounded": the queue of idle
+/// stacks is allocated at build time, and `build` sized it by the request
+/// (`usize::MAX / 28 KiB` entries of 16 bytes): the process aborted. The
+/// cap is now at most 2^20 stacks. In a forked child, where an abort fails
+/// the test instead of killing the harness.
+#[test]
+fn an_unbounded_pool_cap_is_not_an_abort() {
+    let code = fork_child(PATIENCE, || {
+        let Ok(pool) = StackPool::builder()
+            .stack_size(128 << 10)
+            .max_pooled(usize::MAX)
+            .max_pooled_bytes(usize::MAX)
+            .build()
+        else {
+            return 1;
+        };
+        if pool.capacity() != 1 << 20 {
+            return 2;
+        }
+        // SAFETY: as above; joined through the handle.
+        let Ok(t) = (unsafe { pool.spawn(identity, 7 as *mut c_void, Reap::Owner) }) else {
+            return 3;
+        };
+        match t.join() {
+            Ok(v) if v as usize == 7 => {}
+            _ => return 4,
+        }
+        i32::from(pool.stats().pooled != 1) * 5
+    });
+    assert_eq!(
+        code, 0,
+        "1: build failed; 2: capacity; 3: spawn; 4: join; 5: not pooled"
+    );
 }

@@ -87,8 +87,10 @@ impl StackPoolBuilder {
         self
     }
 
-    /// Most idle stacks kept (default 1024). 0: never keep one (every stack
-    /// is unmapped once its thread is joined).
+    /// Most idle stacks kept (default 1024; at most 2^20, whatever is
+    /// asked: the queue of idle stacks is allocated at build time, 16 bytes
+    /// an entry). 0: never keep one (every stack is unmapped once its
+    /// thread is joined).
     pub fn max_pooled(mut self, stacks: usize) -> Self {
         self.max_pooled = stacks;
         self
