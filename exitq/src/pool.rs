@@ -194,14 +194,18 @@ impl PoolBuilder {
     /// a keep-alive plus jitter above 365 days, a thread name with a NUL
     /// byte, `max_workers` above 2^22); `OutOfMemory` when the slot table
     /// (128 bytes per `max_workers`) cannot be allocated;
-    /// the OS error when a minimum worker cannot be created.
+    /// the OS error, with the limits that explain it, when a minimum
+    /// worker cannot be created or (for the first pool on the shared
+    /// domain) the shared domain's reclaimer thread cannot.
     pub fn build(self) -> io::Result<Pool> {
         let (cfg, domain) = self.into_config()?;
         let inner = Arc::new(Inner::new(cfg, domain)?);
         for _ in 0..inner.cfg.min_workers {
             if let Err(e) = inner.try_spawn() {
                 inner.begin_shutdown();
-                return Err(e);
+                // The pool is dropped with its `last_spawn_error`: the
+                // error says which limits explain it.
+                return Err(io::Error::new(e.kind(), grow::explain_spawn_error(&e)));
             }
         }
         Ok(Pool { inner })
@@ -227,7 +231,9 @@ impl Pool {
     /// A pool with the default settings (see [`PoolBuilder`]).
     ///
     /// # Errors
-    /// Never fails with default settings (no minimum workers to start).
+    /// Starts no worker (`min_workers` is 0), but the first pool built on
+    /// the shared domain starts that domain's reclaimer thread: that fails
+    /// when no thread can be created (as [`PoolBuilder::build`] says).
     pub fn new() -> io::Result<Pool> {
         PoolBuilder::default().build()
     }

@@ -145,6 +145,11 @@ pub fn min_stack_size() -> usize {
 
 impl StackPoolBuilder {
     /// Builds the pool: creates its pthread key and starts its reclaimer.
+    ///
+    /// # Errors
+    /// `InvalidInput` for sizes out of range; the OS error when the key,
+    /// a prefilled stack or the reclaimer thread cannot be created (for
+    /// the thread, with the limits that explain it).
     pub fn build(self) -> std::io::Result<StackPool> {
         use std::io::Error;
         let Geometry {
@@ -191,7 +196,18 @@ impl StackPoolBuilder {
         let for_thread = Arc::clone(&shared);
         let handle = std::thread::Builder::new()
             .name("exitq-stacks".into())
-            .spawn(move || reap::run(for_thread))?;
+            .spawn(move || reap::run(for_thread))
+            .map_err(|e| {
+                // Explained as a pooled thread's creation failure is.
+                let limit = SpawnError::Create(e.raw_os_error().unwrap_or(0)).limit();
+                Error::new(
+                    e.kind(),
+                    format!(
+                        "cannot start the stack pool's reclaimer thread exitq-stacks: {e} \
+                         (likely limit: {limit})"
+                    ),
+                )
+            })?;
         let _ = shared.reclaimer.set(handle.thread().clone());
         Ok(StackPool { shared })
     }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use exitq::pool::Pool;
 
+mod skip_util;
 mod watch_util;
 use watch_util::{fork_child, within};
 
@@ -135,4 +136,45 @@ fn limit_address_space_to_current_plus(extra: u64) -> bool {
     };
     // SAFETY: `rl` is a valid rlimit.
     unsafe { libc::setrlimit(libc::RLIMIT_AS, &rl) == 0 }
+}
+
+/// A worker that cannot be created at build time (`min_workers`), or the
+/// shared domain's reclaimer thread that the first pool starts: `build`
+/// returned the bare OS error ("Resource temporarily unavailable"), and
+/// `Pool::new`, documented never to fail, failed so. The explanation the
+/// pool keeps for later failures (`last_spawn_error`) was lost with the
+/// pool. Now both errors name the limits behind EAGAIN. Needs root to
+/// become a user with `RLIMIT_NPROC` = 1 in a forked child.
+#[test]
+fn a_thread_that_cannot_be_created_at_build_is_explained() {
+    if !watch_util::is_root() {
+        skip_util::skip("needs root to run a child as nobody with RLIMIT_NPROC = 1");
+        return;
+    }
+    let code = fork_child(LIMIT, || {
+        if !watch_util::become_nobody_at_the_thread_limit() {
+            return 1;
+        }
+        let explained = |e: &std::io::Error| {
+            let m = e.to_string();
+            m.contains("RLIMIT_NPROC") && m.contains("pids.max")
+        };
+        // The fork child builds its own shared domain: its reclaimer
+        // thread cannot start.
+        match Pool::new() {
+            Err(e) if explained(&e) && e.to_string().contains("exitq-pool-reclaim") => {}
+            _ => return 2,
+        }
+        let domain = exitq::Domain::builder()
+            .reclaimer(exitq::Reclaimer::Inline)
+            .build();
+        match Pool::builder().domain(domain).min_workers(1).build() {
+            Err(e) if explained(&e) && e.kind() == std::io::ErrorKind::WouldBlock => 0,
+            _ => 3,
+        }
+    });
+    assert_eq!(
+        code, 0,
+        "1: could not become nobody; 2: Pool::new's error; 3: a minimum worker's error"
+    );
 }

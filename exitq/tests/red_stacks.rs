@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use exitq::stacks::{Reap, StackPool};
 
+mod skip_util;
 mod watch_util;
 use watch_util::fork_child;
 
@@ -86,5 +87,46 @@ fn an_unbounded_pool_cap_is_not_an_abort() {
     assert_eq!(
         code, 0,
         "1: build failed; 2: capacity; 3: spawn; 4: join; 5: not pooled"
+    );
+}
+
+/// The stack pool's reclaimer thread that cannot be created: `build`
+/// returned the bare OS error. Now it says which thread and the limits
+/// behind EAGAIN, as a pooled thread's `SpawnError::Create` does (which
+/// did not name a cgroup's `pids.max`). Needs root to become a user with
+/// `RLIMIT_NPROC` = 1 in a forked child.
+#[test]
+fn a_reclaimer_that_cannot_be_created_is_explained() {
+    let create = exitq::stacks::SpawnError::Create(libc::EAGAIN).to_string();
+    assert!(
+        create.contains("RLIMIT_NPROC") && create.contains("pids.max"),
+        "{create}"
+    );
+    if !watch_util::is_root() {
+        skip_util::skip("needs root to run a child as nobody with RLIMIT_NPROC = 1");
+        return;
+    }
+    let code = fork_child(PATIENCE, || {
+        if !watch_util::become_nobody_at_the_thread_limit() {
+            return 1;
+        }
+        match StackPool::builder().stack_size(128 << 10).build() {
+            Err(e) => {
+                let m = e.to_string();
+                if m.contains("exitq-stacks")
+                    && m.contains("RLIMIT_NPROC")
+                    && m.contains("pids.max")
+                {
+                    0
+                } else {
+                    3
+                }
+            }
+            Ok(_) => 2,
+        }
+    });
+    assert_eq!(
+        code, 0,
+        "1: could not become nobody; 2: built; 3: not explained"
     );
 }

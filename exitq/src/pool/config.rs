@@ -303,7 +303,17 @@ fn shared_domain() -> io::Result<crate::Domain> {
         }
         let d = crate::Domain::builder()
             .thread_name("exitq-pool-reclaim")
-            .try_build()?;
+            .try_build()
+            .map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!(
+                        "cannot start the pools' shared exitq domain (its reclaimer \
+                         thread exitq-pool-reclaim): {e}{}",
+                        super::grow::limit_hint(&e)
+                    ),
+                )
+            })?;
         let fresh = Box::into_raw(Box::new(d.clone()));
         // AcqRel: the Release half pairs with the Acquire load above (of a
         // later call): it publishes the box. The Acquire halves (success and
