@@ -136,8 +136,9 @@
 //! them). A job that forks and returns in the child ends the child when it
 //! returns (`_exit(0)`: the worker is the child's only thread, and the
 //! queue it would go on with is the parent's). A child that wants a pool
-//! builds a new one (on its own shared domain, built in the child). Proven
-//! by `tests/fork.rs`.
+//! builds a new one (on its own shared domain, built in the child; `build`
+//! refuses a domain built in the parent). Proven by `tests/fork.rs` and
+//! `tests/red_pool.rs`.
 //!
 //! # Limits
 //! At most `max_workers` workers are available at once
@@ -192,8 +193,9 @@ impl PoolBuilder {
     /// `InvalidInput` for inconsistent settings (`max_workers == 0`,
     /// `min_workers > max_workers`, `retire_batch == 0`, a zero keep-alive,
     /// a keep-alive plus jitter above 365 days, a thread name with a NUL
-    /// byte, `max_workers` above 2^22); `OutOfMemory` when the slot table
-    /// (128 bytes per `max_workers`) cannot be allocated;
+    /// byte, `max_workers` above 2^22, a [`domain`](PoolBuilder::domain)
+    /// built before a `fork()`, in the child); `OutOfMemory` when the slot
+    /// table (128 bytes per `max_workers`) cannot be allocated;
     /// the OS error, with the limits that explain it, when a minimum
     /// worker cannot be created or (for the first pool on the shared
     /// domain) the shared domain's reclaimer thread cannot.

@@ -178,3 +178,34 @@ fn a_thread_that_cannot_be_created_at_build_is_explained() {
         "1: could not become nobody; 2: Pool::new's error; 3: a minimum worker's error"
     );
 }
+
+/// A pool built in a `fork()` child on a domain the parent built: every
+/// use of that domain panics in the child, and the first was each worker's
+/// `register_exit` at its start, before it took a job: the worker died
+/// still counted (and "on its way" to the queue, so later submits woke
+/// nobody), its job never ran, and `shutdown` would have waited for it for
+/// ever. Now `build` refuses such a domain.
+#[test]
+fn a_domain_from_before_fork_is_refused_in_the_child() {
+    let parents = exitq::Domain::new();
+    let code = fork_child(LIMIT, move || {
+        let pool = match Pool::builder().domain(parents).build() {
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => return 0,
+            Err(_) => return 1,
+            Ok(pool) => pool,
+        };
+        // The old code: the job never runs.
+        let (tx, rx) = std::sync::mpsc::channel();
+        if pool.execute(move || tx.send(()).unwrap()).is_err() {
+            return 2;
+        }
+        match rx.recv_timeout(Duration::from_secs(5)) {
+            Ok(()) => 3,
+            Err(_) => 4,
+        }
+    });
+    assert_eq!(
+        code, 0,
+        "1: another error; 2: rejected; 3: built and ran (no refusal); 4: built, the job never ran"
+    );
+}

@@ -196,6 +196,8 @@ impl PoolBuilder {
     /// soon an exit is cleaned up, and so the pace of retirement with
     /// [`PoolBuilder::retire_batch`], follows the domain's
     /// [`exit_poll`](crate::DomainBuilder::exit_poll) and grace periods.
+    /// A domain built before a `fork()` makes `build` fail in the child
+    /// (`InvalidInput`).
     pub fn domain(mut self, domain: crate::Domain) -> Self {
         self.domain = Some(domain);
         self
@@ -247,6 +249,17 @@ impl PoolBuilder {
             );
         }
         let domain = match self.domain {
+            // A domain built before a `fork()` cannot be used in the child
+            // (its methods panic there): each worker's `register_exit`
+            // would panic at the worker's start, before it ever took a
+            // job, leaving the job queued and the worker counted, and
+            // `shutdown` waiting for it for ever. Refused here instead.
+            Some(d) if d.inner.forked() => {
+                return invalid(
+                    "the domain was built before fork() (unusable in the child): \
+                     build a new one in the child, or use the shared one",
+                );
+            }
             Some(d) => d,
             None => shared_domain()?,
         };
