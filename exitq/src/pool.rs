@@ -317,7 +317,13 @@ impl Pool {
     /// until every worker has exited and its exit bookkeeping has run.
     ///
     /// # Panics
-    /// If called from one of this pool's own jobs (it would wait for itself).
+    /// If called from one of this pool's own jobs (it would wait for
+    /// itself); in a `fork()` child (module docs); and with
+    /// [`Domain::exit_barrier`](crate::Domain::exit_barrier)'s message when
+    /// it must wait for a worker's exit bookkeeping while the calling
+    /// thread is inside a read section, or a callback, of the pool's
+    /// [`domain`](PoolBuilder::domain) (that bookkeeping needs the
+    /// domain's grace periods and reclaimer: it would wait for ever).
     pub fn shutdown(&self) -> ShutdownReport {
         assert!(
             !exit_hook::on_worker_of(&self.inner),

@@ -409,7 +409,10 @@ impl StackPool {
     /// Waits (up to `timeout`; one too long for an `Instant`, such as
     /// `Duration::MAX`, waits without a deadline) until every stack lent to a thread has been
     /// recycled, then unmaps every idle and quarantined stack. Returns true
-    /// if everything came back in time. The pool stays usable.
+    /// if everything came back in time. The pool stays usable. Called on
+    /// a thread that runs on one of the pool's stacks, it waits for that
+    /// thread too: it returns false at the deadline, and with no deadline
+    /// it never returns.
     pub fn drain(&self, timeout: Duration) -> bool {
         let sh = &*self.shared;
         // A timeout past what an `Instant` holds waits for ever.
