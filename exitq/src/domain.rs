@@ -597,9 +597,12 @@ impl Domain {
             // unlinked from its list, so it is retired once; it is outside
             // any section (checked above), so it is released at once, and
             // not orphaned (`&self` is a live handle).
-            let orphan = unsafe { exit::retire(r) };
-            debug_assert!(orphan.is_none(), "a live handle's record is not orphaned");
-            if let Some(o) = orphan {
+            let retired = unsafe { exit::retire(r) };
+            debug_assert!(
+                matches!(retired, exit::Retired::Released(None)),
+                "a live handle's record outside any section is released, not orphaned"
+            );
+            if let exit::Retired::Released(Some(o)) = retired {
                 o.release();
             }
         }

@@ -93,7 +93,7 @@ pub(crate) fn register(inner: &Inner, record: Option<&Record>, f: Box<dyn FnOnce
 /// Called by the thread that owns `r` (a main record, IN_USE or ORPHANED),
 /// once, after removing it from the thread's list and cache.
 #[must_use = "an orphan's strong count must be given back (`Orphan::release`)"]
-pub(crate) unsafe fn retire(r: &Record) -> Option<Orphan> {
+pub(crate) unsafe fn retire(r: &Record) -> Retired {
     // SAFETY: a record in use keeps its domain alive (IN_USE: the domain has
     // not shut down; ORPHANED: the record holds a strong count).
     let inner: &Inner = unsafe { r.domain() };
@@ -116,11 +116,22 @@ pub(crate) unsafe fn retire(r: &Record) -> Option<Orphan> {
     keep_or_release(r)
 }
 
+/// What [`keep_or_release`] (and so [`retire`]) did with a record.
+#[must_use = "an orphan's strong count must be given back (`Orphan::release`)"]
+pub(crate) enum Retired {
+    /// Kept for a live guard (`RETIRED` set): still the caller's.
+    Kept,
+    /// Handed back: from now on the record may be another thread's, and
+    /// the caller must not read it (not even its flags); for an orphaned
+    /// record, the domain's strong count to give back after that.
+    Released(Option<Orphan>),
+}
+
 /// The end of the exit procedure, once the work is handed over: the
 /// record is released, or kept for a guard that outlives the thread's
-/// exitq destructor (module docs; also the loom model's).
-#[must_use = "an orphan's strong count must be given back (`Orphan::release`)"]
-pub(crate) fn keep_or_release(r: &Record) -> Option<Orphan> {
+/// exitq destructor (module docs; also the loom model's). Says which:
+/// once released, the record is no longer the caller's to look at.
+pub(crate) fn keep_or_release(r: &Record) -> Retired {
     // An orphaned record's open section was leaked: a live guard borrows a
     // handle, and none is left. Nothing can rely on it, so the record is
     // released and what we pushed runs now (`Orphan`); kept, it would
@@ -134,9 +145,9 @@ pub(crate) fn keep_or_release(r: &Record) -> Option<Orphan> {
         // the thread is gone (`record`, "A record's life").
         r.flags.set(r.flags.get() | RETIRED);
         r.mark_retired();
-        return None;
+        return Retired::Kept;
     }
-    release_main(r)
+    Retired::Released(release_main(r))
 }
 
 /// Hands a retired main record back: one CAS. For an orphaned record

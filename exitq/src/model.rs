@@ -209,9 +209,13 @@ impl Rec<'_> {
     /// (`exit::retire`): the record is kept for a live guard, or
     /// released. True if released.
     pub fn retire(self) -> bool {
-        let orphan = crate::exit::keep_or_release(self.0);
-        assert!(orphan.is_none(), "no shutdown in the model");
-        self.0.state.load(Ordering::Relaxed) == record::FREE
+        match crate::exit::keep_or_release(self.0) {
+            crate::exit::Retired::Kept => false,
+            crate::exit::Retired::Released(orphan) => {
+                assert!(orphan.is_none(), "no shutdown in the model");
+                true
+            }
+        }
     }
     /// What a grace-period leader does while the record holds grace
     /// period `g`, after its first milliseconds: `alive` answers

@@ -136,8 +136,9 @@
 //! them). A job that forks and returns in the child ends the child when it
 //! returns (`_exit(0)`: the worker is the child's only thread, and the
 //! queue it would go on with is the parent's). A child that wants a pool
-//! builds a new one (on its own shared domain, built in the child). Proven
-//! by `tests/fork.rs`.
+//! builds a new one (on its own shared domain, built in the child; `build`
+//! refuses a domain built in the parent). Proven by `tests/fork.rs` and
+//! `tests/red_pool.rs`.
 //!
 //! # Limits
 //! At most `max_workers` workers are available at once
@@ -191,15 +192,22 @@ impl PoolBuilder {
     /// # Errors
     /// `InvalidInput` for inconsistent settings (`max_workers == 0`,
     /// `min_workers > max_workers`, `retire_batch == 0`, a zero keep-alive,
-    /// a keep-alive plus jitter above 365 days);
-    /// the OS error when a minimum worker cannot be created.
+    /// a keep-alive plus jitter above 365 days, a thread name with a NUL
+    /// byte, `max_workers` above 2^22, a [`domain`](PoolBuilder::domain)
+    /// built before a `fork()`, in the child); `OutOfMemory` when the slot
+    /// table (128 bytes per `max_workers`) cannot be allocated;
+    /// the OS error, with the limits that explain it, when a minimum
+    /// worker cannot be created or (for the first pool on the shared
+    /// domain) the shared domain's reclaimer thread cannot.
     pub fn build(self) -> io::Result<Pool> {
         let (cfg, domain) = self.into_config()?;
-        let inner = Arc::new(Inner::new(cfg, domain));
+        let inner = Arc::new(Inner::new(cfg, domain)?);
         for _ in 0..inner.cfg.min_workers {
             if let Err(e) = inner.try_spawn() {
                 inner.begin_shutdown();
-                return Err(e);
+                // The pool is dropped with its `last_spawn_error`: the
+                // error says which limits explain it.
+                return Err(io::Error::new(e.kind(), grow::explain_spawn_error(&e)));
             }
         }
         Ok(Pool { inner })
@@ -225,7 +233,9 @@ impl Pool {
     /// A pool with the default settings (see [`PoolBuilder`]).
     ///
     /// # Errors
-    /// Never fails with default settings (no minimum workers to start).
+    /// Starts no worker (`min_workers` is 0), but the first pool built on
+    /// the shared domain starts that domain's reclaimer thread: that fails
+    /// when no thread can be created (as [`PoolBuilder::build`] says).
     pub fn new() -> io::Result<Pool> {
         PoolBuilder::default().build()
     }
@@ -307,7 +317,13 @@ impl Pool {
     /// until every worker has exited and its exit bookkeeping has run.
     ///
     /// # Panics
-    /// If called from one of this pool's own jobs (it would wait for itself).
+    /// If called from one of this pool's own jobs (it would wait for
+    /// itself); in a `fork()` child (module docs); and with
+    /// [`Domain::exit_barrier`](crate::Domain::exit_barrier)'s message when
+    /// it must wait for a worker's exit bookkeeping while the calling
+    /// thread is inside a read section, or a callback, of the pool's
+    /// [`domain`](PoolBuilder::domain) (that bookkeeping needs the
+    /// domain's grace periods and reclaimer: it would wait for ever).
     pub fn shutdown(&self) -> ShutdownReport {
         assert!(
             !exit_hook::on_worker_of(&self.inner),

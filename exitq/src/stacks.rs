@@ -37,7 +37,8 @@
 //! # Bounds
 //!
 //! Idle (pooled) stacks are capped by [`StackPoolBuilder::max_pooled`] and
-//! [`StackPoolBuilder::max_pooled_bytes`] (the smaller wins). A stack returned while
+//! [`StackPoolBuilder::max_pooled_bytes`] (the smaller wins, and at most
+//! 2^20: the queue of idle stacks is allocated at build). A stack returned while
 //! the pool is full is unmapped at once, by whoever recycles it (the
 //! reclaimer, or the owner in [`PooledThread::join`]), never by the exiting
 //! thread. Stacks in use are not capped: a thread that needs a stack when
@@ -144,6 +145,11 @@ pub fn min_stack_size() -> usize {
 
 impl StackPoolBuilder {
     /// Builds the pool: creates its pthread key and starts its reclaimer.
+    ///
+    /// # Errors
+    /// `InvalidInput` for sizes out of range; the OS error when the key,
+    /// a prefilled stack or the reclaimer thread cannot be created (for
+    /// the thread, with the limits that explain it).
     pub fn build(self) -> std::io::Result<StackPool> {
         use std::io::Error;
         let Geometry {
@@ -190,11 +196,29 @@ impl StackPoolBuilder {
         let for_thread = Arc::clone(&shared);
         let handle = std::thread::Builder::new()
             .name("exitq-stacks".into())
-            .spawn(move || reap::run(for_thread))?;
+            .spawn(move || reap::run(for_thread))
+            .map_err(|e| {
+                // Explained as a pooled thread's creation failure is.
+                let limit = SpawnError::Create(e.raw_os_error().unwrap_or(0)).limit();
+                Error::new(
+                    e.kind(),
+                    format!(
+                        "cannot start the stack pool's reclaimer thread exitq-stacks: {e} \
+                         (likely limit: {limit})"
+                    ),
+                )
+            })?;
         let _ = shared.reclaimer.set(handle.thread().clone());
         Ok(StackPool { shared })
     }
 }
+
+/// The most idle stacks a pool keeps, whatever `max_pooled` and
+/// `max_pooled_bytes` say: 2^20 (a million stacks of at least 28 KiB, two
+/// mappings each, far past the default `vm.max_map_count`). The free queue
+/// holding them is allocated when the pool is built, 16 bytes an entry
+/// (16 MiB at this bound).
+const MAX_POOLED: usize = 1 << 20;
 
 /// The checked sizes of one stack mapping, and how many may be pooled.
 struct Geometry {
@@ -241,7 +265,13 @@ impl StackPoolBuilder {
                 format!("stack mapping of {mapping} bytes is absurd"),
             ));
         }
-        let cap = self.max_pooled.min(self.max_pooled_bytes / mapping);
+        // The free queue is allocated (and initialised) at build time, 16
+        // bytes an entry: a cap meant as "unbounded" must not ask for more
+        // than any process can use (it aborted the process).
+        let cap = self
+            .max_pooled
+            .min(self.max_pooled_bytes / mapping)
+            .min(MAX_POOLED);
         Ok(Geometry {
             stack_size,
             guard,
@@ -379,7 +409,10 @@ impl StackPool {
     /// Waits (up to `timeout`; one too long for an `Instant`, such as
     /// `Duration::MAX`, waits without a deadline) until every stack lent to a thread has been
     /// recycled, then unmaps every idle and quarantined stack. Returns true
-    /// if everything came back in time. The pool stays usable.
+    /// if everything came back in time. The pool stays usable. Called on
+    /// a thread that runs on one of the pool's stacks, it waits for that
+    /// thread too: it returns false at the deadline, and with no deadline
+    /// it never returns.
     pub fn drain(&self, timeout: Duration) -> bool {
         let sh = &*self.shared;
         // A timeout past what an `Instant` holds waits for ever.

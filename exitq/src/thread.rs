@@ -84,7 +84,7 @@ use crate::exit;
 use crate::fork;
 use crate::inner::Inner;
 use crate::past;
-use crate::record::{Kind, Owner, Record, ORPHANED, RETIRED};
+use crate::record::{Kind, Owner, Record, ORPHANED};
 use crate::stats::Counters;
 use crate::sync::Ordering;
 
@@ -265,15 +265,19 @@ fn run_exit() {
                 continue;
             }
             // SAFETY: our record, just unlinked: retired once.
-            let orphan = unsafe { exit::retire(r) };
-            if r.flags.get() & RETIRED != 0 {
+            match unsafe { exit::retire(r) } {
                 // A guard on it is still alive (a later thread-local
                 // destructor holds it): its section is still ours.
-                link(&s.aux, r);
-            }
-            // After the last use of `r` (it may be freed).
-            if let Some(o) = orphan {
-                o.release();
+                exit::Retired::Kept => link(&s.aux, r),
+                // Released: `r` may be another thread's already (its
+                // claim resets the flags), so it is not looked at again.
+                // The orphan's count goes back after the last use of `r`
+                // (it may be freed).
+                exit::Retired::Released(orphan) => {
+                    if let Some(o) = orphan {
+                        o.release();
+                    }
+                }
             }
         }
     });
@@ -367,7 +371,7 @@ fn main_record_slow(arc: &Arc<Inner>) -> Option<&Record> {
     for o in orphans {
         // SAFETY: an orphaned record of ours with no exit hooks, unlinked
         // by the sweep; released once, after the walk.
-        if let Some(orphan) = unsafe { exit::retire(o) } {
+        if let exit::Retired::Released(Some(orphan)) = unsafe { exit::retire(o) } {
             orphan.release();
         }
     }

@@ -205,3 +205,39 @@ fn a_cell_value_loaded_in_a_hook_is_not_freed_under_its_guard() {
     );
     assert_eq!(seen.load(Ordering::SeqCst), 7);
 }
+
+/// The exit walk read a record it had just released: after handing a main
+/// record back (`exit::retire`), it looked at the record's flags to see
+/// whether the record was kept for a live guard. Released, the record may
+/// already be another thread's: a new thread's first use of the domain
+/// claims it and resets those flags (a data race on a plain `Cell`), and
+/// flags that said "kept" would have linked the other thread's record into
+/// the exiting thread's list. Found by miri (a race between the exiting
+/// thread's read and the claimant's write) under `exitq::pool`, whose
+/// retiring workers are replaced by new ones; here threads A and B do the
+/// same: B's first read starts while A is still exiting (A is not joined
+/// first, which would order everything). Under miri it reports the race of
+/// the old code; natively it only runs the shape.
+#[test]
+fn the_exit_walk_does_not_read_a_record_it_released() {
+    let d = Domain::builder()
+        .reclaimer(exitq::Reclaimer::Inline)
+        .build();
+    for _ in 0..if cfg!(miri) { 6 } else { 200 } {
+        let (tx, rx) = mpsc::channel();
+        let da = d.clone();
+        let a = thread::spawn(move || {
+            drop(da.read());
+            tx.send(()).unwrap();
+            // Exits: the walk releases A's record.
+        });
+        rx.recv().unwrap();
+        let db = d.clone();
+        let b = thread::spawn(move || {
+            thread::yield_now();
+            drop(db.read()); // may claim A's released record
+        });
+        b.join().unwrap();
+        a.join().unwrap();
+    }
+}

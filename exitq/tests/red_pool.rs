@@ -1,12 +1,15 @@
-//! Defects of `exitq::pool` found by the red-team review after issue 25:
-//! each test failed (a hang caught by a watchdog) before its fix.
+//! Defects of `exitq::pool` found by the red-team reviews (after issue 25,
+//! and of the pool and stacks later): each test failed before its fix (a
+//! hang caught by a watchdog, a panic, or an abort seen from a forked
+//! child).
 use std::sync::Arc;
 use std::time::Duration;
 
 use exitq::pool::Pool;
 
+mod skip_util;
 mod watch_util;
-use watch_util::within;
+use watch_util::{fork_child, within};
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -56,4 +59,153 @@ fn shutdown_now_from_a_job_run_on_its_submitter_returns() {
     });
     assert_eq!(left, 0, "nothing else was queued");
     assert!(pool.execute(|| ()).is_err(), "the pool is shut down");
+}
+
+/// A thread name with a NUL byte: std's `thread::Builder` panics on it.
+/// `build` accepted it (with no minimum worker to start), and the first
+/// `execute` panicked inside the pool's spawn, after the worker had been
+/// counted and while the submitter was still registered: dropping the pool
+/// then waited for that submitter for ever (and `shutdown` for that
+/// worker). With a minimum worker, `build` itself panicked. Now `build`
+/// refuses the name, as `DomainBuilder::try_build` does.
+#[test]
+fn a_thread_name_with_a_nul_byte_is_refused_by_build() {
+    for min in [0, 1] {
+        let e = Pool::builder()
+            .thread_name("bad\0name")
+            .min_workers(min)
+            .build()
+            .expect_err("a NUL byte in the thread name is refused");
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{e}");
+        assert!(e.to_string().contains("NUL"), "{e}");
+    }
+}
+
+/// A huge `max_workers`: the pool allocates its slot table (128 bytes a
+/// worker) at build time, and `build` accepted up to 2^32 - 2 workers, so
+/// asking for that many aborted the process (a 512 GiB allocation). Now a
+/// `max_workers` above the most threads a Linux process can have (2^22,
+/// `PID_MAX_LIMIT`) is refused, and a table that cannot be allocated is an
+/// `OutOfMemory` error. Run in a forked child, where an abort fails the
+/// test instead of killing the harness.
+#[test]
+fn a_huge_max_workers_is_an_error_not_an_abort() {
+    let code = fork_child(LIMIT, || {
+        for n in [u32::MAX as usize - 2, usize::MAX, (1 << 22) + 1] {
+            match Pool::builder().max_workers(n).build() {
+                Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => {}
+                _ => return 1,
+            }
+        }
+        // The largest accepted table (512 MiB) under an address-space limit
+        // that leaves it no room: an error from `build`, not an abort. The
+        // domain is built first, so only the table is refused.
+        let domain = exitq::Domain::builder()
+            .reclaimer(exitq::Reclaimer::Inline)
+            .build();
+        if !limit_address_space_to_current_plus(64 << 20) {
+            return 2;
+        }
+        match Pool::builder().domain(domain).max_workers(1 << 22).build() {
+            Err(e) if e.kind() == std::io::ErrorKind::OutOfMemory => 0,
+            _ => 3,
+        }
+    });
+    assert_eq!(code, 0, "1: accepted; 2: setrlimit; 3: no OutOfMemory");
+}
+
+/// Sets `RLIMIT_AS` to the address space this process maps now plus
+/// `extra` bytes (only in a forked child: it is the whole process's limit).
+fn limit_address_space_to_current_plus(extra: u64) -> bool {
+    let Ok(statm) = std::fs::read_to_string("/proc/self/statm") else {
+        return false;
+    };
+    let Some(pages) = statm
+        .split_whitespace()
+        .next()
+        .and_then(|p| p.parse::<u64>().ok())
+    else {
+        return false;
+    };
+    // SAFETY: sysconf has no memory arguments.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
+    let lim = pages * page + extra;
+    let rl = libc::rlimit {
+        rlim_cur: lim,
+        rlim_max: lim,
+    };
+    // SAFETY: `rl` is a valid rlimit.
+    unsafe { libc::setrlimit(libc::RLIMIT_AS, &rl) == 0 }
+}
+
+/// A worker that cannot be created at build time (`min_workers`), or the
+/// shared domain's reclaimer thread that the first pool starts: `build`
+/// returned the bare OS error ("Resource temporarily unavailable"), and
+/// `Pool::new`, documented never to fail, failed so. The explanation the
+/// pool keeps for later failures (`last_spawn_error`) was lost with the
+/// pool. Now both errors name the limits behind EAGAIN. Needs root to
+/// become a user with `RLIMIT_NPROC` = 1 in a forked child.
+#[test]
+fn a_thread_that_cannot_be_created_at_build_is_explained() {
+    if !watch_util::is_root() {
+        skip_util::skip("needs root to run a child as nobody with RLIMIT_NPROC = 1");
+        return;
+    }
+    let code = fork_child(LIMIT, || {
+        if !watch_util::become_nobody_at_the_thread_limit() {
+            return 1;
+        }
+        let explained = |e: &std::io::Error| {
+            let m = e.to_string();
+            m.contains("RLIMIT_NPROC") && m.contains("pids.max")
+        };
+        // The fork child builds its own shared domain: its reclaimer
+        // thread cannot start.
+        match Pool::new() {
+            Err(e) if explained(&e) && e.to_string().contains("exitq-pool-reclaim") => {}
+            _ => return 2,
+        }
+        let domain = exitq::Domain::builder()
+            .reclaimer(exitq::Reclaimer::Inline)
+            .build();
+        match Pool::builder().domain(domain).min_workers(1).build() {
+            Err(e) if explained(&e) && e.kind() == std::io::ErrorKind::WouldBlock => 0,
+            _ => 3,
+        }
+    });
+    assert_eq!(
+        code, 0,
+        "1: could not become nobody; 2: Pool::new's error; 3: a minimum worker's error"
+    );
+}
+
+/// A pool built in a `fork()` child on a domain the parent built: every
+/// use of that domain panics in the child, and the first was each worker's
+/// `register_exit` at its start, before it took a job: the worker died
+/// still counted (and "on its way" to the queue, so later submits woke
+/// nobody), its job never ran, and `shutdown` would have waited for it for
+/// ever. Now `build` refuses such a domain.
+#[test]
+fn a_domain_from_before_fork_is_refused_in_the_child() {
+    let parents = exitq::Domain::new();
+    let code = fork_child(LIMIT, move || {
+        let pool = match Pool::builder().domain(parents).build() {
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => return 0,
+            Err(_) => return 1,
+            Ok(pool) => pool,
+        };
+        // The old code: the job never runs.
+        let (tx, rx) = std::sync::mpsc::channel();
+        if pool.execute(move || tx.send(()).unwrap()).is_err() {
+            return 2;
+        }
+        match rx.recv_timeout(Duration::from_secs(5)) {
+            Ok(()) => 3,
+            Err(_) => 4,
+        }
+    });
+    assert_eq!(
+        code, 0,
+        "1: another error; 2: rejected; 3: built and ran (no refusal); 4: built, the job never ran"
+    );
 }

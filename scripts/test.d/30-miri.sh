@@ -12,7 +12,10 @@
 # exitq/tests/red_cache.rs: zero-sized values' own allocations, panicking
 # drops at a cell's drop, one look per run's key and its overflow; and
 # exitq/tests/exit_walk.rs: exit hooks that use a domain during the exit
-# walk, whose old code miri caught reading a freed value): checks
+# walk, whose old code miri caught reading a freed value; and
+# exitq/tests/miri_pool.rs: a pool's workers retiring and replaced, whose
+# exit walk miri caught reading a record a new worker had claimed; the
+# shared domain's reclaimer outlives main, hence -Zmiri-ignore-leaks): checks
 # data races, use-after-free,
 # provenance, aliasing and leaks in the raw-pointer code. Needs the nightly
 # toolchain with miri and rust-src (scripts/test-setup.sh adds them); skips
@@ -44,6 +47,9 @@ MIRIFLAGS="${MIRIFLAGS:-} -Zmiri-strict-provenance" \
 echo "miri: cargo +nightly miri test -p exitq --test exit_walk" >&2
 MIRIFLAGS="${MIRIFLAGS:-} -Zmiri-strict-provenance" \
     cargo +nightly miri test -p exitq --test exit_walk --target-dir target/miri
+echo "miri: cargo +nightly miri test -p exitq --test miri_pool" >&2
+MIRIFLAGS="${MIRIFLAGS:-} -Zmiri-strict-provenance -Zmiri-ignore-leaks" \
+    cargo +nightly miri test -p exitq --test miri_pool --target-dir target/miri
 echo "miri: cargo +nightly miri test -p exitq --test miri_cell" >&2
 MIRIFLAGS="${MIRIFLAGS:-} -Zmiri-strict-provenance" \
     cargo +nightly miri test -p exitq --test miri_cell --target-dir target/miri

@@ -25,6 +25,13 @@ pub enum RetireReason {
 /// says plainly.
 const MAX_IDLE: Duration = Duration::from_secs(365 * 24 * 3600);
 
+/// The most workers a pool accepts: Linux's `PID_MAX_LIMIT` on 64-bit
+/// (every thread needs a thread ID, at most `kernel.pid_max`, which can be
+/// at most this). The slot table is allocated at build time, one 128-byte
+/// slot per worker, so a larger `max_workers` only costs memory: up to
+/// 2^32 it aborted the process in `build` (the allocation failed).
+const MAX_WORKERS: usize = 1 << 22;
+
 /// One worker's retirement, passed to
 /// [`PoolBuilder::on_retire`].
 #[derive(Debug, Clone, Copy)]
@@ -111,8 +118,10 @@ impl PoolBuilder {
         self
     }
 
-    /// Most workers at once (at least 1, at least `min_workers`). Default:
-    /// the available parallelism. For jobs that block, set it higher.
+    /// Most workers at once (at least 1, at least `min_workers`, at most
+    /// 2^22, the most threads a Linux process can have). Default: the
+    /// available parallelism. For jobs that block, set it higher. The
+    /// pool allocates one slot (128 bytes) per worker when it is built.
     pub fn max_workers(mut self, n: usize) -> Self {
         self.max_workers = n;
         self
@@ -161,6 +170,7 @@ impl PoolBuilder {
     }
 
     /// Worker thread names are `<prefix>-<slot>`. Default `exitq-pool`.
+    /// A prefix with a NUL byte makes `build` fail (`InvalidInput`).
     pub fn thread_name(mut self, prefix: impl Into<String>) -> Self {
         self.thread_name = prefix.into();
         self
@@ -186,6 +196,8 @@ impl PoolBuilder {
     /// soon an exit is cleaned up, and so the pace of retirement with
     /// [`PoolBuilder::retire_batch`], follows the domain's
     /// [`exit_poll`](crate::DomainBuilder::exit_poll) and grace periods.
+    /// A domain built before a `fork()` makes `build` fail in the child
+    /// (`InvalidInput`).
     pub fn domain(mut self, domain: crate::Domain) -> Self {
         self.domain = Some(domain);
         self
@@ -207,8 +219,11 @@ impl PoolBuilder {
         if self.max_workers == 0 {
             return invalid("max_workers must be at least 1");
         }
-        if self.max_workers >= u32::MAX as usize {
-            return invalid("max_workers must be below 2^32 - 1");
+        if self.max_workers > MAX_WORKERS {
+            return invalid(
+                "max_workers must be at most 4194304 (2^22, PID_MAX_LIMIT: no Linux \
+                 process can have more threads)",
+            );
         }
         if self.min_workers > self.max_workers {
             return invalid("min_workers must not exceed max_workers");
@@ -219,6 +234,13 @@ impl PoolBuilder {
         if self.keep_alive.is_zero() {
             return invalid("keep_alive must be positive");
         }
+        // std's `thread::Builder` panics on a name with a NUL byte, and it
+        // would do so inside `try_spawn`, after the worker was counted and
+        // its slot claimed, and inside a submitter's `enter`..`leave`: the
+        // pool could then never shut down. Refused here instead.
+        if self.thread_name.contains('\0') {
+            return invalid("thread_name must not contain a NUL byte");
+        }
         let jitter = self.jitter();
         if self.keep_alive.saturating_add(jitter) > MAX_IDLE {
             return invalid(
@@ -227,6 +249,17 @@ impl PoolBuilder {
             );
         }
         let domain = match self.domain {
+            // A domain built before a `fork()` cannot be used in the child
+            // (its methods panic there): each worker's `register_exit`
+            // would panic at the worker's start, before it ever took a
+            // job, leaving the job queued and the worker counted, and
+            // `shutdown` waiting for it for ever. Refused here instead.
+            Some(d) if d.inner.forked() => {
+                return invalid(
+                    "the domain was built before fork() (unusable in the child): \
+                     build a new one in the child, or use the shared one",
+                );
+            }
             Some(d) => d,
             None => shared_domain()?,
         };
@@ -283,7 +316,17 @@ fn shared_domain() -> io::Result<crate::Domain> {
         }
         let d = crate::Domain::builder()
             .thread_name("exitq-pool-reclaim")
-            .try_build()?;
+            .try_build()
+            .map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!(
+                        "cannot start the pools' shared exitq domain (its reclaimer \
+                         thread exitq-pool-reclaim): {e}{}",
+                        super::grow::limit_hint(&e)
+                    ),
+                )
+            })?;
         let fresh = Box::into_raw(Box::new(d.clone()));
         // AcqRel: the Release half pairs with the Acquire load above (of a
         // later call): it publishes the box. The Acquire halves (success and

@@ -158,13 +158,17 @@ impl Inner {
 }
 
 /// The spawn error with the limit that most likely explains it.
-fn explain_spawn_error(e: &io::Error) -> String {
-    let hint = match e.raw_os_error() {
+pub(super) fn explain_spawn_error(e: &io::Error) -> String {
+    format!("cannot create a worker thread: {e}{}", limit_hint(e))
+}
+
+/// The limits behind a thread-creation error (empty if none is known).
+pub(super) fn limit_hint(e: &io::Error) -> &'static str {
+    match e.raw_os_error() {
         Some(libc::EAGAIN) => {
             " (EAGAIN: RLIMIT_NPROC, kernel.threads-max, pid_max or a cgroup pids.max limit)"
         }
         Some(libc::ENOMEM) => " (ENOMEM: no memory for the stack, or vm.max_map_count reached)",
         _ => "",
-    };
-    format!("cannot create a worker thread: {e}{hint}")
+    }
 }

@@ -205,13 +205,26 @@ pub(crate) struct Slots {
 
 impl Slots {
     /// `n` free slots (`1 <= n < u32::MAX`).
+    #[cfg(any(test, exitq_loom))]
     pub(crate) fn new(n: usize) -> Self {
+        Self::try_new(n).expect("memory for the slots")
+    }
+
+    /// `n` free slots (`1 <= n < u32::MAX`), or the allocation error: the
+    /// table is allocated at build time, `size_of::<CachePadded<Slot>>()`
+    /// (128 bytes on x86-64) per slot, and a pool whose `max_workers`
+    /// asks for more memory than there is gets an error from `build`, not
+    /// an abort.
+    pub(crate) fn try_new(n: usize) -> Result<Self, std::collections::TryReserveError> {
         assert!(n >= 1 && n < NIL as usize, "slot count out of range");
-        Self {
-            slots: (0..n).map(|_| CachePadded::new(Slot::new())).collect(),
+        let mut slots = Vec::new();
+        slots.try_reserve_exact(n)?;
+        slots.extend((0..n).map(|_| CachePadded::new(Slot::new())));
+        Ok(Self {
+            slots: slots.into_boxed_slice(),
             head: CachePadded::new(AtomicU64::new(u64::from(NIL))),
             hint: AtomicU32::new(0),
-        }
+        })
     }
 
     /// Slot `i`.

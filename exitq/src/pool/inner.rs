@@ -8,6 +8,7 @@
 //! (`retire`), the exit bookkeeping (`exit_hook`), the counters (`stats`).
 //! The slot table and idle stack are `idle`; the public facade is `pool`.
 
+use std::io;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 #[cfg(test)]
 use std::sync::Arc;
@@ -86,11 +87,21 @@ pub(crate) struct Inner {
 }
 
 impl Inner {
-    /// A pool with no worker yet.
-    pub(super) fn new(cfg: Config, domain: crate::Domain) -> Self {
-        Inner {
+    /// A pool with no worker yet; `OutOfMemory` if its slot table (one
+    /// slot per `max_workers`) cannot be allocated.
+    pub(super) fn new(cfg: Config, domain: crate::Domain) -> io::Result<Self> {
+        let slots = Slots::try_new(cfg.max_workers).map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::OutOfMemory,
+                format!(
+                    "no memory for the slots of {} workers (max_workers): {e}",
+                    cfg.max_workers
+                ),
+            )
+        })?;
+        Ok(Inner {
             queue: SegQueue::new(),
-            slots: Slots::new(cfg.max_workers),
+            slots,
             submit_state: CachePadded::new(AtomicUsize::new(0)),
             workers: CachePadded::new(AtomicUsize::new(0)),
             threads: AtomicUsize::new(0),
@@ -112,7 +123,7 @@ impl Inner {
             epoch: Instant::now(),
             cfg,
             fork_gen: crate::fork::generation(),
-        }
+        })
     }
 
     /// Whether this process is a `fork()` child of the one that built the

@@ -87,8 +87,10 @@ impl StackPoolBuilder {
         self
     }
 
-    /// Most idle stacks kept (default 1024). 0: never keep one (every stack
-    /// is unmapped once its thread is joined).
+    /// Most idle stacks kept (default 1024; at most 2^20, whatever is
+    /// asked: the queue of idle stacks is allocated at build time, 16 bytes
+    /// an entry). 0: never keep one (every stack is unmapped once its
+    /// thread is joined).
     pub fn max_pooled(mut self, stacks: usize) -> Self {
         self.max_pooled = stacks;
         self
@@ -122,8 +124,10 @@ impl StackPoolBuilder {
         self
     }
 
-    /// The reclaimer's sleep while it has work (default 1 ms; idle it backs
-    /// off to 64 times that).
+    /// The reclaimer's sleep while it has work (default 1 ms, at least
+    /// 10 µs; idle it backs off to 64 times that, saturating at
+    /// `Duration::MAX`). `drain`, dropping the pool and a spawner that
+    /// finds no idle stack while others wait to be reaped wake it early.
     pub fn reclaim_interval(mut self, interval: Duration) -> Self {
         self.reclaim_interval = interval.max(Duration::from_micros(10));
         self

@@ -14,7 +14,7 @@ pub enum SpawnError {
     /// `vm.max_map_count` (each stack is two mappings).
     Protect(i32),
     /// `pthread_create` failed (`errno`; `EAGAIN`: `RLIMIT_NPROC`,
-    /// `kernel.threads-max` or `kernel.pid_max`).
+    /// `kernel.threads-max`, `kernel.pid_max` or a cgroup's `pids.max`).
     Create(i32),
 }
 
@@ -34,7 +34,7 @@ impl SpawnError {
             }
             SpawnError::Map(_) | SpawnError::Protect(_) => "address space (RLIMIT_AS)",
             SpawnError::Create(libc::EAGAIN) => {
-                "RLIMIT_NPROC, kernel.threads-max or kernel.pid_max"
+                "RLIMIT_NPROC, kernel.threads-max, kernel.pid_max or a cgroup pids.max limit"
             }
             SpawnError::Create(_) => "pthread_create",
         }

@@ -114,10 +114,13 @@ pub(super) fn run(sh: Arc<Shared>) {
             sh.unmap_quarantine();
             return;
         }
+        // Saturating: a `reclaim_interval` near `Duration::MAX` must not
+        // overflow here (the panic ended the reclaimer, and with it every
+        // `Reclaimer` stack's way back and `drain`).
         let sleep = if r.busy() {
             sh.interval
         } else {
-            sh.interval * (1 << idle_rounds)
+            sh.interval.saturating_mul(1 << idle_rounds)
         };
         std::thread::park_timeout(sleep);
     }
