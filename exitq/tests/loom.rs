@@ -849,8 +849,11 @@ fn an_idle_word_refreshed_at_a_seal_shows_its_owner_past() {
 /// of a freed object. Without the full fence on the way back online, the
 /// poller can read `OFFLINE` while the owner, back online, loads the old
 /// epoch and finds the object published (loom shows it for
-/// `past::online`; a QSBR reader's store back online is followed by its
-/// light fence too, which these models make a full one). A third way: the
+/// `past::online` and for `qsbr::back_online_word`). The QSBR reader runs
+/// as a thread no barrier comes to (`model::no_barrier_comes`): its
+/// quiescent states' light fences are compiler fences, which order
+/// nothing then (until 2026-12-06 they were full fences here, and the
+/// model passed without `back_online_word`'s full fence). A third way: the
 /// owner offline (`thread_offline`, called from a callback its seal runs)
 /// reaches the seal's refresh of its idle word before it comes back
 /// online lazily: the refresh must leave `OFFLINE` for `online` to find
@@ -876,11 +879,11 @@ fn back_online(way: Back) {
             let (gp_ctr, ctr, current, object) = cloned!(gp_ctr, ctr, current, object);
             thread::spawn(move || {
                 match way {
-                    Back::Qsbr => {
+                    Back::Qsbr => model::no_barrier_comes(|| {
                         model::qsbr_online(&gp_ctr, &ctr);
                         model::qsbr_offline(&ctr);
                         model::qsbr_back_online(&gp_ctr, &ctr);
-                    }
+                    }),
                     Back::Online => {
                         model::offline(&ctr);
                         model::online(&gp_ctr, &ctr);
