@@ -36,9 +36,14 @@ macro_rules! cloned {
 const PAST: u8 = 0;
 
 /// `loom::model` with at least 3 preemptions: the races the models of
-/// grace periods without the heavy barrier exist for need a reader
-/// preempted inside its section while two other threads go on (each
-/// model fails at 3, and passes at 2, with the code it guards weakened).
+/// grace periods without the heavy barrier exist for may need a reader
+/// preempted inside its section while two other threads go on. The seal
+/// racing a poll's start does: it fails at 3, and passes at 2, without
+/// the leader's fence or with `section::NESTED` Relaxed. The others fail
+/// at 2 already with the code they guard weakened (the claim's fence,
+/// the refresh's Release, `past::online`'s fence, `OFFLINE` overwritten,
+/// an idle word trusted: re-checked 2026-12-06, on upstream loom too;
+/// until then these docs said each passed at 2).
 fn deep_model<F: Fn() + Sync + Send + 'static>(f: F) {
     let mut builder = loom::model::Builder::new();
     builder.preemption_bound = Some(builder.preemption_bound.unwrap_or(3).max(3));
