@@ -41,6 +41,12 @@ pub fn qsbr_offline(ctr: &AtomicU64) {
 pub fn qsbr_back_online(gp_ctr: &AtomicU64, ctr: &AtomicU64) -> u64 {
     qsbr::back_online_word(gp_ctr, ctr, FENCES)
 }
+/// Runs `f` on this thread as on one that no heavy barrier reaches: the
+/// membarrier mode's compiler fences in the code `f` calls order nothing
+/// (`sync::no_barrier_comes`), as on the hardware when no barrier comes.
+pub fn no_barrier_comes<R>(f: impl FnOnce() -> R) -> R {
+    crate::sync::no_barrier_comes(f)
+}
 /// A membarrier-mode outermost entry when no heavy barrier makes its
 /// compiler fence a hardware one: the entry's store and nothing else
 /// (what a grace period completed without the barrier relies on,

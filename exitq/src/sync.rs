@@ -28,13 +28,34 @@ pub(crate) fn full_fence() {
 
 /// A compiler-only barrier: the writer side supplies the hardware barrier
 /// with membarrier(2). Under loom it must be a real fence (loom does not
-/// model membarrier's "barrier injected into every running thread").
+/// model membarrier's "barrier injected into every running thread"),
+/// except on a thread that a model runs as one no barrier comes to
+/// (`no_barrier_comes`): there it orders nothing, as on the hardware.
 #[inline]
 pub(crate) fn compiler_fence() {
     #[cfg(not(exitq_loom))]
     std::sync::atomic::compiler_fence(Ordering::SeqCst);
     #[cfg(exitq_loom)]
-    loom_fence();
+    if !NO_BARRIER.with(|no| no.get()) {
+        loom_fence();
+    }
+}
+
+#[cfg(exitq_loom)]
+loom::thread_local! {
+    /// Whether this loom thread runs [`no_barrier_comes`]'s closure.
+    static NO_BARRIER: std::cell::Cell<bool> = std::cell::Cell::new(false);
+}
+
+/// Runs `f` on this loom thread as on a thread that no heavy barrier
+/// reaches (a grace period completed without it, `past.rs`): its
+/// membarrier-mode compiler fences ([`compiler_fence`]) order nothing.
+#[cfg(exitq_loom)]
+pub(crate) fn no_barrier_comes<R>(f: impl FnOnce() -> R) -> R {
+    NO_BARRIER.with(|no| no.set(true));
+    let r = f();
+    NO_BARRIER.with(|no| no.set(false));
+    r
 }
 
 /// Between the two accesses of each side of a store-buffering pair made
