@@ -193,12 +193,14 @@ fn a_fork_child_s_late_guard_is_not_taken_for_a_dead_thread_s() {
         LATE.with(|_| ());
         let parent_domain = Domain::new();
         drop(parent_domain.read());
+        // The child's panics print nothing, without a `set_hook` in the
+        // child (watch_util's docs: it can block there).
+        watch_util::quiet_panics_in_forked_children();
         // SAFETY: the child builds its own domain and threads, and ends
         // through `exit`, which runs this thread's thread-local destructors.
         let pid = unsafe { libc::fork() };
         assert!(pid >= 0, "fork failed");
         if pid == 0 {
-            std::panic::set_hook(Box::new(|_| {}));
             let d = DOMAIN.get_or_init(|| {
                 Domain::builder()
                     .stall_timeout(Duration::from_secs(3600))
