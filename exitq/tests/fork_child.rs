@@ -79,17 +79,10 @@ fn a_child_forked_while_another_thread_panics_does_not_hang() {
 #[test]
 fn a_child_s_panic_fails_the_test_with_its_message() {
     let _one = one_at_a_time();
-    let failed = std::panic::catch_unwind(|| {
-        fork_child(LIMIT, || {
-            let why = String::from("the child's own words");
-            panic!("{why}")
-        })
+    let message = failure_of(|| {
+        let why = String::from("the child's own words");
+        panic!("{why}")
     });
-    let message = failed
-        .err()
-        .and_then(|e| e.downcast::<String>().ok())
-        .map(|m| *m)
-        .unwrap_or_default();
     assert!(
         message.contains("the forked child panicked") && message.contains("the child's own words"),
         "{message:?}"
@@ -100,16 +93,19 @@ fn a_child_s_panic_fails_the_test_with_its_message() {
 #[test]
 fn a_child_killed_by_a_signal_fails_the_test_naming_it() {
     let _one = one_at_a_time();
-    let failed = std::panic::catch_unwind(|| {
-        fork_child(LIMIT, || {
-            // SAFETY: ends this (forked) process at once.
-            unsafe { libc::abort() }
-        })
-    });
-    let message = failed
+    // SAFETY: ends this (forked) process at once.
+    let message = failure_of(|| unsafe { libc::abort() });
+    assert!(message.contains("SIGABRT"), "{message:?}");
+}
+
+/// The message `fork_child` fails the test with when it runs `child`
+/// (empty if it does not fail).
+fn failure_of(child: impl FnOnce() -> i32) -> String {
+    let failed =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fork_child(LIMIT, child)));
+    failed
         .err()
         .and_then(|e| e.downcast::<String>().ok())
         .map(|m| *m)
-        .unwrap_or_default();
-    assert!(message.contains("SIGABRT"), "{message:?}");
+        .unwrap_or_default()
 }
