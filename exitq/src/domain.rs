@@ -51,8 +51,9 @@ impl DomainBuilder {
     /// Builds the domain, or says why not (membarrier unavailable with
     /// [`Expedite::Membarrier`](crate::Expedite::Membarrier); a
     /// [thread name](DomainBuilder::thread_name) with a NUL byte, as
-    /// [`io::ErrorKind::InvalidInput`]; reclaimer thread not spawned, e.g.
-    /// at `RLIMIT_NPROC` or `threads-max`).
+    /// [`io::ErrorKind::InvalidInput`]; reclaimer thread not spawned, with
+    /// the limit that stopped it and its numbers, e.g. `RLIMIT_NPROC 7
+    /// reached: user 65534 has 7 tasks`: see [`crate::limits`]).
     pub fn try_build(self) -> io::Result<Domain> {
         // std's `thread::Builder` panics on such a name; refuse it before
         // anything is set up (whichever the reclaimer, so that a name
@@ -80,7 +81,17 @@ impl DomainBuilder {
             let worker = inner.clone();
             let join = thread::Builder::new()
                 .name(inner.config.thread_name.clone())
-                .spawn(move || reclaimer::run(worker))?;
+                .spawn(move || reclaimer::run(worker))
+                .map_err(|e| {
+                    io::Error::new(
+                        e.kind(),
+                        format!(
+                            "cannot start the domain's reclaimer thread {}: {}",
+                            inner.config.thread_name,
+                            crate::limits::explain_thread_error(&e, None)
+                        ),
+                    )
+                })?;
             *lock(&handle.reclaimer) = Some(join);
         }
         Ok(Domain {
@@ -225,8 +236,8 @@ impl Domain {
     }
 
     /// A domain with the default settings, or why not: the reclaimer
-    /// thread could not be spawned (`RLIMIT_NPROC`, `kernel.threads-max`,
-    /// memory), as [`DomainBuilder::try_build`] reports it.
+    /// thread could not be spawned (the limit that stopped it named, as
+    /// [`DomainBuilder::try_build`] reports it).
     ///
     /// # Examples
     ///

@@ -214,7 +214,9 @@
 //! described above: [`Domain`], the guards, [`Reader`], [`QsbrReader`], [`RcuCell`] and
 //! [`RcuOption`], exit hooks) is
 //! `exitq = { version = "0.1", default-features = false }`; it depends on
-//! neither.
+//! neither. [`limits`], always there, names the limit that stopped a
+//! thread's creation (a domain's reclaimer, a pool's worker, a thread on a
+//! pooled stack), with its numbers.
 //!
 //! # Guarantees
 //!
@@ -446,6 +448,7 @@ mod grace;
 mod guard;
 mod handshake;
 mod inner;
+pub mod limits;
 mod llist;
 mod local;
 mod look;

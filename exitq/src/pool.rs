@@ -145,9 +145,11 @@
 //! ([`PoolStats::workers`]); up to `retire_batch` more threads may still be
 //! finishing their exit ([`PoolStats::live_threads`] counts them until their
 //! exit hook ran). A thread that cannot be created is counted in
-//! [`PoolStats::spawn_failures`] with the OS error
-//! ([`Pool::last_spawn_error`]); if the pool then has no worker at all, the
-//! job runs on the submitting thread so it is not stranded.
+//! [`PoolStats::spawn_failures`] with the OS error and the limit that
+//! stopped it, with its numbers ([`Pool::last_spawn_error`], e.g.
+//! `... (EAGAIN: RLIMIT_NPROC 7 reached: user 65534 has 7 tasks)`: see
+//! [`crate::limits`]); if the pool then has no worker at all, the job runs
+//! on the submitting thread so it is not stranded.
 
 mod config;
 mod exit_hook;
@@ -196,9 +198,10 @@ impl PoolBuilder {
     /// byte, `max_workers` above 2^22, a [`domain`](PoolBuilder::domain)
     /// built before a `fork()`, in the child); `OutOfMemory` when the slot
     /// table (128 bytes per `max_workers`) cannot be allocated;
-    /// the OS error, with the limits that explain it, when a minimum
-    /// worker cannot be created or (for the first pool on the shared
-    /// domain) the shared domain's reclaimer thread cannot.
+    /// the OS error, with the limit that stopped the thread and its
+    /// numbers ([`crate::limits`]), when a minimum worker cannot be created
+    /// or (for the first pool on the shared domain) the shared domain's
+    /// reclaimer thread cannot.
     pub fn build(self) -> io::Result<Pool> {
         let (cfg, domain) = self.into_config()?;
         let inner = Arc::new(Inner::new(cfg, domain)?);
@@ -206,8 +209,8 @@ impl PoolBuilder {
             if let Err(e) = inner.try_spawn() {
                 inner.begin_shutdown();
                 // The pool is dropped with its `last_spawn_error`: the
-                // error says which limits explain it.
-                return Err(io::Error::new(e.kind(), grow::explain_spawn_error(&e)));
+                // error says the same, the limit that stopped the thread.
+                return Err(e);
             }
         }
         Ok(Pool { inner })
@@ -304,7 +307,8 @@ impl Pool {
         self.inner.stats()
     }
 
-    /// The last thread-creation failure, with the limit that explains it.
+    /// The last thread-creation failure, with the limit that stopped it
+    /// and its numbers ([`crate::limits`]).
     pub fn last_spawn_error(&self) -> Option<String> {
         self.inner
             .last_spawn_error

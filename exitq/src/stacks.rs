@@ -149,7 +149,8 @@ impl StackPoolBuilder {
     /// # Errors
     /// `InvalidInput` for sizes out of range; the OS error when the key,
     /// a prefilled stack or the reclaimer thread cannot be created (for
-    /// the thread, with the limits that explain it).
+    /// the thread, with the limit that stopped it and its numbers:
+    /// [`crate::limits`]).
     pub fn build(self) -> std::io::Result<StackPool> {
         use std::io::Error;
         let Geometry {
@@ -183,6 +184,7 @@ impl StackPoolBuilder {
             reclaimer_pending: AtomicUsize::new(0),
             quarantine: Mutex::new(Vec::new()),
             pidfd: OnceLock::new(),
+            create_diagnosis: Default::default(),
             c: Counters::default(),
         });
         for _ in 0..self.prefill.min(cap) {
@@ -198,13 +200,13 @@ impl StackPoolBuilder {
             .name("exitq-stacks".into())
             .spawn(move || reap::run(for_thread))
             .map_err(|e| {
-                // Explained as a pooled thread's creation failure is.
-                let limit = SpawnError::Create(e.raw_os_error().unwrap_or(0)).limit();
+                // With the limit that stopped it, as a pooled thread's
+                // creation failure is.
                 Error::new(
                     e.kind(),
                     format!(
-                        "cannot start the stack pool's reclaimer thread exitq-stacks: {e} \
-                         (likely limit: {limit})"
+                        "cannot start the stack pool's reclaimer thread exitq-stacks: {}",
+                        crate::limits::explain_thread_error(&e, None)
                     ),
                 )
             })?;

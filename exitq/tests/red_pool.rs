@@ -8,6 +8,7 @@ use std::time::Duration;
 use exitq::pool::Pool;
 
 mod skip_util;
+mod thread_limit_util;
 mod watch_util;
 use watch_util::{fork_child, within};
 
@@ -143,40 +144,96 @@ fn limit_address_space_to_current_plus(extra: u64) -> bool {
 /// returned the bare OS error ("Resource temporarily unavailable"), and
 /// `Pool::new`, documented never to fail, failed so. The explanation the
 /// pool keeps for later failures (`last_spawn_error`) was lost with the
-/// pool. Now both errors name the limits behind EAGAIN. Needs root to
-/// become a user with `RLIMIT_NPROC` = 1 in a forked child.
+/// pool. Then every error listed the limits EAGAIN may stand for
+/// (`RLIMIT_NPROC, kernel.threads-max, pid_max or a cgroup pids.max
+/// limit`), and a domain's own `try_build` none. Now each names the limit
+/// that stopped it, with its numbers, read right after the failure
+/// (`exitq::limits`): here `RLIMIT_NPROC 1 reached: user 65534 has 1 task`
+/// (a forked child as `nobody` with `RLIMIT_NPROC` = 1, which needs root),
+/// at build, for a domain's reclaimer, and for a worker started by a
+/// submit (`last_spawn_error`).
 #[test]
-fn a_thread_that_cannot_be_created_at_build_is_explained() {
-    if !watch_util::is_root() {
-        skip_util::skip("needs root to run a child as nobody with RLIMIT_NPROC = 1");
+fn a_thread_that_cannot_be_created_is_explained_by_the_limit_reached() {
+    if !thread_limit_util::root_or_skip("to run a child as nobody with RLIMIT_NPROC = 1") {
         return;
     }
     let code = fork_child(LIMIT, || {
-        if !watch_util::become_nobody_at_the_thread_limit() {
-            return 1;
-        }
-        let explained = |e: &std::io::Error| {
-            let m = e.to_string();
-            m.contains("RLIMIT_NPROC") && m.contains("pids.max")
+        thread_limit_util::become_nobody_with_task_limit(1);
+        let reached = |what: &str, m: &str| {
+            assert!(
+                thread_limit_util::names_rlimit_nproc(m, 1),
+                "{what} does not name RLIMIT_NPROC 1 with nobody's tasks: {m}"
+            );
         };
         // The fork child builds its own shared domain: its reclaimer
         // thread cannot start.
-        match Pool::new() {
-            Err(e) if explained(&e) && e.to_string().contains("exitq-pool-reclaim") => {}
-            _ => return 2,
-        }
-        let domain = exitq::Domain::builder()
-            .reclaimer(exitq::Reclaimer::Inline)
-            .build();
-        match Pool::builder().domain(domain).min_workers(1).build() {
-            Err(e) if explained(&e) && e.kind() == std::io::ErrorKind::WouldBlock => 0,
-            _ => 3,
-        }
+        let e = Pool::new().expect_err("Pool::new started a thread");
+        assert!(e.to_string().contains("exitq-pool-reclaim"), "{e}");
+        reached("Pool::new", &e.to_string());
+        let e = exitq::Domain::builder()
+            .thread_name("own-reclaim")
+            .try_build()
+            .expect_err("a domain started its reclaimer");
+        assert!(e.to_string().contains("own-reclaim"), "{e}");
+        reached("a domain's try_build", &e.to_string());
+        let inline = || {
+            exitq::Domain::builder()
+                .reclaimer(exitq::Reclaimer::Inline)
+                .build()
+        };
+        let e = Pool::builder()
+            .domain(inline())
+            .min_workers(1)
+            .build()
+            .expect_err("a minimum worker started");
+        assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock, "{e}");
+        reached("a minimum worker", &e.to_string());
+        // No worker: the job runs on the submitter, the failure is kept.
+        let pool = Pool::builder().domain(inline()).build().expect("pool");
+        let (tx, rx) = std::sync::mpsc::channel();
+        pool.execute(move || tx.send(()).unwrap()).expect("runs");
+        rx.try_recv().expect("the job ran on the submitting thread");
+        assert_eq!(pool.stats().spawn_failures, 1);
+        let last = pool.last_spawn_error().expect("a last spawn error");
+        assert!(last.starts_with("cannot create a worker thread"), "{last}");
+        reached("last_spawn_error", &last);
+        0
     });
-    assert_eq!(
-        code, 0,
-        "1: could not become nobody; 2: Pool::new's error; 3: a minimum worker's error"
-    );
+    assert_eq!(code, 0);
+}
+
+/// The same at a cgroup's `pids.max` (as root, whom `RLIMIT_NPROC` does
+/// not stop): a child in a pids cgroup with no room for another task. The
+/// errors named the limit's candidates; now the cgroup with both numbers,
+/// `cgroup <dir> pids.max 1 reached (pids.current 1)`.
+#[test]
+fn a_thread_stopped_by_a_cgroup_pids_max_is_explained_by_it() {
+    let Some(cgroup) = thread_limit_util::PidsCgroup::create_or_skip("red-pool") else {
+        return;
+    };
+    let code = fork_child(LIMIT, || {
+        let named = cgroup.reached(cgroup.enter_full().expect("entered the cgroup"));
+        let reached = |what: &str, m: &str| {
+            assert!(m.contains(&named), "{what} does not say {named:?}: {m}");
+        };
+        let e = Pool::new().expect_err("Pool::new started a thread");
+        reached("Pool::new", &e.to_string());
+        let pool = Pool::builder()
+            .domain(
+                exitq::Domain::builder()
+                    .reclaimer(exitq::Reclaimer::Inline)
+                    .build(),
+            )
+            .build()
+            .expect("pool");
+        pool.execute(|| ()).expect("runs");
+        reached(
+            "last_spawn_error",
+            &pool.last_spawn_error().expect("a last spawn error"),
+        );
+        0
+    });
+    assert_eq!(code, 0);
 }
 
 /// A pool built in a `fork()` child on a domain the parent built: every

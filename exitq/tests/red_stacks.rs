@@ -11,6 +11,7 @@ use std::time::Duration;
 use exitq::stacks::{Reap, StackPool};
 
 mod skip_util;
+mod thread_limit_util;
 mod watch_util;
 use watch_util::fork_child;
 
@@ -91,42 +92,73 @@ fn an_unbounded_pool_cap_is_not_an_abort() {
 }
 
 /// The stack pool's reclaimer thread that cannot be created: `build`
-/// returned the bare OS error. Now it says which thread and the limits
-/// behind EAGAIN, as a pooled thread's `SpawnError::Create` does (which
-/// did not name a cgroup's `pids.max`). Needs root to become a user with
-/// `RLIMIT_NPROC` = 1 in a forked child.
+/// returned the bare OS error; then it said which thread and listed the
+/// limits EAGAIN may stand for, as a pooled thread's `SpawnError::Create`
+/// did. Now both name the limit that stopped the thread, with its
+/// numbers, read right after the failure (`exitq::limits`): here
+/// `RLIMIT_NPROC 1 reached: user 65534 has 1 task` for the reclaimer (a
+/// forked child as `nobody` with `RLIMIT_NPROC` = 1), and `RLIMIT_NPROC 2
+/// reached: user 65534 has 2 tasks` for a pooled thread (the child and the
+/// reclaimer under a limit of 2). Needs root.
 #[test]
-fn a_reclaimer_that_cannot_be_created_is_explained() {
-    let create = exitq::stacks::SpawnError::Create(libc::EAGAIN).to_string();
-    assert!(
-        create.contains("RLIMIT_NPROC") && create.contains("pids.max"),
-        "{create}"
-    );
-    if !watch_util::is_root() {
-        skip_util::skip("needs root to run a child as nobody with RLIMIT_NPROC = 1");
+fn a_thread_that_cannot_be_created_is_explained_by_the_limit_reached() {
+    if !thread_limit_util::root_or_skip("to run a child as nobody with a low RLIMIT_NPROC") {
         return;
     }
     let code = fork_child(PATIENCE, || {
-        if !watch_util::become_nobody_at_the_thread_limit() {
-            return 1;
-        }
-        match StackPool::builder().stack_size(128 << 10).build() {
-            Err(e) => {
-                let m = e.to_string();
-                if m.contains("exitq-stacks")
-                    && m.contains("RLIMIT_NPROC")
-                    && m.contains("pids.max")
-                {
-                    0
-                } else {
-                    3
-                }
-            }
-            Ok(_) => 2,
-        }
+        thread_limit_util::become_nobody_with_task_limit(1);
+        let e = small_pool().expect_err("the reclaimer started");
+        let m = e.to_string();
+        assert!(m.contains("exitq-stacks"), "{m}");
+        assert!(thread_limit_util::names_rlimit_nproc(&m, 1), "{m}");
+        0
     });
-    assert_eq!(
-        code, 0,
-        "1: could not become nobody; 2: built; 3: not explained"
-    );
+    assert_eq!(code, 0);
+    let code = fork_child(PATIENCE, || {
+        thread_limit_util::become_nobody_with_task_limit(2);
+        let pool = small_pool().expect("the reclaimer is nobody's second task");
+        // SAFETY: `identity` is a plain function; joined through the handle.
+        let e = unsafe { pool.spawn(identity, std::ptr::null_mut(), Reap::Owner) }
+            .expect_err("a third task of nobody");
+        assert_eq!(e.errno(), libc::EAGAIN, "{e}");
+        assert_eq!(e.limit(), "RLIMIT_NPROC", "{e}");
+        let m = e.to_string();
+        assert!(
+            m.starts_with("pthread_create on a pooled stack failed"),
+            "{m}"
+        );
+        assert!(thread_limit_util::names_rlimit_nproc(&m, 2), "{m}");
+        0
+    });
+    assert_eq!(code, 0);
+}
+
+/// The same at a cgroup's `pids.max` (as root, whom `RLIMIT_NPROC` does
+/// not stop): a pooled thread in a child whose pids cgroup has no room
+/// for another task, and the reclaimer of a pool built there. The errors
+/// listed candidates; now they name the cgroup with both numbers.
+#[test]
+fn a_thread_stopped_by_a_cgroup_pids_max_is_explained_by_it() {
+    let Some(cgroup) = thread_limit_util::PidsCgroup::create_or_skip("red-stacks") else {
+        return;
+    };
+    let code = fork_child(PATIENCE, || {
+        let pool = small_pool().expect("a pool before the cgroup");
+        // The child and the pool's reclaimer: 2.
+        let named = cgroup.reached(cgroup.enter_full().expect("entered the cgroup"));
+        // SAFETY: `identity` is a plain function; joined through the handle.
+        let e = unsafe { pool.spawn(identity, std::ptr::null_mut(), Reap::Owner) }
+            .expect_err("no room for a thread");
+        assert_eq!(e.limit(), "cgroup pids.max", "{e}");
+        assert!(e.to_string().contains(&named), "{e}");
+        let e = small_pool().expect_err("a second reclaimer started");
+        assert!(e.to_string().contains(&named), "{e}");
+        0
+    });
+    assert_eq!(code, 0);
+}
+
+/// A pool of 128 KiB stacks (starts its reclaimer thread).
+fn small_pool() -> std::io::Result<StackPool> {
+    StackPool::builder().stack_size(128 << 10).build()
 }

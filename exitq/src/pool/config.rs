@@ -318,13 +318,10 @@ fn shared_domain() -> io::Result<crate::Domain> {
             .thread_name("exitq-pool-reclaim")
             .try_build()
             .map_err(|e| {
+                // `try_build` names the thread and the limit that stopped it.
                 io::Error::new(
                     e.kind(),
-                    format!(
-                        "cannot start the pools' shared exitq domain (its reclaimer \
-                         thread exitq-pool-reclaim): {e}{}",
-                        super::grow::limit_hint(&e)
-                    ),
+                    format!("cannot start the pools' shared exitq domain: {e}"),
                 )
             })?;
         let fresh = Box::into_raw(Box::new(d.clone()));

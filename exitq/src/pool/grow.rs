@@ -13,7 +13,8 @@
 //!
 //! # A spawn that fails
 //! The reservation and the slot are given back, the failure is counted with
-//! the limit that explains it ([`Pool::last_spawn_error`](super::Pool::last_spawn_error)),
+//! the limit that stopped it, read from the system right then and named
+//! with its numbers ([`crate::limits`]; [`Pool::last_spawn_error`](super::Pool::last_spawn_error)),
 //! and if no worker exists at all, the caller runs every queued job itself.
 //! Every one, not only its own: while `spawn` runs, the new worker is
 //! counted in `waking` (so its `arrived` cannot come first), and a
@@ -52,6 +53,8 @@ impl Inner {
     }
 
     /// Starts one worker if `workers < max_workers`. Ok(false) at max.
+    /// The error of a thread that cannot be created says which limit
+    /// stopped it (`crate::limits`), as `last_spawn_error` keeps it.
     pub(super) fn try_spawn(self: &Arc<Self>) -> io::Result<bool> {
         let max = self.cfg.max_workers;
         let mut w = self.workers.load(Ordering::Relaxed);
@@ -92,12 +95,19 @@ impl Inner {
                 // spawner whose CAS reads this finds it in `claim_slot`.
                 self.workers.fetch_sub(1, Ordering::SeqCst);
                 self.spawn_failures.fetch_add(1, Ordering::Relaxed);
-                let why = explain_spawn_error(&e);
+                let why = format!(
+                    "cannot create a worker thread: {}",
+                    self.spawn_diagnosis.explain(
+                        &e,
+                        self.spawned.load(Ordering::Relaxed),
+                        self.cfg.stack_size.map(|s| s as u64)
+                    )
+                );
                 *self
                     .last_spawn_error
                     .lock()
-                    .unwrap_or_else(|p| p.into_inner()) = Some(why);
-                Err(e)
+                    .unwrap_or_else(|p| p.into_inner()) = Some(why.clone());
+                Err(io::Error::new(e.kind(), why))
             }
         }
     }
@@ -154,21 +164,5 @@ impl Inner {
                 Err(e)
             }
         }
-    }
-}
-
-/// The spawn error with the limit that most likely explains it.
-pub(super) fn explain_spawn_error(e: &io::Error) -> String {
-    format!("cannot create a worker thread: {e}{}", limit_hint(e))
-}
-
-/// The limits behind a thread-creation error (empty if none is known).
-pub(super) fn limit_hint(e: &io::Error) -> &'static str {
-    match e.raw_os_error() {
-        Some(libc::EAGAIN) => {
-            " (EAGAIN: RLIMIT_NPROC, kernel.threads-max, pid_max or a cgroup pids.max limit)"
-        }
-        Some(libc::ENOMEM) => " (ENOMEM: no memory for the stack, or vm.max_map_count reached)",
-        _ => "",
     }
 }

@@ -72,6 +72,8 @@ pub(crate) struct Inner {
     pub(super) peak_workers: AtomicUsize,
     pub(super) ran_on_caller: AtomicU64,
     pub(super) last_spawn_error: Mutex<Option<String>>,
+    /// The last diagnosis of a creation failure (`grow.rs`).
+    pub(super) spawn_diagnosis: crate::limits::Recent,
     /// Test-only pause points (see `HookPoint`).
     #[cfg(test)]
     pub(super) hook: Mutex<Option<Hook>>,
@@ -116,6 +118,7 @@ impl Inner {
             peak_workers: AtomicUsize::new(0),
             ran_on_caller: AtomicU64::new(0),
             last_spawn_error: Mutex::new(None),
+            spawn_diagnosis: Default::default(),
             #[cfg(test)]
             hook: Mutex::new(None),
             domain,

@@ -119,6 +119,8 @@ pub(super) struct Shared {
     pub(super) reclaimer_pending: AtomicUsize,
     pub(super) quarantine: Mutex<Vec<NonNull<Header>>>,
     pub(super) pidfd: OnceLock<Option<libc::c_int>>,
+    /// The last diagnosis of a `pthread_create` failure (`crate::limits`).
+    pub(super) create_diagnosis: crate::limits::Recent,
     pub(super) c: Counters,
 }
 

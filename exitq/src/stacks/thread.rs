@@ -263,7 +263,14 @@ pub(super) unsafe fn spawn_on(
         // No thread ever ran on the stack: it is free right away.
         sh.c.spawn_failed.fetch_add(1, Ordering::Relaxed);
         sh.give_back(hdr);
-        return Err(SpawnError::Create(rc));
+        // The limit that stopped it, read now (the stack is mapped
+        // already: the new thread maps nothing).
+        let created = sh.c.spawned.load(Ordering::Relaxed);
+        return Err(SpawnError::Create(sh.create_diagnosis.diagnose(
+            rc,
+            created,
+            Some(0),
+        )));
     }
     sh.c.spawned.fetch_add(1, Ordering::Relaxed);
     Ok(PooledThread {

@@ -251,27 +251,3 @@ impl Drop for Bomb {
         }
     }
 }
-
-/// In a forked child only: becomes user `nobody` (65534) with
-/// `RLIMIT_NPROC` = 1, so no thread can be created any more (`EAGAIN`),
-/// as at a user's process limit. False if that failed (not root).
-pub fn become_nobody_at_the_thread_limit() -> bool {
-    let rl = libc::rlimit {
-        rlim_cur: 1,
-        rlim_max: 1,
-    };
-    // SAFETY: plain system calls on valid arguments, in a single-threaded
-    // forked child (setuid reaches no other thread).
-    unsafe {
-        libc::setrlimit(libc::RLIMIT_NPROC, &rl) == 0
-            && libc::setgroups(0, std::ptr::null()) == 0
-            && libc::setgid(65534) == 0
-            && libc::setuid(65534) == 0
-    }
-}
-
-/// Whether this process runs as root (able to become another user).
-pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
