@@ -71,7 +71,7 @@ impl Spawner {
     }
 
     /// Starts `body` on a new thread. The error names the failure and the
-    /// limit that most likely explains it.
+    /// limit that stopped it.
     pub fn spawn(&self, body: Body) -> Result<Handle, String> {
         match self {
             Spawner::Std => thread::Builder::new()
@@ -118,15 +118,14 @@ impl Handle {
     }
 }
 
-/// `std::thread`'s spawn error, with the limit that most likely explains
-/// it (as `exitq::stacks::SpawnError` names it for a pooled stack).
+/// `std::thread`'s spawn error, with the limit that stopped it and its
+/// numbers (`exitq::limits`, as `exitq::stacks::SpawnError` names it for a
+/// pooled stack).
 fn std_spawn_error(e: &std::io::Error) -> String {
-    let limit = match e.raw_os_error() {
-        Some(libc::EAGAIN) => "RLIMIT_NPROC, kernel.threads-max or kernel.pid_max",
-        Some(libc::ENOMEM) => "vm.max_map_count or memory overcommit (each stack is 2 mappings)",
-        _ => return format!("std::thread::spawn failed: {e}"),
-    };
-    format!("std::thread::spawn failed: {e} (likely limit: {limit})")
+    format!(
+        "std::thread::spawn failed: {}",
+        exitq::limits::explain_thread_error(e, Some(STACK_SIZE as u64))
+    )
 }
 
 /// A pooled thread's start routine: runs the `Box<Body>` behind `arg`.

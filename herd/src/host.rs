@@ -64,10 +64,10 @@ pub struct NumaNode {
     pub cpus: Vec<usize>,
 }
 
-/// The cgroup v2 task limit of this process, when there is one.
+/// The cgroup task limit of this process, when there is one.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct CgroupPids {
-    /// The cgroup path (relative to the cgroup2 mount).
+    /// The cgroup's directory (e.g. `/sys/fs/cgroup/user.slice`).
     pub path: String,
     /// `pids.max` (`None`: "max", unlimited).
     pub max: Option<u64>,
@@ -101,7 +101,7 @@ pub(crate) struct HostFacts {
     pub max_map_count: Option<u64>,
     /// Tasks on the system now (`/proc/loadavg`).
     pub tasks_now: Option<u64>,
-    /// The cgroup v2 `pids.max` that applies to this process.
+    /// The cgroup `pids.max` that leaves this process the least room.
     pub cgroup_pids: Option<CgroupPids>,
     /// `RLIMIT_NPROC`: tasks this user may have (not enforced for root).
     pub rlimit_nproc: Option<Rlimit>,
@@ -221,11 +221,9 @@ impl HostFacts {
             allowed_cpus,
             numa_nodes: numa_nodes(),
             mem_total_bytes: mem_total(),
-            threads_max: procfs::sys::kernel::threads_max().ok().map(u64::from),
-            pid_max: procfs::sys::kernel::pid_max()
-                .ok()
-                .and_then(|v| u64::try_from(v).ok()),
-            max_map_count: procfs::sys::vm::max_map_count().ok(),
+            threads_max: exitq::limits::threads_max(),
+            pid_max: exitq::limits::pid_max(),
+            max_map_count: exitq::limits::max_map_count(),
             tasks_now: tasks_now(),
             cgroup_pids: cgroup_pids(),
             rlimit_nproc: Rlimit::read(libc::RLIMIT_NPROC),
@@ -403,37 +401,20 @@ fn mem_total() -> Option<u64> {
 }
 
 /// Tasks on the whole system now (`/proc/loadavg`: running/total).
-pub(crate) fn tasks_now() -> Option<u64> {
-    use procfs::Current as _;
-    procfs::LoadAverage::current()
-        .ok()
-        .map(|l| u64::from(l.max))
-}
+pub(crate) use exitq::limits::tasks_now;
 
-/// The cgroup v2 `pids.max`/`pids.current` of this process's cgroup, or
-/// the nearest ancestor that sets a limit.
+/// The cgroup `pids.max`/`pids.current` that leaves this process the least
+/// room: of its own cgroup and its ancestors, in cgroup v2 and in the v1
+/// `pids` controller, those with a limit (read by [`exitq::limits`]).
 pub(crate) fn cgroup_pids() -> Option<CgroupPids> {
-    let groups = procfs::process::Process::myself().ok()?.cgroups().ok()?;
-    let v2 = groups.into_iter().find(|g| g.hierarchy == 0)?;
-    let rel = v2.pathname.trim();
-    let root = Path::new("/sys/fs/cgroup");
-    let mut path = Path::new(rel.trim_start_matches('/')).to_path_buf();
-    loop {
-        let dir = root.join(&path);
-        if let Some(max) = read_trim(dir.join("pids.max")) {
-            let limit = max.parse().ok();
-            if limit.is_some() {
-                return Some(CgroupPids {
-                    path: format!("/{}", path.display()),
-                    max: limit,
-                    current: read_u64(dir.join("pids.current")),
-                });
-            }
-        }
-        if !path.pop() {
-            return None;
-        }
-    }
+    exitq::limits::cgroup_pids()
+        .into_iter()
+        .min_by_key(|c| c.max.saturating_sub(c.current.unwrap_or(0)))
+        .map(|c| CgroupPids {
+            path: c.dir,
+            max: Some(c.max),
+            current: c.current,
+        })
 }
 
 /// Opens (and drops) one software counter on this process, kernel
@@ -449,27 +430,10 @@ fn perf_trial() -> std::result::Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
-/// Memory mappings of this process now (lines of `/proc/self/maps`).
-/// Not procfs's `maps()`, which parses every mapping into a `Vec`:
-///
-/// Streams the file through a fixed stack buffer: this runs right after
-/// `pthread_create` failed at `vm.max_map_count`, when growing a heap
-/// buffer to the file's size (megabytes) would need a new mapping itself
-/// and fail.
-pub(crate) fn map_count() -> Option<u64> {
-    use std::io::Read as _;
-    let mut f = fs::File::open("/proc/self/maps").ok()?;
-    let mut buf = [0u8; 16 * 1024];
-    let mut lines = 0u64;
-    loop {
-        match f.read(&mut buf) {
-            Ok(0) => return Some(lines),
-            Ok(n) => lines += buf[..n].iter().filter(|&&b| b == b'\n').count() as u64,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return None,
-        }
-    }
-}
+/// Memory mappings of this process now (lines of `/proc/self/maps`),
+/// streamed through a stack buffer: this runs right after `pthread_create`
+/// failed at `vm.max_map_count` too.
+pub(crate) use exitq::limits::map_count;
 
 /// The thread ids of this process now (`/proc/self/task`), sorted.
 ///

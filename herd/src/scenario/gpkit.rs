@@ -238,24 +238,20 @@ pub fn preflight_threads(flag: &str, what: &str, threads: usize) -> Result<()> {
 }
 
 /// Explains a failed thread creation: the errno and the limit behind it,
-/// named with its evidence by [`crate::spawn::failure::diagnose`] (read
-/// right after the failure, while the limit is still at its ceiling).
+/// named with its numbers by [`exitq::limits::diagnose`] (read right after
+/// the failure, while the limit is still at its ceiling).
 pub fn spawn_error(role: &str, index: usize, err: std::io::Error) -> anyhow::Error {
-    use crate::spawn::failure::{diagnose, errno_name, DiagContext};
     let Some(errno) = err.raw_os_error() else {
         return anyhow::anyhow!("cannot create {role} thread #{index}: {err}");
     };
-    let ctx = DiagContext {
-        facts: crate::host::HostFacts::read(),
-        // std::thread's default stack (RUST_MIN_STACK aside).
-        stack_bytes: 2 << 20,
-    };
-    let (limit, evidence) = diagnose(errno, &ctx);
+    // std::thread's default stack (RUST_MIN_STACK aside).
+    let d = exitq::limits::diagnose(errno, Some(2 << 20));
     anyhow::anyhow!(
-        "cannot create {role} thread #{index}: {} ({err}): limit {} ({evidence}); \
+        "cannot create {role} thread #{index}: {} ({err}): limit {} ({}); \
          {index} {role} thread(s) were running",
-        errno_name(errno),
-        limit.name()
+        exitq::limits::errno_name(errno),
+        d.limit.name(),
+        d.detail
     )
 }
 

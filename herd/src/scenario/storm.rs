@@ -273,10 +273,7 @@ impl<'a> StormRun<'a> {
         }
         .leak();
         let spawner = spawner(cfg)?;
-        let diag = DiagContext {
-            facts: facts.clone(),
-            stack_bytes: pre.stack_bytes,
-        };
+        let diag = DiagContext::new(pre.stack_bytes);
         // Its drawing thread must exist before the counters open, to be
         // left out of them (export/progress.rs).
         let progress = Progress::new(cfg.waves, "waves");

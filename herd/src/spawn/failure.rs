@@ -1,65 +1,23 @@
-//! Why a thread could not be created: the error number and the limit.
+//! Counting thread-creation failures by error number and limit.
 //!
-//! `pthread_create` says only EAGAIN for most limits: the kernel's
-//! task limits (clone fails with EAGAIN for `RLIMIT_NPROC`,
-//! `kernel.threads-max`, the cgroup's `pids.max`, `kernel.pid_max`) and
-//! glibc's failing stack `mmap` (ENOMEM from `vm.max_map_count`,
-//! `RLIMIT_AS` or memory, which glibc reports as EAGAIN). [`diagnose`]
-//! looks at the counters right after the failure and names the limit that
-//! is at its ceiling. It runs once per wave with a failure, so the cost
-//! (reading `/proc/self/maps`, scanning `/proc` for `RLIMIT_NPROC`) stays
-//! off the common path.
+//! Which limit stopped a creation is exitq's diagnosis
+//! ([`exitq::limits`]): right after the failure it reads each limit that
+//! can stop `pthread_create` (`vm.max_map_count`, `RLIMIT_NPROC`, the
+//! cgroup's `pids.max`, `kernel.threads-max`, `kernel.pid_max`,
+//! `RLIMIT_AS`) and the counter it caps, and names the one at its ceiling
+//! with both numbers, or lists them all when none is (memory). herd counts
+//! the failures of a run by that limit ([`Failures`]) and diagnoses once
+//! per wave with a failure, so the cost (reading `/proc/self/maps`,
+//! scanning `/proc` for `RLIMIT_NPROC`) stays off the common path.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::host::{cgroup_pids, map_count, tasks_now, CgroupPids, HostFacts, Rlimit};
+pub use exitq::limits::{errno_name, Limit};
+use exitq::limits::{Diagnosis, Readings};
 
-/// The limit that explains a creation failure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Limit {
-    /// `vm.max_map_count`: no room for another stack mapping.
-    MaxMapCount,
-    /// `RLIMIT_NPROC`: this user's task limit.
-    RlimitNproc,
-    /// The cgroup's `pids.max`.
-    CgroupPidsMax,
-    /// `kernel.threads-max`.
-    ThreadsMax,
-    /// `kernel.pid_max`: no free pid.
-    PidMax,
-    /// `RLIMIT_AS`: no address space for another stack.
-    RlimitAs,
-    /// Memory: the stack could not be mapped (overcommit) or the kernel
-    /// could not allocate the task.
-    Memory,
-    /// Invalid attributes (EINVAL), e.g. a stack size the system refuses.
-    InvalidAttributes,
-    /// Not permitted (EPERM).
-    Permission,
-    /// None of the above matched.
-    Unknown,
-}
-
-impl Limit {
-    /// The limit's name as a user would search for it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Limit::MaxMapCount => "vm.max_map_count",
-            Limit::RlimitNproc => "RLIMIT_NPROC",
-            Limit::CgroupPidsMax => "cgroup pids.max",
-            Limit::ThreadsMax => "kernel.threads-max",
-            Limit::PidMax => "kernel.pid_max",
-            Limit::RlimitAs => "RLIMIT_AS",
-            Limit::Memory => "memory",
-            Limit::InvalidAttributes => "invalid thread attributes",
-            Limit::Permission => "permission",
-            Limit::Unknown => "unknown limit",
-        }
-    }
-}
+use crate::host::{CgroupPids, HostFacts, Rlimit};
 
 /// Creation failures with the same error number and limit.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -68,7 +26,9 @@ pub struct FailureGroup {
     pub errno: i32,
     /// Its symbolic name (e.g. `EAGAIN`).
     pub errno_name: String,
-    /// The limit that explains it.
+    /// The limit that explains it (in JSON its [`Limit::key`], e.g.
+    /// `rlimit_nproc`).
+    #[serde(with = "limit_key")]
     pub limit: Limit,
     /// `limit.name()`, for readers of the JSON.
     pub limit_name: String,
@@ -78,16 +38,32 @@ pub struct FailureGroup {
     pub first_wave: u32,
     /// Threads created successfully before the first failure of this kind.
     pub created_before: u64,
-    /// The evidence: the counter and its ceiling at the first failure.
+    /// The evidence: the limit, its value and the counter at the first
+    /// failure (`RLIMIT_NPROC 20 reached: user 65534 has 20 tasks`).
     pub evidence: String,
+}
+
+/// A [`Limit`] as its key in JSON (`rlimit_nproc`).
+mod limit_key {
+    use super::Limit;
+    use serde::{de::Error as _, Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(limit: &Limit, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(limit.key())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Limit, D::Error> {
+        let key = String::deserialize(d)?;
+        Limit::from_key(&key).ok_or_else(|| D::Error::custom(format!("unknown limit {key:?}")))
+    }
 }
 
 /// Counts failures by (errno, limit) and keeps the evidence.
 #[derive(Debug, Default)]
 pub struct Failures {
     groups: BTreeMap<(i32, Limit), FailureGroup>,
-    /// Last diagnosis per errno, with the created count at the time.
-    cached: BTreeMap<i32, (u32, u64, Limit, String)>,
+    /// Last diagnosis per errno, with the wave and created count at the time.
+    cached: BTreeMap<i32, (u32, u64, Diagnosis)>,
 }
 
 impl Failures {
@@ -99,26 +75,26 @@ impl Failures {
     /// re-read for every failing wave.
     pub fn record(&mut self, errno: i32, wave: u32, created: u64, ctx: &DiagContext) {
         let stale =
-            !matches!(self.cached.get(&errno), Some((w, c, _, _)) if *w == wave || *c == created);
+            !matches!(self.cached.get(&errno), Some((w, c, _)) if *w == wave || *c == created);
         if stale {
-            let (l, e) = diagnose(errno, ctx);
-            self.cached.insert(errno, (wave, created, l, e));
+            let d = ctx.diagnose(errno);
+            self.cached.insert(errno, (wave, created, d));
         }
         // The evidence is copied only into a new group: past a limit every
         // creation fails (the leak mode: hundreds of thousands), and this
         // runs once per failure, in the measured phase.
-        let (_, _, limit, evidence) = &self.cached[&errno];
+        let (_, _, d) = &self.cached[&errno];
         self.groups
-            .entry((errno, *limit))
+            .entry((errno, d.limit))
             .or_insert_with(|| FailureGroup {
                 errno,
                 errno_name: errno_name(errno).to_string(),
-                limit: *limit,
-                limit_name: limit.name().to_string(),
+                limit: d.limit,
+                limit_name: d.limit.name().to_string(),
                 count: 0,
                 first_wave: wave,
                 created_before: created,
-                evidence: evidence.clone(),
+                evidence: d.detail.clone(),
             })
             .count += 1;
     }
@@ -136,146 +112,34 @@ impl Failures {
     }
 }
 
-/// What [`diagnose`] needs to know about the run.
+/// What a diagnosis needs to know about the run.
 #[derive(Debug, Clone)]
 pub struct DiagContext {
-    /// Host facts read before the run.
-    pub facts: HostFacts,
-    /// Stack size of each thread, bytes.
+    /// Stack size of each thread, bytes (for `RLIMIT_AS`).
     pub stack_bytes: u64,
+    /// Reads the limits and counters ([`Readings::now`]; tests set their
+    /// own).
+    pub read: fn() -> Readings,
 }
 
-/// `EAGAIN` etc. for an error number.
-pub fn errno_name(e: i32) -> &'static str {
-    match e {
-        libc::EAGAIN => "EAGAIN",
-        libc::ENOMEM => "ENOMEM",
-        libc::EINVAL => "EINVAL",
-        libc::EPERM => "EPERM",
-        libc::ENOTSUP => "ENOTSUP",
-        _ => "E?",
+impl DiagContext {
+    /// Diagnoses from the limits and counters read now.
+    pub fn new(stack_bytes: u64) -> DiagContext {
+        DiagContext {
+            stack_bytes,
+            read: Readings::now,
+        }
+    }
+
+    /// The limit behind a failure with `errno` ([`exitq::limits`]).
+    pub fn diagnose(&self, errno: i32) -> Diagnosis {
+        (self.read)().diagnose(errno, Some(self.stack_bytes))
     }
 }
 
 /// Tasks of the real uid (what RLIMIT_NPROC counts), from `/proc`.
 pub fn user_tasks() -> Option<u64> {
-    let uid = nix::unistd::getuid().as_raw();
-    let n = procfs::process::all_processes()
-        .ok()?
-        .filter_map(|p| p.ok()?.status().ok())
-        .filter(|st| st.ruid == uid)
-        .map(|st| st.threads.max(1))
-        .sum();
-    Some(n)
-}
-
-fn vm_size_bytes() -> Option<u64> {
-    let kib = procfs::process::Process::myself()
-        .ok()?
-        .status()
-        .ok()?
-        .vmsize?;
-    Some(kib * 1024)
-}
-
-/// Names the limit behind a creation failure, with the evidence.
-pub fn diagnose(errno: i32, ctx: &DiagContext) -> (Limit, String) {
-    let f = &ctx.facts;
-    match errno {
-        libc::EINVAL => {
-            return (
-                Limit::InvalidAttributes,
-                format!("stack size {} bytes refused", ctx.stack_bytes),
-            )
-        }
-        libc::EPERM => {
-            return (
-                Limit::Permission,
-                "scheduling attributes not permitted".into(),
-            )
-        }
-        libc::EAGAIN | libc::ENOMEM => {}
-        _ => return (Limit::Unknown, format!("error {errno}")),
-    }
-    // A stack mapping plus its guard page: 2 more mappings per thread. The
-    // count read afterwards can sit a little below the ceiling (glibc
-    // unmaps a stack whose guard split failed; neighbouring PROT_NONE
-    // mappings merge and split), so "at the ceiling" allows some slack.
-    const MAP_SLACK: u64 = 64;
-    if let (Some(max), Some(now)) = (f.max_map_count, map_count()) {
-        if now + MAP_SLACK >= max {
-            return (
-                Limit::MaxMapCount,
-                format!("{now} mappings in this process, vm.max_map_count = {max}"),
-            );
-        }
-    }
-    if !f.root {
-        if let Some(Rlimit {
-            soft: Some(lim), ..
-        }) = f.rlimit_nproc
-        {
-            if let Some(n) = user_tasks() {
-                if n + 1 >= lim {
-                    return (
-                        Limit::RlimitNproc,
-                        format!("{n} tasks of this user, RLIMIT_NPROC = {lim}"),
-                    );
-                }
-            }
-        }
-    }
-    if let Some(c) = cgroup_pids() {
-        if let (Some(max), Some(cur)) = (c.max, c.current) {
-            if cur + 1 >= max {
-                return (
-                    Limit::CgroupPidsMax,
-                    format!("{cur} tasks in cgroup {}, pids.max = {max}", c.path),
-                );
-            }
-        }
-    }
-    let tasks = tasks_now();
-    if let (Some(max), Some(n)) = (f.threads_max, tasks) {
-        if n + 1 >= max {
-            return (
-                Limit::ThreadsMax,
-                format!("{n} tasks on the system, kernel.threads-max = {max}"),
-            );
-        }
-    }
-    if let (Some(max), Some(n)) = (f.pid_max, tasks) {
-        // Pids below 300 are reserved after the first wrap.
-        if n + 300 >= max {
-            return (
-                Limit::PidMax,
-                format!("{n} tasks on the system, kernel.pid_max = {max}"),
-            );
-        }
-    }
-    if let Some(Rlimit {
-        soft: Some(lim), ..
-    }) = f.rlimit_as
-    {
-        if let Some(vm) = vm_size_bytes() {
-            if vm + ctx.stack_bytes > lim {
-                return (
-                    Limit::RlimitAs,
-                    format!(
-                        "address space {vm} bytes + stack {} > RLIMIT_AS = {lim}",
-                        ctx.stack_bytes
-                    ),
-                );
-            }
-        }
-    }
-    (
-        Limit::Memory,
-        format!(
-            "no task or mapping limit at its ceiling: the {}-byte stack or the task could not be allocated (memory, overcommit)",
-            ctx.stack_bytes
-        ),
-    )
+    exitq::limits::user_tasks(nix::unistd::getuid().as_raw())
 }
 
 /// Mappings one running `std::thread` holds: its stack and guard page
@@ -355,65 +219,31 @@ pub(crate) fn thread_limit_problems(
 mod tests {
     use super::*;
 
-    /// Host facts with every limit unknown, so only the one a test sets
-    /// can match.
-    fn ctx() -> DiagContext {
-        let mut facts = HostFacts::read();
-        facts.max_map_count = None;
-        facts.root = true;
-        facts.threads_max = None;
-        facts.pid_max = None;
-        facts.rlimit_as = None;
+    /// Readings with every limit unknown, as root: every EAGAIN is
+    /// "memory".
+    fn nothing() -> Readings {
+        Readings::default()
+    }
+
+    /// `nobody` at an `RLIMIT_NPROC` of 20.
+    fn at_nproc() -> Readings {
+        let mut r = Readings::default();
+        r.uid = 65534;
+        r.rlimit_nproc = Some(20);
+        r.user_tasks = Some(20);
+        r
+    }
+
+    fn ctx(read: fn() -> Readings) -> DiagContext {
         DiagContext {
-            facts,
             stack_bytes: 8 << 20,
+            read,
         }
     }
 
     #[test]
-    fn names_each_limit_from_its_counter() {
-        let c = ctx();
-        assert_eq!(diagnose(libc::EAGAIN, &c).0, Limit::Memory);
-        assert_eq!(diagnose(libc::EINVAL, &c).0, Limit::InvalidAttributes);
-        assert_eq!(diagnose(libc::EPERM, &c).0, Limit::Permission);
-
-        // Each limit is set at or below its counter's current value, never
-        // *at* a reading: other tests in this process (and the system) create
-        // and end threads concurrently, so a reading can be stale by the
-        // time `diagnose` reads the counter again.
-        let mut m = ctx();
-        m.facts.max_map_count = Some(1);
-        let (l, e) = diagnose(libc::EAGAIN, &m);
-        assert_eq!(l, Limit::MaxMapCount);
-        assert!(e.contains("vm.max_map_count"), "{e}");
-
-        let mut t = ctx();
-        t.facts.threads_max = Some(1);
-        assert_eq!(diagnose(libc::EAGAIN, &t).0, Limit::ThreadsMax);
-
-        let mut p = ctx();
-        p.facts.pid_max = Some(1);
-        assert_eq!(diagnose(libc::EAGAIN, &p).0, Limit::PidMax);
-
-        let mut a = ctx();
-        a.facts.rlimit_as = Some(Rlimit {
-            soft: Some(1 << 20),
-            hard: None,
-        });
-        assert_eq!(diagnose(libc::ENOMEM, &a).0, Limit::RlimitAs);
-
-        let mut n = ctx();
-        n.facts.root = false;
-        n.facts.rlimit_nproc = Some(Rlimit {
-            soft: Some(1),
-            hard: Some(1),
-        });
-        assert_eq!(diagnose(libc::EAGAIN, &n).0, Limit::RlimitNproc);
-    }
-
-    #[test]
     fn groups_by_errno_and_limit() {
-        let c = ctx();
+        let c = ctx(nothing);
         let mut f = Failures::default();
         for _ in 0..3 {
             f.record(libc::EAGAIN, 7, 100, &c);
@@ -426,5 +256,39 @@ mod tests {
         assert_eq!((g[0].first_wave, g[0].created_before), (7, 100));
         assert_eq!(g[0].limit_name, "memory");
         assert_eq!(g[1].limit, Limit::InvalidAttributes);
+    }
+
+    #[test]
+    fn a_group_names_the_limit_with_its_numbers_and_keeps_its_json_key() {
+        let mut f = Failures::default();
+        f.record(libc::EAGAIN, 1, 40, &ctx(at_nproc));
+        let g = &f.groups()[0];
+        assert_eq!(g.limit, Limit::RlimitNproc);
+        assert_eq!(g.limit_name, "RLIMIT_NPROC");
+        assert_eq!(
+            g.evidence,
+            "RLIMIT_NPROC 20 reached: user 65534 has 20 tasks"
+        );
+        // The JSON of results written before: `limit` is the snake_case key.
+        let json = serde_json::to_value(g).unwrap();
+        assert_eq!(json["limit"], "rlimit_nproc");
+        let back: FailureGroup = serde_json::from_value(json).unwrap();
+        assert_eq!(&back, g);
+        for (key, limit) in [
+            ("max_map_count", Limit::MaxMapCount),
+            ("cgroup_pids_max", Limit::CgroupPidsMax),
+            ("threads_max", Limit::ThreadsMax),
+            ("pid_max", Limit::PidMax),
+            ("rlimit_as", Limit::RlimitAs),
+            ("memory", Limit::Memory),
+            ("invalid_attributes", Limit::InvalidAttributes),
+            ("permission", Limit::Permission),
+            ("unknown", Limit::Unknown),
+        ] {
+            assert_eq!(limit.key(), key);
+        }
+        let mut bad = serde_json::to_value(g).unwrap();
+        bad["limit"] = "nothing".into();
+        assert!(serde_json::from_value::<FailureGroup>(bad).is_err());
     }
 }

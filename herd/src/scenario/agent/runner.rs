@@ -83,7 +83,7 @@ impl Runner {
                     // job runs here instead of being lost.
                     let mut c = churn.lock().unwrap_or_else(|e| e.into_inner());
                     c.spawn_failures += 1;
-                    c.last_spawn_error = Some(explain(&e));
+                    c.last_spawn_error = Some(exitq::limits::explain_thread_error(&e, None));
                     c.ran_on_caller += 1;
                     drop(c);
                     f();
@@ -98,18 +98,6 @@ impl Runner {
             Runner::TokioBlocking(p) => p.execute(f),
             Runner::Rayon(p) => p.execute(f),
         }
-    }
-}
-
-fn explain(e: &std::io::Error) -> String {
-    match e.raw_os_error() {
-        Some(libc::EAGAIN) => format!(
-            "{e} (EAGAIN: RLIMIT_NPROC, kernel.threads-max, pid_max or a cgroup pids.max limit)"
-        ),
-        Some(libc::ENOMEM) => {
-            format!("{e} (ENOMEM: stack memory or vm.max_map_count exhausted)")
-        }
-        _ => e.to_string(),
     }
 }
 
