@@ -24,12 +24,18 @@ Runs the command under `perf stat` with herd's event set (futex syscalls,
 lock:contention_begin, thread exits and creations, context switches,
 migrations, page faults, task-clock, cycles, instructions) and prints a
 summary: each count, its share of time counted (multiplexing) and the count
-per thread exit. A first word that is a herd subcommand (storm, compare, ...)
-runs herd itself (target/release/herd, built if needed; or $HERD).
+per thread exit; with -r N the counts are means and a last column gives
+their variation (perf's standard deviation of the mean, in percent). The
+"futex syscalls (all)" line sums the futex system calls; where herd's
+kprobe event herd:do_futex exists it is listed, not summed, and "exit futex
+wakes" is do_futex minus futex(2), as herd reports it. A first word that is
+a herd subcommand (storm, compare, ...) runs herd itself
+(target/release/herd, built if needed; or $HERD).
 
 Options:
   -a, --system        count on every CPU (perf stat -a), like --perf-scope system
   -r, --repeat N      run N times, perf stat reports mean and variation
+                      (the summary's last column)
   -o, --output DIR    where to write files (default: perf-out/)
       --record        also `perf record -g` the command and write
                       DIR/perf.data, DIR/stacks.folded and DIR/flamegraph.svg
@@ -194,25 +200,48 @@ fi
 [ -s "$statfile" ] || die "perf stat wrote nothing (exit $rc)"
 
 # --- summary -------------------------------------------------------------
-# perf stat -x, lines: value,unit,event,run_time,pct_running,metric,metric_unit
+# perf stat -x, lines: value,unit,event,run_time,pct_running,metric,metric_unit;
+# with -r N a variation field ("1.23%", the standard deviation of the mean
+# in percent of it) comes after the event: value,unit,event,variation,
+# run_time,pct_running,...
 summary() {
     awk -F, -v repeat="$repeat" '
         /^#/ || NF < 3 { next }
-        { val[$3] = $1; unit[$3] = $2; pct[$3] = $5; order[n++] = $3 }
+        {
+            varied = ($4 ~ /%$/)
+            val[$3] = $1; unit[$3] = $2; order[n++] = $3
+            pct[$3] = varied ? $6 : $5; var[$3] = varied ? $4 : ""
+        }
         END {
             exits = val["sched:sched_process_exit"] + 0
-            printf "\n%-34s %16s %-5s %8s %14s\n", "event", "count", "", "running", "per exit"
+            printf "\n%-34s %16s %-5s %8s %14s", "event", "count", "", "running", "per exit"
+            if (repeat > 1) printf " %10s", "+- (runs)"
+            printf "\n"
             for (i = 0; i < n; i++) {
                 e = order[i]; v = val[e]
                 if (v ~ /^</) { printf "%-34s %16s\n", e, v; continue }
                 per = (exits > 0) ? sprintf("%14.2f", v / exits) : sprintf("%14s", "-")
-                printf "%-34s %16s %-5s %7s%% %s\n", e, v, unit[e], pct[e], per
-                if (e ~ /futex/) futex += v
+                printf "%-34s %16s %-5s %7s%% %s", e, v, unit[e], pct[e], per
+                if (repeat > 1) printf " %10s", var[e]
+                printf "\n"
+                # The futex system calls only: herd:do_futex counts do_futex()
+                # calls, futex(2)s included (herd reports it apart, as here).
+                if (e ~ /^syscalls:sys_enter_futex/) futex += v
             }
             printf "%-34s %16d %-5s %8s", "futex syscalls (all)", futex, "", ""
             if (exits > 0) printf " %14.2f", futex / exits
             printf "\n"
-            if (repeat > 1) printf "(means over %d runs)\n", repeat
+            # do_futex() calls not entered from futex(2): the clear-tid wakes
+            # of exiting threads (docs/perf.md), as herd computes them.
+            if (("herd:do_futex" in val) && ("syscalls:sys_enter_futex" in val) &&
+                val["herd:do_futex"] !~ /^</ && val["syscalls:sys_enter_futex"] !~ /^</) {
+                wakes = val["herd:do_futex"] - val["syscalls:sys_enter_futex"]
+                if (wakes < 0) wakes = 0
+                printf "%-34s %16d %-5s %8s", "exit futex wakes (do_futex-futex)", wakes, "", ""
+                if (exits > 0) printf " %14.2f", wakes / exits
+                printf "\n"
+            }
+            if (repeat > 1) printf "(means over %d runs; +-: the standard deviation of the mean, in percent of it, as perf stat gives it)\n", repeat
         }' "$statfile"
 }
 summary

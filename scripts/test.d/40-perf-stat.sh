@@ -69,6 +69,54 @@ grep -q "not permitted" "$tmp/err" && grep -q "sysctl kernel.perf_event_paranoid
     || { cat "$tmp/err"; fail "denied perf explained with paranoid and the fix"; }
 ok "perf not permitted: exit 1 with the paranoid level and the fix"
 
+# --- the summary, from a fake perf's CSV ----------------------------------------
+# A stand-in perf: `perf stat ... -o FILE` copies $FAKE_PERF_CSV to FILE, or
+# without it writes perf's header alone and fails, as perf does when the
+# command cannot start ("Workload failed"). The script still checks the
+# real tracefs for the tracepoints it counts.
+mkdir -p "$tmp/fakeperf"
+cat >"$tmp/fakeperf/perf" <<'EOF'
+#!/bin/sh
+[ "$1" = stat ] || exit 0
+out=
+while [ $# -gt 0 ]; do
+    case $1 in -o) out=$2; shift ;; --) break ;; esac
+    shift
+done
+[ -n "$out" ] || exit 0
+if [ -n "${FAKE_PERF_CSV:-}" ]; then cp "$FAKE_PERF_CSV" "$out"; exit 0; fi
+printf '# started on today\n\n' >"$out"
+echo "Workload failed: No such file or directory" >&2
+exit 255
+EOF
+chmod +x "$tmp/fakeperf/perf"
+if [ -d /sys/kernel/tracing/events/lock/contention_begin ] || [ -d /sys/kernel/debug/tracing/events/lock/contention_begin ]; then
+    # perf stat -r 2's CSV: a variation field after the event name, then
+    # run time and percentage running; herd's kprobe event beside futex(2).
+    cat >"$tmp/r2.csv" <<'EOF'
+# started on today
+
+10,,syscalls:sys_enter_futex,1.50%,1000,100.00,,
+30,,herd:do_futex,2.00%,1000,100.00,,
+0,,lock:contention_begin,0.00%,1000,100.00,,
+20,,sched:sched_process_exit,0.00%,1000,100.00,,
+20,,task:task_newtask,0.00%,1000,80.00,,
+EOF
+    FAKE_PERF_CSV="$tmp/r2.csv" expect_rc 0 "summary of -r 2" -- env PATH="$tmp/fakeperf:$PATH" bash "$S" -r 2 -o "$tmp/fake" -- true
+    cat "$tmp/out"
+    # The running share is perf's percentage, not its run time (1000).
+    grep -Eq '^task:task_newtask +20 +80\.00% +1\.00 +0\.00%$' "$tmp/out" ||
+        fail "-r 2: the running column is the 6th field (80.00%), the variation the 4th"
+    grep -Eq '^syscalls:sys_enter_futex +10 +100\.00% +0\.50 +1\.50%$' "$tmp/out" || fail "-r 2: the variation column"
+    # herd:do_futex is listed, not added to the futex syscalls (which
+    # were 40 here: 10 + 30); the exit wakes are 30 - 10.
+    grep -Eq '^futex syscalls \(all\) +10 +0\.50$' "$tmp/out" || fail "futex syscalls (all) leaves herd:do_futex out"
+    grep -Eq '^exit futex wakes \(do_futex-futex\) +20 +1\.00$' "$tmp/out" || fail "exit futex wakes = do_futex - futex(2)"
+    ok "summary: -r's variation column read as such, futex syscalls without herd:do_futex, exit futex wakes"
+else
+    skip "the perf-stat.sh summary from a fake perf: no lock:contention_begin in tracefs (mount -t tracefs nodev /sys/kernel/tracing)"
+fi
+
 # --- real runs ---------------------------------------------------------------
 real_runs() {
     [ "$(id -u)" = 0 ] || { skip "real perf stat / record / cross-check runs need root here (uid $(id -u))"; return 1; }
