@@ -20,7 +20,7 @@ mod qemu_args;
 
 use std::path::{Path, PathBuf};
 
-use vm_support::{code, herd_bin, skip, vm_run};
+use vm_support::{code, herd_bin, skip, vm_run, vm_run_in};
 
 #[test]
 fn help_lists_every_option() {
@@ -241,6 +241,80 @@ fn a_fetched_qemu_brings_its_firmware_and_modules() {
     assert!(cmd[i + 1].ends_with("/initrd.gz"), "{cmd:?}");
     let k = cmd.iter().position(|a| a == "-kernel").unwrap();
     assert_eq!(cmd[k + 1], q.kernel.to_str().unwrap());
+}
+
+/// `--out-dir` is made and tried before the guest boots: a path that
+/// cannot be a writable directory is a usage error naming it (it used to
+/// be found after the guest ran, exit 1 from mkdir or cp, herd's stdout
+/// never printed); `--dry-run` checks it too.
+#[test]
+fn an_out_dir_that_cannot_be_written_is_refused_before_the_boot() {
+    let q = fake_qemu("10.0.2", true);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "precious").unwrap();
+    for bad in [file.clone(), file.join("below-a-file")] {
+        let bad = bad.to_str().unwrap();
+        let out = vm_run(
+            &[
+                "--dry-run",
+                "--cpus",
+                "2",
+                "--qemu",
+                q.bin.to_str().unwrap(),
+                "--kernel",
+                q.kernel.to_str().unwrap(),
+                "--herd",
+                herd_bin(),
+                "--out-dir",
+                bad,
+            ],
+            &[],
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(code(&out), 2, "--out-dir {bad}: {err}");
+        assert!(err.contains("--out-dir") && err.contains(bad), "{err}");
+    }
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "precious");
+}
+
+/// Paths that begin with a dash, and counts with a leading zero, through
+/// the whole script (`--dry-run` packs the initramfs): `--script -s.sh`
+/// was cp's option (exit 1), `--cpus 08` a bash error (exit 1).
+#[test]
+fn dash_paths_and_leading_zero_counts_go_through() {
+    let q = fake_qemu("10.0.2", true);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("-s.sh"), "herd env\n").unwrap();
+    let out = vm_run_in(
+        Some(dir.path()),
+        &[
+            "--dry-run",
+            "--cpus",
+            "08",
+            "--qemu",
+            q.bin.to_str().unwrap(),
+            "--kernel",
+            q.kernel.to_str().unwrap(),
+            "--herd",
+            herd_bin(),
+            "--script",
+            "-s.sh",
+            "--out-dir",
+            "-out",
+        ],
+        &[],
+    );
+    if tools_missing(&out, "vm-run.sh --dry-run --script -s.sh") {
+        return;
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(code(&out), 0, "{err}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let cmd: Vec<&str> = stdout.lines().collect();
+    let i = cmd.iter().position(|a| *a == "-smp").unwrap();
+    assert_eq!(cmd[i + 1], "8", "{cmd:?}");
+    assert!(dir.path().join("-out").is_dir(), "--out-dir -out is ./-out");
 }
 
 #[test]
