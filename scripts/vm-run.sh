@@ -134,9 +134,14 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/herd-vm.XXXXXX")
 qemu_pid=
 relay_pid=
 keep_log=0
+# Every step runs, whatever the one before did: under set -e a kill of a
+# process already gone (the console relay ends on the Ctrl-C the terminal
+# sends it too, as qemu does) used to end the script right here, exit 1
+# instead of 130, the work directory left.
 cleanup() {
-    [ -n "$relay_pid" ] && kill "$relay_pid" 2>/dev/null
-    [ -n "$qemu_pid" ] && kill -KILL "$qemu_pid" 2>/dev/null
+    set +e
+    [ -z "$relay_pid" ] || kill "$relay_pid" 2>/dev/null
+    [ -z "$qemu_pid" ] || kill -KILL "$qemu_pid" 2>/dev/null
     if [ "$keep" = 1 ]; then
         say "work directory kept: $work"
     elif [ "$keep_log" = 1 ]; then
@@ -308,7 +313,7 @@ while kill -0 "$qemu_pid" 2>/dev/null; do
     if [ -z "$host_done" ] && grep -aq '^herd-vm: exit status' "$console"; then host_done=$(date +%s); fi
     if [ $(($(date +%s) - start)) -ge "$timeout_s" ]; then
         timed_out=1
-        kill "$qemu_pid" 2>/dev/null
+        kill "$qemu_pid" 2>/dev/null || true
         sleep 1
         kill -KILL "$qemu_pid" 2>/dev/null || true
         break

@@ -317,6 +317,117 @@ fn dash_paths_and_leading_zero_counts_go_through() {
     assert!(dir.path().join("-out").is_dir(), "--out-dir -out is ./-out");
 }
 
+/// Ctrl-C while the guest runs (SIGINT to the whole process group, as a
+/// terminal sends it): exit 130, qemu gone, the work directory removed.
+/// The console relay ends on that SIGINT by itself, and the cleanup's kill
+/// of it then failed under set -e: exit 1, the work directory (initramfs,
+/// console) left in $TMPDIR. The qemu here is a stand-in that quits on
+/// SIGINT as qemu does (python: a shell cannot trap a signal ignored at
+/// its start, as SIGINT is for a background job).
+#[test]
+fn ctrl_c_while_the_guest_runs_exits_130_and_leaves_nothing() {
+    use std::os::unix::process::CommandExt;
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let qemu = dir.path().join("qemu-system-x86_64");
+    let started = dir.path().join("started");
+    std::fs::write(
+        &qemu,
+        format!(
+            r#"#!/usr/bin/env python3
+import os, signal, sys, time
+if "--version" in sys.argv:
+    print("QEMU emulator version 10.0.2 (fake)")
+    sys.exit(0)
+signal.signal(signal.SIGINT, lambda *_: sys.exit(1))
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+with open({started:?}, "w") as f:
+    f.write(str(os.getpid()))
+time.sleep(60)
+"#
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&qemu, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let kernel = dir.path().join("vmlinuz");
+    std::fs::write(&kernel, "not a kernel").unwrap();
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let err_path = dir.path().join("stderr");
+    let mut child = Command::new("bash")
+        .arg(vm_support::vm_run_sh())
+        .args(["--cpus", "2", "--qemu", qemu.to_str().unwrap()])
+        .args(["--kernel", kernel.to_str().unwrap(), "--herd", herd_bin()])
+        .args(["--", "env"])
+        .env("HERD_NO_INSTALL", "1")
+        .env("TMPDIR", &tmp)
+        .process_group(0)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
+        .unwrap();
+    let pgid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let stderr = || std::fs::read_to_string(&err_path).unwrap_or_default();
+    // Until the stand-in qemu runs (packing the initramfs takes a second).
+    let t0 = Instant::now();
+    while !started.exists() {
+        if let Some(st) = child.try_wait().unwrap() {
+            let err = stderr();
+            if st.code() == Some(125) && err.contains("error: missing") {
+                skip(&format!(
+                    "vm-run.sh Ctrl-C: host tools missing ({})",
+                    err.trim()
+                ));
+                return;
+            }
+            panic!("vm-run.sh ended ({st}) before qemu started: {err}");
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "qemu never started: {}",
+            stderr()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let qemu_pid: i32 = std::fs::read_to_string(&started)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if t0.elapsed() > Duration::from_secs(30) {
+            let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+            panic!("vm-run.sh did not end within 30 s of SIGINT: {}", stderr());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let err = stderr();
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert!(err.contains("interrupted"), "{err}");
+    let left: Vec<_> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "left in $TMPDIR: {left:?}");
+    // Gone (a few seconds for init to reap it).
+    let t0 = Instant::now();
+    while nix::sys::signal::kill(nix::unistd::Pid::from_raw(qemu_pid), None).is_ok() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "qemu {qemu_pid} still runs"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 #[test]
 fn above_255_a_qemu_without_x2apic_is_refused_naming_what_it_said() {
     let q = fake_qemu("7.2.0", false);
