@@ -61,7 +61,7 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 cargo build -q --release -p benches --example churn
 gcc -O2 -pthread -o "$out/urcu_churn" benches/c/urcu_churn.c -lurcu-memb
-rust=target/release/examples/churn
+rust=${CARGO_TARGET_DIR:-target}/release/examples/churn  # where cargo put it
 all_names=(exitq crossbeam seize sdd none held urcu c-none)
 all_progs=("$rust exitq" "$rust crossbeam" "$rust seize" "$rust sdd" "$rust none" "$rust held" "$out/urcu_churn urcu" "$out/urcu_churn none")
 names=()

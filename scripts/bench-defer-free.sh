@@ -47,7 +47,7 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 cargo build -q --release -p benches --example defer_free
 gcc -O2 -pthread -o "$out/urcu_defer_free" benches/c/urcu_defer_free.c -lurcu-memb
-rust=target/release/examples/defer_free
+rust=${CARGO_TARGET_DIR:-target}/release/examples/defer_free  # where cargo put it
 if [[ -n "$seize_batches" ]]; then
     progs=()
     names=()

@@ -61,7 +61,7 @@ declare -A bins
 for l in $layouts; do
     if [[ $l == 0 ]]; then
         cargo build -q --release -p benches --example read_mostly
-        bins[$l]=target/release/examples/read_mostly
+        bins[$l]=${CARGO_TARGET_DIR:-target}/release/examples/read_mostly  # where cargo put it
     else
         if [[ $l == f* ]]; then
             n=${l#f} log=0

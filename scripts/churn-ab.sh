@@ -66,7 +66,9 @@ echo "churn-ab: building $short and the checkout" >&2
 (cd "$wt" && CARGO_TARGET_DIR=$old_target cargo build -q --release -p benches --example churn)
 cargo build -q --release -p benches --example churn
 old=$old_target/release/examples/churn
-new=$PWD/target/release/examples/churn
+# Where cargo put it: $CARGO_TARGET_DIR when set (./target then held an
+# older build, which used to be the one run).
+new=$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/release/examples/churn
 echo "churn-ab: $rounds rounds, $impl --stacks $stacks, $short against the checkout$([ ${#peers[@]} -gt 0 ] && echo ", ${peers[*]} beside") ($(date -u +%FT%TZ), load $(cut -d' ' -f1 /proc/loadavg))"
 extra=()
 for p in "${peers[@]}"; do extra+=("$p" "$new" "$p"); done

@@ -54,7 +54,9 @@ example=$1
 shift
 [ -f "benches/examples/$example.rs" ] || { echo "env-ab: no example benches/examples/$example.rs" >&2; exit 2; }
 cargo build -q --release -p benches --example "$example"
-binary=$PWD/target/release/examples/$example
+# Where cargo put it: $CARGO_TARGET_DIR when set (./target then held an
+# older build, which used to be the one run).
+binary=$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/release/examples/$example
 echo "env-ab: $rounds rounds of '$example $*' at $(git rev-parse --short HEAD) under ${#envs[@]} settings ($(date -u +%FT%TZ), load $(cut -d' ' -f1 /proc/loadavg))"
 python3 - "$rounds" "$binary" "${#envs[@]}" "${envs[@]}" "$@" <<'PY'
 import os, signal, statistics as st, subprocess, sys, time

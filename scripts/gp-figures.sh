@@ -39,7 +39,7 @@ done
 [[ $runs =~ ^0*[1-9][0-9]{0,4}$ ]] && [ "$((10#$runs))" -le 10000 ] || usage_err "--runs must be a count in 1-10000, not '$runs'"
 runs=$((10#$runs))
 command -v jq >/dev/null || { echo "gp-figures: needs jq" >&2; exit 1; }
-herd=${HERD:-target/release/herd}
+herd=${HERD:-${CARGO_TARGET_DIR:-target}/release/herd}
 [ -x "$herd" ] || { echo "gp-figures: build first: cargo build --release" >&2; exit 1; }
 # The durations as herd reads them, before anything runs (herd checks a
 # value before it acts on --help): a bad one used to be found by the run

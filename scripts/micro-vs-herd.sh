@@ -63,7 +63,7 @@ if [ $((waves * per_wave)) -gt $((max_maps / 2)) ] && [ "$layouts" = 1 ]; then
     echo "micro-vs-herd: $((waves * per_wave)) threads, but vm.max_map_count = $max_maps leaves the leak mode room for about $((max_maps / 2)): the rest fail, and what a failure costs depends on the shape of the process's VMA tree (--layouts N varies it; docs/results-herd.md)"
 fi
 cargo build --release -q -p herd
-herd=target/release/herd
+herd=${CARGO_TARGET_DIR:-target}/release/herd  # where cargo put it
 micro=(target/storm_micro "$waves" "$per_wave" "$slots" "$lag" "$spin" "$sleep_ms")
 storm=("$herd" storm --spawn pthread --cancel pthread --reap leak --json
     --waves "$waves" --per-wave "$per_wave" --slots "$slots" --lag "$lag"

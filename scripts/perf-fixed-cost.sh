@@ -24,7 +24,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 cargo build --release -q -p herd
-python3 - "$rounds" "$gap" target/release/herd "$@" <<'PY'
+python3 - "$rounds" "$gap" "${CARGO_TARGET_DIR:-target}/release/herd" "$@" <<'PY'
 import statistics, subprocess, sys, time
 rounds, gap, herd, extra = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3], sys.argv[4:]
 base = [herd, "storm", "--waves", "1", "--per-wave", "1", "--json"] + extra

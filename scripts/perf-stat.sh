@@ -30,7 +30,8 @@ their variation (perf's standard deviation of the mean, in percent). The
 kprobe event herd:do_futex exists it is listed, not summed, and "exit futex
 wakes" is do_futex minus futex(2), as herd reports it. A first word that is
 a herd subcommand (storm, compare, ...) runs herd itself
-(target/release/herd, built if needed; or $HERD).
+(target/release/herd, or under $CARGO_TARGET_DIR, built if needed; or
+$HERD).
 
 Options:
   -a, --system        count on every CPU (perf stat -a), like --perf-scope system
@@ -143,7 +144,8 @@ install_out() {
 herd_bin() {
     if [ -n "${HERD:-}" ]; then echo "$HERD"; return; fi
     (cd "$ROOT" && cargo build --release -q -p herd) >&2 || die "cannot build herd (cargo build --release -p herd)"
-    echo "$ROOT/target/release/herd"
+    # Where cargo put it: $CARGO_TARGET_DIR when set (relative: to ROOT).
+    (cd "$ROOT" && cd "${CARGO_TARGET_DIR:-target}" && echo "$PWD/release/herd")
 }
 if [ "$overhead" = 1 ]; then
     [ "$repeat_set" = 1 ] || repeat=10

@@ -32,9 +32,12 @@ while [ $# -gt 0 ]; do
 done
 case "$RUNS$WAVES" in *[!0-9]*) echo "reclaimers.sh: -r and --waves take numbers" >&2; exit 2 ;; esac
 
-HERD="${HERD:-$ROOT/target/release/herd}"
-if [ -z "${HERD_NO_BUILD:-}" ]; then
-    (cd "$ROOT" && cargo build --release -q -p herd)
+if [ -z "${HERD:-}" ]; then
+    if [ -z "${HERD_NO_BUILD:-}" ]; then
+        (cd "$ROOT" && cargo build --release -q -p herd)
+    fi
+    # Where cargo put it: $CARGO_TARGET_DIR when set (relative: to ROOT).
+    HERD=$(cd "$ROOT" && cd "${CARGO_TARGET_DIR:-target}" && echo "$PWD/release/herd")
 fi
 if ! mountpoint -q /sys/kernel/tracing 2>/dev/null; then
     mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true

@@ -167,6 +167,24 @@ for s in churn-ab rev-ab; do
 done
 ok "churn-ab, rev-ab: Ctrl-C exits 130, worktree and temporary directory removed, no traceback"
 
+# A CARGO_TARGET_DIR of the user's: the program run is the one just built
+# there. It was the one in ./target, here an older build of the checkout
+# (as after building before setting the variable): a silent comparison of
+# old code. Only the new build of the stand-ins writes ran-new.
+(cd "$R" && cargo build -q --release -p benches --examples)
+sed -i 's|^fn main() {$|fn main() { std::fs::write(format!("{}/ran-new", std::env::var("FAKE_DIR").unwrap()), "").unwrap();|' \
+    "$R/benches/examples/sleepy.rs" "$R/benches/examples/churn.rs"
+rm -f "$FAKE_DIR"/*
+FAKE_MS_a=1 FAKE_MS_b=1 CARGO_TARGET_DIR=$tmp/ctd expect_rc 0 "env-ab, CARGO_TARGET_DIR" -- \
+    bash "$R/scripts/env-ab.sh" -n 2 --env FAKE_ID=a --env FAKE_ID=b -- sleepy
+[ -e "$FAKE_DIR/ran-new" ] || fail "env-ab with CARGO_TARGET_DIR ran ./target's older build"
+rm -f "$FAKE_DIR"/*
+FAKE_MS_old=1 FAKE_MS_new=1 CARGO_TARGET_DIR=$tmp/ctd expect_rc 0 "churn-ab, CARGO_TARGET_DIR" -- \
+    bash "$R/scripts/churn-ab.sh" HEAD~1 -n 2 --stacks std
+[ -e "$FAKE_DIR/ran-new" ] || fail "churn-ab with CARGO_TARGET_DIR ran ./target's older build of the checkout"
+git -C "$R" checkout -q -- benches
+ok "env-ab, churn-ab: with CARGO_TARGET_DIR set they run the build they just made there"
+
 # --- usage ------------------------------------------------------------------
 # usage SCRIPT NAME ARGS...: exit 2, the message naming NAME, nothing built
 # (the checks come before any build: each of these runs in well under a
