@@ -225,4 +225,54 @@ help_lists rev-ab.sh HEAD -n 3 --help
 help_lists env-ab.sh -n 3 --help
 ok "the A/B drivers: --help anywhere before --, every option named"
 
+# --- reclaimers.sh: DIR's earlier files kept when a comparison fails ---------
+usage reclaimers.sh -r -r
+usage reclaimers.sh -r -r 0
+usage reclaimers.sh -r --runs x
+usage reclaimers.sh --waves --waves 0
+usage reclaimers.sh -o -o
+: >"$tmp/a-file"
+usage reclaimers.sh -o -o "$tmp/a-file"
+# A stand-in herd: `compare ... --save PATH ... -- ... --cleanup-work W`
+# writes PATH and a table, and fails for W = $FAIL_WORK.
+cat >"$tmp/fakeherd" <<'EOF'
+#!/bin/sh
+save= work=
+while [ $# -gt 0 ]; do
+    case $1 in --save) save=$2; shift ;; --cleanup-work) work=$2; shift ;; esac
+    shift
+done
+[ "$work" != "${FAIL_WORK:-}" ] || { echo "herd: error: failing as asked" >&2; exit 3; }
+echo "{\"work\": $work}" >"$save"
+echo "| table | $work |"
+EOF
+chmod +x "$tmp/fakeherd"
+mkdir -p "$tmp/rc"
+for f in context.txt default.json default.md heavy.json heavy.md; do echo precious >"$tmp/rc/$f"; done
+FAIL_WORK=1024 HERD=$tmp/fakeherd expect_rc 3 "reclaimers.sh, the heavy comparison failing" -- \
+    bash scripts/reclaimers.sh -r 2 --waves 1 -o "$tmp/rc"
+for f in context.txt default.json default.md heavy.json heavy.md; do
+    [ "$(cat "$tmp/rc/$f")" = precious ] || fail "a failed reclaimers.sh run changed $f: $(cat "$tmp/rc/$f")"
+done
+HERD=$tmp/fakeherd expect_rc 0 "reclaimers.sh" -- bash scripts/reclaimers.sh -r 2 --waves 1 -o "$tmp/rc"
+grep -q '"work": 1024' "$tmp/rc/heavy.json" && grep -q '| table | 256 |' "$tmp/rc/default.md" &&
+    grep -q '^runs: 2 per configuration, waves: 1$' "$tmp/rc/context.txt" || fail "reclaimers.sh wrote its five files"
+[ -z "$(find "$tmp/rc" -name '.reclaimers.*')" ] || fail "reclaimers.sh left its staging directory"
+ok "reclaimers.sh: usage errors exit 2; a failing comparison leaves DIR's files as they were, a good one replaces all five"
+
+# --- micro-vs-herd.sh, perf-fixed-cost.sh: usage -------------------------------
+usage micro-vs-herd.sh --rounds --rounds
+usage micro-vs-herd.sh --rounds --rounds 0
+usage micro-vs-herd.sh --waves --waves x
+usage micro-vs-herd.sh --lag --lag -1
+usage micro-vs-herd.sh --layouts --layouts 0
+usage perf-fixed-cost.sh --rounds --rounds
+usage perf-fixed-cost.sh --rounds --rounds 0
+usage perf-fixed-cost.sh --gap-s --gap-s x
+usage perf-fixed-cost.sh --gap-s --gap-s -1
+help_lists micro-vs-herd.sh --help
+help_lists perf-fixed-cost.sh --help
+help_lists reclaimers.sh --help
+ok "micro-vs-herd.sh, perf-fixed-cost.sh: usage errors exit 2 naming the option, before any build; --help"
+
 echo "$pass passed"
