@@ -15,8 +15,11 @@
 #
 #   scripts/bench-churn.sh [-n ROUNDS] [--waves N] [--per-wave N] [--lag N] [--only "exitq none ..."] [--stacks std|recycled|both]
 #
-# Defaults: 3 rounds of 200 waves x 100 threads, lag 2, every program,
-# std::threads. --stacks recycled starts every Rust program's threads on
+# Defaults: 3 rounds (-n) of 200 waves (--waves) x 100 threads
+# (--per-wave), lag 2 (--lag), every program (--only: some of exitq
+# crossbeam seize sdd none held urcu c-none), std::threads (--stacks).
+# -h, --help: this text. A bad value is exit 2 before anything is built; a
+# program that fails stops it (exit 1): no median over a failed run. --stacks recycled starts every Rust program's threads on
 # 2 MiB stacks of an exitq StackPool (mapped once, reused after the join)
 # instead of glibc's: the kernel's stack mapping, most of the time with
 # std threads, is then gone and the reclaimers' own costs show; liburcu's
@@ -49,7 +52,7 @@ while [[ $# -gt 0 ]]; do
         --only) [[ $# -ge 2 && -n "$2" ]] || { echo "bench-churn: --only needs program names" >&2; exit 2; }; only=$2; shift 2 ;;
         --stacks) [[ $# -ge 2 && ( "$2" == std || "$2" == recycled || "$2" == both ) ]] || { echo "bench-churn: --stacks needs 'std', 'recycled' or 'both'" >&2; exit 2; }
             stacks=$2; shift 2 ;;
-        -h|--help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
         *) echo "bench-churn: unknown argument '$1' (try --help)" >&2; exit 2 ;;
     esac
 done

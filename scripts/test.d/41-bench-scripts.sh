@@ -275,4 +275,20 @@ help_lists perf-fixed-cost.sh --help
 help_lists reclaimers.sh --help
 ok "micro-vs-herd.sh, perf-fixed-cost.sh: usage errors exit 2 naming the option, before any build; --help"
 
+# --- the bench-*.sh comparisons: usage ---------------------------------------
+usage bench-defer-free.sh -n -n
+usage bench-defer-free.sh -n -n 0
+usage bench-defer-free.sh --ops --ops x
+usage bench-defer-free.sh --threads --threads "1 0"
+usage bench-churn.sh -n -n
+usage bench-churn.sh --waves --waves 0
+usage bench-churn.sh --stacks --stacks big
+usage bench-read-mostly.sh --seconds --seconds 0
+usage bench-read-mostly.sh --readers --readers "2 0"
+usage bench-read-mostly.sh --layouts --layouts 3
+usage bench-ratios.sh -n -n 0
+usage bench-ratios.sh --frob --frob
+for s in bench-defer-free.sh bench-churn.sh bench-read-mostly.sh bench-ratios.sh; do help_lists "$s" --help; done
+ok "bench-*.sh: usage errors exit 2 naming the option, before any build; --help names every option, no code"
+
 echo "$pass passed"
