@@ -14,7 +14,7 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-HERD_SUBCOMMANDS=" storm env compare diff sweep unregister gp membarrier agent "
+HERD_SUBCOMMANDS=" storm env compare diff sweep unregister gp membarrier agent report "
 
 usage() {
     cat <<'EOF'
