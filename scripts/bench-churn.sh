@@ -42,7 +42,13 @@ per_wave=100
 lag=2
 only=""
 stacks=std
-num() { [[ "$2" =~ ^[1-9][0-9]*$ ]] || { echo "bench-churn: $1 needs a positive count" >&2; exit 2; }; }
+# A positive count: -n at most 99999 rounds, the others at most 6 digits
+# (waves x per-wave is taken in bash's arithmetic).
+num() {
+    local max=6
+    [ "$1" = -n ] && max=5
+    [[ "$2" =~ ^[1-9][0-9]*$ && ${#2} -le $max ]] || { echo "bench-churn: $1 needs a positive count of at most $max digits" >&2; exit 2; }
+}
 while [[ $# -gt 0 ]]; do
     case "$1" in
         -n) [[ $# -ge 2 ]] || { echo "bench-churn: -n needs a count" >&2; exit 2; }; num -n "$2"; rounds=$2; shift 2 ;;

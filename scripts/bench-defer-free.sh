@@ -33,9 +33,9 @@ threads="1 2 4"
 seize_batches=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
-        -n) [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]*$ ]] || { echo "bench-defer-free: -n needs a positive count" >&2; exit 2; }
+        -n) [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]{0,4}$ ]] || { echo "bench-defer-free: -n needs a count of rounds in 1-99999" >&2; exit 2; }
             rounds=$2; shift 2 ;;
-        --ops) [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]*$ ]] || { echo "bench-defer-free: --ops needs a positive count" >&2; exit 2; }
+        --ops) [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]{0,11}$ ]] || { echo "bench-defer-free: --ops needs a positive count (at most 12 digits)" >&2; exit 2; }
             ops=$2; shift 2 ;;
         --threads) [[ $# -ge 2 && "$2" =~ ^\ *[1-9][0-9]*(\ +[1-9][0-9]*)*\ *$ ]] || { echo "bench-defer-free: --threads needs counts like \"1 2 4\"" >&2; exit 2; }
             threads=$2; shift 2 ;;

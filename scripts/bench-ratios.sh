@@ -20,7 +20,7 @@ runs=3
 extra=()
 while [[ $# -gt 0 ]]; do
     case "$1" in
-        -n) [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]*$ ]] || { echo "bench-ratios: -n needs a positive count" >&2; exit 2; }
+        -n) [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]{0,4}$ ]] || { echo "bench-ratios: -n needs a count of runs in 1-99999" >&2; exit 2; }
             runs=$2; shift 2 ;;
         --quick) extra=(--warm-up-time 1 --measurement-time 2); shift ;;
         --read) read_only=1; shift ;;

@@ -37,7 +37,7 @@ gap=0
 layouts=0
 while [[ $# -gt 0 ]]; do
     case "$1" in
-        -n) [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]*$ ]] || { echo "bench-read-mostly: -n needs a positive count" >&2; exit 2; }
+        -n) [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]{0,4}$ ]] || { echo "bench-read-mostly: -n needs a count of rounds in 1-99999" >&2; exit 2; }
             rounds=$2; shift 2 ;;
         --seconds) [[ $# -ge 2 && "$2" =~ ^[0-9]{1,4}(\.[0-9]+)?$ ]] && awk -v s="$2" 'BEGIN { exit !(s > 0 && s <= 3600) }' ||
                 { echo "bench-read-mostly: --seconds needs a duration in seconds, above 0 and at most 3600" >&2; exit 2; }

@@ -53,7 +53,7 @@ while [ $# -gt 0 ]; do
     *) usage_err "unknown argument '$1'" ;;
     esac
 done
-[[ $rounds =~ ^0*[1-9][0-9]{0,5}$ ]] || usage_err "-n must be a positive count of rounds, not '$rounds'"
+[[ $rounds =~ ^0*[1-9][0-9]{0,4}$ ]] || usage_err "-n must be a positive count of rounds, not '$rounds'"
 rounds=$((10#$rounds))
 case $stacks in std | recycled) ;; *) usage_err "--stacks takes std or recycled, not '$stacks'" ;; esac
 full=$(git rev-parse --verify --quiet "$rev^{commit}") || { echo "churn-ab: no commit '$rev'" >&2; exit 2; }

@@ -37,7 +37,7 @@ done
 rounds=21 envs=()
 while [ $# -gt 0 ]; do
     case $1 in
-    -n) [[ $# -ge 2 && $2 =~ ^[1-9][0-9]*$ ]] || { echo "env-ab: -n needs a positive count" >&2; exit 2; }
+    -n) [[ $# -ge 2 && $2 =~ ^[1-9][0-9]{0,4}$ ]] || { echo "env-ab: -n needs a count of rounds in 1-99999" >&2; exit 2; }
         rounds=$2; shift 2 ;;
     --env) [ $# -ge 2 ] || { echo "env-ab: --env needs a setting (\"\" for none)" >&2; exit 2; }
         for kv in $2; do

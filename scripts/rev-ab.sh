@@ -49,11 +49,11 @@ shift
 rounds=9 layouts=0 rate=0
 while [ $# -gt 0 ]; do
     case $1 in
-    -n) [[ $# -ge 2 && $2 =~ ^[1-9][0-9]*$ ]] || { echo "rev-ab: -n needs a positive count" >&2; exit 2; }
+    -n) [[ $# -ge 2 && $2 =~ ^[1-9][0-9]{0,4}$ ]] || { echo "rev-ab: -n needs a count of rounds in 1-99999" >&2; exit 2; }
         rounds=$2; shift 2 ;;
     --layouts) [[ $# -ge 2 && $2 =~ ^[0-9][0-9\ ]*$ ]] || { echo "rev-ab: --layouts needs loop alignments in bytes like \"0 32 64\"" >&2; exit 2; }
         layouts=$2; shift 2 ;;
-    --rate) [[ $# -ge 2 && $2 =~ ^[1-9][0-9]*$ ]] || { echo "rev-ab: --rate needs a field number (1-based)" >&2; exit 2; }
+    --rate) [[ $# -ge 2 && $2 =~ ^[1-9][0-9]{0,3}$ ]] || { echo "rev-ab: --rate needs a field number (1-based)" >&2; exit 2; }
         rate=$2; shift 2 ;;
     --) shift; break ;;
     *) usage ;;

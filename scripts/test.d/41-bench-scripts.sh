@@ -288,6 +288,14 @@ usage bench-read-mostly.sh --readers --readers "2 0"
 usage bench-read-mostly.sh --layouts --layouts 3
 usage bench-ratios.sh -n -n 0
 usage bench-ratios.sh --frob --frob
+# A count no run can reach: refused (seq built the list of 10^20 rounds
+# first: a hang, then the memory).
+for s in bench-defer-free.sh bench-churn.sh bench-read-mostly.sh bench-ratios.sh env-ab.sh; do
+    usage "$s" -n -n 99999999999999999999
+done
+usage rev-ab.sh -n HEAD -n 99999999999999999999
+usage churn-ab.sh -n HEAD -n 99999999999999999999
+usage bench-churn.sh --per-wave --per-wave 99999999999999999999
 for s in bench-defer-free.sh bench-churn.sh bench-read-mostly.sh bench-ratios.sh; do help_lists "$s" --help; done
 ok "bench-*.sh: usage errors exit 2 naming the option, before any build; --help names every option, no code"
 
