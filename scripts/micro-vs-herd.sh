@@ -62,7 +62,9 @@ done
 count() { # FLAG VALUE MIN
     [[ $2 =~ ^[0-9]{1,9}$ ]] && [ "$((10#$2))" -ge "$3" ] || usage_err "$1 must be a whole number >= $3, not '$2'"
 }
-count --rounds "$rounds" 1; count --waves "$waves" 1; count --per-wave "$per_wave" 1; count --slots "$slots" 1
+count --rounds "$rounds" 1
+[ "${#rounds}" -le 5 ] || usage_err "--rounds must be at most 99999, not '$rounds'"  # seq lists them first
+count --waves "$waves" 1; count --per-wave "$per_wave" 1; count --slots "$slots" 1
 count --lag "$lag" 0; count --spin "$spin" 0; count --sleep-ms "$sleep_ms" 0
 rounds=$((10#$rounds)) waves=$((10#$waves)) per_wave=$((10#$per_wave)) slots=$((10#$slots))
 lag=$((10#$lag)) spin=$((10#$spin)) sleep_ms=$((10#$sleep_ms))

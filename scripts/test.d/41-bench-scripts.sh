@@ -263,6 +263,7 @@ ok "reclaimers.sh: usage errors exit 2; a failing comparison leaves DIR's files 
 # --- micro-vs-herd.sh, perf-fixed-cost.sh: usage -------------------------------
 usage micro-vs-herd.sh --rounds --rounds
 usage micro-vs-herd.sh --rounds --rounds 0
+usage micro-vs-herd.sh --rounds --rounds 999999999
 usage micro-vs-herd.sh --waves --waves x
 usage micro-vs-herd.sh --lag --lag -1
 usage micro-vs-herd.sh --layouts --layouts 0
