@@ -15,8 +15,11 @@
 #
 #   scripts/bench-churn.sh [-n ROUNDS] [--waves N] [--per-wave N] [--lag N] [--only "exitq none ..."] [--stacks std|recycled|both]
 #
-# Defaults: 3 rounds of 200 waves x 100 threads, lag 2, every program,
-# std::threads. --stacks recycled starts every Rust program's threads on
+# Defaults: 3 rounds (-n) of 200 waves (--waves) x 100 threads
+# (--per-wave), lag 2 (--lag), every program (--only: some of exitq
+# crossbeam seize sdd none held urcu c-none), std::threads (--stacks).
+# -h, --help: this text. A bad value is exit 2 before anything is built; a
+# program that fails stops it (exit 1): no median over a failed run. --stacks recycled starts every Rust program's threads on
 # 2 MiB stacks of an exitq StackPool (mapped once, reused after the join)
 # instead of glibc's: the kernel's stack mapping, most of the time with
 # std threads, is then gone and the reclaimers' own costs show; liburcu's
@@ -39,7 +42,13 @@ per_wave=100
 lag=2
 only=""
 stacks=std
-num() { [[ "$2" =~ ^[1-9][0-9]*$ ]] || { echo "bench-churn: $1 needs a positive count" >&2; exit 2; }; }
+# A positive count: -n at most 99999 rounds, the others at most 6 digits
+# (waves x per-wave is taken in bash's arithmetic).
+num() {
+    local max=6
+    [ "$1" = -n ] && max=5
+    [[ "$2" =~ ^[1-9][0-9]*$ && ${#2} -le $max ]] || { echo "bench-churn: $1 needs a positive count of at most $max digits" >&2; exit 2; }
+}
 while [[ $# -gt 0 ]]; do
     case "$1" in
         -n) [[ $# -ge 2 ]] || { echo "bench-churn: -n needs a count" >&2; exit 2; }; num -n "$2"; rounds=$2; shift 2 ;;
@@ -49,7 +58,7 @@ while [[ $# -gt 0 ]]; do
         --only) [[ $# -ge 2 && -n "$2" ]] || { echo "bench-churn: --only needs program names" >&2; exit 2; }; only=$2; shift 2 ;;
         --stacks) [[ $# -ge 2 && ( "$2" == std || "$2" == recycled || "$2" == both ) ]] || { echo "bench-churn: --stacks needs 'std', 'recycled' or 'both'" >&2; exit 2; }
             stacks=$2; shift 2 ;;
-        -h|--help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
         *) echo "bench-churn: unknown argument '$1' (try --help)" >&2; exit 2 ;;
     esac
 done
@@ -61,7 +70,7 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 cargo build -q --release -p benches --example churn
 gcc -O2 -pthread -o "$out/urcu_churn" benches/c/urcu_churn.c -lurcu-memb
-rust=target/release/examples/churn
+rust=${CARGO_TARGET_DIR:-target}/release/examples/churn  # where cargo put it
 all_names=(exitq crossbeam seize sdd none held urcu c-none)
 all_progs=("$rust exitq" "$rust crossbeam" "$rust seize" "$rust sdd" "$rust none" "$rust held" "$out/urcu_churn urcu" "$out/urcu_churn none")
 names=()

@@ -9,8 +9,12 @@
 #
 #   scripts/bench-defer-free.sh [-n ROUNDS] [--ops N] [--threads "1 2 4"] [--seize-batches "32 256 ..."]
 #
-# --seize-batches runs seize alone at each batch size (to find the size
-# that suits the host) instead of the comparison.
+# Defaults: 5 rounds (-n), 4000000 operations per run (--ops), at 1, 2
+# and 4 threads (--threads: positive counts). --seize-batches runs seize
+# alone at each batch size (to find the size that suits the host) instead
+# of the comparison. -h, --help: this text. A bad value is exit 2 before
+# anything is built; a program that fails stops it (exit 1): no median is
+# taken over a failed run.
 #
 # Each operation: a read section, a node allocated by the producer, a
 # deferred callback that frees it and drops a clone of a shared Arc (see
@@ -29,15 +33,15 @@ threads="1 2 4"
 seize_batches=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
-        -n) [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]*$ ]] || { echo "bench-defer-free: -n needs a positive count" >&2; exit 2; }
+        -n) [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]{0,4}$ ]] || { echo "bench-defer-free: -n needs a count of rounds in 1-99999" >&2; exit 2; }
             rounds=$2; shift 2 ;;
-        --ops) [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]*$ ]] || { echo "bench-defer-free: --ops needs a positive count" >&2; exit 2; }
+        --ops) [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]{0,11}$ ]] || { echo "bench-defer-free: --ops needs a positive count (at most 12 digits)" >&2; exit 2; }
             ops=$2; shift 2 ;;
-        --threads) [[ $# -ge 2 && "$2" =~ ^[1-9][0-9\ ]*$ ]] || { echo "bench-defer-free: --threads needs counts like \"1 2 4\"" >&2; exit 2; }
+        --threads) [[ $# -ge 2 && "$2" =~ ^\ *[1-9][0-9]*(\ +[1-9][0-9]*)*\ *$ ]] || { echo "bench-defer-free: --threads needs counts like \"1 2 4\"" >&2; exit 2; }
             threads=$2; shift 2 ;;
-        --seize-batches) [[ $# -ge 2 && "$2" =~ ^[1-9][0-9\ ]*$ ]] || { echo "bench-defer-free: --seize-batches needs sizes like \"32 256\"" >&2; exit 2; }
+        --seize-batches) [[ $# -ge 2 && "$2" =~ ^\ *[1-9][0-9]*(\ +[1-9][0-9]*)*\ *$ ]] || { echo "bench-defer-free: --seize-batches needs sizes like \"32 256\"" >&2; exit 2; }
             seize_batches=$2; shift 2 ;;
-        -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
         *) echo "bench-defer-free: unknown argument '$1' (try --help)" >&2; exit 2 ;;
     esac
 done
@@ -47,7 +51,7 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 cargo build -q --release -p benches --example defer_free
 gcc -O2 -pthread -o "$out/urcu_defer_free" benches/c/urcu_defer_free.c -lurcu-memb
-rust=target/release/examples/defer_free
+rust=${CARGO_TARGET_DIR:-target}/release/examples/defer_free  # where cargo put it
 if [[ -n "$seize_batches" ]]; then
     progs=()
     names=()

@@ -11,19 +11,20 @@
 #
 #   scripts/bench-ratios.sh [-n RUNS] [--quick] [--read]
 #
-# --quick: shorter criterion runs (1 s warm-up, 2 s measurement).
-# --read: the read_guard group only.
+# -n RUNS: how many times (default 3). --quick: shorter criterion runs
+# (1 s warm-up, 2 s measurement). --read: the read_guard group only.
+# -h, --help: this text.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=3
 extra=()
 while [[ $# -gt 0 ]]; do
     case "$1" in
-        -n) [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]*$ ]] || { echo "bench-ratios: -n needs a positive count" >&2; exit 2; }
+        -n) [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]{0,4}$ ]] || { echo "bench-ratios: -n needs a count of runs in 1-99999" >&2; exit 2; }
             runs=$2; shift 2 ;;
         --quick) extra=(--warm-up-time 1 --measurement-time 2); shift ;;
         --read) read_only=1; shift ;;
-        -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
         *) echo "bench-ratios: unknown argument '$1' (try --help)" >&2; exit 2 ;;
     esac
 done

@@ -9,8 +9,9 @@
 #
 #   scripts/bench-read-mostly.sh [-n ROUNDS] [--seconds S] [--readers "1 2"] [--write-gap US] [--layouts "0 32 64 f64"]
 #
-# Defaults: 5 rounds of 2 s per process, 1 and 2 readers, the writer as
-# fast as it can; --write-gap paces it to one write per US microseconds,
+# Defaults: 5 rounds (-n) of 2 s per process (--seconds, above 0 and at
+# most 3600), 1 and 2 readers (--readers: positive counts), the writer as
+# fast as it can; -h, --help: this text; --write-gap paces it to one write per US microseconds,
 # the same rate of change for every implementation. Rounds interleave
 # the implementations, the order rotating from round to round; ratios are
 # taken within a round, the median over rounds is reported with the spread.
@@ -36,24 +37,25 @@ gap=0
 layouts=0
 while [[ $# -gt 0 ]]; do
     case "$1" in
-        -n) [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]*$ ]] || { echo "bench-read-mostly: -n needs a positive count" >&2; exit 2; }
+        -n) [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]{0,4}$ ]] || { echo "bench-read-mostly: -n needs a count of rounds in 1-99999" >&2; exit 2; }
             rounds=$2; shift 2 ;;
-        --seconds) [[ $# -ge 2 && "$2" =~ ^[0-9]+(\.[0-9]+)?$ ]] || { echo "bench-read-mostly: --seconds needs a duration in seconds" >&2; exit 2; }
+        --seconds) [[ $# -ge 2 && "$2" =~ ^[0-9]{1,4}(\.[0-9]+)?$ ]] && awk -v s="$2" 'BEGIN { exit !(s > 0 && s <= 3600) }' ||
+                { echo "bench-read-mostly: --seconds needs a duration in seconds, above 0 and at most 3600" >&2; exit 2; }
             secs=$2; shift 2 ;;
-        --readers) [[ $# -ge 2 && "$2" =~ ^[1-9][0-9\ ]*$ ]] || { echo "bench-read-mostly: --readers needs counts like \"1 2\"" >&2; exit 2; }
+        --readers) [[ $# -ge 2 && "$2" =~ ^\ *[1-9][0-9]*(\ +[1-9][0-9]*)*\ *$ ]] || { echo "bench-read-mostly: --readers needs counts like \"1 2\"" >&2; exit 2; }
             readers=$2; shift 2 ;;
         --write-gap) [[ $# -ge 2 && "$2" =~ ^[0-9]+$ ]] || { echo "bench-read-mostly: --write-gap needs microseconds" >&2; exit 2; }
             gap=$2; shift 2 ;;
         --layouts) [[ $# -ge 2 && "$2" =~ ^f?[0-9][0-9f\ ]*$ ]] || { echo "bench-read-mostly: --layouts needs code layouts like \"0 32 64 f64\" (N: loops aligned to N bytes, 0 the default; fN: functions aligned to N bytes)" >&2; exit 2; }
             layouts=$2; shift 2 ;;
-        -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
         *) echo "bench-read-mostly: unknown argument '$1' (try --help)" >&2; exit 2 ;;
     esac
 done
 read -ra wanted <<<"$layouts"
 layouts=$(printf '%s\n' "${wanted[@]}" | sort -u | xargs)
 for l in $layouts; do
-    [[ $l =~ ^(0|1|2|4|8|16|32|64|128|256|f32|f64|f128|f256|f512|f1024|f2048|f4096)$ ]] || { echo "bench-read-mostly: a layout is 0 (the default), a loop alignment (a power of two up to 256) or fN, a function alignment (a power of two from 32 to 4096) (got $l)" >&2; exit 2; }
+    [[ $l =~ ^(0|1|2|4|8|16|32|64|128|256|f32|f64|f128|f256|f512|f1024|f2048|f4096)$ ]] || { echo "bench-read-mostly: --layouts: a layout is 0 (the default), a loop alignment (a power of two up to 256) or fN, a function alignment (a power of two from 32 to 4096) (got $l)" >&2; exit 2; }
 done
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -61,7 +63,7 @@ declare -A bins
 for l in $layouts; do
     if [[ $l == 0 ]]; then
         cargo build -q --release -p benches --example read_mostly
-        bins[$l]=target/release/examples/read_mostly
+        bins[$l]=${CARGO_TARGET_DIR:-target}/release/examples/read_mostly  # where cargo put it
     else
         if [[ $l == f* ]]; then
             n=${l#f} log=0

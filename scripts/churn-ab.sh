@@ -9,31 +9,53 @@
 #
 #   scripts/churn-ab.sh REV [-n ROUNDS] [--impl IMPL] [--stacks std|recycled] [--peer IMPL]...
 #
-# --peer (repeatable) adds a program from the checkout's build (e.g.
-# crossbeam, or the floors none and held) in the same rounds. Builds REV in a temporary git worktree with its own
-# target directory (target/churn-ab/REV), removed afterwards.
+# -n ROUNDS      interleaved rounds (default 21)
+# --impl IMPL    the churn example's program run at both revisions
+#                (default exitq; the others: crossbeam seize sdd none held)
+# --stacks S     std (std::thread) or recycled (exitq's StackPool), for
+#                every program (default recycled)
+# --peer IMPL    (repeatable) adds a program from the checkout's build
+#                (e.g. crossbeam, or the floors none and held) in the same
+#                rounds
+# -h, --help     this text
+#
+# Builds REV in a temporary git worktree with its own target directory
+# (target/churn-ab/REV), removed afterwards (also on Ctrl-C). Each pair of
+# programs is compared by the median of its per-round time ratios (first /
+# second: above 1 the second is faster) with quartiles (the order
+# statistics n/4 from each end of the n rounds). A run that fails stops the
+# comparison (exit 1, naming the program and what it said): nothing is
+# averaged over it. Exit status: 0; 1 a build or a run failed; 2 usage
+# error.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 usage() {
-    echo "usage: scripts/churn-ab.sh REV [-n ROUNDS] [--impl IMPL] [--stacks std|recycled] [--peer IMPL]..." >&2
+    echo "usage: scripts/churn-ab.sh REV [-n ROUNDS] [--impl IMPL] [--stacks std|recycled] [--peer IMPL]... (--help: what each does)" >&2
     exit 2
 }
+usage_err() { echo "churn-ab: $*" >&2; usage; }
+for a in "$@"; do
+    case $a in -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;; esac
+done
 [ $# -ge 1 ] || usage
+case $1 in -*) usage_err "the first argument is the revision to compare with, not '$1'" ;; esac
 rev=$1
 shift
 rounds=21 impl=exitq stacks=recycled
 peers=()
 while [ $# -gt 0 ]; do
     case $1 in
-    -n) rounds=${2:?}; shift 2 ;;
-    --impl) impl=${2:?}; shift 2 ;;
-    --stacks) stacks=${2:?}; shift 2 ;;
-    --peer) peers+=("${2:?}"); shift 2 ;;
-    *) usage ;;
+    -n | --impl | --stacks | --peer) [ $# -ge 2 ] && [ -n "$2" ] || usage_err "$1 needs a value" ;;&
+    -n) rounds=$2; shift 2 ;;
+    --impl) impl=$2; shift 2 ;;
+    --stacks) stacks=$2; shift 2 ;;
+    --peer) peers+=("$2"); shift 2 ;;
+    *) usage_err "unknown argument '$1'" ;;
     esac
 done
-case $rounds in '' | *[!0-9]* | 0) echo "churn-ab: -n must be a positive integer" >&2; exit 2 ;; esac
-case $stacks in std | recycled) ;; *) echo "churn-ab: --stacks std|recycled" >&2; exit 2 ;; esac
+[[ $rounds =~ ^0*[1-9][0-9]{0,4}$ ]] || usage_err "-n must be a positive count of rounds, not '$rounds'"
+rounds=$((10#$rounds))
+case $stacks in std | recycled) ;; *) usage_err "--stacks takes std or recycled, not '$stacks'" ;; esac
 full=$(git rev-parse --verify --quiet "$rev^{commit}") || { echo "churn-ab: no commit '$rev'" >&2; exit 2; }
 short=${full:0:7}
 wt=$(mktemp -d)
@@ -44,12 +66,16 @@ echo "churn-ab: building $short and the checkout" >&2
 (cd "$wt" && CARGO_TARGET_DIR=$old_target cargo build -q --release -p benches --example churn)
 cargo build -q --release -p benches --example churn
 old=$old_target/release/examples/churn
-new=$PWD/target/release/examples/churn
+# Where cargo put it: $CARGO_TARGET_DIR when set (./target then held an
+# older build, which used to be the one run).
+new=$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/release/examples/churn
 echo "churn-ab: $rounds rounds, $impl --stacks $stacks, $short against the checkout$([ ${#peers[@]} -gt 0 ] && echo ", ${peers[*]} beside") ($(date -u +%FT%TZ), load $(cut -d' ' -f1 /proc/loadavg))"
 extra=()
 for p in "${peers[@]}"; do extra+=("$p" "$new" "$p"); done
 python3 - "$rounds" "$stacks" "$short" "$old" "$impl" "checkout" "$new" "$impl" "${extra[@]}" <<'PY'
-import os, statistics as st, sys, tempfile, time
+import os, signal, statistics as st, sys, tempfile, time
+# Ctrl-C: exit 130 (the shell's trap cleans up), not a traceback.
+signal.signal(signal.SIGINT, lambda *_: sys.exit(130))
 rounds, stacks = int(sys.argv[1]), sys.argv[2]
 a = sys.argv[3:]
 progs = [(a[i], a[i + 1], a[i + 2]) for i in range(0, len(a), 3)]
@@ -81,6 +107,8 @@ for name, _, impl in progs:
 for i, (first, _, fimpl) in enumerate(progs):
     for name, _, impl in progs[i + 1:]:
         q = sorted(b[0] / x[0] for b, x in zip(rows[first], rows[name]))
+        # Quartiles the same distance from each end (q[(3 * n) // 4] was
+        # one above it when 4 divides n: the maximum of 4 rounds).
         print(f"{label(first, fimpl)} time / {label(name, impl)} time, per round: median {st.median(q):.3f} "
-              f"(quartiles {q[len(q) // 4]:.3f}-{q[(3 * len(q)) // 4]:.3f}, {len(q)} rounds)")
+              f"(quartiles {q[len(q) // 4]:.3f}-{q[len(q) - 1 - len(q) // 4]:.3f}, {len(q)} rounds)")
 PY

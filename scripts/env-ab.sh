@@ -10,7 +10,14 @@
 # SETTING is "" (the environment as is) or space-separated VAR=VALUE
 # pairs. Speed is 1 / the whole process's wall time. Prints, for each
 # setting after the first, the median of the per-round ratios of its speed
-# to the first setting's, with quartiles; > 1 means faster than the first.
+# to the first setting's, with quartiles (the order statistics n/4 from
+# each end of the n rounds); > 1 means faster than the first. A run that
+# fails stops the comparison (exit 1, naming the setting and what the
+# program said): nothing is averaged over it.
+#
+# -n ROUNDS  rounds (default 21); --env SETTING (at least two): above;
+# -h, --help this text. Exit status: 0; 1 the build or a run failed; 2
+# usage error.
 #
 # Example (an idle registered thread, online and offline, docs/exitq.md):
 #   scripts/env-ab.sh -n 61 --env "" --env EXITQ_IDLE=1 --env EXITQ_IDLE=offline -- defer_free exitq 2 4000000
@@ -20,11 +27,17 @@ usage() {
     echo "usage: scripts/env-ab.sh [-n ROUNDS] --env SETTING --env SETTING... -- EXAMPLE ARGS..." >&2
     exit 2
 }
-case ${1:-} in -h | --help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+# --help anywhere before the example's own arguments.
+for a in "$@"; do
+    case $a in
+    --) break ;;
+    -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+    esac
+done
 rounds=21 envs=()
 while [ $# -gt 0 ]; do
     case $1 in
-    -n) [[ $# -ge 2 && $2 =~ ^[1-9][0-9]*$ ]] || { echo "env-ab: -n needs a positive count" >&2; exit 2; }
+    -n) [[ $# -ge 2 && $2 =~ ^[1-9][0-9]{0,4}$ ]] || { echo "env-ab: -n needs a count of rounds in 1-99999" >&2; exit 2; }
         rounds=$2; shift 2 ;;
     --env) [ $# -ge 2 ] || { echo "env-ab: --env needs a setting (\"\" for none)" >&2; exit 2; }
         for kv in $2; do
@@ -41,10 +54,14 @@ example=$1
 shift
 [ -f "benches/examples/$example.rs" ] || { echo "env-ab: no example benches/examples/$example.rs" >&2; exit 2; }
 cargo build -q --release -p benches --example "$example"
-binary=$PWD/target/release/examples/$example
+# Where cargo put it: $CARGO_TARGET_DIR when set (./target then held an
+# older build, which used to be the one run).
+binary=$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/release/examples/$example
 echo "env-ab: $rounds rounds of '$example $*' at $(git rev-parse --short HEAD) under ${#envs[@]} settings ($(date -u +%FT%TZ), load $(cut -d' ' -f1 /proc/loadavg))"
 python3 - "$rounds" "$binary" "${#envs[@]}" "${envs[@]}" "$@" <<'PY'
-import os, statistics as st, subprocess, sys, time
+import os, signal, statistics as st, subprocess, sys, time
+# Ctrl-C: exit 130 (the shell's trap cleans up), not a traceback.
+signal.signal(signal.SIGINT, lambda *_: sys.exit(130))
 rounds, binary, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 settings, args = sys.argv[4:4 + n], sys.argv[4 + n:]
 
@@ -70,5 +87,5 @@ for r in range(rounds):
 for i in range(1, n):
     q = sorted(ratios[i])
     print(f"'{settings[i]}' / '{settings[0]}': median {st.median(q):.3f} "
-          f"(quartiles {q[len(q) // 4]:.3f}-{q[(3 * len(q)) // 4]:.3f}, range {q[0]:.3f}-{q[-1]:.3f}, {rounds} rounds)")
+          f"(quartiles {q[len(q) // 4]:.3f}-{q[len(q) - 1 - len(q) // 4]:.3f}, range {q[0]:.3f}-{q[-1]:.3f}, {rounds} rounds)")
 PY

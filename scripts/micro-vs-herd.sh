@@ -29,12 +29,20 @@
 #   vm.max_map_count leaves the leak mode (the posted 1000 waves), every
 #   further pthread_create fails, and what a failure costs depends on that
 #   shape more than on the program (docs/results-herd.md).
+#   Every value is a whole number (--rounds, --waves, --per-wave, --slots
+#   and --layouts at least 1); a missing or bad one is exit 2 before
+#   anything is built. A run that fails stops the comparison: exit 1,
+#   naming the command and what it said (nothing is averaged over it).
+#   -h, --help: this text.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+usage_err() { echo "micro-vs-herd: $*" >&2; echo "micro-vs-herd: see --help" >&2; exit 2; }
 rounds=3 waves=1000 per_wave=100 slots=20 lag=5 spin=1000000 sleep_ms=1000 counters=0 layouts=1
 while [ $# -gt 0 ]; do
     case "$1" in
+        --rounds | --waves | --per-wave | --slots | --lag | --spin | --sleep-ms | --layouts)
+            [ $# -ge 2 ] || usage_err "$1 needs a value" ;;&
         --rounds) rounds=$2; shift 2 ;;
         --waves) waves=$2; shift 2 ;;
         --per-wave) per_wave=$2; shift 2 ;;
@@ -44,12 +52,23 @@ while [ $# -gt 0 ]; do
         --sleep-ms) sleep_ms=$2; shift 2 ;;
         --counters) counters=1; shift ;;
         --layouts) layouts=$2; shift 2 ;;
-        -h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-        *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
+        -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+        *) usage_err "unknown argument: $1" ;;
     esac
 done
 
-[[ $layouts =~ ^[1-9][0-9]{0,3}$ ]] || { echo "--layouts wants a count in 1-9999 (got '$layouts')" >&2; exit 2; }
+# Whole numbers (at most 9 digits, read as decimal); a bad one used to be a
+# Python traceback after the builds (--rounds 0: KeyError).
+count() { # FLAG VALUE MIN
+    [[ $2 =~ ^[0-9]{1,9}$ ]] && [ "$((10#$2))" -ge "$3" ] || usage_err "$1 must be a whole number >= $3, not '$2'"
+}
+count --rounds "$rounds" 1
+[ "${#rounds}" -le 5 ] || usage_err "--rounds must be at most 99999, not '$rounds'"  # seq lists them first
+count --waves "$waves" 1; count --per-wave "$per_wave" 1; count --slots "$slots" 1
+count --lag "$lag" 0; count --spin "$spin" 0; count --sleep-ms "$sleep_ms" 0
+rounds=$((10#$rounds)) waves=$((10#$waves)) per_wave=$((10#$per_wave)) slots=$((10#$slots))
+lag=$((10#$lag)) spin=$((10#$spin)) sleep_ms=$((10#$sleep_ms))
+[[ $layouts =~ ^[1-9][0-9]{0,3}$ ]] || usage_err "--layouts wants a count in 1-9999 (got '$layouts')"
 command -v gcc >/dev/null || { echo "gcc is needed (apt-get install gcc)" >&2; exit 1; }
 mkdir -p target
 gcc -O2 -pthread -o target/storm_micro benches/c/storm_micro.c
@@ -63,7 +82,7 @@ if [ $((waves * per_wave)) -gt $((max_maps / 2)) ] && [ "$layouts" = 1 ]; then
     echo "micro-vs-herd: $((waves * per_wave)) threads, but vm.max_map_count = $max_maps leaves the leak mode room for about $((max_maps / 2)): the rest fail, and what a failure costs depends on the shape of the process's VMA tree (--layouts N varies it; docs/results-herd.md)"
 fi
 cargo build --release -q -p herd
-herd=target/release/herd
+herd=${CARGO_TARGET_DIR:-target}/release/herd  # where cargo put it
 micro=(target/storm_micro "$waves" "$per_wave" "$slots" "$lag" "$spin" "$sleep_ms")
 storm=("$herd" storm --spawn pthread --cancel pthread --reap leak --json
     --waves "$waves" --per-wave "$per_wave" --slots "$slots" --lag "$lag"
@@ -87,12 +106,19 @@ fi
 measure() {
     local out=$1; shift
     python3 - "$out" "$@" <<'PY'
-import resource, subprocess, sys, time
+import resource, signal, subprocess, sys, tempfile, time
+signal.signal(signal.SIGINT, lambda *_: sys.exit(130))  # Ctrl-C: no traceback
 out, cmd = sys.argv[1], sys.argv[2:]
 r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
 t0 = time.monotonic()
-with open(out, "w") as f:
-    subprocess.run(cmd, stdout=f, stderr=subprocess.DEVNULL, check=True)
+with open(out, "w") as f, tempfile.TemporaryFile() as err:
+    p = subprocess.run(cmd, stdout=f, stderr=err)
+    if p.returncode != 0:
+        # The command and what it said: a failed run is not measured.
+        err.seek(0)
+        said = err.read().decode(errors="replace").strip().splitlines()[-5:]
+        sys.exit(f"micro-vs-herd: {' '.join(cmd)} failed (exit {p.returncode})"
+                 + "".join(f"\n  | {l}" for l in said))
 t1 = time.monotonic()
 r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
 cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)

@@ -14,7 +14,7 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-HERD_SUBCOMMANDS=" storm env compare diff sweep unregister gp membarrier agent "
+HERD_SUBCOMMANDS=" storm env compare diff sweep unregister gp membarrier agent report "
 
 usage() {
     cat <<'EOF'
@@ -24,13 +24,24 @@ Runs the command under `perf stat` with herd's event set (futex syscalls,
 lock:contention_begin, thread exits and creations, context switches,
 migrations, page faults, task-clock, cycles, instructions) and prints a
 summary: each count, its share of time counted (multiplexing) and the count
-per thread exit. A first word that is a herd subcommand (storm, compare, ...)
-runs herd itself (target/release/herd, built if needed; or $HERD).
+per thread exit; with -r N the counts are means and a last column gives
+their variation (perf's standard deviation of the mean, in percent). The
+"futex syscalls (all)" line sums the futex system calls; where herd's
+kprobe event herd:do_futex exists it is listed, not summed, and "exit futex
+wakes" is do_futex minus futex(2), as herd reports it. A first word that is
+a herd subcommand (storm, compare, ...) runs herd itself
+(target/release/herd, or under $CARGO_TARGET_DIR, built if needed; or
+$HERD).
 
 Options:
   -a, --system        count on every CPU (perf stat -a), like --perf-scope system
-  -r, --repeat N      run N times, perf stat reports mean and variation
-  -o, --output DIR    where to write files (default: perf-out/)
+  -r, --repeat N      run N times (1-10000), perf stat reports mean and variation
+                      (the summary's last column)
+  -o, --output DIR    where to write files (default: perf-out/, created);
+                      perf-stat.csv (and herd.json with --cross-check,
+                      overhead.json with --overhead). Each file is written
+                      aside and moved into DIR only when whole: a run that
+                      fails or is interrupted leaves DIR's files as they were
       --record        also `perf record -g` the command and write
                       DIR/perf.data, DIR/stacks.folded and DIR/flamegraph.svg
                       (inferno-collapse-perf + inferno-flamegraph; installed
@@ -38,13 +49,18 @@ Options:
                       HERD_NO_INSTALL=1, as under the test command)
   -F, --freq HZ       sampling frequency for --record (default 999)
       --cross-check   run `herd storm --json [args]` under perf stat and check
-                      herd's own counts against perf's (see below)
+                      herd's own counts against perf's (see below); one run,
+                      no -r
       --tolerance PCT allowed difference for --cross-check (default 5)
       --overhead      what herd's own counters cost: `herd compare` of the
                       same storm with --no-perf, --perf-scope process and
                       --perf-scope system, interleaved (-r N rounds, default
                       10), printed as ratios of medians against --no-perf
+                      (configuration / --no-perf: above 1 costs more); no
+                      perf stat, so no -a or --record
   -h, --help          this text
+An option that would be ignored (-F without --record, --tolerance without
+--cross-check) is a usage error; given twice, the last value counts.
 
 Cross-check: herd counts only the storm's measured phase, perf stat the
 whole process (start-up, pre-flight, shutdown), so herd's count must not
@@ -52,7 +68,11 @@ exceed perf's and must be within PCT percent of it, plus a slack of 64
 events for the fixed start-up and shutdown work (a few threads, a few dozen
 futex calls). Checked: all futex syscalls, thread exits, thread creations.
 Use a storm big enough for the phase to dominate (the default is).
-Exit status: 0 agree, 1 disagree or failure, 2 usage error.
+
+Exit status: the command's own (perf stat passes it on; the counts are
+still written); with --cross-check 0 agree, 1 disagree; 1 perf missing, not
+permitted, or a step failed; 2 usage error (also a DIR that cannot be
+written).
 
 Examples:
   scripts/perf-stat.sh storm --cleanup exitq
@@ -68,6 +88,7 @@ die() { echo "perf-stat.sh: $*" >&2; exit 1; }
 usage_err() { echo "perf-stat.sh: $*" >&2; echo "Try 'scripts/perf-stat.sh --help'." >&2; exit 2; }
 
 system=0 repeat=1 outdir="perf-out" record=0 freq=999 cross=0 tolerance=5 overhead=0 repeat_set=0
+freq_set=0 tolerance_set=0
 while [ $# -gt 0 ]; do
     case "$1" in
         -h|--help) usage; exit 0 ;;
@@ -75,39 +96,73 @@ while [ $# -gt 0 ]; do
         -r|--repeat) [ $# -ge 2 ] || usage_err "$1 needs a value"; repeat="$2"; repeat_set=1; shift ;;
         -o|--output) [ $# -ge 2 ] || usage_err "$1 needs a value"; outdir="$2"; shift ;;
         --record) record=1 ;;
-        -F|--freq) [ $# -ge 2 ] || usage_err "$1 needs a value"; freq="$2"; shift ;;
+        -F|--freq) [ $# -ge 2 ] || usage_err "$1 needs a value"; freq="$2"; freq_set=1; shift ;;
         --cross-check) cross=1 ;;
         --overhead) overhead=1 ;;
-        --tolerance) [ $# -ge 2 ] || usage_err "$1 needs a value"; tolerance="$2"; shift ;;
+        --tolerance) [ $# -ge 2 ] || usage_err "$1 needs a value"; tolerance="$2"; tolerance_set=1; shift ;;
         --) shift; break ;;
         -*) usage_err "unknown option $1" ;;
         *) break ;;
     esac
     shift
 done
-[[ "$repeat" =~ ^[1-9][0-9]*$ ]] || usage_err "--repeat must be a positive integer, not '$repeat'"
-[[ "$freq" =~ ^[1-9][0-9]*$ ]] || usage_err "--freq must be a positive integer, not '$freq'"
+# Counts in 1-10000 (as herd's -r), read as decimal: a number bash's test
+# cannot hold used to drop -r without a word, and 010 would be octal.
+[[ "$repeat" =~ ^0*[1-9][0-9]{0,4}$ ]] && [ "$((10#$repeat))" -le 10000 ] ||
+    usage_err "--repeat must be an integer in 1-10000, not '$repeat'"
+repeat=$((10#$repeat))
+[[ "$freq" =~ ^0*[1-9][0-9]{0,8}$ ]] || usage_err "--freq must be a positive integer (Hz), not '$freq'"
+freq=$((10#$freq))
 [[ "$tolerance" =~ ^[0-9]+([.][0-9]+)?$ ]] || usage_err "--tolerance must be a number (percent), not '$tolerance'"
 if [ "$cross" = 0 ] && [ "$overhead" = 0 ] && [ $# -eq 0 ]; then usage_err "no command given"; fi
 [ "$cross" = 1 ] && [ "$overhead" = 1 ] && usage_err "--cross-check and --overhead are separate runs"
+# Options that would be silently ignored are refused.
+[ "$cross" = 1 ] && [ "$repeat" -gt 1 ] &&
+    usage_err "--cross-check compares one run of herd with perf stat's count of it: no -r"
+[ "$overhead" = 1 ] && [ "$record" = 1 ] && usage_err "--overhead runs herd compare, not under perf: no --record"
+[ "$overhead" = 1 ] && [ "$system" = 1 ] &&
+    usage_err "--overhead compares herd's own scopes (--no-perf, process, system): no -a"
+[ "$freq_set" = 1 ] && [ "$record" = 0 ] && usage_err "--freq is the sampling frequency of --record, which was not given"
+[ "$tolerance_set" = 1 ] && [ "$cross" = 0 ] && usage_err "--tolerance is the allowed difference of --cross-check, which was not given"
+[ -n "$outdir" ] || usage_err "--output needs a directory, not ''"
+# A directory named like an option is still a directory (mkdir, perf -o).
+case $outdir in -*) outdir=./$outdir ;; esac
+
+# Every file is written into a new directory inside DIR and moved into DIR
+# only when it is whole: a run that fails (or is interrupted) leaves what
+# DIR held from an earlier run as it was.
+mkdir -p "$outdir" 2>/dev/null && stage="$(mktemp -d "$outdir/.perf-stat.XXXXXX" 2>/dev/null)" ||
+    usage_err "--output: cannot write in '$outdir'"
+trap 'rm -rf "$stage"' EXIT
+# install FILE...: move FILEs from the staging directory into DIR.
+install_out() {
+    local f
+    for f in "$@"; do mv -f "$stage/$f" "$outdir/$f" || die "cannot move $f into $outdir"; done
+}
 
 # --- overhead: herd's counters off vs on, interleaved -------------------------
 herd_bin() {
     if [ -n "${HERD:-}" ]; then echo "$HERD"; return; fi
     (cd "$ROOT" && cargo build --release -q -p herd) >&2 || die "cannot build herd (cargo build --release -p herd)"
-    echo "$ROOT/target/release/herd"
+    # Where cargo put it: $CARGO_TARGET_DIR when set (relative: to ROOT).
+    (cd "$ROOT" && cd "${CARGO_TARGET_DIR:-target}" && echo "$PWD/release/herd")
 }
 if [ "$overhead" = 1 ]; then
     [ "$repeat_set" = 1 ] || repeat=10
     [ "$repeat" -ge 2 ] || usage_err "--overhead needs -r 2 or more"
     command -v python3 >/dev/null 2>&1 || die "--overhead needs python3"
-    mkdir -p "$outdir"
     herd="$(herd_bin)"
     echo "perf-stat.sh: $herd compare -r $repeat --warmup 1 --config --no-perf --config '--perf-scope process' --config '--perf-scope system' --metrics wall_s,sys_s,user_s --json -- $*" >&2
+    rc=0
     "$herd" compare -r "$repeat" --warmup 1 --config "--no-perf" --config "--perf-scope process" \
         --config "--perf-scope system" --metrics wall_s,sys_s,user_s --json -- "$@" \
-        >"$outdir/overhead.json" 2>"$outdir/overhead.stderr" || die "herd compare failed: see $outdir/overhead.stderr"
-    python3 - "$outdir/overhead.json" <<'PY'
+        >"$stage/overhead.json" 2>"$stage/overhead.stderr" || rc=$?
+    if [ "$rc" != 0 ]; then
+        echo "perf-stat.sh: herd compare failed (exit $rc); it said (last lines):" >&2
+        tail -n 20 "$stage/overhead.stderr" | sed 's/^/  | /' >&2
+        die "nothing written to $outdir"
+    fi
+    python3 - "$stage/overhead.json" <<'PY'
 import json, statistics as st, sys
 d = json.load(open(sys.argv[1]))
 sets = d["sets"]
@@ -129,6 +184,7 @@ for s in sets:
         print(f"{s['label']:<22} {m:<7} {st.median(b):>9.3f} {ratio(st.median(b), st.median(a)):>17} "
               f"{med_paired:>20} {ratio(min(b), min(a)):>16}")
 PY
+    install_out overhead.json overhead.stderr
     exit 0
 fi
 
@@ -177,8 +233,7 @@ elif [[ "$HERD_SUBCOMMANDS" == *" $1 "* ]]; then
 else
     cmd=("$@")
 fi
-mkdir -p "$outdir"
-statfile="$outdir/perf-stat.csv"
+statfile="$stage/perf-stat.csv"
 # shellcheck disable=SC2054 # -x, is perf stat's CSV separator
 stat_args=(-x, --no-big-num -e "$evlist" -o "$statfile")
 [ "$system" = 1 ] && stat_args+=(-a)
@@ -187,35 +242,68 @@ stat_args=(-x, --no-big-num -e "$evlist" -o "$statfile")
 echo "perf-stat.sh: perf stat ${stat_args[*]} -- ${cmd[*]}" >&2
 rc=0
 if [ "$cross" = 1 ]; then
-    perf stat "${stat_args[@]}" -- "${cmd[@]}" >"$outdir/herd.json" || rc=$?
+    perf stat "${stat_args[@]}" -- "${cmd[@]}" >"$stage/herd.json" || rc=$?
 else
     perf stat "${stat_args[@]}" -- "${cmd[@]}" || rc=$?
 fi
-[ -s "$statfile" ] || die "perf stat wrote nothing (exit $rc)"
+# A command that could not start (perf: "Workload failed") leaves a file
+# with perf's header and no count: nothing to summarize, nothing written.
+awk -F, '!/^#/ && NF >= 3 { found = 1 } END { exit !found }' "$statfile" 2>/dev/null ||
+    die "perf stat counted nothing (exit $rc); nothing written to $outdir"
 
 # --- summary -------------------------------------------------------------
-# perf stat -x, lines: value,unit,event,run_time,pct_running,metric,metric_unit
+# perf stat -x, lines: value,unit,event,run_time,pct_running,metric,metric_unit;
+# with -r N a variation field ("1.23%", the standard deviation of the mean
+# in percent of it) comes after the event: value,unit,event,variation,
+# run_time,pct_running,...
 summary() {
     awk -F, -v repeat="$repeat" '
         /^#/ || NF < 3 { next }
-        { val[$3] = $1; unit[$3] = $2; pct[$3] = $5; order[n++] = $3 }
+        {
+            varied = ($4 ~ /%$/)
+            val[$3] = $1; unit[$3] = $2; order[n++] = $3
+            pct[$3] = varied ? $6 : $5; var[$3] = varied ? $4 : ""
+        }
         END {
             exits = val["sched:sched_process_exit"] + 0
-            printf "\n%-34s %16s %-5s %8s %14s\n", "event", "count", "", "running", "per exit"
+            printf "\n%-34s %16s %-5s %8s %14s", "event", "count", "", "running", "per exit"
+            if (repeat > 1) printf " %10s", "+- (runs)"
+            printf "\n"
             for (i = 0; i < n; i++) {
                 e = order[i]; v = val[e]
                 if (v ~ /^</) { printf "%-34s %16s\n", e, v; continue }
                 per = (exits > 0) ? sprintf("%14.2f", v / exits) : sprintf("%14s", "-")
-                printf "%-34s %16s %-5s %7s%% %s\n", e, v, unit[e], pct[e], per
-                if (e ~ /futex/) futex += v
+                printf "%-34s %16s %-5s %7s%% %s", e, v, unit[e], pct[e], per
+                if (repeat > 1) printf " %10s", var[e]
+                printf "\n"
+                # The futex system calls only: herd:do_futex counts do_futex()
+                # calls, futex(2)s included (herd reports it apart, as here).
+                if (e ~ /^syscalls:sys_enter_futex/) futex += v
             }
             printf "%-34s %16d %-5s %8s", "futex syscalls (all)", futex, "", ""
             if (exits > 0) printf " %14.2f", futex / exits
             printf "\n"
-            if (repeat > 1) printf "(means over %d runs)\n", repeat
+            # do_futex() calls not entered from futex(2): the clear-tid wakes
+            # of exiting threads (docs/perf.md), as herd computes them.
+            if (("herd:do_futex" in val) && ("syscalls:sys_enter_futex" in val) &&
+                val["herd:do_futex"] !~ /^</ && val["syscalls:sys_enter_futex"] !~ /^</) {
+                wakes = val["herd:do_futex"] - val["syscalls:sys_enter_futex"]
+                if (wakes < 0) wakes = 0
+                printf "%-34s %16d %-5s %8s", "exit futex wakes (do_futex-futex)", wakes, "", ""
+                if (exits > 0) printf " %14.2f", wakes / exits
+                printf "\n"
+            }
+            if (repeat > 1) printf "(means over %d runs; +-: the standard deviation of the mean, in percent of it, as perf stat gives it)\n", repeat
         }' "$statfile"
 }
 summary
+# The counts are whole (a failing command's too: its exit status is
+# passed on); under --cross-check only a storm that succeeded is kept.
+if [ "$cross" = 0 ]; then
+    install_out perf-stat.csv
+elif [ "$rc" = 0 ]; then
+    install_out perf-stat.csv herd.json
+fi
 
 # --- record: call graphs, folded stacks, flame graph ------------------------
 if [ "$record" = 1 ]; then
@@ -229,23 +317,25 @@ if [ "$record" = 1 ]; then
         echo "perf-stat.sh: installing inferno (cargo install inferno --locked), once" >&2
         cargo install inferno --locked >&2 || die "cargo install inferno failed"
     fi
-    rec_args=(-g -F "$freq" -o "$outdir/perf.data")
+    rec_args=(-g -F "$freq" -o "$stage/perf.data")
     [ "$system" = 1 ] && rec_args+=(-a)
     echo "perf-stat.sh: perf record ${rec_args[*]} -- ${cmd[*]}" >&2
     perf record "${rec_args[@]}" -- "${cmd[@]}" >/dev/null || die "perf record failed"
-    perf script -i "$outdir/perf.data" 2>/dev/null | inferno-collapse-perf >"$outdir/stacks.folded" \
+    perf script -i "$stage/perf.data" 2>/dev/null | inferno-collapse-perf >"$stage/stacks.folded" \
         || die "collapsing stacks failed"
-    [ -s "$outdir/stacks.folded" ] || die "no samples recorded (command too short? raise --freq)"
-    inferno-flamegraph --title "perf record -g: ${cmd[*]##*/}" <"$outdir/stacks.folded" >"$outdir/flamegraph.svg" \
+    [ -s "$stage/stacks.folded" ] || die "no samples recorded (command too short? raise --freq)"
+    inferno-flamegraph --title "perf record -g: ${cmd[*]##*/}" <"$stage/stacks.folded" >"$stage/flamegraph.svg" \
         || die "inferno-flamegraph failed"
-    echo "perf-stat.sh: wrote $outdir/perf.data, $outdir/stacks.folded ($(wc -l <"$outdir/stacks.folded") stacks), $outdir/flamegraph.svg" >&2
+    nstacks=$(wc -l <"$stage/stacks.folded")
+    install_out perf.data stacks.folded flamegraph.svg
+    echo "perf-stat.sh: wrote $outdir/perf.data, $outdir/stacks.folded ($nstacks stacks), $outdir/flamegraph.svg" >&2
 fi
 
 # --- cross-check ---------------------------------------------------------
 if [ "$cross" = 1 ]; then
-    [ "$rc" = 0 ] || die "herd storm failed under perf stat (exit $rc); see $outdir/herd.json"
+    [ "$rc" = 0 ] || die "herd storm failed under perf stat (exit $rc); nothing written to $outdir"
     command -v python3 >/dev/null 2>&1 || die "--cross-check needs python3 to read herd's JSON"
-    python3 - "$outdir/herd.json" "$statfile" "$tolerance" <<'PY'
+    python3 - "$outdir/herd.json" "$outdir/perf-stat.csv" "$tolerance" <<'PY'
 import csv, json, sys
 herd_json, stat_csv, tol = sys.argv[1], sys.argv[2], float(sys.argv[3])
 SLACK = 64

@@ -11,8 +11,16 @@
 # defer_free and churn do), or with --rate FIELD the FIELDth number
 # (1-based) of the program's last output line, a rate where more is better
 # (read_mostly's reads per second is field 4). Prints the median of the
-# per-round (and per-layout) ratios checkout / REV with quartiles, per
-# layout and over all; > 1 means the checkout is faster.
+# per-round (and per-layout) ratios checkout / REV with quartiles (the
+# order statistics n/4 from each end, n the number of ratios: the same
+# distance from the median on both sides), per layout and over all; > 1
+# means the checkout is faster. A run that fails stops the comparison
+# (exit 1, naming the binary and what it said): nothing is averaged over
+# it.
+#
+# -n ROUNDS  rounds (default 9); --layouts: below; --rate FIELD: above;
+# -h, --help this text. Exit status: 0; 1 a build or a run failed; 2
+# usage error.
 #
 # --layouts builds each side once per loop alignment (bytes; 0: the
 # compiler's default, -C llvm-args=-align-loops=N otherwise) in its own
@@ -29,17 +37,23 @@ usage() {
     exit 2
 }
 [ $# -ge 1 ] || usage
-case $1 in -h | --help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+# --help anywhere before the example's own arguments.
+for a in "$@"; do
+    case $a in
+    --) break ;;
+    -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+    esac
+done
 rev=$1
 shift
 rounds=9 layouts=0 rate=0
 while [ $# -gt 0 ]; do
     case $1 in
-    -n) [[ $# -ge 2 && $2 =~ ^[1-9][0-9]*$ ]] || { echo "rev-ab: -n needs a positive count" >&2; exit 2; }
+    -n) [[ $# -ge 2 && $2 =~ ^[1-9][0-9]{0,4}$ ]] || { echo "rev-ab: -n needs a count of rounds in 1-99999" >&2; exit 2; }
         rounds=$2; shift 2 ;;
     --layouts) [[ $# -ge 2 && $2 =~ ^[0-9][0-9\ ]*$ ]] || { echo "rev-ab: --layouts needs loop alignments in bytes like \"0 32 64\"" >&2; exit 2; }
         layouts=$2; shift 2 ;;
-    --rate) [[ $# -ge 2 && $2 =~ ^[1-9][0-9]*$ ]] || { echo "rev-ab: --rate needs a field number (1-based)" >&2; exit 2; }
+    --rate) [[ $# -ge 2 && $2 =~ ^[1-9][0-9]{0,3}$ ]] || { echo "rev-ab: --rate needs a field number (1-based)" >&2; exit 2; }
         rate=$2; shift 2 ;;
     --) shift; break ;;
     *) usage ;;
@@ -52,7 +66,7 @@ shift
 read -ra wanted <<<"$layouts"
 layouts=$(printf '%s\n' "${wanted[@]}" | sort -un | xargs)
 for l in $layouts; do
-    [[ $l =~ ^(0|1|2|4|8|16|32|64|128|256)$ ]] || { echo "rev-ab: a loop alignment is 0 (the default) or a power of two up to 256 (got $l)" >&2; exit 2; }
+    [[ $l =~ ^(0|1|2|4|8|16|32|64|128|256)$ ]] || { echo "rev-ab: --layouts: a loop alignment is 0 (the default) or a power of two up to 256 (got $l)" >&2; exit 2; }
 done
 full=$(git rev-parse --verify --quiet "$rev^{commit}") || { echo "rev-ab: no commit '$rev'" >&2; exit 2; }
 short=${full:0:7}
@@ -73,7 +87,9 @@ for l in $layouts; do
 done
 echo "rev-ab: $rounds rounds of '$example $*', $short against the checkout, loop alignments: $layouts ($(date -u +%FT%TZ), load $(cut -d' ' -f1 /proc/loadavg))"
 python3 - "$rounds" "$rate" "$short" "$#" "$@" "${progs[@]}" <<'PY'
-import os, statistics as st, subprocess, sys, time
+import os, signal, statistics as st, subprocess, sys, time
+# Ctrl-C: exit 130 (the shell's trap cleans up), not a traceback.
+signal.signal(signal.SIGINT, lambda *_: sys.exit(130))
 rounds, rate, short, nargs = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 args, rest = sys.argv[5:5 + nargs], sys.argv[5 + nargs:]
 cells = [(int(rest[i]), rest[i + 1], rest[i + 2]) for i in range(0, len(rest), 3)]
@@ -103,7 +119,10 @@ for r in range(rounds):
 
 def line(label, q):
     q = sorted(q)
-    print(f"{label:>14}: median {st.median(q):.3f} (quartiles {q[len(q) // 4]:.3f}-{q[(3 * len(q)) // 4]:.3f}, "
+    # The quartiles as order statistics the same distance from each end
+    # (q[(3 * n) // 4] was one above the symmetric one when 4 divides n:
+    # the maximum of 4).
+    print(f"{label:>14}: median {st.median(q):.3f} (quartiles {q[len(q) // 4]:.3f}-{q[len(q) - 1 - len(q) // 4]:.3f}, "
           f"range {q[0]:.3f}-{q[-1]:.3f}, {len(q)} cells)")
 
 what = f"field {rate} of the output" if rate else "1 / wall time"

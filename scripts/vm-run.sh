@@ -36,8 +36,8 @@
 #
 # Run with --help for options. Exit status: herd's own exit status; 2 usage
 # error; 3 the host has too little memory for the guest; 124 the guest did
-# not finish within --timeout; 125 the VM could not be set up or produced no
-# (or a corrupt) result; 130 interrupted.
+# not finish within --timeout; 125 the VM could not be set up, produced no
+# (or a corrupt) result, or the --out-dir copy failed; 130 interrupted.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -53,6 +53,17 @@ vm=$repo/scripts/vm
 . "$vm/qemu-args.sh"
 
 parse_options "$@"
+
+# --out-dir: made and tried now, not found unwritable after the guest ran
+# (minutes at 128 vCPUs, and it used to end in exit 1 with herd's stdout
+# never printed).
+if [ -n "$out_dir" ] && [ "$prepare" = 0 ]; then
+    probe=
+    if ! mkdir -p "$out_dir" 2>/dev/null || ! probe=$(mktemp "$out_dir/.vm-run.XXXXXX" 2>/dev/null); then
+        usage_error "--out-dir: cannot write in '$out_dir'"
+    fi
+    rm -f "$probe"
+fi
 
 # Host memory: the guest's RAM plus qemu's own (the translated-code buffer,
 # per-vCPU state). Refused up front, not by the OOM killer minutes later.
@@ -123,9 +134,14 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/herd-vm.XXXXXX")
 qemu_pid=
 relay_pid=
 keep_log=0
+# Every step runs, whatever the one before did: under set -e a kill of a
+# process already gone (the console relay ends on the Ctrl-C the terminal
+# sends it too, as qemu does) used to end the script right here, exit 1
+# instead of 130, the work directory left.
 cleanup() {
-    [ -n "$relay_pid" ] && kill "$relay_pid" 2>/dev/null
-    [ -n "$qemu_pid" ] && kill -KILL "$qemu_pid" 2>/dev/null
+    set +e
+    [ -z "$relay_pid" ] || kill "$relay_pid" 2>/dev/null
+    [ -z "$qemu_pid" ] || kill -KILL "$qemu_pid" 2>/dev/null
     if [ "$keep" = 1 ]; then
         say "work directory kept: $work"
     elif [ "$keep_log" = 1 ]; then
@@ -297,7 +313,7 @@ while kill -0 "$qemu_pid" 2>/dev/null; do
     if [ -z "$host_done" ] && grep -aq '^herd-vm: exit status' "$console"; then host_done=$(date +%s); fi
     if [ $(($(date +%s) - start)) -ge "$timeout_s" ]; then
         timed_out=1
-        kill "$qemu_pid" 2>/dev/null
+        kill "$qemu_pid" 2>/dev/null || true
         sleep 1
         kill -KILL "$qemu_pid" 2>/dev/null || true
         break
@@ -366,11 +382,14 @@ if [ "$got_bytes" != "$bytes" ] || [ "$got_sum" != "$sum" ]; then
     exit 125
 fi
 is_uint "$rc" || die "the guest reported a bad exit status '$rc'"
-if [ -n "$out_dir" ]; then
-    mkdir -p "$out_dir"
-    cp -a "$work/out/out/." "$out_dir/"
-fi
+# herd's stdout first: a copy that fails after it loses nothing of it.
 cat "$work/out/stdout"
+if [ -n "$out_dir" ]; then
+    if ! { mkdir -p "$out_dir" && cp -a "$work/out/out/." "$out_dir/"; } 2>"$work/cp.err"; then
+        keep=1
+        die "copying the guest's files to --out-dir $out_dir failed ($(head -c 300 "$work/cp.err")); they are in $work/out/out (herd's exit status was $rc)"
+    fi
+fi
 if [ "$quiet" = 1 ] && [ "$rc" != 0 ]; then console_tail 30; fi
 # Guest-side times (guest uptime at herd's start and end) from the console.
 up0=$(sed -n 's/^herd-vm: guest up in \([0-9.]*\)s.*/\1/p' "$console" | head -n1)

@@ -113,6 +113,26 @@ pub(crate) enum Command {
 mod tests {
     use super::*;
 
+    /// scripts/perf-stat.sh runs herd itself when its first word is one of
+    /// herd's subcommands: its list names every one (`report` was missing,
+    /// so `perf-stat.sh report ...` ran a program called `report`).
+    #[test]
+    fn perf_stat_script_knows_every_subcommand() {
+        use clap::CommandFactory;
+        let script = include_str!("../../scripts/perf-stat.sh");
+        let line = script
+            .lines()
+            .find(|l| l.starts_with("HERD_SUBCOMMANDS="))
+            .expect("HERD_SUBCOMMANDS in scripts/perf-stat.sh");
+        for sub in Cli::command().get_subcommands() {
+            let name = sub.get_name();
+            assert!(
+                line.contains(&format!(" {name} ")),
+                "scripts/perf-stat.sh's HERD_SUBCOMMANDS lacks {name}: {line}"
+            );
+        }
+    }
+
     fn storm_args(argv: &[&str]) -> scenario::storm::Args {
         match Cli::try_parse_from(argv).expect("parses").into_command() {
             Command::Storm(a) => a,

@@ -51,4 +51,14 @@ if echo "$out" | grep -q 'vm.max_map_count'; then echo "map-count note shown bel
 rc=0
 scripts/micro-vs-herd.sh --layouts 0 >/dev/null 2>&1 || rc=$?
 [ "$rc" = 2 ] || { echo "--layouts 0: exit status $rc, not 2 (usage)" >&2; exit 1; }
+# A run that fails (--lag 5 with --slots 1, refused by both programs):
+# exit 1 naming the command and what it said, no median; it was a Python
+# traceback that hid the program's reason.
+err=$(mktemp)
+rc=0
+scripts/micro-vs-herd.sh --rounds 1 --waves 2 --per-wave 2 --slots 1 --lag 5 --spin 10 --sleep-ms 1 >/dev/null 2>"$err" || rc=$?
+if [ "$rc" != 1 ] || grep -q Traceback "$err" || ! grep -q 'failed (exit 2)' "$err" || ! grep -q 'LAG < SLOTS' "$err"; then
+    cat "$err" >&2; rm -f "$err"; echo "a failing run: exit $rc, want 1 with the command and its message, no traceback" >&2; exit 1
+fi
+rm -f "$err"
 echo "micro-vs-herd smoke: ok"

@@ -24,3 +24,46 @@ done
 [ "$(echo "$out" | grep -cE '^(idle|busy) +(0|10us|100us|1ms|expedited) +[0-9]')" -ge 14 ] \
     || fail "gp tables incomplete"
 echo "ok - gp-figures smoke test"
+
+# --- usage: exit 2 naming the option, before anything runs ----------------
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+: >"$tmp/a-file"
+for bad in "--runs:--runs" "--runs 0:--runs" "--runs x:--runs" "--runs 99999999999999999999:--runs" \
+    "--duration bogus:--duration" "--gp-duration 5:--gp-duration" "--out $tmp/a-file:--out" "--frob:--frob"; do
+    args=${bad%%:*} name=${bad##*:}
+    rc=0
+    # shellcheck disable=SC2086 # the options, word-split on purpose
+    scripts/gp-figures.sh $args >"$tmp/out" 2>"$tmp/err" || rc=$?
+    [ "$rc" = 2 ] && grep -q -- "$name" "$tmp/err" ||
+        { cat "$tmp/err"; fail "'$args': exit $rc (want 2), the message naming $name"; }
+    ! grep -q '^== ' "$tmp/out" || fail "'$args' ran something before refusing"
+done
+scripts/gp-figures.sh --help >"$tmp/out"
+for f in --runs --duration --gp-duration --priority --out --help; do
+    grep -q -- "$f" "$tmp/out" || fail "--help does not mention $f"
+done
+! grep -q 'set -euo' "$tmp/out" || fail "--help prints the script's code"
+echo "ok - gp-figures: usage errors exit 2 before any run; --help lists every option"
+
+# --- a failing run leaves --out DIR's earlier files as they were ------------
+# A bad --gp-duration used to be found by the third step, whose shell
+# redirection had emptied DIR/gp.json first.
+mkdir -p "$tmp/keep"
+echo precious >"$tmp/keep/gp.json"
+rc=0
+scripts/gp-figures.sh --runs 1 --duration 10ms --gp-duration bogus --out "$tmp/keep" >/dev/null 2>&1 || rc=$?
+[ "$rc" = 2 ] && [ "$(cat "$tmp/keep/gp.json")" = precious ] || fail "--gp-duration bogus: exit $rc, gp.json '$(cat "$tmp/keep/gp.json")'"
+# herd gp failing at run time (a herd that fails on gp alone): the steps
+# before it write their files, gp.json stays the earlier one, and no
+# staging directory is left.
+printf '#!/bin/sh\ncase $1 in gp) case " $* " in *" --help "*) ;; *) echo "{\\"cut\\": "; exit 130 ;; esac ;; esac\nexec "%s" "$@"\n' \
+    "$PWD/target/release/herd" >"$tmp/gpfails"
+chmod +x "$tmp/gpfails"
+rc=0
+HERD="$tmp/gpfails" scripts/gp-figures.sh --runs 1 --duration 10ms --gp-duration 10ms --out "$tmp/keep" >/dev/null 2>&1 || rc=$?
+[ "$rc" = 130 ] || fail "herd gp failing: exit $rc, not its 130"
+[ "$(cat "$tmp/keep/gp.json")" = precious ] || fail "a failed herd gp replaced the earlier gp.json"
+[ -s "$tmp/keep/unregister.json" ] || fail "the steps before the failure kept their files"
+[ -z "$(find "$tmp/keep" -name '.gp-figures.*')" ] || fail "a staging directory was left in --out"
+echo "ok - gp-figures: a failing run keeps --out's earlier files, no staging directory left"

@@ -31,6 +31,30 @@ grep -q "unknown option --frobnicate" "$tmp/err" || fail "unknown option named"
 expect_rc 2 "bad --repeat" -- bash "$S" -r zero ls
 expect_rc 2 "no command" -- bash "$S"
 ok "usage errors exit 2 with a message"
+# Values the script used to take and then misuse: a count bash's test
+# cannot hold (-r was dropped without a word: one run), -r with
+# --cross-check (herd's JSON of N runs in one file: a Python traceback),
+# options the mode ignores, a DIR that cannot be written.
+for bad in "-r 99999999999999999999:--repeat" "-r 0:--repeat" "-r 10001:--repeat" \
+    "--cross-check -r 2:--cross-check" "-F 99:--freq" "--tolerance 3:--tolerance" \
+    "--overhead --record:--overhead" "--overhead -a:--overhead" "-o /proc/no/such/dir:--output"; do
+    args=${bad%%:*} name=${bad##*:}
+    # shellcheck disable=SC2086 # the options, word-split on purpose
+    HERD=/bin/false expect_rc 2 "$args" -- bash "$S" $args -- true
+    grep -q -- "$name" "$tmp/err" || { cat "$tmp/err"; fail "$args: the message names $name"; }
+done
+ok "a huge, zero or 10001 -r, --cross-check -r, -F or --tolerance alone, --overhead with -a or --record, an unwritable -o: exit 2 naming the option"
+
+# --overhead when herd compare fails: exit 1 with what herd said, and the
+# overhead.json of an earlier run left as it was (it used to be emptied).
+mkdir -p "$tmp/keep-over"
+echo precious >"$tmp/keep-over/overhead.json"
+printf '#!/bin/sh\necho "herd: error: something went wrong" >&2\nexit 3\n' >"$tmp/failherd"
+chmod +x "$tmp/failherd"
+HERD="$tmp/failherd" expect_rc 1 "--overhead, herd failing" -- bash "$S" --overhead -r 2 -o "$tmp/keep-over" -- --waves 1
+[ "$(cat "$tmp/keep-over/overhead.json")" = precious ] || fail "a failed --overhead emptied the earlier overhead.json"
+grep -q "something went wrong" "$tmp/err" || { cat "$tmp/err"; fail "a failed --overhead shows what herd said"; }
+ok "--overhead, herd failing: exit 1 with herd's message, the earlier overhead.json kept"
 
 # path_without DIR PATTERN: DIR gets a link to every tool of the system's
 # PATH whose name does not match PATTERN (a host without that package).
@@ -68,6 +92,67 @@ grep -q "not permitted" "$tmp/err" && grep -q "sysctl kernel.perf_event_paranoid
     && grep -q "perf_event_paranoid=" "$tmp/err" \
     || { cat "$tmp/err"; fail "denied perf explained with paranoid and the fix"; }
 ok "perf not permitted: exit 1 with the paranoid level and the fix"
+
+# --- the summary, from a fake perf's CSV ----------------------------------------
+# A stand-in perf: `perf stat ... -o FILE` copies $FAKE_PERF_CSV to FILE, or
+# without it writes perf's header alone and fails, as perf does when the
+# command cannot start ("Workload failed"). The script still checks the
+# real tracefs for the tracepoints it counts.
+mkdir -p "$tmp/fakeperf"
+cat >"$tmp/fakeperf/perf" <<'EOF'
+#!/bin/sh
+[ "$1" = stat ] || exit 0
+out=
+while [ $# -gt 0 ]; do
+    case $1 in -o) out=$2; shift ;; --) break ;; esac
+    shift
+done
+[ -n "$out" ] || exit 0
+if [ -n "${FAKE_PERF_CSV:-}" ]; then cp "$FAKE_PERF_CSV" "$out"; exit 0; fi
+printf '# started on today\n\n' >"$out"
+echo "Workload failed: No such file or directory" >&2
+exit 255
+EOF
+chmod +x "$tmp/fakeperf/perf"
+if [ -d /sys/kernel/tracing/events/lock/contention_begin ] || [ -d /sys/kernel/debug/tracing/events/lock/contention_begin ]; then
+    # perf stat -r 2's CSV: a variation field after the event name, then
+    # run time and percentage running; herd's kprobe event beside futex(2).
+    cat >"$tmp/r2.csv" <<'EOF'
+# started on today
+
+10,,syscalls:sys_enter_futex,1.50%,1000,100.00,,
+30,,herd:do_futex,2.00%,1000,100.00,,
+0,,lock:contention_begin,0.00%,1000,100.00,,
+20,,sched:sched_process_exit,0.00%,1000,100.00,,
+20,,task:task_newtask,0.00%,1000,80.00,,
+EOF
+    FAKE_PERF_CSV="$tmp/r2.csv" expect_rc 0 "summary of -r 2" -- env PATH="$tmp/fakeperf:$PATH" bash "$S" -r 2 -o "$tmp/fake" -- true
+    cat "$tmp/out"
+    # The running share is perf's percentage, not its run time (1000).
+    grep -Eq '^task:task_newtask +20 +80\.00% +1\.00 +0\.00%$' "$tmp/out" ||
+        fail "-r 2: the running column is the 6th field (80.00%), the variation the 4th"
+    grep -Eq '^syscalls:sys_enter_futex +10 +100\.00% +0\.50 +1\.50%$' "$tmp/out" || fail "-r 2: the variation column"
+    # herd:do_futex is listed, not added to the futex syscalls (which
+    # were 40 here: 10 + 30); the exit wakes are 30 - 10.
+    grep -Eq '^futex syscalls \(all\) +10 +0\.50$' "$tmp/out" || fail "futex syscalls (all) leaves herd:do_futex out"
+    grep -Eq '^exit futex wakes \(do_futex-futex\) +20 +1\.00$' "$tmp/out" || fail "exit futex wakes = do_futex - futex(2)"
+    ok "summary: -r's variation column read as such, futex syscalls without herd:do_futex, exit futex wakes"
+    # A command that cannot start: perf's header and no count. Exit 1,
+    # and the perf-stat.csv of the run before left as it was.
+    cp "$tmp/fake/perf-stat.csv" "$tmp/before.csv"
+    expect_rc 1 "a command that cannot start" -- env PATH="$tmp/fakeperf:$PATH" bash "$S" -o "$tmp/fake" -- /nonexistent/cmd
+    grep -q "perf stat counted nothing" "$tmp/err" || { cat "$tmp/err"; fail "no count said as such"; }
+    cmp -s "$tmp/before.csv" "$tmp/fake/perf-stat.csv" || fail "a failed run replaced the earlier perf-stat.csv"
+    [ -z "$(find "$tmp/fake" -name '.perf-stat.*')" ] || fail "the staging directory was left in DIR"
+    ok "a command that cannot start: exit 1, the earlier perf-stat.csv kept, no staging directory left"
+    # A DIR named like an option is a directory (it used to be mkdir's option).
+    FAKE_PERF_CSV="$tmp/r2.csv" expect_rc 0 "-o -dash" -- env PATH="$tmp/fakeperf:$PATH" \
+        bash -c 'cd "$1" && bash "$2" -o -dash -- true' _ "$tmp" "$PWD/$S"
+    [ -s "$tmp/-dash/perf-stat.csv" ] || { cat "$tmp/err"; fail "-o -dash wrote ./-dash/perf-stat.csv"; }
+    ok "-o -dash: a directory, not an option"
+else
+    skip "the perf-stat.sh summary from a fake perf: no lock:contention_begin in tracefs (mount -t tracefs nodev /sys/kernel/tracing)"
+fi
 
 # --- real runs ---------------------------------------------------------------
 real_runs() {

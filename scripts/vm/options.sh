@@ -110,7 +110,9 @@ Options:
                      \`herd\` is on PATH, the working directory is
                      \$HERD_VM_OUT, and the script's stdout comes back
   --out-dir DIR      copy the files written to \$HERD_VM_OUT in the guest
-                     (also herd's working directory) to DIR on the host
+                     (also herd's working directory) to DIR on the host;
+                     DIR is made and tried before the boot (exit 2 when it
+                     cannot be written)
   -e, --env NAME=VALUE
                      set an environment variable for herd in the guest
                      (repeatable)
@@ -160,9 +162,12 @@ the kernel's code patching now and then), HERD_VM_CACHE (kernel and
 qemu cache directory), HERD_VM_OMIT_LIBGCC=1 (tests only: leave
 libgcc_s.so.1 out to show why it is needed).
 
+Counts are decimal (a leading 0 is not octal); a path may begin with a
+dash.
+
 Exit status: herd's exit status; 2 usage error; 3 too little host memory
-for the guest; 124 timeout; 125 VM setup failed or no valid result came
-back; 130 interrupted.
+for the guest; 124 timeout; 125 VM setup failed, no valid result came
+back, or the --out-dir copy failed (after herd's stdout); 130 interrupted.
 EOF
 }
 
@@ -221,6 +226,18 @@ parse_options() {
         esac
     done
     herd_args=("$@")
+    # Counts are decimal as written: bash's arithmetic reads a leading 0 as
+    # octal (--cpus 08 was a bash error, 010 eight vCPUs to some parts and
+    # ten to others), test(1) as decimal.
+    local v
+    for v in cpus numa boot_cpus timeout_s; do
+        if is_uint "${!v}"; then printf -v "$v" '%d' "$((10#${!v}))"; fi
+    done
+    # A path that begins with a dash is still a path (cp, ldd, basename).
+    for v in herd_bin kernel script out_dir; do
+        case ${!v} in -*) printf -v "$v" './%s' "${!v}" ;; esac
+    done
+    case $qemu_bin in -*/*) qemu_bin=./$qemu_bin ;; esac
 
     is_uint "$cpus" && [ "$cpus" -ge 1 ] && [ "$cpus" -le "$max_cpus" ] ||
         usage_error "--cpus must be an integer in 1-$max_cpus (got '$cpus'; $max_cpus is qemu's q35 limit)"
@@ -233,7 +250,7 @@ parse_options() {
     is_uint "$boot_cpus" && [ "$boot_cpus" -ge 1 ] && [ "$boot_cpus" -le "$cpus" ] ||
         usage_error "--boot-cpus must be an integer in 1-$cpus, at most --cpus (got '$boot_cpus')"
     boot_retries=${HERD_VM_BOOT_RETRIES:-2}
-    is_uint "$boot_retries" || usage_error "HERD_VM_BOOT_RETRIES must be a count, 0 for no retry (got '$boot_retries')"
+    is_uint "$boot_retries" && boot_retries=$((10#$boot_retries)) || usage_error "HERD_VM_BOOT_RETRIES must be a count, 0 for no retry (got '$boot_retries')"
     [ "$trace_online" = 0 ] || [ "$boot_cpus" -lt "$cpus" ] ||
         usage_error "--trace-online traces the CPUs init brings online, and with --boot-cpus $boot_cpus of --cpus $cpus there are none: give --boot-cpus below --cpus"
     if [ "$x2apic_ids" = 1 ]; then
@@ -266,9 +283,9 @@ parse_options() {
         [ "$mem_mb" -ge 1024 ] || mem_mb=1024
     else
         case $mem in
-            *[0-9]G | *[0-9]g) n=${mem%?}; is_uint "$n" && mem_mb=$((n * 1024)) ;;
-            *[0-9]M | *[0-9]m) n=${mem%?}; is_uint "$n" && mem_mb=$n ;;
-            *) is_uint "$mem" && mem_mb=$mem ;;
+            *[0-9]G | *[0-9]g) n=${mem%?}; is_uint "$n" && mem_mb=$((10#$n * 1024)) ;;
+            *[0-9]M | *[0-9]m) n=${mem%?}; is_uint "$n" && mem_mb=$((10#$n)) ;;
+            *) is_uint "$mem" && mem_mb=$((10#$mem)) ;;
         esac
         [ -n "${mem_mb:-}" ] && [ "$mem_mb" -ge 128 ] ||
             usage_error "--mem must be a size like 2G or 1536M, at least 128M (got '$mem')"

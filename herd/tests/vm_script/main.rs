@@ -20,7 +20,7 @@ mod qemu_args;
 
 use std::path::{Path, PathBuf};
 
-use vm_support::{code, herd_bin, skip, vm_run};
+use vm_support::{code, herd_bin, skip, vm_run, vm_run_in};
 
 #[test]
 fn help_lists_every_option() {
@@ -241,6 +241,191 @@ fn a_fetched_qemu_brings_its_firmware_and_modules() {
     assert!(cmd[i + 1].ends_with("/initrd.gz"), "{cmd:?}");
     let k = cmd.iter().position(|a| a == "-kernel").unwrap();
     assert_eq!(cmd[k + 1], q.kernel.to_str().unwrap());
+}
+
+/// `--out-dir` is made and tried before the guest boots: a path that
+/// cannot be a writable directory is a usage error naming it (it used to
+/// be found after the guest ran, exit 1 from mkdir or cp, herd's stdout
+/// never printed); `--dry-run` checks it too.
+#[test]
+fn an_out_dir_that_cannot_be_written_is_refused_before_the_boot() {
+    let q = fake_qemu("10.0.2", true);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "precious").unwrap();
+    for bad in [file.clone(), file.join("below-a-file")] {
+        let bad = bad.to_str().unwrap();
+        let out = vm_run(
+            &[
+                "--dry-run",
+                "--cpus",
+                "2",
+                "--qemu",
+                q.bin.to_str().unwrap(),
+                "--kernel",
+                q.kernel.to_str().unwrap(),
+                "--herd",
+                herd_bin(),
+                "--out-dir",
+                bad,
+            ],
+            &[],
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(code(&out), 2, "--out-dir {bad}: {err}");
+        assert!(err.contains("--out-dir") && err.contains(bad), "{err}");
+    }
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "precious");
+}
+
+/// Paths that begin with a dash, and counts with a leading zero, through
+/// the whole script (`--dry-run` packs the initramfs): `--script -s.sh`
+/// was cp's option (exit 1), `--cpus 08` a bash error (exit 1).
+#[test]
+fn dash_paths_and_leading_zero_counts_go_through() {
+    let q = fake_qemu("10.0.2", true);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("-s.sh"), "herd env\n").unwrap();
+    let out = vm_run_in(
+        Some(dir.path()),
+        &[
+            "--dry-run",
+            "--cpus",
+            "08",
+            "--qemu",
+            q.bin.to_str().unwrap(),
+            "--kernel",
+            q.kernel.to_str().unwrap(),
+            "--herd",
+            herd_bin(),
+            "--script",
+            "-s.sh",
+            "--out-dir",
+            "-out",
+        ],
+        &[],
+    );
+    if tools_missing(&out, "vm-run.sh --dry-run --script -s.sh") {
+        return;
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(code(&out), 0, "{err}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let cmd: Vec<&str> = stdout.lines().collect();
+    let i = cmd.iter().position(|a| *a == "-smp").unwrap();
+    assert_eq!(cmd[i + 1], "8", "{cmd:?}");
+    assert!(dir.path().join("-out").is_dir(), "--out-dir -out is ./-out");
+}
+
+/// Ctrl-C while the guest runs (SIGINT to the whole process group, as a
+/// terminal sends it): exit 130, qemu gone, the work directory removed.
+/// The console relay ends on that SIGINT by itself, and the cleanup's kill
+/// of it then failed under set -e: exit 1, the work directory (initramfs,
+/// console) left in $TMPDIR. The qemu here is a stand-in that quits on
+/// SIGINT as qemu does (python: a shell cannot trap a signal ignored at
+/// its start, as SIGINT is for a background job).
+#[test]
+fn ctrl_c_while_the_guest_runs_exits_130_and_leaves_nothing() {
+    use std::os::unix::process::CommandExt;
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let qemu = dir.path().join("qemu-system-x86_64");
+    let started = dir.path().join("started");
+    std::fs::write(
+        &qemu,
+        format!(
+            r#"#!/usr/bin/env python3
+import os, signal, sys, time
+if "--version" in sys.argv:
+    print("QEMU emulator version 10.0.2 (fake)")
+    sys.exit(0)
+signal.signal(signal.SIGINT, lambda *_: sys.exit(1))
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+with open({started:?}, "w") as f:
+    f.write(str(os.getpid()))
+time.sleep(60)
+"#
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&qemu, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let kernel = dir.path().join("vmlinuz");
+    std::fs::write(&kernel, "not a kernel").unwrap();
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let err_path = dir.path().join("stderr");
+    let mut child = Command::new("bash")
+        .arg(vm_support::vm_run_sh())
+        .args(["--cpus", "2", "--qemu", qemu.to_str().unwrap()])
+        .args(["--kernel", kernel.to_str().unwrap(), "--herd", herd_bin()])
+        .args(["--", "env"])
+        .env("HERD_NO_INSTALL", "1")
+        .env("TMPDIR", &tmp)
+        .process_group(0)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
+        .unwrap();
+    let pgid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let stderr = || std::fs::read_to_string(&err_path).unwrap_or_default();
+    // Until the stand-in qemu runs (packing the initramfs takes a second).
+    let t0 = Instant::now();
+    while !started.exists() {
+        if let Some(st) = child.try_wait().unwrap() {
+            let err = stderr();
+            if st.code() == Some(125) && err.contains("error: missing") {
+                skip(&format!(
+                    "vm-run.sh Ctrl-C: host tools missing ({})",
+                    err.trim()
+                ));
+                return;
+            }
+            panic!("vm-run.sh ended ({st}) before qemu started: {err}");
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "qemu never started: {}",
+            stderr()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let qemu_pid: i32 = std::fs::read_to_string(&started)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if t0.elapsed() > Duration::from_secs(30) {
+            let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+            panic!("vm-run.sh did not end within 30 s of SIGINT: {}", stderr());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let err = stderr();
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert!(err.contains("interrupted"), "{err}");
+    let left: Vec<_> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "left in $TMPDIR: {left:?}");
+    // Gone (a few seconds for init to reap it).
+    let t0 = Instant::now();
+    while nix::sys::signal::kill(nix::unistd::Pid::from_raw(qemu_pid), None).is_ok() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "qemu {qemu_pid} still runs"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 #[test]

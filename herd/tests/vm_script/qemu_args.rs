@@ -288,3 +288,30 @@ fn x2apic_ids_put_half_the_vcpus_in_a_socket_from_id_256() {
         ]
     );
 }
+
+/// Counts with a leading zero are decimal, as written. bash's arithmetic
+/// reads them as octal where test(1) reads decimal: `--cpus 09` was a bash
+/// error, `--cpus 010 --numa 02` gave `-smp 010,sockets=2,cores=4` (8 in
+/// the arithmetic, 10 to qemu) and `--mem 01536M` a guest of `-m 01536M`.
+#[test]
+fn counts_with_a_leading_zero_are_decimal() {
+    let cmd = qemu_args(&["--cpus", "010", "--numa", "02", "--mem", "01536M"]);
+    assert_eq!(one(&cmd, "-smp"), "10,sockets=2,cores=5,threads=1");
+    assert_eq!(one(&cmd, "-m"), "1536M");
+    assert_eq!(
+        values(&cmd, "-numa"),
+        [
+            "node,nodeid=0,cpus=0-4,memdev=m0",
+            "node,nodeid=1,cpus=5-9,memdev=m1"
+        ]
+    );
+    let cmd = qemu_args(&["--cpus", "09", "--boot-cpus", "08", "--timeout", "060"]);
+    assert_eq!(one(&cmd, "-smp"), "9");
+    assert!(one(&cmd, "-append").contains(" maxcpus=8 "), "{cmd:?}");
+    assert_eq!(
+        one(&qemu_args(&["--cpus", "2", "--mem", "08G"]), "-m"),
+        "8192M"
+    );
+    let cmd = qemu_args_env(&[], &[("HERD_VM_CPUS", "016")]);
+    assert_eq!(one(&cmd, "-smp"), "16");
+}

@@ -28,8 +28,16 @@ pub use skip::{not_in_this_pass, skip};
 /// kernel, it fails naming what is missing (scripts/test-setup.sh
 /// provides it).
 pub fn vm_run(args: &[&str], envs: &[(&str, &str)]) -> Output {
+    vm_run_in(None, args, envs)
+}
+
+/// [`vm_run`] in the working directory `dir` (`None`: the test's own).
+pub fn vm_run_in(dir: Option<&Path>, args: &[&str], envs: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new("bash");
     cmd.arg(vm_run_sh()).args(args).env("HERD_NO_INSTALL", "1");
+    if let Some(dir) = dir {
+        cmd.current_dir(dir);
+    }
     for (k, v) in envs {
         cmd.env(k, v);
     }
