@@ -8,21 +8,8 @@
 
 mod common;
 
-use common::{herd, success_json};
+use common::{herd, success_json, TINY};
 use serde_json::Value;
-
-/// A tiny storm.
-const TINY: &[&str] = &[
-    "--waves",
-    "2",
-    "--per-wave",
-    "2",
-    "--spin",
-    "0",
-    "--sleep-ms",
-    "0",
-    "--no-perf",
-];
 
 /// Runs `herd ARGS`: (stdout as JSON, stderr), asserting success.
 fn run(args: &[&str]) -> (Value, String) {

@@ -13,19 +13,10 @@ use std::process::{Command, Output, Stdio};
 
 use common::skip;
 
-/// A tiny storm.
-const TINY: &[&str] = &[
-    "storm",
-    "--waves",
-    "2",
-    "--per-wave",
-    "2",
-    "--spin",
-    "0",
-    "--sleep-ms",
-    "0",
-    "--no-perf",
-];
+/// `herd storm` on [`common::TINY`].
+fn tiny_storm() -> Vec<&'static str> {
+    [&["storm"], common::TINY].concat()
+}
 
 /// `herd ARGS` with `vars` added to its environment (none of herd's
 /// internal variables inherited), stdin empty.
@@ -66,7 +57,7 @@ fn herd_child_not_naming_the_parent_is_refused() {
     // herd sets it to the parent's pid; a pid that is not the parent's,
     // 1, or an empty value: set by hand, or inherited from another herd.
     for value in ["1", "", "yes", "4194304"] {
-        let out = run(&[("HERD_CHILD", value)], TINY);
+        let out = run(&[("HERD_CHILD", value)], &tiny_storm());
         assert_refused(&out, &format!("invalid HERD_CHILD: `{value}`"));
     }
     // Every command, not only the measuring ones.
@@ -78,7 +69,7 @@ fn herd_child_not_naming_the_parent_is_refused() {
 fn herd_child_naming_the_parent_runs_as_a_child_and_says_so_at_a_terminal() {
     let me = std::process::id().to_string();
     // As herd's own children run: stdin empty, stdout a pipe: nothing said.
-    let out = run(&[("HERD_CHILD", &me)], TINY);
+    let out = run(&[("HERD_CHILD", &me)], &tiny_storm());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert!(!err.contains("HERD_CHILD"), "{err}");
@@ -98,7 +89,7 @@ fn herd_child_naming_the_parent_runs_as_a_child_and_says_so_at_a_terminal() {
     assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
     // SAFETY: both were just opened by openpty and are owned here only.
     let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
-    let out = herd_with(&[("HERD_CHILD", &me)], TINY)
+    let out = herd_with(&[("HERD_CHILD", &me)], &tiny_storm())
         .stdin(Stdio::from(slave))
         .output()
         .unwrap();
@@ -117,11 +108,14 @@ fn herd_child_naming_the_parent_runs_as_a_child_and_says_so_at_a_terminal() {
 
 #[test]
 fn herd_perf_kept_outside_a_child_run_is_refused() {
-    let out = run(&[("HERD_PERF_KEPT", "1")], TINY);
+    let out = run(&[("HERD_PERF_KEPT", "1")], &tiny_storm());
     assert_refused(&out, "invalid HERD_PERF_KEPT: `1`");
     // In a child run, only herd's own value.
     let me = std::process::id().to_string();
-    let out = run(&[("HERD_CHILD", &me), ("HERD_PERF_KEPT", "yes")], TINY);
+    let out = run(
+        &[("HERD_CHILD", &me), ("HERD_PERF_KEPT", "yes")],
+        &tiny_storm(),
+    );
     assert_refused(&out, "invalid HERD_PERF_KEPT: `yes`");
 }
 
@@ -159,7 +153,7 @@ fn closer_variables_set_by_hand_are_refused() {
             "invalid HERD_PERF_CLOSER_BACK: set without HERD_PERF_CLOSER_FDS",
         ),
     ] {
-        let out = run(vars, TINY);
+        let out = run(vars, &tiny_storm());
         assert_refused(&out, says);
     }
 }
@@ -191,7 +185,7 @@ fn a_closer_request_as_herd_makes_it_is_served() {
             ("HERD_PERF_CLOSER_FDS", &fd.to_string()),
             ("HERD_PERF_CLOSER_PARENT", &me),
         ],
-        TINY,
+        &tiny_storm(),
     );
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");

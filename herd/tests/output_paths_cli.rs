@@ -9,7 +9,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{herd, SMALL};
+use common::{herd, SMALL, TINY};
 use herd::result::{Metric, RunResult, RunSet, SCHEMA_VERSION};
 use serde_json::json;
 
@@ -180,18 +180,6 @@ fn compare_save_survives_a_failed_compare() {
     only(t.path(), &["keep.json"]);
 }
 
-const TINY: &[&str] = &[
-    "--waves",
-    "2",
-    "--per-wave",
-    "2",
-    "--spin",
-    "10",
-    "--sleep-ms",
-    "1",
-    "--no-perf",
-];
-
 /// `herd compare --cleanup none,locked -r 1 FLAG PATH -- TINY`.
 fn compare_with(dir: &Path, flag: &str, path: &str) -> (i32, String, String) {
     let mut args = vec![
@@ -283,16 +271,8 @@ fn sweep_files_survive_a_failed_write() {
     cmd.args(["sweep", "--over", "per-wave=2,4", "-r", "1"])
         .args(["--metrics", "wall_s", "--out"])
         .arg(&out_dir)
-        .args([
-            "--",
-            "--waves",
-            "2",
-            "--spin",
-            "0",
-            "--sleep-ms",
-            "0",
-            "--no-perf",
-        ]);
+        .arg("--")
+        .args(common::TINY_ANY_WAVE);
     // SAFETY: signal and setrlimit are async-signal-safe; the closure
     // touches nothing of the parent's.
     unsafe {

@@ -456,15 +456,7 @@ fn an_inconsistent_sweep_is_refused_naming_what_disagrees() {
         .current_dir(d)
         .args(["sweep", "--over", "per-wave=2,4", "-r", "1", "--out", "sw"])
         .args(["--metrics", "wall_s,threads_created", "--"])
-        .args([
-            "--waves",
-            "2",
-            "--spin",
-            "0",
-            "--sleep-ms",
-            "0",
-            "--no-perf",
-        ])
+        .args(common::TINY_ANY_WAVE)
         .output()
         .unwrap();
     common::assert_success(&out);

@@ -28,6 +28,30 @@ pub const CLEANUP_ZEROS: &[&str] = &[
     "cleanup_frees_missing",
 ];
 
+/// The smallest storm: 2 waves of 2 threads that do nothing, no perf (for
+/// tests of the command line and the outputs, not of the measurement).
+pub const TINY: &[&str] = &[
+    "--waves",
+    "2",
+    "--per-wave",
+    "2",
+    "--spin",
+    "0",
+    "--sleep-ms",
+    "0",
+    "--no-perf",
+];
+/// [`TINY`] without `--per-wave` (for sweeps that vary it).
+pub const TINY_ANY_WAVE: &[&str] = &[
+    "--waves",
+    "2",
+    "--spin",
+    "0",
+    "--sleep-ms",
+    "0",
+    "--no-perf",
+];
+
 /// A small, quick storm for `herd compare` and `herd sweep`.
 pub const SMALL: &[&str] = &[
     "--waves",
