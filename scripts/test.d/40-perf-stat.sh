@@ -12,15 +12,8 @@ cd "$(dirname "$0")/../.."
 S=scripts/perf-stat.sh
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-pass=0
-ok() { echo "ok - $*"; pass=$((pass + 1)); }
-fail() { echo "FAIL - $*" >&2; exit 1; }
-expect_rc() { # expect_rc CODE DESCRIPTION -- command...
-    local want="$1" what="$2"; shift 3
-    local rc=0
-    "$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
-    [ "$rc" = "$want" ] || { cat "$tmp/out" "$tmp/err" >&2; fail "$what: exit $rc, want $want"; }
-}
+# shellcheck source=scripts/test.d/lib/check.sh
+. scripts/test.d/lib/check.sh
 
 # --- usage ---------------------------------------------------------------
 expect_rc 0 "--help" -- bash "$S" --help
