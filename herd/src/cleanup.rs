@@ -440,15 +440,11 @@ mod tests {
     /// Every strategy but `none`; `urcu` only where liburcu loads (as
     /// root, which the test command is, a missing liburcu fails).
     fn strategies() -> Vec<Strategy> {
-        let mut v = vec![
-            Strategy::Locked,
-            Strategy::Exitq,
-            Strategy::Sync,
-            Strategy::Expedited,
-            Strategy::CrossbeamEpoch,
-            Strategy::Sdd,
-            Strategy::Seize,
-        ];
+        let mut v: Vec<Strategy> = knobs::ALL_BUT_NONE
+            .iter()
+            .copied()
+            .filter(|s| *s != Strategy::Urcu)
+            .collect();
         match liburcu::load() {
             Ok(_) => v.push(Strategy::Urcu),
             Err(e) if must_have_liburcu() => panic!("{e}"),

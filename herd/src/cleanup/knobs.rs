@@ -21,7 +21,7 @@
 use super::args::{CleanupArgs, Strategy, DEFAULT_MONITOR_US, DEFAULT_POLL_MS, DEFAULT_WORK};
 
 /// Every strategy but `none`.
-const ALL_BUT_NONE: &[Strategy] = &[
+pub(super) const ALL_BUT_NONE: &[Strategy] = &[
     Strategy::Locked,
     Strategy::Exitq,
     Strategy::Sync,
