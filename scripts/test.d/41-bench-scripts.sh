@@ -13,6 +13,8 @@ cd "$(dirname "$0")/../.."
 SRC=$PWD
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
+# shellcheck source=scripts/test.d/lib/skip.sh
+. scripts/test.d/lib/skip.sh
 # shellcheck source=scripts/test.d/lib/check.sh
 . scripts/test.d/lib/check.sh
 
@@ -292,5 +294,30 @@ usage churn-ab.sh -n HEAD -n 99999999999999999999
 usage bench-churn.sh --per-wave --per-wave 99999999999999999999
 for s in bench-defer-free.sh bench-churn.sh bench-read-mostly.sh bench-ratios.sh; do help_lists "$s" --help; done
 ok "bench-*.sh: usage errors exit 2 naming the option, before any build; --help names every option, no code"
+
+# --- bench-needs.sh under the test command ------------------------------------
+# With HERD_NO_INSTALL=1 (the test command's), a missing liburcu-dev is
+# refused (exit 3), never installed: liburcu's headers are hidden in a
+# mount namespace and apt-get is a stand-in that records being called.
+if [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null; then
+    mkdir -p "$tmp/bin"
+    printf '#!/bin/sh\necho "$*" >> %s/apt-called\n' "$tmp" > "$tmp/bin/apt-get"
+    chmod +x "$tmp/bin/apt-get"
+    hide='for d in /usr/include/x86_64-linux-gnu/urcu /usr/include/urcu; do
+              if [ -d "$d" ]; then mount -t tmpfs none "$d" || exit 99; fi; done'
+    expect_rc 3 "bench-needs.sh: liburcu-dev missing under HERD_NO_INSTALL=1" -- \
+        unshare -m bash -c "$hide"'
+            PATH="$1:$PATH" HERD_NO_INSTALL=1 bash -c ". scripts/bench-needs.sh; need_urcu bench-test"' _ "$tmp/bin"
+    [ ! -e "$tmp/apt-called" ] || fail "bench-needs.sh ran apt-get under HERD_NO_INSTALL=1: $(cat "$tmp/apt-called")"
+    grep -q "liburcu-dev is not installed" "$tmp/err" || fail "bench-needs.sh: no reason given: $(cat "$tmp/err")"
+    # Without it, as root, it installs (the stand-in is called).
+    expect_rc 0 "bench-needs.sh: liburcu-dev missing, root, installing allowed" -- \
+        unshare -m bash -c "$hide"'
+            PATH="$1:$PATH" HERD_NO_INSTALL=0 bash -c ". scripts/bench-needs.sh; need_urcu bench-test"' _ "$tmp/bin"
+    [ -e "$tmp/apt-called" ] || fail "bench-needs.sh did not install as root without HERD_NO_INSTALL"
+    ok "bench-needs.sh: HERD_NO_INSTALL=1 refuses a missing liburcu-dev (exit 3) without installing it"
+else
+    skip "bench-needs.sh's install check needs root and unshare -m (a mount namespace hides liburcu's headers)"
+fi
 
 echo "$pass passed"
