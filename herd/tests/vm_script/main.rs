@@ -356,8 +356,8 @@ time.sleep(60)
     let tmp = dir.path().join("tmp");
     std::fs::create_dir(&tmp).unwrap();
     let err_path = dir.path().join("stderr");
-    let mut child = Command::new("bash")
-        .arg(vm_support::vm_run_sh())
+    let mut cmd = Command::new("bash");
+    cmd.arg(vm_support::vm_run_sh())
         .args(["--cpus", "2", "--qemu", qemu.to_str().unwrap()])
         .args(["--kernel", kernel.to_str().unwrap(), "--herd", herd_bin()])
         .args(["--", "env"])
@@ -365,9 +365,21 @@ time.sleep(60)
         .env("TMPDIR", &tmp)
         .process_group(0)
         .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&err_path).unwrap())
-        .spawn()
-        .unwrap();
+        .stderr(std::fs::File::create(&err_path).unwrap());
+    // SIGINT as at a terminal: a test run started in the background (`cmd
+    // &` from a script, as a CI runner may) inherits SIGINT ignored, and a
+    // shell cannot trap a signal ignored at its start, so vm-run.sh would
+    // never see the Ctrl-C (the stand-in qemu, which sets its own handler,
+    // exits 1 and the script reports a failed boot, 125).
+    // SAFETY: signal(2) is async-signal-safe; the closure touches nothing
+    // of the parent's.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
     let pgid = nix::unistd::Pid::from_raw(child.id() as i32);
     let stderr = || std::fs::read_to_string(&err_path).unwrap_or_default();
     // Until the stand-in qemu runs (packing the initramfs takes a second).
