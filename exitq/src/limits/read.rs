@@ -26,7 +26,7 @@ pub struct CgroupPids {
 
 /// Reads up to `buf.len()` bytes of `path`: `None` if it cannot be opened
 /// or read.
-fn read_into<'a>(path: &str, buf: &'a mut [u8]) -> Option<&'a [u8]> {
+pub(super) fn read_into<'a>(path: &str, buf: &'a mut [u8]) -> Option<&'a [u8]> {
     let mut f = File::open(path).ok()?;
     let mut len = 0;
     while len < buf.len() {
@@ -50,7 +50,7 @@ fn leading_u64(s: &[u8]) -> Option<u64> {
 }
 
 /// A file holding one number (a sysctl, `pids.max`, `pids.current`).
-fn read_u64(path: &str) -> Option<u64> {
+pub(super) fn read_u64(path: &str) -> Option<u64> {
     let mut buf = [0u8; 32];
     leading_u64(read_into(path, &mut buf)?)
 }
@@ -97,7 +97,7 @@ pub fn map_count() -> Option<u64> {
 }
 
 /// The value of `key` (e.g. `Threads:`) in a `/proc/<pid>/status` text.
-fn status_field(status: &[u8], key: &[u8]) -> Option<u64> {
+pub(super) fn status_field(status: &[u8], key: &[u8]) -> Option<u64> {
     status
         .split(|&b| b == b'\n')
         .find_map(|line| line.strip_prefix(key))
@@ -160,6 +160,60 @@ pub(super) fn address_space() -> Option<u64> {
     // SAFETY: sysconf has no preconditions.
     let page = u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).ok()?;
     pages.checked_mul(page)
+}
+
+/// The hard limit of `resource` (`None`: unlimited, or unreadable).
+pub(super) fn rlimit_max(resource: libc::__rlimit_resource_t) -> Option<u64> {
+    let mut rl = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `rl` is a valid, writable rlimit; getrlimit only writes it.
+    if unsafe { libc::getrlimit(resource, &mut rl) } != 0 || rl.rlim_max == libc::RLIM_INFINITY {
+        return None;
+    }
+    Some(rl.rlim_max)
+}
+
+/// A `kB` field of `/proc/self/status` or `/proc/meminfo` (`VmData:`,
+/// `CommitLimit:`), in bytes, from a text read whole.
+fn kb_field(text: &[u8], key: &[u8]) -> Option<u64> {
+    status_field(text, key)?.checked_mul(1024)
+}
+
+/// This process's private writable memory now, bytes (`VmData` of
+/// `/proc/self/status`: what `RLIMIT_DATA` caps).
+pub(super) fn data_bytes() -> Option<u64> {
+    // Large: the `Groups:` line before it can be long.
+    let mut buf = [0u8; 16 * 1024];
+    kb_field(read_into("/proc/self/status", &mut buf)?, b"VmData:")
+}
+
+/// `vm.overcommit_memory` (2: strict accounting against `CommitLimit`).
+pub(super) fn overcommit_memory() -> Option<u64> {
+    read_u64("/proc/sys/vm/overcommit_memory")
+}
+
+/// `CommitLimit` and `Committed_AS` of `/proc/meminfo`, bytes.
+pub(super) fn commit() -> (Option<u64>, Option<u64>) {
+    let mut buf = [0u8; 8 * 1024];
+    match read_into("/proc/meminfo", &mut buf) {
+        Some(text) => (
+            kb_field(text, b"CommitLimit:"),
+            kb_field(text, b"Committed_AS:"),
+        ),
+        None => (None, None),
+    }
+}
+
+/// `vm.admin_reserve_kbytes` and `vm.user_reserve_kbytes`, bytes: the
+/// memory strict overcommit keeps back from a process.
+pub(super) fn commit_reserves() -> (Option<u64>, Option<u64>) {
+    let kb = |path| read_u64(path).and_then(|k| k.checked_mul(1024));
+    (
+        kb("/proc/sys/vm/admin_reserve_kbytes"),
+        kb("/proc/sys/vm/user_reserve_kbytes"),
+    )
 }
 
 /// The cgroups on this process's path that limit its tasks, its own first
