@@ -108,7 +108,8 @@ pub(super) fn status_field(status: &[u8], key: &[u8]) -> Option<u64> {
 /// threads of every process in `/proc` with that real uid. Processes of
 /// other pid namespaces are not seen (the count is then low).
 pub fn user_tasks(uid: u32) -> Option<u64> {
-    let mut buf = [0u8; 4096];
+    // `Threads:` comes after `Groups:`, which can be long.
+    let mut buf = [0u8; 16 * 1024];
     let mut path = String::with_capacity(32);
     let mut n = 0u64;
     for entry in fs::read_dir("/proc").ok()?.flatten() {

@@ -58,6 +58,9 @@ pub struct Readings {
     pub uid_maps_to_root: bool,
     /// The tasks of that user (read only when `RLIMIT_NPROC` applies).
     pub user_tasks: Option<u64>,
+    /// This process is in a pid namespace other than the initial one:
+    /// `user_tasks` counts only the tasks this namespace shows.
+    pub child_pid_ns: bool,
     /// The cgroups on this process's path with a `pids.max`, its own first.
     pub cgroups: Vec<CgroupPids>,
     /// `kernel.threads-max`.
@@ -161,6 +164,7 @@ impl Readings {
             child_user_ns,
             uid_maps_to_root: child_user_ns && exempt::uid_maps_to_root(uid),
             user_tasks: None,
+            child_pid_ns: exempt::child_pid_ns(),
             cgroups: cgroup_pids(),
             threads_max: threads_max(),
             pid_max: pid_max(),
@@ -431,6 +435,10 @@ impl Readings {
             (Some(who), _) => format!("RLIMIT_NPROC not enforced for {who}"),
             (_, None) => "RLIMIT_NPROC unlimited".to_string(),
             (_, Some(lim)) => match self.user_tasks {
+                Some(n) if self.child_pid_ns => format!(
+                    "RLIMIT_NPROC {lim}: {} in this pid namespace (those of others not seen)",
+                    self.user_has(n)
+                ),
                 Some(n) => format!("RLIMIT_NPROC {lim}: {}", self.user_has(n)),
                 None => format!("RLIMIT_NPROC {lim}: tasks of user {} unknown", self.uid),
             },

@@ -130,6 +130,20 @@ fn with_no_limit_reached_every_limit_is_listed_with_its_count() {
     ] {
         assert!(d.detail.contains(part), "{part:?} in {}", d.detail);
     }
+    // In a child pid namespace the count is of the tasks it shows.
+    let ns = Readings {
+        child_pid_ns: true,
+        ..r.clone()
+    };
+    let d = ns.diagnose(libc::EAGAIN, None);
+    assert!(
+        d.detail.contains(
+            "RLIMIT_NPROC 4096: user 1000 has 12 tasks in this pid namespace (those of others \
+             not seen)"
+        ),
+        "{}",
+        d.detail
+    );
     let unknown = none().diagnose(libc::EAGAIN, None);
     assert!(
         unknown.detail.contains("kernel.threads-max unknown"),
