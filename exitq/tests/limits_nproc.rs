@@ -172,3 +172,53 @@ fn root_without_capabilities_is_still_exempt() {
     });
     assert_eq!(code, 0);
 }
+
+/// The count `RLIMIT_NPROC` is checked against, for a process whose
+/// `/proc/<pid>/status` is long (1500 supplementary groups put
+/// `Threads:` past 10 KiB): its threads were counted as 1 (the status was
+/// read into 4 KiB, and a missing `Threads:` counts one task); all 3 are
+/// counted now.
+#[test]
+fn the_threads_of_a_process_with_many_groups_are_counted() {
+    if !thread_limit_util::root_or_skip("to give a process many groups") {
+        return;
+    }
+    /// A user no other process runs as.
+    const UID: u32 = 54_321;
+    let code = fork_child(PATIENCE, || {
+        let groups: Vec<libc::gid_t> = (0..1500).map(|i| 100_000 + i).collect();
+        // SAFETY: plain system calls on valid arguments, in a forked child
+        // of one thread.
+        let ok = unsafe {
+            libc::setgroups(groups.len(), groups.as_ptr()) == 0
+                && libc::setgid(UID) == 0
+                && libc::setuid(UID) == 0
+        };
+        assert!(
+            ok,
+            "could not become {UID}: {}",
+            std::io::Error::last_os_error()
+        );
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let at = status.find("Threads:").unwrap();
+        assert!(at > 8192, "Threads: at byte {at} only");
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let rx = std::sync::Arc::new(std::sync::Mutex::new(rx));
+        let threads: Vec<_> = (0..2)
+            .map(|_| {
+                let rx = std::sync::Arc::clone(&rx);
+                std::thread::spawn(move || {
+                    let _ = rx.lock().unwrap().recv();
+                })
+            })
+            .collect();
+        let n = exitq::limits::user_tasks(UID);
+        drop(tx);
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(n, Some(3), "this process and its two threads");
+        0
+    });
+    assert_eq!(code, 0);
+}
