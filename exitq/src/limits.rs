@@ -5,8 +5,9 @@
 //! limits: the kernel refuses the task (`clone` fails with EAGAIN at
 //! `RLIMIT_NPROC`, `kernel.threads-max`, a cgroup's `pids.max`, or with no
 //! free pid below `kernel.pid_max`), or glibc cannot map the stack
-//! (`vm.max_map_count`, `RLIMIT_AS`, `RLIMIT_DATA`, strict overcommit;
-//! glibc says EAGAIN for that ENOMEM too). The error alone cannot tell
+//! (`vm.max_map_count`, `RLIMIT_MEMLOCK` under `mlockall`, `RLIMIT_AS`,
+//! `RLIMIT_DATA`, strict overcommit; glibc says EAGAIN for that ENOMEM
+//! too). The error alone cannot tell
 //! them apart. [`diagnose`] reads, right after the failure, each of those
 //! limits and the counter it caps ([`Readings::now`]), and names the one
 //! at its ceiling with both numbers:
@@ -94,6 +95,9 @@ pub enum Limit {
     RlimitAs,
     /// `RLIMIT_DATA`: no room for another stack's private writable pages.
     RlimitData,
+    /// `RLIMIT_MEMLOCK` under `mlockall(MCL_FUTURE)`: another stack would
+    /// be locked beyond it.
+    RlimitMemlock,
     /// `vm.overcommit_memory` = 2: the stack's pages do not fit under
     /// `CommitLimit`.
     Overcommit,
@@ -110,7 +114,7 @@ pub enum Limit {
 
 impl Limit {
     /// Every limit.
-    pub const ALL: [Limit; 12] = [
+    pub const ALL: [Limit; 13] = [
         Limit::MaxMapCount,
         Limit::RlimitNproc,
         Limit::CgroupPidsMax,
@@ -118,6 +122,7 @@ impl Limit {
         Limit::PidMax,
         Limit::RlimitAs,
         Limit::RlimitData,
+        Limit::RlimitMemlock,
         Limit::Overcommit,
         Limit::Memory,
         Limit::InvalidAttributes,
@@ -135,6 +140,7 @@ impl Limit {
             Limit::PidMax => "kernel.pid_max",
             Limit::RlimitAs => "RLIMIT_AS",
             Limit::RlimitData => "RLIMIT_DATA",
+            Limit::RlimitMemlock => "RLIMIT_MEMLOCK",
             Limit::Overcommit => "vm.overcommit_memory",
             Limit::Memory => "memory",
             Limit::InvalidAttributes => "invalid thread attributes",
@@ -153,6 +159,7 @@ impl Limit {
             Limit::PidMax => "pid_max",
             Limit::RlimitAs => "rlimit_as",
             Limit::RlimitData => "rlimit_data",
+            Limit::RlimitMemlock => "rlimit_memlock",
             Limit::Overcommit => "overcommit",
             Limit::Memory => "memory",
             Limit::InvalidAttributes => "invalid_attributes",
@@ -234,7 +241,8 @@ fn explain(e: &io::Error, diagnose: impl FnOnce(i32) -> Diagnosis) -> String {
 #[non_exhaustive]
 pub enum MapStep {
     /// The `mmap` that reserves the whole stack `PROT_NONE`: meets
-    /// `vm.max_map_count` and `RLIMIT_AS` (and a full address space).
+    /// `vm.max_map_count`, `RLIMIT_MEMLOCK` (under `mlockall(MCL_FUTURE)`,
+    /// EAGAIN) and `RLIMIT_AS` (and a full address space).
     Reserve,
     /// The `mprotect` that makes all but the guard read-write: meets
     /// `vm.max_map_count` (it splits the mapping), `RLIMIT_DATA` and

@@ -155,3 +155,43 @@ fn a_std_thread_beyond_rlimit_data_names_it() {
     });
     assert_eq!(code, 0);
 }
+
+/// A pooled stack under `mlockall(MCL_FUTURE)` beyond `RLIMIT_MEMLOCK`
+/// (as `nobody` when run as root: `CAP_IPC_LOCK` lifts the limit): its
+/// `mmap` says EAGAIN. The error said "address space (RLIMIT_AS)"; it now
+/// names `RLIMIT_MEMLOCK` with the locked bytes and the stack's size.
+#[test]
+fn a_stack_beyond_rlimit_memlock_names_it() {
+    const NOBODY: u32 = 65534;
+    let code = fork_child(PATIENCE, || {
+        let pool = StackPool::builder().stack_size(STACK).build().unwrap();
+        let lim = 1 << 20;
+        let rl = libc::rlimit {
+            rlim_cur: lim,
+            rlim_max: lim,
+        };
+        // SAFETY: plain system calls on valid arguments, in a forked child
+        // of one thread (glibc's setuid would change any other too).
+        let ok = unsafe {
+            libc::setrlimit(libc::RLIMIT_MEMLOCK, &rl) == 0
+                && (libc::geteuid() != 0
+                    || (libc::setgroups(0, std::ptr::null()) == 0
+                        && libc::setgid(NOBODY) == 0
+                        && libc::setuid(NOBODY) == 0))
+                && libc::mlockall(libc::MCL_FUTURE) == 0
+        };
+        assert!(ok, "setup: {}", std::io::Error::last_os_error());
+        // SAFETY: as above.
+        let e = unsafe { pool.spawn(identity, std::ptr::null_mut(), Reap::Owner) }
+            .expect_err("a 16 MiB stack locked beyond RLIMIT_MEMLOCK");
+        // SAFETY: undoes the mlockall; no arguments.
+        unsafe { libc::munlockall() };
+        assert!(matches!(e, SpawnError::Map(_)), "{e}");
+        assert_eq!(e.errno(), libc::EAGAIN, "{e}");
+        assert_eq!(e.limit(), "RLIMIT_MEMLOCK", "{e}");
+        let m = e.to_string();
+        assert!(names_with_numbers(&m, "RLIMIT_MEMLOCK", lim), "{m}");
+        0
+    });
+    assert_eq!(code, 0);
+}

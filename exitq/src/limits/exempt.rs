@@ -24,6 +24,8 @@
 
 use super::read::read_into;
 
+/// `CAP_IPC_LOCK`'s bit in a capability set (lifts `RLIMIT_MEMLOCK`).
+pub(super) const CAP_IPC_LOCK: u32 = 14;
 /// `CAP_SYS_ADMIN`'s bit in a capability set.
 pub(super) const CAP_SYS_ADMIN: u32 = 21;
 /// `CAP_SYS_RESOURCE`'s bit in a capability set.

@@ -182,12 +182,13 @@ fn kb_field(text: &[u8], key: &[u8]) -> Option<u64> {
     status_field(text, key)?.checked_mul(1024)
 }
 
-/// This process's private writable memory now, bytes (`VmData` of
-/// `/proc/self/status`: what `RLIMIT_DATA` caps).
-pub(super) fn data_bytes() -> Option<u64> {
+/// A `kB` field of `/proc/self/status` now, bytes: `VmData:` (private
+/// writable memory, what `RLIMIT_DATA` caps), `VmLck:` (locked memory,
+/// `RLIMIT_MEMLOCK`).
+pub(super) fn status_bytes(key: &[u8]) -> Option<u64> {
     // Large: the `Groups:` line before it can be long.
     let mut buf = [0u8; 16 * 1024];
-    kb_field(read_into("/proc/self/status", &mut buf)?, b"VmData:")
+    kb_field(read_into("/proc/self/status", &mut buf)?, key)
 }
 
 /// `vm.overcommit_memory` (2: strict accounting against `CommitLimit`).

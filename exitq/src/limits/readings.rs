@@ -8,7 +8,9 @@
 //! stack `PROT_NONE`, then `mprotect` of all but the guard read-write),
 //! then the task is made (`clone`). The mapping meets
 //! `vm.max_map_count` (both calls: the `mprotect` splits the mapping),
-//! `RLIMIT_AS` (the `mmap`: `may_expand_vm` against the address space),
+//! `RLIMIT_MEMLOCK` (the `mmap`, EAGAIN, when `mlockall(MCL_FUTURE)` locks
+//! every new mapping), `RLIMIT_AS` (the `mmap`: `may_expand_vm` against
+//! the address space),
 //! `RLIMIT_DATA` (the `mprotect`: a private writable mapping is data
 //! since Linux 4.7, `is_data_mapping`) and strict overcommit (the
 //! `mprotect` charges the now writable pages when
@@ -74,6 +76,11 @@ pub struct Readings {
     /// This process's address space, bytes (`VmSize`; read under
     /// `RLIMIT_AS` or strict overcommit).
     pub address_space: Option<u64>,
+    /// `RLIMIT_MEMLOCK`'s soft limit, bytes.
+    pub rlimit_memlock: Option<u64>,
+    /// This process's locked memory, bytes (`VmLck`; read under
+    /// `RLIMIT_MEMLOCK`).
+    pub locked: Option<u64>,
     /// `RLIMIT_DATA`'s soft limit, bytes (its hard limit when the soft one
     /// is 0, as the kernel takes it).
     pub rlimit_data: Option<u64>,
@@ -102,6 +109,10 @@ struct Needs {
     reserve: u64,
     commit: u64,
     task: bool,
+    /// Locked memory may have refused the reservation: an anonymous
+    /// `mmap` said EAGAIN (nothing else makes it), or a thread's creation
+    /// (glibc's `mmap` under `mlockall(MCL_FUTURE)`).
+    memlock: bool,
 }
 
 /// Whether a limit is looked for exactly at its ceiling, or near it.
@@ -151,7 +162,8 @@ impl Readings {
         };
         let overcommit_memory = read::overcommit_memory();
         let strict = overcommit_memory == Some(2);
-        let cap_eff = (rlimit_nproc.is_some() || strict)
+        let rlimit_memlock = read::rlimit(libc::RLIMIT_MEMLOCK);
+        let cap_eff = (rlimit_nproc.is_some() || strict || rlimit_memlock.is_some())
             .then(exempt::cap_eff)
             .flatten();
         let child_user_ns = exempt::child_user_ns();
@@ -173,8 +185,10 @@ impl Readings {
             address_space: (rlimit_as.is_some() || strict)
                 .then(read::address_space)
                 .flatten(),
+            rlimit_memlock,
+            locked: rlimit_memlock.and_then(|_| read::status_bytes(b"VmLck:")),
             rlimit_data,
-            data: rlimit_data.and_then(|_| read::data_bytes()),
+            data: rlimit_data.and_then(|_| read::status_bytes(b"VmData:")),
             overcommit_memory,
             commit_limit: None,
             committed: None,
@@ -219,6 +233,7 @@ impl Readings {
             reserve: stack,
             commit: stack,
             task: true,
+            memlock: true,
         };
         let refused = || match stack_bytes {
             Some(s) => format!("the thread's attributes were refused (stack size {s} bytes)"),
@@ -245,14 +260,21 @@ impl Readings {
                     reserve: bytes,
                     commit: 0,
                     task: false,
+                    memlock: errno == libc::EAGAIN,
                 },
-                "no free range of address space that large, or a limit not visible here",
+                if errno == libc::EAGAIN {
+                    "too much memory locked (mlockall(MCL_FUTURE) locks every new mapping), or a \
+                     limit not visible here"
+                } else {
+                    "no free range of address space that large, or a limit not visible here"
+                },
             ),
             MapStep::Commit => (
                 Needs {
                     reserve: 0,
                     commit: bytes,
                     task: false,
+                    memlock: false,
                 },
                 "the kernel could not allocate the mapping (memory), or a limit not visible here",
             ),
@@ -308,6 +330,9 @@ impl Readings {
     /// `RLIMIT_AS`, `RLIMIT_DATA` or strict overcommit, when what the
     /// call needed does not fit under it.
     fn memory_at_ceiling(&self, needs: Needs) -> Option<(Limit, String)> {
+        if let Some(found) = self.memlock_at_ceiling(needs) {
+            return Some(found);
+        }
         if let (Some(lim), Some(vm)) = (self.rlimit_as, self.address_space) {
             if needs.reserve > 0 && vm.saturating_add(needs.reserve) > lim {
                 let detail = format!(
@@ -343,6 +368,31 @@ impl Readings {
             }
         }
         None
+    }
+
+    /// `RLIMIT_MEMLOCK` under `mlockall(MCL_FUTURE)`, which locks every
+    /// new mapping (`mlock_future_ok`, before the address space is
+    /// checked): when the reservation does not fit beside the locked
+    /// memory. For a thread's creation only when some memory is locked
+    /// (`mlockall` itself is not visible). Not for `CAP_IPC_LOCK`.
+    fn memlock_at_ceiling(&self, needs: Needs) -> Option<(Limit, String)> {
+        let (Some(lim), Some(locked)) = (self.rlimit_memlock, self.locked) else {
+            return None;
+        };
+        let ipc_lock = !self.child_user_ns
+            && self
+                .cap_eff
+                .is_some_and(|c| c & (1 << exempt::CAP_IPC_LOCK) != 0);
+        let plausible = needs.memlock && needs.reserve > 0 && (!needs.task || locked > 0);
+        if !plausible || ipc_lock || locked.saturating_add(needs.reserve) <= lim {
+            return None;
+        }
+        let detail = format!(
+            "RLIMIT_MEMLOCK {lim} reached: {locked} bytes locked (VmLck), and the stack needs {} \
+             (mlockall(MCL_FUTURE) locks every new mapping)",
+            needs.reserve
+        );
+        Some((Limit::RlimitMemlock, detail))
     }
 
     /// A task limit at its ceiling in `pass`, in `copy_process`'s order.
@@ -399,6 +449,11 @@ impl Readings {
                 num(self.max_map_count),
                 num(self.mappings)
             ));
+        }
+        if needs.reserve > 0 && needs.memlock {
+            if let (Some(lim), Some(locked)) = (self.rlimit_memlock, self.locked) {
+                parts.push(format!("RLIMIT_MEMLOCK {lim}: {locked} bytes locked"));
+            }
         }
         if needs.reserve > 0 {
             parts.push(match self.rlimit_as {

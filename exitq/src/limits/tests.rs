@@ -441,3 +441,38 @@ fn huge_readings_do_not_overflow() {
     };
     zero.diagnose(libc::ENOMEM, Some(u64::MAX));
 }
+
+/// Under `mlockall(MCL_FUTURE)` a stack's `mmap` says EAGAIN at
+/// `RLIMIT_MEMLOCK`: named with the locked bytes, unless the process holds
+/// `CAP_IPC_LOCK`; an `mmap` that said ENOMEM is not a locking failure.
+#[test]
+fn locked_memory_is_named_for_a_refused_reservation() {
+    let r = Readings {
+        rlimit_memlock: Some(8 << 20),
+        locked: Some(4 << 20),
+        ..none()
+    };
+    let m = r.diagnose_mapping(libc::EAGAIN, MapStep::Reserve, 16 << 20);
+    assert_eq!(m.limit, Limit::RlimitMemlock, "{m}");
+    assert!(
+        m.detail
+            .starts_with("RLIMIT_MEMLOCK 8388608 reached: 4194304 bytes locked (VmLck)"),
+        "{m}"
+    );
+    assert_eq!(diag(&r).0, Limit::RlimitMemlock);
+    let m = r.diagnose_mapping(libc::ENOMEM, MapStep::Reserve, 16 << 20);
+    assert_eq!(m.limit, Limit::Memory, "{m}");
+    let ipc_lock = Readings {
+        cap_eff: Some(1 << 14),
+        ..r.clone()
+    };
+    let m = ipc_lock.diagnose_mapping(libc::EAGAIN, MapStep::Reserve, 16 << 20);
+    assert_eq!(m.limit, Limit::Memory, "{m}");
+    assert!(m.detail.contains("too much memory locked"), "{m}");
+    // Nothing locked: a thread's creation is not put down to mlockall.
+    let none_locked = Readings {
+        locked: Some(0),
+        ..r
+    };
+    assert_eq!(diag(&none_locked).0, Limit::Memory);
+}
