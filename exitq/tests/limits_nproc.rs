@@ -222,3 +222,65 @@ fn the_threads_of_a_process_with_many_groups_are_counted() {
     });
     assert_eq!(code, 0);
 }
+
+/// uid 0 of a user namespace whose 0 maps to another user outside (a
+/// rootless container's root) is not the kernel's root, and its
+/// capabilities are the namespace's: `RLIMIT_NPROC` stops it. It was told
+/// "RLIMIT_NPROC not enforced for root" (uid 0 was taken as exempt); the
+/// limit is named now.
+#[test]
+fn root_of_a_child_user_namespace_is_stopped_and_told() {
+    if !thread_limit_util::root_or_skip("to map a user namespace's root elsewhere") {
+        return;
+    }
+    /// The user outside that the namespace's root is.
+    const OUTSIDE: u32 = 100_000;
+    let code = fork_child(PATIENCE, || {
+        let rl = libc::rlimit {
+            rlim_cur: 1,
+            rlim_max: 1,
+        };
+        // As a rootless container starts: an unprivileged user (here
+        // 100000) makes the namespace and maps its root to itself.
+        // SAFETY: plain system calls on valid arguments, in a forked child
+        // of one thread (unshare(CLONE_NEWUSER) needs one).
+        let became = unsafe {
+            libc::setrlimit(libc::RLIMIT_NPROC, &rl) == 0
+                && libc::setgroups(0, std::ptr::null()) == 0
+                && libc::setgid(OUTSIDE) == 0
+                && libc::setuid(OUTSIDE) == 0
+                // The uid change made it undumpable: its /proc files
+                // root's, its uid_map not writable by it.
+                && libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) == 0
+        };
+        assert!(
+            became,
+            "become {OUTSIDE}: {}",
+            std::io::Error::last_os_error()
+        );
+        // SAFETY: as above.
+        if unsafe { libc::unshare(libc::CLONE_NEWUSER) } != 0 {
+            return 2;
+        }
+        std::fs::write("/proc/self/uid_map", format!("0 {OUTSIDE} 1\n"))
+            .unwrap_or_else(|e| panic!("uid_map: {e}"));
+        // SAFETY: as above; uid 0 is mapped now.
+        assert_eq!(unsafe { libc::setuid(0) }, 0, "setuid(0) in the namespace");
+        assert!(
+            !can_create_a_thread(),
+            "RLIMIT_NPROC stops the namespace's root"
+        );
+        let d = diagnose(libc::EAGAIN, None);
+        assert_eq!(d.limit, Limit::RlimitNproc, "{d}");
+        assert!(
+            d.detail.starts_with("RLIMIT_NPROC 1 reached: user 0 has "),
+            "{d}"
+        );
+        0
+    });
+    if code == 2 {
+        skip_util::skip("an unprivileged user cannot make a user namespace here (unshare refused)");
+        return;
+    }
+    assert_eq!(code, 0);
+}
