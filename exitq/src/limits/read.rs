@@ -108,10 +108,26 @@ pub(super) fn status_field(status: &[u8], key: &[u8]) -> Option<u64> {
 /// threads of every process in `/proc` with that real uid. Processes of
 /// other pid namespaces are not seen (the count is then low).
 pub fn user_tasks(uid: u32) -> Option<u64> {
+    scan_tasks(uid).map(|t| t.user)
+}
+
+/// The tasks `/proc` shows, counted in one scan.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Scanned {
+    /// All of them: in a child pid namespace with its own `/proc`, that
+    /// namespace's tasks, each holding one of its pids.
+    pub(super) all: u64,
+    /// Those whose real user is the `uid` asked for.
+    pub(super) user: u64,
+}
+
+/// The threads of every process in `/proc`, and of those whose real user
+/// is `uid`.
+pub(super) fn scan_tasks(uid: u32) -> Option<Scanned> {
     // `Threads:` comes after `Groups:`, which can be long.
     let mut buf = [0u8; 16 * 1024];
     let mut path = String::with_capacity(32);
-    let mut n = 0u64;
+    let mut n = Scanned { all: 0, user: 0 };
     for entry in fs::read_dir("/proc").ok()?.flatten() {
         let name = entry.file_name();
         let Some(pid) = name
@@ -128,8 +144,11 @@ pub fn user_tasks(uid: u32) -> Option<u64> {
         let Some(status) = read_into(&path, &mut buf) else {
             continue;
         };
+        // A zombie shows 0 threads and still holds its task.
+        let threads = status_field(status, b"Threads:").unwrap_or(1).max(1);
+        n.all = n.all.saturating_add(threads);
         if status_field(status, b"Uid:") == Some(u64::from(uid)) {
-            n = n.saturating_add(status_field(status, b"Threads:").unwrap_or(1).max(1));
+            n.user = n.user.saturating_add(threads);
         }
     }
     Some(n)

@@ -27,8 +27,8 @@
 //! task limit stopped the thread, not the mappings.
 
 use super::exempt::{self, nproc_exempt};
+use super::read::CgroupPids;
 use super::read::{self, cgroup_pids, map_count, max_map_count, pid_max, tasks_now, threads_max};
-use super::read::{user_tasks, CgroupPids};
 use super::{Diagnosis, Limit, MapStep};
 
 /// Each limit that can stop a thread's creation or its stack's mapping,
@@ -61,8 +61,12 @@ pub struct Readings {
     /// The tasks of that user (read only when `RLIMIT_NPROC` applies).
     pub user_tasks: Option<u64>,
     /// This process is in a pid namespace other than the initial one:
-    /// `user_tasks` counts only the tasks this namespace shows.
+    /// `user_tasks` counts only the tasks this namespace shows, and its
+    /// own `kernel.pid_max` (Linux 6.14+) caps `ns_tasks`.
     pub child_pid_ns: bool,
+    /// In a child pid namespace, the tasks its `/proc` shows: those
+    /// holding its pids.
+    pub ns_tasks: Option<u64>,
     /// The cgroups on this process's path with a `pids.max`, its own first.
     pub cgroups: Vec<CgroupPids>,
     /// `kernel.threads-max`.
@@ -177,6 +181,7 @@ impl Readings {
             uid_maps_to_root: child_user_ns && exempt::uid_maps_to_root(uid),
             user_tasks: None,
             child_pid_ns: exempt::child_pid_ns(),
+            ns_tasks: None,
             cgroups: cgroup_pids(),
             threads_max: threads_max(),
             pid_max: pid_max(),
@@ -194,8 +199,15 @@ impl Readings {
             committed: None,
             commit_reserve: None,
         };
-        if r.rlimit_nproc.is_some() && r.nproc_exempt().is_none() {
-            r.user_tasks = user_tasks(uid);
+        let nproc = r.rlimit_nproc.is_some() && r.nproc_exempt().is_none();
+        if nproc || r.child_pid_ns {
+            let scanned = read::scan_tasks(uid);
+            if nproc {
+                r.user_tasks = scanned.map(|t| t.user);
+            }
+            if r.child_pid_ns {
+                r.ns_tasks = scanned.map(|t| t.all);
+            }
         }
         if strict {
             (r.commit_limit, r.committed) = read::commit();
@@ -418,13 +430,24 @@ impl Readings {
             }
         }
         if pass == Pass::Near {
-            if let Some((max, n)) = reached(self.pid_max, self.tasks, PID_SLACK) {
-                let detail =
-                    format!("kernel.pid_max {max} reached: {n} tasks on the system hold pids");
+            // `kernel.pid_max` read here is this namespace's, which caps
+            // the pids of its tasks, not the system's.
+            let (holders, whose) = self.pid_holders();
+            if let Some((max, n)) = reached(self.pid_max, holders, PID_SLACK) {
+                let detail = format!("kernel.pid_max {max} reached: {n} tasks {whose} hold pids");
                 return Some((Limit::PidMax, detail));
             }
         }
         None
+    }
+
+    /// The tasks whose pids `kernel.pid_max` caps, and where they are.
+    fn pid_holders(&self) -> (Option<u64>, &'static str) {
+        if self.child_pid_ns {
+            (self.ns_tasks, "in this pid namespace")
+        } else {
+            (self.tasks, "on the system")
+        }
     }
 
     /// `user 65534 has 7 tasks`.
@@ -509,12 +532,23 @@ impl Readings {
                 num(c.current)
             ));
         }
-        parts.push(format!(
-            "kernel.threads-max {}, kernel.pid_max {}: {} tasks on the system",
-            num(self.threads_max),
-            num(self.pid_max),
-            num(self.tasks)
-        ));
+        if self.child_pid_ns {
+            parts.push(format!(
+                "kernel.threads-max {}: {} tasks on the system; kernel.pid_max {}: {} task(s) \
+                 in this pid namespace",
+                num(self.threads_max),
+                num(self.tasks),
+                num(self.pid_max),
+                num(self.ns_tasks)
+            ));
+        } else {
+            parts.push(format!(
+                "kernel.threads-max {}, kernel.pid_max {}: {} tasks on the system",
+                num(self.threads_max),
+                num(self.pid_max),
+                num(self.tasks)
+            ));
+        }
     }
 }
 

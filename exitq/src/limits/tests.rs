@@ -476,3 +476,35 @@ fn locked_memory_is_named_for_a_refused_reservation() {
     };
     assert_eq!(diag(&none_locked).0, Limit::Memory);
 }
+
+/// In a child pid namespace `kernel.pid_max` is the namespace's own (Linux
+/// 6.14+) and caps its tasks' pids: with a namespace's `pid_max` of 1000
+/// and 5000 tasks on the system, "kernel.pid_max 1000 reached: 5000 tasks
+/// on the system hold pids" was said of a namespace holding 3.
+#[test]
+fn pid_max_in_a_pid_namespace_counts_its_tasks() {
+    let r = Readings {
+        pid_max: Some(1000),
+        tasks: Some(5000),
+        child_pid_ns: true,
+        ns_tasks: Some(3),
+        ..none()
+    };
+    let (limit, detail) = diag(&r);
+    assert_eq!(limit, Limit::Memory, "{detail}");
+    assert!(
+        detail.contains("kernel.pid_max 1000: 3 task(s) in this pid namespace"),
+        "{detail}"
+    );
+    let full = Readings {
+        ns_tasks: Some(990),
+        ..r
+    };
+    assert_eq!(
+        diag(&full),
+        (
+            Limit::PidMax,
+            "kernel.pid_max 1000 reached: 990 tasks in this pid namespace hold pids".into()
+        )
+    );
+}
