@@ -91,17 +91,6 @@ pub(super) fn child_user_ns() -> bool {
     std::fs::metadata("/proc/self/ns/user").is_ok_and(|m| m.ino() != INIT_USER_NS_INO)
 }
 
-/// The inode of the initial pid namespace (`PROC_PID_INIT_INO`).
-const INIT_PID_NS_INO: u64 = 0xEFFF_FFFC;
-
-/// Whether this process is in a pid namespace other than the initial one
-/// (`false` when `/proc` cannot tell). Not an exemption: it says whose
-/// tasks `/proc` shows.
-pub(super) fn child_pid_ns() -> bool {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/self/ns/pid").is_ok_and(|m| m.ino() != INIT_PID_NS_INO)
-}
-
 /// Whether `uid_map` (`inside outside count` lines) maps `uid` to uid 0
 /// of the namespace outside.
 pub(super) fn maps_to_root(uid_map: &[u8], uid: u32) -> bool {

@@ -11,6 +11,7 @@
 
 use std::fs::{self, File};
 use std::io::{ErrorKind, Read};
+use std::os::unix::fs::MetadataExt;
 
 /// A cgroup on this process's path that limits its tasks (`pids.max` is a
 /// number, not `max`): cgroup v2, or the v1 `pids` controller.
@@ -152,6 +153,16 @@ pub(super) fn scan_tasks(uid: u32) -> Option<Scanned> {
         }
     }
     Some(n)
+}
+
+/// The inode of the initial pid namespace (`PROC_PID_INIT_INO`).
+const INIT_PID_NS_INO: u64 = 0xEFFF_FFFC;
+
+/// Whether this process is in a pid namespace other than the initial one
+/// (`false` when `/proc` cannot tell): then `/proc` shows that
+/// namespace's tasks, and `kernel.pid_max` is its own (Linux 6.14+).
+pub(super) fn child_pid_ns() -> bool {
+    std::fs::metadata("/proc/self/ns/pid").is_ok_and(|m| m.ino() != INIT_PID_NS_INO)
 }
 
 /// The soft limit of `resource` (`None`: unlimited, or unreadable).

@@ -180,7 +180,7 @@ impl Readings {
             child_user_ns,
             uid_maps_to_root: child_user_ns && exempt::uid_maps_to_root(uid),
             user_tasks: None,
-            child_pid_ns: exempt::child_pid_ns(),
+            child_pid_ns: read::child_pid_ns(),
             ns_tasks: None,
             cgroups: cgroup_pids(),
             threads_max: threads_max(),
