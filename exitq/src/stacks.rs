@@ -185,12 +185,14 @@ impl StackPoolBuilder {
             quarantine: Mutex::new(Vec::new()),
             pidfd: OnceLock::new(),
             create_diagnosis: Default::default(),
+            map_diagnosis: Default::default(),
             c: Counters::default(),
         });
         for _ in 0..self.prefill.min(cap) {
-            let hdr = shared
-                .map_stack()
-                .map_err(|e| Error::from_raw_os_error(e.errno()))?;
+            let hdr = shared.map_stack().map_err(|e| {
+                let kind = Error::from_raw_os_error(e.errno()).kind();
+                Error::new(kind, format!("cannot prefill the stack pool: {e}"))
+            })?;
             if let Some(Err(hdr)) = shared.free.as_ref().map(|q| q.push(hdr)) {
                 shared.unmap(hdr);
             }

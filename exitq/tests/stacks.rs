@@ -456,8 +456,15 @@ fn an_unmappable_stack_is_a_named_spawn_error() {
     let arg = &slot as *const AtomicUsize as *mut c_void;
     // SAFETY: as above.
     let err = unsafe { pool.spawn(report_stack, arg, Reap::Owner) }.unwrap_err();
-    assert_eq!(err, SpawnError::Map(libc::ENOMEM));
+    assert!(matches!(err, SpawnError::Map(_)), "{err}");
+    assert_eq!(err.errno(), libc::ENOMEM);
+    // No limit at its ceiling: every one the mmap meets, with its count.
+    assert_eq!(err.limit(), "memory", "{err}");
     assert!(err.to_string().contains("vm.max_map_count"), "{err}");
+    assert!(
+        err.to_string().contains("no free range of address space"),
+        "{err}"
+    );
     assert_eq!(pool.stats().spawn_failed, 1);
 }
 

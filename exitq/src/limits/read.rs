@@ -11,6 +11,7 @@
 
 use std::fs::{self, File};
 use std::io::{ErrorKind, Read};
+use std::os::unix::fs::MetadataExt;
 
 /// A cgroup on this process's path that limits its tasks (`pids.max` is a
 /// number, not `max`): cgroup v2, or the v1 `pids` controller.
@@ -26,7 +27,7 @@ pub struct CgroupPids {
 
 /// Reads up to `buf.len()` bytes of `path`: `None` if it cannot be opened
 /// or read.
-fn read_into<'a>(path: &str, buf: &'a mut [u8]) -> Option<&'a [u8]> {
+pub(super) fn read_into<'a>(path: &str, buf: &'a mut [u8]) -> Option<&'a [u8]> {
     let mut f = File::open(path).ok()?;
     let mut len = 0;
     while len < buf.len() {
@@ -50,7 +51,7 @@ fn leading_u64(s: &[u8]) -> Option<u64> {
 }
 
 /// A file holding one number (a sysctl, `pids.max`, `pids.current`).
-fn read_u64(path: &str) -> Option<u64> {
+pub(super) fn read_u64(path: &str) -> Option<u64> {
     let mut buf = [0u8; 32];
     leading_u64(read_into(path, &mut buf)?)
 }
@@ -97,7 +98,7 @@ pub fn map_count() -> Option<u64> {
 }
 
 /// The value of `key` (e.g. `Threads:`) in a `/proc/<pid>/status` text.
-fn status_field(status: &[u8], key: &[u8]) -> Option<u64> {
+pub(super) fn status_field(status: &[u8], key: &[u8]) -> Option<u64> {
     status
         .split(|&b| b == b'\n')
         .find_map(|line| line.strip_prefix(key))
@@ -108,9 +109,26 @@ fn status_field(status: &[u8], key: &[u8]) -> Option<u64> {
 /// threads of every process in `/proc` with that real uid. Processes of
 /// other pid namespaces are not seen (the count is then low).
 pub fn user_tasks(uid: u32) -> Option<u64> {
-    let mut buf = [0u8; 4096];
+    scan_tasks(uid).map(|t| t.user)
+}
+
+/// The tasks `/proc` shows, counted in one scan.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Scanned {
+    /// All of them: in a child pid namespace with its own `/proc`, that
+    /// namespace's tasks, each holding one of its pids.
+    pub(super) all: u64,
+    /// Those whose real user is the `uid` asked for.
+    pub(super) user: u64,
+}
+
+/// The threads of every process in `/proc`, and of those whose real user
+/// is `uid`.
+pub(super) fn scan_tasks(uid: u32) -> Option<Scanned> {
+    // `Threads:` comes after `Groups:`, which can be long.
+    let mut buf = [0u8; 16 * 1024];
     let mut path = String::with_capacity(32);
-    let mut n = 0u64;
+    let mut n = Scanned { all: 0, user: 0 };
     for entry in fs::read_dir("/proc").ok()?.flatten() {
         let name = entry.file_name();
         let Some(pid) = name
@@ -127,11 +145,24 @@ pub fn user_tasks(uid: u32) -> Option<u64> {
         let Some(status) = read_into(&path, &mut buf) else {
             continue;
         };
+        // A zombie shows 0 threads and still holds its task.
+        let threads = status_field(status, b"Threads:").unwrap_or(1).max(1);
+        n.all = n.all.saturating_add(threads);
         if status_field(status, b"Uid:") == Some(u64::from(uid)) {
-            n = n.saturating_add(status_field(status, b"Threads:").unwrap_or(1).max(1));
+            n.user = n.user.saturating_add(threads);
         }
     }
     Some(n)
+}
+
+/// The inode of the initial pid namespace (`PROC_PID_INIT_INO`).
+const INIT_PID_NS_INO: u64 = 0xEFFF_FFFC;
+
+/// Whether this process is in a pid namespace other than the initial one
+/// (`false` when `/proc` cannot tell): then `/proc` shows that
+/// namespace's tasks, and `kernel.pid_max` is its own (Linux 6.14+).
+pub(super) fn child_pid_ns() -> bool {
+    std::fs::metadata("/proc/self/ns/pid").is_ok_and(|m| m.ino() != INIT_PID_NS_INO)
 }
 
 /// The soft limit of `resource` (`None`: unlimited, or unreadable).
@@ -160,6 +191,61 @@ pub(super) fn address_space() -> Option<u64> {
     // SAFETY: sysconf has no preconditions.
     let page = u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).ok()?;
     pages.checked_mul(page)
+}
+
+/// The hard limit of `resource` (`None`: unlimited, or unreadable).
+pub(super) fn rlimit_max(resource: libc::__rlimit_resource_t) -> Option<u64> {
+    let mut rl = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `rl` is a valid, writable rlimit; getrlimit only writes it.
+    if unsafe { libc::getrlimit(resource, &mut rl) } != 0 || rl.rlim_max == libc::RLIM_INFINITY {
+        return None;
+    }
+    Some(rl.rlim_max)
+}
+
+/// A `kB` field of `/proc/self/status` or `/proc/meminfo` (`VmData:`,
+/// `CommitLimit:`), in bytes, from a text read whole.
+fn kb_field(text: &[u8], key: &[u8]) -> Option<u64> {
+    status_field(text, key)?.checked_mul(1024)
+}
+
+/// A `kB` field of `/proc/self/status` now, bytes: `VmData:` (private
+/// writable memory, what `RLIMIT_DATA` caps), `VmLck:` (locked memory,
+/// `RLIMIT_MEMLOCK`).
+pub(super) fn status_bytes(key: &[u8]) -> Option<u64> {
+    // Large: the `Groups:` line before it can be long.
+    let mut buf = [0u8; 16 * 1024];
+    kb_field(read_into("/proc/self/status", &mut buf)?, key)
+}
+
+/// `vm.overcommit_memory` (2: strict accounting against `CommitLimit`).
+pub(super) fn overcommit_memory() -> Option<u64> {
+    read_u64("/proc/sys/vm/overcommit_memory")
+}
+
+/// `CommitLimit` and `Committed_AS` of `/proc/meminfo`, bytes.
+pub(super) fn commit() -> (Option<u64>, Option<u64>) {
+    let mut buf = [0u8; 8 * 1024];
+    match read_into("/proc/meminfo", &mut buf) {
+        Some(text) => (
+            kb_field(text, b"CommitLimit:"),
+            kb_field(text, b"Committed_AS:"),
+        ),
+        None => (None, None),
+    }
+}
+
+/// `vm.admin_reserve_kbytes` and `vm.user_reserve_kbytes`, bytes: the
+/// memory strict overcommit keeps back from a process.
+pub(super) fn commit_reserves() -> (Option<u64>, Option<u64>) {
+    let kb = |path| read_u64(path).and_then(|k| k.checked_mul(1024));
+    (
+        kb("/proc/sys/vm/admin_reserve_kbytes"),
+        kb("/proc/sys/vm/user_reserve_kbytes"),
+    )
 }
 
 /// The cgroups on this process's path that limit its tasks, its own first
@@ -260,6 +346,12 @@ mod tests {
         // This test's own threads are among them.
         assert!(user_tasks(real_uid()).is_some_and(|n| n >= 1));
         assert!(address_space().is_some_and(|b| b > 0));
+        assert!(status_bytes(b"VmData:").is_some_and(|b| b > 0));
+        assert!(status_bytes(b"VmLck:").is_some());
+        assert!(super::super::exempt::cap_eff().is_some());
+        let (limit, committed) = commit();
+        assert!(limit.is_some_and(|b| b > 0) && committed.is_some_and(|b| b > 0));
+        assert!(overcommit_memory().is_some_and(|m| m <= 2));
     }
 
     #[test]

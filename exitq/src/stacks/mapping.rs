@@ -30,6 +30,7 @@ use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use super::error::SpawnError;
 use super::shared::{Header, Shared, HEADER_RESERVE};
 use super::sys::errno;
+use crate::limits::{Diagnosis, MapStep};
 
 impl Shared {
     /// Lowest address of the stack handed to pthread (the canary lives here).
@@ -53,7 +54,12 @@ impl Shared {
             )
         };
         if base == libc::MAP_FAILED {
-            return Err(SpawnError::Map(errno()));
+            let e = errno();
+            return Err(SpawnError::Map(self.map_diagnosis(
+                e,
+                MapStep::Reserve,
+                self.mapping,
+            )));
         }
         let base = base.cast::<u8>();
         // SAFETY: the range [base+guard, base+mapping) lies in the mapping
@@ -69,7 +75,11 @@ impl Shared {
             let e = errno();
             // SAFETY: our own mapping, unused.
             unsafe { libc::munmap(base.cast(), self.mapping) };
-            return Err(SpawnError::Protect(e));
+            return Err(SpawnError::Protect(self.map_diagnosis(
+                e,
+                MapStep::Commit,
+                self.stack_size,
+            )));
         }
         let hdr = base
             .wrapping_add(self.mapping - HEADER_RESERVE)
@@ -99,6 +109,14 @@ impl Shared {
         let now = self.c.mapped.fetch_add(1, Ordering::Relaxed) + 1;
         self.c.peak_mapped.fetch_max(now, Ordering::Relaxed);
         Ok(hdr)
+    }
+
+    /// The limit that stopped the `step` of mapping a stack (`bytes`
+    /// long), read now, or the last one while no stack was mapped since.
+    fn map_diagnosis(&self, errno: i32, step: MapStep, bytes: usize) -> Diagnosis {
+        let mapped = self.c.maps.load(Ordering::Relaxed);
+        self.map_diagnosis
+            .diagnose_mapping(errno, step, mapped, bytes as u64)
     }
 
     pub(super) fn unmap(&self, hdr: NonNull<Header>) {

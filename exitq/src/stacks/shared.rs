@@ -121,6 +121,8 @@ pub(super) struct Shared {
     pub(super) pidfd: OnceLock<Option<libc::c_int>>,
     /// The last diagnosis of a `pthread_create` failure (`crate::limits`).
     pub(super) create_diagnosis: crate::limits::Recent,
+    /// The last diagnosis of a failure to map a stack.
+    pub(super) map_diagnosis: crate::limits::Recent,
     pub(super) c: Counters,
 }
 
