@@ -30,7 +30,8 @@
 #
 # Exit status: 0 set up (or, without root, said what is missing); 1 a step
 # failed as root, or cargo is not on PATH; 2 scripts/test-packages.txt has
-# a line that is not one package name (the line is named). Run it alone to
+# a line that is not one package name (the line is named), or
+# HERD_SETUP_APT_WAIT is not a number. Run it alone to
 # set a machine up for the tests (what it does is said on stderr,
 # "== setup:").
 set -euo pipefail
@@ -88,6 +89,8 @@ done
 # while another process holds one of apt's locks: apt-get update fails at
 # once then ("Could not get lock ... It is held by process N (NAME)").
 apt_wait=${HERD_SETUP_APT_WAIT:-600}
+[[ $apt_wait =~ ^[0-9]{1,6}$ ]] || { say "error: HERD_SETUP_APT_WAIT must be a number of seconds, not '$apt_wait'"; exit 2; }
+apt_wait=$((10#$apt_wait))
 apt_err=$(mktemp)
 trap 'rm -f "$apt_err"' EXIT
 apt_get() {

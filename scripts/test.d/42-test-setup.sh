@@ -106,6 +106,9 @@ expect_rc 1 "apt lock held for good" -- setup FAKE_LOCKED=1000 HERD_SETUP_APT_WA
 grep -q "lock still held after 3s" "$tmp/err" && grep -q "held by process 4321" "$tmp/err" ||
     { cat "$tmp/err"; fail "a lock never released ends the wait with an error naming it"; }
 ok "apt's lock never released: exit 1 after HERD_SETUP_APT_WAIT, naming the holder"
+expect_rc 2 "a bad HERD_SETUP_APT_WAIT" -- setup HERD_SETUP_APT_WAIT=soon
+grep -q "HERD_SETUP_APT_WAIT must be a number of seconds, not 'soon'" "$tmp/err" || { cat "$tmp/err"; fail "a bad wait named"; }
+ok "HERD_SETUP_APT_WAIT=soon: exit 2 naming it"
 
 # --- no network: the lists fail, the install is not tried ---------------------------
 expect_rc 1 "offline" -- setup FAKE_APT=offline
