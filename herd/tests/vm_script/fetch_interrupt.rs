@@ -112,7 +112,8 @@ fn cache_entries(cache: &Path) -> Vec<String> {
     names
 }
 
-/// The stand-ins: apt-get answers `indextargets` (the release's archive)
+/// The stand-ins: apt-get answers `indextargets` (this host's release's
+/// archive, as the system's apt would)
 /// and waits at anything else (update, download) after writing
 /// `waiting`; apt-cache names the kernel package; a qemu for the PATH.
 fn stand_ins(bin: &Path) {
@@ -121,7 +122,7 @@ fn stand_ins(bin: &Path) {
         &bin.join("apt-get"),
         &format!(
             "#!/bin/sh\n\
-             case \" $* \" in *' indextargets '*) echo 'http://deb.debian.org/debian bookworm'; exit 0 ;; esac\n\
+             case \" $* \" in *' indextargets '*) . /etc/os-release; echo \"http://deb.debian.org/debian $VERSION_CODENAME\"; exit 0 ;; esac\n\
              : >'{}'\n\
              exec sleep 60\n",
             waiting.display()
