@@ -80,8 +80,15 @@ while IFS= read -r line || [ -n "$line" ]; do
     fi
     wanted+=("${w[0]}")
 done <"$list"
+# A system without Debian's package tools: said (as root, an error), not
+# taken for a list of missing packages that apt-get, not found, "failed" to
+# fetch.
+if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
+    failed "no dpkg-query or apt-get: not a Debian system, so the packages of $list cannot be checked or installed (install them by hand: $(echo "${wanted[@]}"))"
+    wanted=()
+fi
 missing=()
-for p in "${wanted[@]}"; do
+for p in ${wanted[@]+"${wanted[@]}"}; do
     [ "$(dpkg-query -W -f '${Status}' "$p" 2>/dev/null)" = "install ok installed" ] || missing+=("$p")
 done
 
@@ -119,8 +126,11 @@ elif [ "$root" = 1 ]; then
     # --error-on=any: lists that could not be fetched (no network) are an
     # error, not a warning apt-get update exits 0 with, to be found as
     # "Unable to locate package" by the install.
-    apt_get update -qq --error-on=any ||
-        die "apt-get update failed: the package lists could not be fetched (apt's messages above; no network, or a proxy or DNS problem?)"
+    if ! apt_get update -qq --error-on=any; then
+        grep -q 'Failed to fetch' "$apt_err" &&
+            die "apt-get update failed: the package lists could not be fetched (apt's messages above; no network, or a proxy or DNS problem?)"
+        die "apt-get update failed (apt's messages above)"
+    fi
     install=(install -y -qq --no-install-recommends "${missing[@]}")
     if ! DEBIAN_FRONTEND=noninteractive apt_get "${install[@]}"; then
         grep -q 'dpkg --configure -a' "$apt_err" || die "apt-get install ${missing[*]} failed"

@@ -116,6 +116,20 @@ grep -q "package lists could not be fetched" "$tmp/err" || { cat "$tmp/err"; fai
 called "apt-get .*install" && { cat "$tmp/calls"; fail "the install ran on lists that were not fetched"; }
 ok "no network: exit 1 naming the lists that could not be fetched, no install tried"
 
+# --- not Debian: no apt-get or dpkg-query ---------------------------------------
+# (a PATH of the system's tools without them; the stand-ins moved aside)
+mkdir -p "$tmp/noapt" "$tmp/aside"
+for f in /usr/bin/* /usr/sbin/*; do
+    case ${f##*/} in apt-get | dpkg-query) continue ;; esac
+    [ -e "$tmp/noapt/${f##*/}" ] || ln -s "$f" "$tmp/noapt/${f##*/}"
+done
+mv "$B/apt-get" "$B/dpkg-query" "$tmp/aside/"
+expect_rc 1 "no apt-get" -- setup PATH="$B:$tmp/noapt"
+grep -q "error: no dpkg-query or apt-get: not a Debian system" "$tmp/err" && ! grep -q "could not be fetched" "$tmp/err" ||
+    { cat "$tmp/err"; fail "no apt-get named as such, not as a network failure"; }
+mv "$tmp/aside/apt-get" "$tmp/aside/dpkg-query" "$B/"
+ok "no apt-get or dpkg-query as root: exit 1 naming a system that is not Debian"
+
 # --- an install dpkg left unfinished: finished, then the install again ----------
 expect_rc 0 "dpkg interrupted" -- setup FAKE_APT=interrupted
 called "dpkg --configure -a" || { cat "$tmp/calls" "$tmp/err"; fail "dpkg --configure -a ran"; }
