@@ -29,6 +29,9 @@ R=$tmp/repo
 mkdir -p "$R/scripts"
 cp "$SRC/scripts/test-setup.sh" "$R/scripts/"
 printf '# test list\njq          # a comment\n\ngcc   # another\n' >"$R/scripts/test-packages.txt"
+# The guest's fetch: a stand-in that records how it was called.
+mkdir -p "$R/scripts/test.d"
+printf '#!/bin/sh\necho "50-vm.sh $* HERD_NO_INSTALL=${HERD_NO_INSTALL:-}" >>"$CALLS"\n' >"$R/scripts/test.d/50-vm.sh"
 
 # The stand-ins. Each records "NAME ARGS" in $tmp/calls.
 B=$tmp/bin
@@ -94,6 +97,11 @@ called() { grep -q "^$1" "$tmp/calls"; }
 expect_rc 0 "all installed" -- setup FAKE_MISSING=
 called "apt-get" && { cat "$tmp/calls"; fail "nothing missing, yet apt-get ran"; }
 ok "everything in place: exit 0, apt-get never run"
+
+# --- the guest's fetch: run as root, even with HERD_NO_INSTALL=1 about ----------
+expect_rc 0 "the guest's fetch" -- setup FAKE_MISSING= HERD_TEST_QUICK=0 HERD_NO_INSTALL=1
+grep -q '^50-vm.sh --prepare HERD_NO_INSTALL=$' "$tmp/calls" || { cat "$tmp/calls"; fail "50-vm.sh --prepare ran without HERD_NO_INSTALL"; }
+ok "the guest's fetch runs as root (without HERD_NO_INSTALL=1, which is for what runs after the set-up)"
 
 # --- apt's lock held for a while: waited for, said ------------------------------
 expect_rc 0 "apt lock held twice" -- setup FAKE_LOCKED=2
@@ -193,8 +201,8 @@ fi
 # --- not root: nothing installed, each missing thing named ---------------------------
 if command -v setpriv >/dev/null 2>&1; then
     chmod -R a+rX "$tmp"
-    expect_rc 0 "not root" -- setup FAKE_RUSTUP=nonightly setpriv --reuid=65534 --regid=65534 --clear-groups
-    for tool in apt-get mount "rustup toolchain install" "cargo install"; do
+    expect_rc 0 "not root" -- setup FAKE_RUSTUP=nonightly HERD_TEST_QUICK=0 setpriv --reuid=65534 --regid=65534 --clear-groups
+    for tool in apt-get mount "rustup toolchain install" "cargo install" 50-vm.sh; do
         called "$tool" && { cat "$tmp/calls"; fail "not root, yet $tool ran"; }
     done
     grep -q "Debian packages jq gcc .* not root" "$tmp/err" && grep -q "rust: no nightly toolchain .*not root" "$tmp/err" ||
