@@ -80,15 +80,17 @@ while IFS= read -r line || [ -n "$line" ]; do
     fi
     wanted+=("${w[0]}")
 done <"$list"
+debian=1
 # A system without Debian's package tools: said (as root, an error), not
 # taken for a list of missing packages that apt-get, not found, "failed" to
 # fetch.
 if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
-    failed "no dpkg-query or apt-get: not a Debian system, so the packages of $list cannot be checked or installed (install them by hand: $(echo "${wanted[@]}"))"
-    wanted=()
+    failed "no dpkg-query or apt-get: not a Debian system, so the packages of $list cannot be checked or installed (install them by hand: ${wanted[*]})"
+    debian=0
 fi
 missing=()
 for p in ${wanted[@]+"${wanted[@]}"}; do
+    [ "$debian" = 1 ] || break
     [ "$(dpkg-query -W -f '${Status}' "$p" 2>/dev/null)" = "install ok installed" ] || missing+=("$p")
 done
 
@@ -119,7 +121,9 @@ apt_get() {
     done
 }
 
-if [ "${#missing[@]}" = 0 ]; then
+if [ "$debian" = 0 ]; then
+    :
+elif [ "${#missing[@]}" = 0 ]; then
     say "Debian packages: all ${#wanted[@]} of $list are installed"
 elif [ "$root" = 1 ]; then
     say "Debian packages: installing ${missing[*]} (missing of $list)"
