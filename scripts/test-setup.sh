@@ -94,30 +94,34 @@ for p in ${wanted[@]+"${wanted[@]}"}; do
     [ "$(dpkg-query -W -f '${Status}' "$p" 2>/dev/null)" = "install ok installed" ] || missing+=("$p")
 done
 
-# apt_get ARGS...: apt-get ARGS (stdout dropped, stderr shown), waiting
-# while another process holds one of apt's locks: apt-get update fails at
-# once then ("Could not get lock ... It is held by process N (NAME)").
+# apt_get ARGS...: apt-get ARGS, stdout dropped, stderr shown as it comes
+# (apt's own "Waiting for cache lock" while it waits for dpkg's lock) and
+# kept in $apt_err; while it fails because another process holds one of
+# apt's locks (apt-get update fails at once then: "Could not get lock ...
+# It is held by process N (NAME)"), that is said once and it is tried
+# again every 2 s, up to $apt_wait s.
 apt_wait=${HERD_SETUP_APT_WAIT:-600}
 [[ $apt_wait =~ ^[0-9]{1,6}$ ]] || { say "error: HERD_SETUP_APT_WAIT must be a number of seconds, not '$apt_wait'"; exit 2; }
 apt_wait=$((10#$apt_wait))
 apt_err=$(mktemp)
-trap 'rm -f "$apt_err"' EXIT
+apt_rc=$(mktemp)
+trap 'rm -f "$apt_err" "$apt_rc"' EXIT
 apt_get() {
-    local t0=$SECONDS rc said=0
+    local t0=$SECONDS rc lock said=0
     while :; do
-        rc=0
-        LC_ALL=C apt-get -o DPkg::Lock::Timeout="$apt_wait" "$@" >/dev/null 2>"$apt_err" || rc=$?
-        if [ "$rc" != 0 ] && grep -q 'Could not get lock' "$apt_err" && [ $((SECONDS - t0)) -lt "$apt_wait" ]; then
-            [ "$said" = 1 ] || say "apt-get $1: waiting for apt's lock, up to ${apt_wait}s: $(grep -m1 'Could not get lock' "$apt_err")"
-            said=1
-            sleep 2
-            continue
+        # The lock errors are left out of what is shown: said once below.
+        { LC_ALL=C apt-get -o DPkg::Lock::Timeout="$apt_wait" "$@" 2>&1 >/dev/null; echo $? >"$apt_rc"; } |
+            tee "$apt_err" | { grep --line-buffered -v -e '^E: Could not get lock' -e '^E: Unable to lock' >&2 || true; }
+        rc=$(cat "$apt_rc")
+        lock=$(grep -m1 '^E: Could not get lock' "$apt_err" || true)
+        [ "$rc" != 0 ] && [ -n "$lock" ] || return "$rc"
+        if [ $((SECONDS - t0)) -ge "$apt_wait" ]; then
+            say "apt-get $1: apt's lock still held after ${apt_wait}s (HERD_SETUP_APT_WAIT): ${lock#E: }"
+            return "$rc"
         fi
-        cat "$apt_err" >&2
-        if [ "$rc" != 0 ] && grep -q 'Could not get lock' "$apt_err"; then
-            say "apt-get $1: apt's lock still held after ${apt_wait}s (HERD_SETUP_APT_WAIT)"
-        fi
-        return "$rc"
+        [ "$said" = 1 ] || say "apt-get $1: waiting for apt's lock, up to ${apt_wait}s: ${lock#E: }"
+        said=1
+        sleep 2
     done
 }
 
