@@ -3,12 +3,13 @@
 # fresh machine gives it: apt's lock held by another process (for a while,
 # for good), no network, a malformed package list line, dpkg left
 # unfinished by an interrupted set-up, a non-root user, cargo missing from
-# PATH, rustup missing or with a broken nightly. Nothing is installed: the
-# script runs from a scratch copy of the repository's scripts with its own
-# package list, and apt-get, dpkg, dpkg-query, rustup, cargo, mount and
-# inferno are stand-ins on PATH that record their calls (HERD_TEST_QUICK=1
-# leaves the VM guest's fetch out). Needs root (the set-up's root path, and
-# setpriv for the non-root one).
+# PATH, rustup missing or with a broken nightly, no apt-get, tracefs not
+# mounted or not mountable; and scripts/test.sh around it (the set-up
+# first, what it exports after, a failing part named). Nothing is
+# installed: the scripts run from a scratch copy with their own package
+# list, and apt-get, dpkg, dpkg-query, rustup, cargo, mount, inferno and
+# 50-vm.sh are stand-ins that record their calls. Needs root (the
+# set-up's root path, and setpriv for the non-root one).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SRC=$PWD
@@ -211,4 +212,24 @@ if command -v setpriv >/dev/null 2>&1; then
 else
     skip "test-setup.sh as a non-root user: no setpriv (util-linux)"
 fi
+# --- test.sh around the set-up: what it exports, and a failing part named ------------
+# A scratch repository with test.sh, a set-up and two suites that record
+# the environment they got, the second failing; cargo a stand-in.
+T=$tmp/t
+mkdir -p "$T/scripts/test.d"
+cp "$SRC/scripts/test.sh" "$T/scripts/"
+printf '#!/bin/sh\necho "setup HERD_NO_INSTALL=${HERD_NO_INSTALL:-}" >>"$CALLS"\n' >"$T/scripts/test-setup.sh"
+printf '#!/bin/sh\necho "10-a NO_INSTALL=$HERD_NO_INSTALL STRICT=$HERD_TEST_STRICT" >>"$CALLS"\n' >"$T/scripts/test.d/10-a.sh"
+printf '#!/bin/sh\necho "20-b" >>"$CALLS"\nexit 3\n' >"$T/scripts/test.d/20-b.sh"
+printf '#!/bin/sh\necho "30-c" >>"$CALLS"\n' >"$T/scripts/test.d/30-c.sh"
+: >"$tmp/calls"
+expect_rc 3 "test.sh, a failing suite" -- env -i PATH="$PATHS" CALLS="$tmp/calls" bash "$T/scripts/test.sh"
+[ "$(cat "$tmp/calls")" = "setup HERD_NO_INSTALL=
+cargo test --workspace
+cargo test --workspace --release
+10-a NO_INSTALL=1 STRICT=1
+20-b" ] || { cat "$tmp/calls"; fail "test.sh: the set-up first (HERD_NO_INSTALL unset), then cargo test, the suites in order with HERD_NO_INSTALL=1 and, as root, HERD_TEST_STRICT=1, none after the failing one"; }
+[[ "$(tail -n1 "$tmp/err")" =~ ^"== FAILED: scripts/test.d/20-b.sh (exit 3, after "[0-9]+" s)"$ ]] ||
+    { cat "$tmp/err"; fail "test.sh names the failing part on its last line"; }
+ok "test.sh: set-up first, then HERD_NO_INSTALL=1 and HERD_TEST_STRICT=1 for the rest; a failing suite ends it with its status, named on the last line"
 echo "$pass passed"
