@@ -44,7 +44,9 @@ Options:
                       fails or is interrupted leaves DIR's files as they were
       --record        also `perf record -g` the command and write
                       DIR/perf.data, DIR/stacks.folded and DIR/flamegraph.svg
-                      (inferno-collapse-perf + inferno-flamegraph; installed
+                      (an earlier DIR/perf.data becomes DIR/perf.data.old, as
+                      perf record does; inferno-collapse-perf +
+                      inferno-flamegraph; installed
                       with `cargo install inferno` when missing, unless
                       HERD_NO_INSTALL=1, as under the test command)
   -F, --freq HZ       sampling frequency for --record (default 999)
@@ -63,11 +65,13 @@ An option that would be ignored (-F without --record, --tolerance without
 --cross-check) is a usage error; given twice, the last value counts.
 
 Cross-check: herd counts only the storm's measured phase, perf stat the
-whole process (start-up, pre-flight, shutdown), so herd's count must not
-exceed perf's and must be within PCT percent of it, plus a slack of 64
-events for the fixed start-up and shutdown work (a few threads, a few dozen
-futex calls). Checked: all futex syscalls, thread exits, thread creations.
-Use a storm big enough for the phase to dominate (the default is).
+whole process (start-up, pre-flight, shutdown; with -a the whole system,
+every other process's events too, and the table says so), so herd's count
+must not exceed perf's and must be within PCT percent of it, plus a slack
+of 64 events for the fixed start-up and shutdown work (a few threads, a few
+dozen futex calls). Checked: all futex syscalls, thread exits, thread
+creations. Use a storm big enough for the phase to dominate (the default
+is); with -a, a quiet system.
 
 Exit status: the command's own (perf stat passes it on; the counts are
 still written); with --cross-check 0 agree, 1 disagree; 1 perf missing, not
@@ -327,6 +331,11 @@ if [ "$record" = 1 ]; then
     inferno-flamegraph --title "perf record -g: ${cmd[*]##*/}" <"$stage/stacks.folded" >"$stage/flamegraph.svg" \
         || die "inferno-flamegraph failed"
     nstacks=$(wc -l <"$stage/stacks.folded")
+    # As perf record itself does with an existing (non-empty) output file:
+    # the earlier perf.data is kept as perf.data.old, not written over.
+    if [ -s "$outdir/perf.data" ]; then
+        mv -f "$outdir/perf.data" "$outdir/perf.data.old" || die "cannot keep the earlier $outdir/perf.data as perf.data.old"
+    fi
     install_out perf.data stacks.folded flamegraph.svg
     echo "perf-stat.sh: wrote $outdir/perf.data, $outdir/stacks.folded ($nstacks stacks), $outdir/flamegraph.svg" >&2
 fi
@@ -335,9 +344,12 @@ fi
 if [ "$cross" = 1 ]; then
     [ "$rc" = 0 ] || die "herd storm failed under perf stat (exit $rc); nothing written to $outdir"
     command -v python3 >/dev/null 2>&1 || die "--cross-check needs python3 to read herd's JSON"
-    python3 - "$outdir/herd.json" "$outdir/perf-stat.csv" "$tolerance" <<'PY'
+    # What perf stat counted: the process, or with -a every CPU's events.
+    scope="whole process"
+    [ "$system" = 1 ] && scope="whole system, -a"
+    python3 - "$outdir/herd.json" "$outdir/perf-stat.csv" "$tolerance" "$scope" <<'PY'
 import csv, json, sys
-herd_json, stat_csv, tol = sys.argv[1], sys.argv[2], float(sys.argv[3])
+herd_json, stat_csv, tol, scope = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
 SLACK = 64
 doc = json.load(open(herd_json))
 runs = doc.get("runs", [doc])
@@ -361,7 +373,7 @@ checks = [
     ("task:task_newtask", lambda k: k == "task:task_newtask"),
 ]
 bad = 0
-print(f"\ncross-check: herd (measured phase) vs perf stat (whole process), tolerance {tol:g}% + {SLACK}")
+print(f"\ncross-check: herd (measured phase) vs perf stat ({scope}), tolerance {tol:g}% + {SLACK}")
 print(f"{'counter':<28} {'herd':>12} {'perf stat':>12} {'diff':>8}  verdict")
 for name, pred in checks:
     h, p = total(ours, pred), total(theirs, pred)

@@ -23,11 +23,18 @@ cd "$(dirname "$0")/.."
 say() { printf '\n== %s\n' "$*" >&2; }
 
 # Each part, timed: `== PART` before, `== PART: N s` after, the total last.
+# A part that fails ends the command with its status, named on the last
+# line (`== FAILED: PART (exit N, after M s)`): the log of a long run used
+# to end in the part's own output, its name far above.
 part() {
-    local what=$1 t0=$SECONDS
+    local what=$1 t0=$SECONDS rc=0
     shift
     say "$what"
-    "$@"
+    "$@" || rc=$?
+    if [ "$rc" != 0 ]; then
+        say "FAILED: $what (exit $rc, after $((SECONDS - t0)) s)"
+        exit "$rc"
+    fi
     say "$what: $((SECONDS - t0)) s"
 }
 

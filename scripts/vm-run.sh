@@ -53,6 +53,9 @@ vm=$repo/scripts/vm
 . "$vm/qemu-args.sh"
 
 parse_options "$@"
+# Ctrl-C from here on, the fetches too: exit 130, said (the fetches, run in
+# subshells, remove their scratch directories themselves; scripts/vm/fetch.sh).
+trap 'say "interrupted"; exit 130' INT TERM
 
 # --out-dir: made and tried now, not found unwritable after the guest ran
 # (minutes at 128 vCPUs, and it used to end in exit 1 with herd's stdout
@@ -152,7 +155,6 @@ cleanup() {
     fi
 }
 trap cleanup EXIT
-trap 'say "interrupted"; exit 130' INT TERM
 
 root=$work/root
 mkdir -p "$root"/{bin,dev,proc,sys,tmp,etc,vm,result/out,lib/x86_64-linux-gnu,lib64,usr/lib,usr/bin}

@@ -87,7 +87,8 @@ grep -q "not permitted" "$tmp/err" && grep -q "sysctl kernel.perf_event_paranoid
 ok "perf not permitted: exit 1 with the paranoid level and the fix"
 
 # --- the summary, from a fake perf's CSV ----------------------------------------
-# A stand-in perf: `perf stat ... -o FILE` copies $FAKE_PERF_CSV to FILE, or
+# A stand-in perf: `perf stat ... -o FILE` copies $FAKE_PERF_CSV to FILE
+# (and with FAKE_PERF_RUN=1 runs the command, its stdout passed on), or
 # without it writes perf's header alone and fails, as perf does when the
 # command cannot start ("Workload failed"). The script still checks the
 # real tracefs for the tracepoints it counts.
@@ -97,11 +98,15 @@ cat >"$tmp/fakeperf/perf" <<'EOF'
 [ "$1" = stat ] || exit 0
 out=
 while [ $# -gt 0 ]; do
-    case $1 in -o) out=$2; shift ;; --) break ;; esac
+    case $1 in -o) out=$2; shift ;; --) shift; break ;; esac
     shift
 done
 [ -n "$out" ] || exit 0
-if [ -n "${FAKE_PERF_CSV:-}" ]; then cp "$FAKE_PERF_CSV" "$out"; exit 0; fi
+if [ -n "${FAKE_PERF_CSV:-}" ]; then
+    cp "$FAKE_PERF_CSV" "$out"
+    [ "${FAKE_PERF_RUN:-0}" = 1 ] || exit 0
+    exec "$@"
+fi
 printf '# started on today\n\n' >"$out"
 echo "Workload failed: No such file or directory" >&2
 exit 255
@@ -143,6 +148,21 @@ EOF
         bash -c 'cd "$1" && bash "$2" -o -dash -- true' _ "$tmp" "$PWD/$S"
     [ -s "$tmp/-dash/perf-stat.csv" ] || { cat "$tmp/err"; fail "-o -dash wrote ./-dash/perf-stat.csv"; }
     ok "-o -dash: a directory, not an option"
+    # --cross-check labels perf's side by what it counted: with -a every
+    # CPU, the whole system (it said "whole process" there too). A stand-in
+    # herd prints a storm's JSON with the counts of $tmp/r2.csv.
+    printf '#!/bin/sh\necho %s\n' "'{\"perf\": {\"counters\": [{\"event\": \"syscalls:sys_enter_futex\", \"raw\": 10}, {\"event\": \"sched:sched_process_exit\", \"raw\": 20}, {\"event\": \"task:task_newtask\", \"raw\": 20}]}}'" >"$tmp/crossherd"
+    chmod +x "$tmp/crossherd"
+    for a in "" -a; do
+        want="whole process" not="whole system"
+        [ -z "$a" ] || { want="whole system, -a"; not="whole process"; }
+        # shellcheck disable=SC2086 # no word, or -a
+        HERD="$tmp/crossherd" FAKE_PERF_CSV="$tmp/r2.csv" FAKE_PERF_RUN=1 expect_rc 0 "--cross-check $a" -- \
+            env PATH="$tmp/fakeperf:$PATH" bash "$S" --cross-check $a -o "$tmp/cross$a" -- --waves 1
+        grep -qF "vs perf stat ($want)" "$tmp/out" && ! grep -qF "$not" "$tmp/out" ||
+            { cat "$tmp/out"; fail "--cross-check $a: perf's count labelled '$want'"; }
+    done
+    ok "--cross-check: perf's count labelled whole process, with -a whole system"
 else
     skip "the perf-stat.sh summary from a fake perf: no lock:contention_begin in tracefs (mount -t tracefs nodev /sys/kernel/tracing)"
 fi
@@ -177,6 +197,14 @@ expect_rc 0 "--record" -- bash "$S" --record -F 2999 -o "$tmp/rec" -- \
 grep -qE ' [0-9]+$' "$tmp/rec/stacks.folded" || fail "folded lines end in a count"
 grep -q "<svg" "$tmp/rec/flamegraph.svg" || fail "flamegraph.svg is an SVG"
 ok "--record wrote perf.data, $(wc -l <"$tmp/rec/stacks.folded") folded stacks and flamegraph.svg"
+# Again into the same DIR: the earlier perf.data becomes perf.data.old, as
+# perf record itself does (the staging directory had lost it: written over).
+cp "$tmp/rec/perf.data" "$tmp/first.data"
+expect_rc 0 "--record again" -- bash "$S" --record -F 2999 -o "$tmp/rec" -- \
+    bash -c 'i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done'
+cmp -s "$tmp/first.data" "$tmp/rec/perf.data.old" || fail "a second --record keeps the first perf.data as perf.data.old"
+[ -s "$tmp/rec/perf.data" ] && ! cmp -s "$tmp/first.data" "$tmp/rec/perf.data" || fail "the second --record wrote a new perf.data"
+ok "--record into a DIR with a perf.data: the earlier one kept as perf.data.old, as perf record does"
 # Without inferno under the test command (HERD_NO_INSTALL=1): named, not
 # installed (a HOME without ~/.cargo/bin, a PATH without inferno-*).
 path_without "$tmp/noinferno" 'inferno-*'

@@ -76,8 +76,27 @@ qemu_can_x2apic() {
             -display none -S -qmp stdio -machine q35 -accel tcg,thread=single -cpu "$q35_cpu" \
             -device "$q35_iommu" -smp 1,maxcpus=256 -m 128M 2>&1 >/dev/null)
 }
+# scratch_in_cache VAR PREFIX: a new directory $cache/PREFIX.XXXXXX, its
+# path in VAR, removed however this shell ends. The fetch functions below
+# run in a command substitution (`kernel=$(fetch_kernel)`), a subshell,
+# which starts without the caller's traps: the removal is the subshell's
+# own EXIT trap, and SIGINT or SIGTERM (a Ctrl-C reaches every process of
+# the terminal's group) ends the subshell through it. An interrupted fetch
+# used to leave $cache/apt.* or dl.* behind.
+scratch_dirs=()
+scratch_in_cache() {
+    [ "$BASH_SUBSHELL" -gt 0 ] || die "internal: $FUNCNAME outside a subshell would replace vm-run.sh's EXIT trap"
+    local d
+    d=$(mktemp -d "$cache/$2.XXXXXX") || die "cannot make a directory in $cache"
+    chmod 755 "$d"
+    scratch_dirs+=("$d")
+    trap 'rm -rf -- "${scratch_dirs[@]}"' EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+    printf -v "$1" '%s' "$d"
+}
 # A private apt for the running Debian release and its updates and
-# backports: sets apt (a new directory in $cache, which the caller removes)
+# backports: sets apt (a new directory in $cache, removed on exit)
 # and apt_o (apt-get's options using it), codename, and runs apt-get update
 # on it. $1 is what is fetched, $2 what the user can do instead.
 private_apt() {
@@ -87,8 +106,7 @@ private_apt() {
     # shellcheck disable=SC2016 # $(SITE) is apt's format, not the shell's
     site=$(apt-get indextargets --format '$(SITE) $(RELEASE)' 2>/dev/null | awk -v r="$codename" '$2 == r {print $1; exit}')
     [ -n "$site" ] || die "the system's apt sources have no $codename archive (run 'apt-get update' as root?); $instead"
-    apt=$(mktemp -d "$cache/apt.XXXXXX")
-    chmod 755 "$apt"
+    scratch_in_cache apt apt
     mkdir -p "$apt"/{lists/partial,cache/archives/partial,state,deb,empty.d}
     : >"$apt/preferences"
     local opt= suite
@@ -217,8 +235,7 @@ fetch_kernel() {
     fi
     [ -n "$pkg" ] || die "cannot resolve $meta with apt-cache (run 'apt-get update' as root, or pass --kernel PATH)"
     local dl
-    dl=$(mktemp -d "$cache/dl.XXXXXX")
-    chmod 755 "$dl"
+    scratch_in_cache dl dl
     say "downloading kernel package $pkg into $cache (once)"
     (cd "$dl" && apt-get download -o APT::Sandbox::User=root "$pkg" >&2) ||
         { rm -rf "$dl"; die "apt-get download $pkg failed (pass --kernel PATH to use another kernel)"; }

@@ -105,6 +105,10 @@ qemu_args() {
             pc) machine_args=(-machine pc,pit=off,hpet=off -cpu qemu64,mtrr=off) ;;
         esac
     fi
+    # A path in a -chardev option's value has each comma doubled (qemu's
+    # escape there: a comma in $TMPDIR or the work directory's path ended the
+    # value, "Invalid parameter"); the other paths are whole arguments
+    # (-kernel, -initrd, -L, and -serial file:, whose rest qemu takes as it is).
     # shellcheck disable=SC2054 # the commas are qemu's option syntax
     qemu=("${qemu_cmd[@]}" -nodefaults -no-user-config "${machine_args[@]}"
         -accel "tcg,thread=$tcg" -smp "$smp" ${cpu_devices[@]+"${cpu_devices[@]}"}
@@ -112,6 +116,6 @@ qemu_args() {
         -kernel "$kernel" -initrd "$initrd" -append "$append"
         -display none -monitor none
         -serial "file:$console"
-        -chardev "file,id=result,path=$result" -serial chardev:result
+        -chardev "file,id=result,path=${result//,/,,}" -serial chardev:result
         -no-reboot ${qemu_extra[@]+"${qemu_extra[@]}"})
 }

@@ -15,6 +15,7 @@
 #[path = "../vm_support/mod.rs"]
 mod vm_support;
 
+mod fetch_interrupt;
 mod online_summary;
 mod qemu_args;
 
@@ -326,7 +327,6 @@ fn dash_paths_and_leading_zero_counts_go_through() {
 /// its start, as SIGINT is for a background job).
 #[test]
 fn ctrl_c_while_the_guest_runs_exits_130_and_leaves_nothing() {
-    use std::os::unix::process::CommandExt;
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
     let dir = tempfile::tempdir().unwrap();
@@ -363,22 +363,13 @@ time.sleep(60)
         .args(["--", "env"])
         .env("HERD_NO_INSTALL", "1")
         .env("TMPDIR", &tmp)
-        .process_group(0)
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&err_path).unwrap());
-    // SIGINT as at a terminal: a test run started in the background (`cmd
-    // &` from a script, as a CI runner may) inherits SIGINT ignored, and a
-    // shell cannot trap a signal ignored at its start, so vm-run.sh would
-    // never see the Ctrl-C (the stand-in qemu, which sets its own handler,
-    // exits 1 and the script reports a failed boot, 125).
-    // SAFETY: signal(2) is async-signal-safe; the closure touches nothing
-    // of the parent's.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::signal(libc::SIGINT, libc::SIG_DFL);
-            Ok(())
-        });
-    }
+    // SIGINT as at a terminal: otherwise vm-run.sh in a test run started
+    // in the background would never see the Ctrl-C (the stand-in qemu,
+    // which sets its own handler, exits 1 and the script reports a failed
+    // boot, 125).
+    fetch_interrupt::as_at_a_terminal(&mut cmd);
     let mut child = cmd.spawn().unwrap();
     let pgid = nix::unistd::Pid::from_raw(child.id() as i32);
     let stderr = || std::fs::read_to_string(&err_path).unwrap_or_default();

@@ -8,14 +8,16 @@ use std::process::Command;
 use crate::vm_support::repo;
 
 /// Sources the option parser and the builder, parses `"$@"`, builds with
-/// fixed paths and a 2500 MHz host, prints one argument per line.
+/// fixed paths (the serial ports' files: $CONSOLE and $RESULT when set)
+/// and a 2500 MHz host, prints one argument per line.
 const DRIVER: &str = r#"
 set -euo pipefail
 . "$VM/options.sh"
 . "$VM/qemu-args.sh"
 parse_options "$@"
 qemu_cmd=(qemu-system-x86_64)
-kernel=/k/vmlinuz initrd=/w/initrd.gz console=/w/console.log result=/w/result.tar mhz=2500
+kernel=/k/vmlinuz initrd=/w/initrd.gz mhz=2500
+console=${CONSOLE:-/w/console.log} result=${RESULT:-/w/result.tar}
 qemu_args
 printf '%s\n' "${qemu[@]}"
 "#;
@@ -314,4 +316,73 @@ fn counts_with_a_leading_zero_are_decimal() {
     );
     let cmd = qemu_args_env(&[], &[("HERD_VM_CPUS", "016")]);
     assert_eq!(one(&cmd, "-smp"), "16");
+}
+
+/// A comma in the work directory's path (from `$TMPDIR`): qemu reads a
+/// `-chardev` value as `key=value` pairs split at commas, with a doubled
+/// comma standing for one, so the result port's path has its commas
+/// doubled; `-serial file:PATH` takes the rest of its argument as it is.
+/// The path used to go in as it was: qemu refused it ("Invalid parameter")
+/// and every run from such a directory failed to boot, exit 125. The
+/// value is then given to the system's qemu, which must create the file
+/// at the path meant.
+#[test]
+fn a_comma_in_the_work_directory_is_doubled_in_the_chardev_path() {
+    let dir = tempfile::Builder::new()
+        .prefix("herd-vm,comma.")
+        .tempdir()
+        .unwrap();
+    let result = dir.path().join("result.tar");
+    let console = dir.path().join("console.log");
+    let (result, console) = (result.to_str().unwrap(), console.to_str().unwrap());
+    let cmd = qemu_args_env(
+        &["--cpus", "2"],
+        &[("RESULT", result), ("CONSOLE", console)],
+    );
+    let chardev = one(&cmd, "-chardev");
+    assert_eq!(
+        chardev,
+        format!("file,id=result,path={}", result.replace(',', ",,"))
+    );
+    assert_eq!(
+        values(&cmd, "-serial"),
+        [format!("file:{console}").as_str(), "chardev:result"]
+    );
+    // What qemu makes of it: the result file at the path meant.
+    let qmp = r#"{"execute":"qmp_capabilities"}
+{"execute":"quit"}
+"#;
+    let mut qemu = Command::new("qemu-system-x86_64");
+    qemu.args(["-nodefaults", "-no-user-config", "-display", "none"])
+        .args(["-S", "-qmp", "stdio", "-machine", "none"])
+        .args(["-chardev", chardev])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let mut child = match qemu.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            crate::vm_support::skip(&format!(
+                "qemu's reading of the -chardev value: qemu-system-x86_64 does not run ({e}; Debian package qemu-system-x86)"
+            ));
+            return;
+        }
+    };
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(qmp.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "qemu refused -chardev {chardev}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        std::path::Path::new(result).exists(),
+        "qemu did not create {result} from -chardev {chardev}"
+    );
 }
