@@ -144,6 +144,72 @@ fn compare_refuses_mistakes_with_exit_2() {
         .stderr(predicate::str::contains("unknown scenario"));
 }
 
+/// A `--` among the scenario's flags (a second one, or one inside
+/// `--config`) is refused before anything runs: exit 2 naming it, no
+/// journal left. It used to reach the first child, which refused it, after
+/// compare had written a journal of no runs and told the user to resume it.
+#[test]
+fn a_stray_double_dash_is_refused_before_any_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [&[&str]; 2] = [
+        &[
+            "--cleanup",
+            "locked,exitq",
+            "--",
+            "--waves",
+            "2",
+            "--",
+            "--spin",
+            "0",
+        ],
+        &[
+            "--config",
+            "--cleanup locked",
+            "--config",
+            "-- --cleanup exitq",
+        ],
+    ];
+    for extra in cases {
+        herd()
+            .current_dir(dir.path())
+            .args(["compare", "-r", "1"])
+            .args(extra)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(
+                "invalid --: found among the scenario's flags",
+            ))
+            .stderr(predicate::str::contains("finished runs").not());
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert!(left.is_empty(), "{extra:?}: nothing written: {left:?}");
+    }
+}
+
+/// `--metrics` with an empty name is refused before the runs, as `herd
+/// diff` refuses it (it used to run the whole comparison and note under
+/// the table that the empty pattern matched nothing).
+#[test]
+fn an_empty_metrics_name_is_refused_before_any_run() {
+    let dir = tempfile::tempdir().unwrap();
+    herd()
+        .current_dir(dir.path())
+        .args([
+            "compare",
+            "-r",
+            "1",
+            "--cleanup",
+            "locked,exitq",
+            "--metrics",
+            "wall_s,",
+        ])
+        .args(SMALL)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("invalid --metrics: an empty name"));
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(left.is_empty(), "nothing ran: {left:?}");
+}
+
 /// compare, diff and sweep share the declarations of their output flags
 /// and of the trailing scenario flags; each keeps its own wording of them.
 #[test]

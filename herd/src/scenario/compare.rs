@@ -355,8 +355,9 @@ pub fn run(args: &Args) -> Result<u8> {
              (e.g. --cleanup locked,exitq, --vary FLAG=A,B, or --config twice)",
         ));
     }
-    // Fail now rather than after an hour of runs.
-    out.check_save()?;
+    // Fail now rather than after an hour of runs: --metrics with an empty
+    // name, a --save that cannot be written.
+    out.check()?;
     if args.runs < 2 {
         eprintln!(
             "note: -r {}: no significance test without at least 2 runs per configuration",
