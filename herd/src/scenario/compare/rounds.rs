@@ -93,7 +93,8 @@ pub fn run_rounds(
                 let kept = results.iter().flatten().flatten().count();
                 let resume = match &journal {
                     Some(j) => format!(
-                        " ({kept} finished runs are kept in {}: the same command with                          --resume {} runs only what is missing)",
+                        " ({kept} finished runs are kept in {}: the same command with \
+                         --resume {} runs only what is missing)",
                         j.path().display(),
                         j.path().display()
                     ),
@@ -280,7 +281,9 @@ mod tests {
         .unwrap_err();
         let msg = format!("{e:#}");
         assert!(msg.contains("3 finished runs are kept in"), "{msg}");
-        assert!(msg.contains("--resume"), "{msg}");
+        // One space between the words (the message once carried the
+        // indentation of its source line: "with                  --resume").
+        assert!(msg.contains(" the same command with --resume "), "{msg}");
         drop(j);
         // The resume runs only the 3 missing ones, and every set is whole.
         let (mut j, done) = Journal::resume(&path, &header).unwrap();
