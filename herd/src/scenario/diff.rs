@@ -8,7 +8,8 @@
 //! is compared, A as the baseline.
 //!
 //! Refused unless `--force`: different scenarios, different JSON layout
-//! versions, or a different configuration: any key of the typed options
+//! versions, a layout newer than this herd's (even when both files have
+//! it: what its fields mean is unknown here), or a different configuration: any key of the typed options
 //! (`config`) that differs, except those a comparison file says it varied.
 //! Host differences (kernel, CPUs, ...) are the point of a diff and are
 //! listed, not refused.
@@ -252,6 +253,20 @@ pub fn incompatibilities(a: &RunSet, b: &RunSet, exempt: &[String]) -> Vec<Strin
     }
     if a.schema != b.schema || ra.schema != rb.schema {
         why.push(format!("JSON schema: {} vs {}", ra.schema, rb.schema));
+    }
+    // Two files of one newer schema agree with each other, but this herd
+    // does not know what their fields mean (the schema is bumped when a
+    // field changes meaning), and serde drops the fields it does not know.
+    for set in [a, b] {
+        let newest = set.runs.iter().map(|r| r.schema).chain([set.schema]).max();
+        if let Some(n) = newest.filter(|&n| n > SCHEMA_VERSION) {
+            why.push(format!(
+                "{}: JSON schema {n}, newer than this herd's ({SCHEMA_VERSION}, herd {}): \
+                 its figures may mean something else here; a newer herd diffs it",
+                set.label,
+                env!("CARGO_PKG_VERSION")
+            ));
+        }
     }
     for set in [a, b] {
         if let Some(odd) = set.runs.iter().find(|r| r.config != set.runs[0].config) {
