@@ -174,6 +174,17 @@ impl RunResult {
         }
     }
 
+    /// Whether the run's figures count in statistics: it ran to the end
+    /// (not interrupted) and passed its own checks. A run cut short covers
+    /// part of the work, and one that failed its checks (cleanups missing
+    /// or run twice, samples lost, ...) may have done less of it, so
+    /// either would pull a mean towards "faster". Such runs are kept in
+    /// every document and listed; they are left out of means, medians and
+    /// tests.
+    pub fn counted(&self) -> bool {
+        !self.interrupted && self.checks_failed.is_empty()
+    }
+
     /// The value of metric `name`, if present.
     pub fn metric(&self, name: &str) -> Option<f64> {
         self.metrics

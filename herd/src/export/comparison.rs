@@ -6,8 +6,10 @@
 //! there is one [`Row`] with one [`Cell`] per configuration: the
 //! [`Summary`] of that metric over the configuration's complete runs and,
 //! except for the baseline, the [`Change`] against the baseline (%change,
-//! Welch's p-value, LKP's range rule, verdict). Interrupted runs are kept
-//! in the document (`sets`) but left out of the statistics.
+//! Welch's p-value, LKP's range rule, verdict). Interrupted runs and runs
+//! that failed their own checks are kept in the document (`sets`) but left
+//! out of the statistics ([`RunResult::counted`]), each set's number of
+//! them said in a note.
 //!
 //! The JSON document keeps the raw runs, so `herd diff` can re-read it and
 //! compare it with another one. The flags that choose the format are
@@ -113,7 +115,18 @@ impl Comparison {
                     set.label
                 ));
             }
-            let complete = set.runs.len() - partial;
+            let failed = set
+                .runs
+                .iter()
+                .filter(|r| !r.interrupted && !r.counted())
+                .count();
+            if failed > 0 {
+                notes.push(format!(
+                    "{}: {failed} run(s) that failed their own checks left out of the statistics",
+                    set.label
+                ));
+            }
+            let complete = set.runs.iter().filter(|r| r.counted()).count();
             if complete < 2 {
                 notes.push(format!(
                     "{}: {complete} complete run(s): no significance test (needs at least 2 per side)",
@@ -167,11 +180,12 @@ impl Comparison {
         }
     }
 
-    /// Complete (not interrupted) runs of configuration `i`.
+    /// Complete runs of configuration `i`: those the statistics count
+    /// ([`RunResult::counted`]).
     pub fn complete_runs(&self, i: usize) -> usize {
         self.sets
             .get(i)
-            .map_or(0, |s| s.runs.iter().filter(|r| !r.interrupted).count())
+            .map_or(0, |s| s.runs.iter().filter(|r| r.counted()).count())
     }
 
     /// The row of metric `name`.
@@ -368,13 +382,14 @@ pub(crate) fn metric_order<'a>(
     order
 }
 
-/// The [`Summary`] of metric `name` over the complete (not interrupted)
-/// runs of `set` that have it (`None`: none has).
+/// The [`Summary`] of metric `name` over the complete runs of `set` that
+/// have it ([`RunResult::counted`]: not interrupted, checks passed;
+/// `None`: none has).
 pub(crate) fn complete_summary(set: &RunSet, name: &str) -> Option<Summary> {
     let values: Vec<f64> = set
         .runs
         .iter()
-        .filter(|r| !r.interrupted)
+        .filter(|r| r.counted())
         .filter_map(|r| r.metric(name))
         .collect();
     Summary::of(&values)
@@ -488,6 +503,35 @@ pub(crate) mod tests {
             .unwrap()
             .welch
             .is_none());
+    }
+
+    /// A run that failed its own checks (here: cleanups missing, so it
+    /// did less work and looks faster) is kept but never averaged in. It
+    /// used to be: the failed run below made `b` look 50% faster.
+    #[test]
+    fn runs_that_failed_their_checks_are_kept_but_not_counted() {
+        let mut failed = run(0.1, 0.1);
+        failed.checks_failed = vec!["cleanup: 900 cleanups missing".into()];
+        let a = set("a", vec![run(1.0, 1.0), run(1.1, 1.0), run(0.9, 1.0)]);
+        let b = set(
+            "b",
+            vec![run(1.0, 1.0), failed, run(1.1, 1.0), run(0.9, 1.0)],
+        );
+        let c = Comparison::build("storm", vec![], vec![], vec![a, b], 0.05, &[]);
+        let wall = c.row("wall_s").unwrap();
+        let sb = wall.cells[1].summary.as_ref().unwrap();
+        assert_eq!((sb.n, sb.mean, sb.min), (3, 1.0, 0.9), "{sb:?}");
+        assert_eq!(wall.cells[1].change.unwrap().pct, Some(0.0));
+        assert_eq!(c.complete_runs(1), 3);
+        assert_eq!(c.sets[1].runs.len(), 4, "kept in the document");
+        assert!(
+            c.notes
+                .iter()
+                .any(|n| n == "b: 1 run(s) that failed their own checks left out of the statistics"),
+            "{:?}",
+            c.notes
+        );
+        assert!(c.to_table().contains("(n=3)"));
     }
 
     #[test]
