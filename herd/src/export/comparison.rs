@@ -534,6 +534,42 @@ pub(crate) mod tests {
         assert!(c.to_table().contains("(n=3)"));
     }
 
+    /// The saved document is what `herd diff` and `herd report` read back:
+    /// every field, every figure to the bit (a seeded loop of random sets;
+    /// the values are as a run writes them, any f64).
+    #[test]
+    fn property_the_json_document_round_trips_exactly() {
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for seed in 0..300 {
+            let mut value = || {
+                let mantissa = (next() >> 11) as f64 / (1u64 << 53) as f64;
+                let exp = (next() % 40) as i32 - 20;
+                mantissa * 10f64.powi(exp)
+            };
+            let mut sets = Vec::new();
+            for label in ["a", "b", "c"] {
+                let runs = (0..1 + seed % 6).map(|_| run(value(), value())).collect();
+                sets.push(set(label, runs));
+            }
+            let c = Comparison::build("storm", vec!["--waves".into()], vec![], sets, 0.05, &[]);
+            let json = c.to_json().unwrap();
+            let back: Comparison = serde_json::from_str(&json).unwrap();
+            assert_eq!(back.rows, c.rows, "seed {seed}");
+            assert_eq!(back.to_json().unwrap(), json, "seed {seed}");
+            for (x, y) in c.sets.iter().zip(&back.sets) {
+                for (r, s) in x.runs.iter().zip(&y.runs) {
+                    assert_eq!(r.metrics, s.metrics, "seed {seed}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn metric_filter() {
         let a = set("a", vec![run(1.0, 1.0)]);
