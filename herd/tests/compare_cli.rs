@@ -311,6 +311,57 @@ fn compare_resumes_from_its_journal() {
     assert_eq!(files.len(), 1, "only j.jsonl");
 }
 
+/// A `--resume` whose journal holds runs measured elsewhere (here: on
+/// another kernel, as after a reboot) warns and notes it under the table,
+/// with how many runs had each kernel: it used to pool them silently.
+#[test]
+fn a_resume_on_another_kernel_is_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("j.jsonl");
+    let j = journal.to_str().unwrap();
+    let cmd = |extra: &[&str]| {
+        let mut c = herd();
+        c.current_dir(dir.path())
+            .args(["compare", "-r", "2", "--cleanup", "locked,exitq", "--json"])
+            .args(extra)
+            .args(SMALL);
+        c
+    };
+    let out = cmd(&["--journal", j]).output().unwrap();
+    let full: Comparison = success_json(&out);
+    assert!(
+        !full.notes.iter().any(|n| n.contains("different hosts")),
+        "{:?}",
+        full.notes
+    );
+    // Keep round 0, measured "before the reboot" on another kernel.
+    let text = std::fs::read_to_string(&journal).unwrap();
+    let mut lines: Vec<String> = text.lines().take(3).map(String::from).collect();
+    for line in &mut lines[1..] {
+        let mut e: serde_json::Value = serde_json::from_str(line).unwrap();
+        e["result"]["host"]["kernel"] = "5.10.0-old".into();
+        *line = e.to_string();
+    }
+    std::fs::write(&journal, lines.join("\n") + "\n").unwrap();
+    let out = cmd(&["--resume", j]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("warning: runs measured on different hosts or herd builds"),
+        "{stderr}"
+    );
+    let resumed: Comparison = success_json(&out);
+    let note = resumed
+        .notes
+        .iter()
+        .find(|n| n.contains("different hosts"))
+        .unwrap_or_else(|| panic!("{:?}", resumed.notes));
+    assert!(
+        note.contains("kernel \"5.10.0-old\" (2 runs), \"")
+            && note.contains("(2 runs); the statistics pool them"),
+        "{note}"
+    );
+}
+
 /// `--resume` reads its journal with the bound of every input herd reads
 /// (1 GiB, `scenario::diff::MAX_INPUT_BYTES`): a larger file is refused
 /// with exit 2 naming the flag, the file and the limit, and is left as it

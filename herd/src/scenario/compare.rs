@@ -32,6 +32,7 @@
 use anyhow::Result;
 
 pub mod checks;
+pub mod hosts;
 pub mod journal;
 pub mod knobs;
 pub mod rounds;
@@ -401,8 +402,15 @@ pub fn run(args: &Args) -> Result<u8> {
     }
     // 4 when a child run failed its own checks (its figures are kept).
     let checks = checks_code(&sets);
+    // Runs from elsewhere (a --resume after a reboot into another kernel,
+    // on another machine, by another herd build): said, not pooled silently.
+    let mixed = hosts::mixed(&sets);
+    for n in &mixed {
+        eprintln!("herd compare: warning: {n}");
+    }
     let mut c = out.build(&args.scenario, plan.common, plan.varied, sets);
     c.notes.extend(knob_notes);
+    c.notes.extend(mixed);
     if interrupted {
         c.notes
             .push("interrupted by Ctrl-C: figures cover the runs that completed".into());
