@@ -16,10 +16,11 @@
 //! configuration is the baseline of `%change`.
 //!
 //! Each measurement is one child process ([`crate::runner::run_child`]):
-//! `-r N` rounds, each running every configuration once, the order rotated
-//! by one each round (A B C, B C A, C A B), so drift of the machine (other
-//! load, thermal, page cache) spreads over all configurations instead of
-//! biasing one, and none always runs first or after the same neighbour.
+//! `-r N` rounds, each running every configuration once, their orders a
+//! Williams design ([`rounds::order`]: A B C, B C A, C A B, C B A, A C B,
+//! B A C), so drift of the machine (other load, thermal, page cache)
+//! spreads over all configurations instead of biasing one, and each runs
+//! in each position and after each other one equally often.
 //! `--warmup K` rounds run first and are discarded.
 //!
 //! Every finished run is written to a journal as it finishes
@@ -139,7 +140,9 @@ by Benjamini-Hochberg over every test of the table), R when LKP's rule holds
 (computed as lkp compare does: trimmed medians, >= 3 runs, changes under 5%
 skipped). A change is called better/worse only when both hold.
 
-Rounds run every configuration once, the order rotated each round. Each
+Rounds run every configuration once, in orders balanced over every n rounds
+(2n for odd n): each configuration in each position and right after each
+other one equally often (a Williams design). Each
 finished run is written to a journal (--journal FILE, or
 herd-compare-PID.journal.jsonl, removed on success); after a failed child or
 Ctrl-C, the same command with --resume FILE runs only what is missing.
