@@ -22,7 +22,7 @@ use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
 use crate::export::format::{
-    better_name, change_text, md_escape, render_grid, summary_text, verdict_name,
+    better_name, change_text, md_code, md_escape, render_grid, summary_text, verdict_name,
 };
 use crate::result::{Better, RunResult, RunSet, SCHEMA_VERSION};
 use crate::stats::{Change, Summary};
@@ -292,7 +292,7 @@ impl Comparison {
         for (i, label) in self.labels.iter().enumerate() {
             let n = self.complete_runs(i);
             let base = if i == 0 { " (base)" } else { "" };
-            head.push(format!("`{}`{base} n={n}", md_escape(label)));
+            head.push(format!("{}{base} n={n}", md_code(label)));
             if i > 0 {
                 head.push("%change".to_string());
             }
@@ -306,7 +306,7 @@ impl Comparison {
             .collect();
         let _ = writeln!(out, "| {} |", align.join(" | "));
         for row in &self.rows {
-            let mut line = vec![format!("`{}`", row.name), md_escape(&row.unit)];
+            let mut line = vec![md_code(&row.name), md_escape(&row.unit)];
             for (i, cell) in row.cells.iter().enumerate() {
                 line.push(summary_text(cell.summary.as_ref()));
                 if i > 0 {
@@ -568,6 +568,24 @@ pub(crate) mod tests {
                 }
             }
         }
+    }
+
+    /// Labels are user text (diff's are file names): a backtick or a line
+    /// break in one keeps the Markdown table whole. The header used to read
+    /// `` `a`b` `` (the span ended at the backtick) and break its row.
+    #[test]
+    fn markdown_keeps_odd_labels_in_their_cells() {
+        let mut c = sample();
+        c.labels = vec!["A: x`y.json".into(), "B: two\nlines.json".into()];
+        let md = c.to_markdown();
+        let head = md.lines().next().unwrap();
+        assert!(head.contains("| ``A: x`y.json`` (base) n=4 |"), "{md}");
+        assert!(head.contains("| `B: two lines.json` n=4 |"), "{md}");
+        assert_eq!(
+            md.lines().take_while(|l| l.starts_with('|')).count(),
+            2 + c.rows.len(),
+            "{md}"
+        );
     }
 
     #[test]

@@ -49,8 +49,25 @@ pub fn change_text(change: Option<&Change>, verdict: bool) -> String {
     s
 }
 
+/// Text for a Markdown table cell: `|` escaped (it would end the cell),
+/// line breaks as spaces (one would end the row).
 pub fn md_escape(s: &str) -> String {
-    s.replace('|', "\\|")
+    s.replace('|', "\\|").replace(['\n', '\r'], " ")
+}
+
+/// `s` as a Markdown code span in a table cell: fenced by more backticks
+/// than its longest run of them (a label or a file name with a backtick
+/// would otherwise end the span early), padded with a space when it
+/// starts or ends with one, `|` and line breaks as in [`md_escape`].
+pub fn md_code(s: &str) -> String {
+    let longest = s.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest + 1);
+    let pad = if s.starts_with('`') || s.ends_with('`') {
+        " "
+    } else {
+        ""
+    };
+    format!("{fence}{pad}{}{pad}{fence}", md_escape(s))
 }
 
 /// Pads a grid of cells into aligned columns two spaces apart: the first
@@ -99,5 +116,23 @@ pub fn verdict_name(v: Verdict) -> &'static str {
         Verdict::Worse => "worse",
         Verdict::Changed => "changed",
         Verdict::Same => "same",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A label or a file name (diff's `A: FILE`) with a backtick, a `|` or
+    /// a line break keeps its Markdown cell whole. `| `{label}` |` used to
+    /// end the code span at the backtick and the row at the line break.
+    #[test]
+    fn markdown_cells_hold_any_text() {
+        assert_eq!(md_code("cleanup=exitq"), "`cleanup=exitq`");
+        assert_eq!(md_code("A: a`b.json"), "``A: a`b.json``");
+        assert_eq!(md_code("`x``"), "``` `x`` ```");
+        assert_eq!(md_code("a|b"), "`a\\|b`");
+        assert_eq!(md_code("a\nb"), "`a b`");
+        assert_eq!(md_escape("x\r\ny|"), "x  y\\|");
     }
 }
