@@ -507,7 +507,7 @@ pub(crate) mod tests {
 
     /// A run that failed its own checks (here: cleanups missing, so it
     /// did less work and looks faster) is kept but never averaged in. It
-    /// used to be: the failed run below made `b` look 50% faster.
+    /// used to be: the failed run below made `b` look 22% faster.
     #[test]
     fn runs_that_failed_their_checks_are_kept_but_not_counted() {
         let mut failed = run(0.1, 0.1);

@@ -59,7 +59,7 @@ pub fn run_interleaved(
 /// 0..n reversed, and every ordered pair is side by side twice in 2n rows.
 /// Rows repeat with that period.
 pub fn order(row: usize, slot: usize, n: usize) -> usize {
-    let period = if n % 2 == 0 { n } else { 2 * n };
+    let period = if n.is_multiple_of(2) { n } else { 2 * n };
     let row = row % period.max(1);
     let (row, slot) = if row >= n {
         (row - n, n - 1 - slot)
@@ -248,7 +248,7 @@ mod tests {
     #[test]
     fn rounds_balance_positions_and_neighbours() {
         for n in 1..=9usize {
-            let period = if n % 2 == 0 { n } else { 2 * n };
+            let period = if n.is_multiple_of(2) { n } else { 2 * n };
             let rows: Vec<Vec<usize>> = (0..period)
                 .map(|r| (0..n).map(|slot| order(r, slot, n)).collect())
                 .collect();
@@ -270,7 +270,7 @@ mod tests {
                 at.iter().flatten().all(|&k| k == per_position),
                 "n={n}: {at:?}"
             );
-            let per_pair = if n % 2 == 0 { 1 } else { 2 };
+            let per_pair = if n.is_multiple_of(2) { 1 } else { 2 };
             for (i, row) in after.iter().enumerate() {
                 for (j, &k) in row.iter().enumerate() {
                     let want = if i == j { 0 } else { per_pair };
