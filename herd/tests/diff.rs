@@ -260,6 +260,17 @@ fn diff_pairs_comparison_documents_by_label() {
         .unwrap()
         .iter()
         .any(|n| n == "`cleanup=sync` is only in A"));
+    // Each pair's notes say its hosts differ once (the second pair's used
+    // to carry the first pair's note as well as its own).
+    for (i, p) in pairs.iter().enumerate() {
+        let hosts = p["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|n| n.as_str().unwrap().starts_with("hosts differ"))
+            .count();
+        assert_eq!(hosts, 1, "pair {i}: {}", p["notes"]);
+    }
     // A compare document varies cleanup across its sets: with --label
     // picking one, the configs match; the varied key is exempt anyway.
     herd()

@@ -383,7 +383,11 @@ pub fn diff(a: &Loaded, b: &Loaded, args: &Args) -> Result<DiffDoc> {
         .cloned()
         .collect();
     let mut comparisons = Vec::new();
+    // The pairing's notes go with every pair; each pair's own (forced
+    // differences, hosts, versions) with that pair, and all in the document.
+    let shared = notes.clone();
     for (x, y) in pairs {
+        let mut own: Vec<String> = Vec::new();
         let why = incompatibilities(&x, &y, &exempt);
         if !why.is_empty() {
             if !args.force {
@@ -397,15 +401,15 @@ pub fn diff(a: &Loaded, b: &Loaded, args: &Args) -> Result<DiffDoc> {
                     ),
                 ));
             }
-            notes.extend(why.into_iter().map(|w| format!("forced: {w}")));
+            own.extend(why.into_iter().map(|w| format!("forced: {w}")));
         }
         if let (Some(ra), Some(rb)) = (x.runs.first(), y.runs.first()) {
             let host = differences(&ra.host, &rb.host, &[]);
             if !host.is_empty() {
-                notes.push(format!("hosts differ: {}", host.join("; ")));
+                own.push(format!("hosts differ: {}", host.join("; ")));
             }
             if ra.herd_version != rb.herd_version {
-                notes.push(format!(
+                own.push(format!(
                     "herd versions: {} vs {}",
                     ra.herd_version, rb.herd_version
                 ));
@@ -423,7 +427,8 @@ pub fn diff(a: &Loaded, b: &Loaded, args: &Args) -> Result<DiffDoc> {
             args.a.display(),
             args.b.display()
         );
-        c.notes.extend(notes.iter().cloned());
+        c.notes.extend(shared.iter().chain(&own).cloned());
+        notes.extend(own);
         comparisons.push(c);
     }
     notes.sort();
