@@ -137,6 +137,19 @@ fn compare_refuses_mistakes_with_exit_2() {
         .stderr(predicate::str::contains("--resume"));
     let kept: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert_eq!(kept.len(), 1, "one journal");
+    // Refused by the first child: no run to resume, no journal left (it
+    // used to leave one of no runs, and say to resume it).
+    let dir = tempfile::tempdir().unwrap();
+    herd()
+        .current_dir(dir.path())
+        .args(["compare", "-r", "1", "--cleanup", "bogus,locked"])
+        .args(SMALL)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("(no run had finished)"))
+        .stderr(predicate::str::contains("--resume").not());
+    let kept: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(kept.is_empty(), "{kept:?}");
     herd()
         .args(["compare", "--scenario", "nope", "--cleanup", "a,b"])
         .assert()

@@ -381,7 +381,7 @@ pub fn run(args: &Args) -> Result<u8> {
     let (mut journal, done, temporary) = open_journal(args, &header)?;
     let total = (rounds * plan.configs.len()) as u64;
     let progress = Progress::new(total, "runs");
-    let (sets, interrupted) = run_interleaved(
+    let ran = run_interleaved(
         &args.scenario,
         &plan.configs,
         args.runs,
@@ -391,7 +391,13 @@ pub fn run(args: &Args) -> Result<u8> {
             done,
             journal: Some(&mut journal),
         },
-    )?;
+    );
+    // A first child that fails (a value the scenario refuses) leaves
+    // nothing to resume: herd's own journal of no run is not left behind.
+    if ran.is_err() && temporary && journal.runs() == 0 {
+        let _ = std::fs::remove_file(journal.path());
+    }
+    let (sets, interrupted) = ran?;
     progress.finish();
     if interrupted {
         eprintln!(

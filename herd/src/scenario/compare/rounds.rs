@@ -124,12 +124,13 @@ pub fn run_rounds(
             let result: RunResult = measure(&cfg.args).with_context(|| {
                 let kept = results.iter().flatten().flatten().count();
                 let resume = match &journal {
-                    Some(j) => format!(
+                    Some(j) if kept > 0 => format!(
                         " ({kept} finished runs are kept in {}: the same command with \
                          --resume {} runs only what is missing)",
                         j.path().display(),
                         j.path().display()
                     ),
+                    Some(_) => " (no run had finished)".to_string(),
                     None => String::new(),
                 };
                 format!("{what} of configuration `{}` failed{resume}", cfg.label)
