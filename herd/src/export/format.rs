@@ -135,4 +135,13 @@ mod tests {
         assert_eq!(md_code("a\nb"), "`a b`");
         assert_eq!(md_escape("x\r\ny|"), "x  y\\|");
     }
+
+    /// A spread around a mean of 0 prints as such, not as "±0.0%".
+    #[test]
+    fn summary_text_around_a_zero_mean() {
+        let s = Summary::of(&[-1.0, 1.0]).unwrap();
+        assert_eq!(summary_text(Some(&s)), "0 ±inf%");
+        let flat = Summary::of(&[0.0, 0.0]).unwrap();
+        assert_eq!(summary_text(Some(&flat)), "0 ±0.0%");
+    }
 }
