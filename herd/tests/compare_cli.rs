@@ -123,8 +123,9 @@ fn compare_refuses_mistakes_with_exit_2() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("must come before"));
-    // A value the scenario refuses: the child's message, then exit 2; the
-    // run that finished before it is kept in the journal.
+    // A value the scenario's parser refuses: exit 2 naming the
+    // configuration before anything runs, no journal (it used to run
+    // `locked` first and fail on `bogus`'s child).
     let dir = tempfile::tempdir().unwrap();
     herd()
         .current_dir(dir.path())
@@ -132,7 +133,28 @@ fn compare_refuses_mistakes_with_exit_2() {
         .args(SMALL)
         .assert()
         .code(2)
-        .stderr(predicate::str::contains("bogus"))
+        .stderr(predicate::str::contains(
+            "configuration `cleanup=bogus`: herd storm refuses its flags",
+        ))
+        .stderr(predicate::str::contains("invalid value 'bogus'"));
+    let kept: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(kept.is_empty(), "nothing ran: {kept:?}");
+    // A value only the run refuses (--lag not below --slots): the child's
+    // message, then exit 2; the run that finished before it is kept in
+    // the journal.
+    let lag = |order: &str| {
+        let mut c = herd();
+        c.current_dir(dir.path())
+            .args(["compare", "-r", "1", "--vary"])
+            .arg(format!("lag={order}"))
+            .args(SMALL)
+            .args(["--slots", "20"]);
+        c
+    };
+    lag("2,30")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("must be smaller than --slots"))
         .stderr(predicate::str::contains("1 finished runs are kept in"))
         .stderr(predicate::str::contains("--resume"));
     let kept: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
@@ -140,10 +162,9 @@ fn compare_refuses_mistakes_with_exit_2() {
     // Refused by the first child: no run to resume, no journal left (it
     // used to leave one of no runs, and say to resume it).
     let dir = tempfile::tempdir().unwrap();
-    herd()
+    let mut first = lag("30,2");
+    first
         .current_dir(dir.path())
-        .args(["compare", "-r", "1", "--cleanup", "bogus,locked"])
-        .args(SMALL)
         .assert()
         .code(2)
         .stderr(predicate::str::contains("(no run had finished)"))

@@ -36,6 +36,7 @@ pub mod checks;
 pub mod hosts;
 pub mod journal;
 pub mod knobs;
+pub mod parse;
 pub mod rounds;
 
 pub use checks::*;
@@ -376,6 +377,8 @@ pub fn run(args: &Args) -> Result<u8> {
     }
     let rounds = args.warmup + args.runs;
     check_plan_size(plan.configs.len(), rounds, "--runs")?;
+    // A flag value the scenario refuses: now, not after the runs before it.
+    parse::check_configs(&args.scenario, &plan.configs)?;
     let knob_notes = knobs::warn_ignored_knobs("compare", &args.scenario, &plan.configs);
     let header = journal::Header::new(&args.scenario, &plan.configs, args.runs, args.warmup);
     let (mut journal, done, temporary) = open_journal(args, &header)?;
