@@ -71,8 +71,15 @@ pub fn md_code(s: &str) -> String {
 }
 
 /// Pads a grid of cells into aligned columns two spaces apart: the first
-/// `left` left-aligned (names), the rest right-aligned (numbers).
+/// `left` left-aligned (names), the rest right-aligned (numbers). A line
+/// break in a cell (a label, a file name) is printed as a space: one row,
+/// one line.
 pub fn render_grid(grid: &[Vec<String>], left: usize) -> String {
+    let flat: Vec<Vec<String>> = grid
+        .iter()
+        .map(|r| r.iter().map(|c| c.replace(['\n', '\r'], " ")).collect())
+        .collect();
+    let grid = flat.as_slice();
     let cols = grid.iter().map(Vec::len).max().unwrap_or(0);
     let width = |c: usize| {
         grid.iter()
@@ -134,6 +141,18 @@ mod tests {
         assert_eq!(md_code("a|b"), "`a\\|b`");
         assert_eq!(md_code("a\nb"), "`a b`");
         assert_eq!(md_escape("x\r\ny|"), "x  y\\|");
+    }
+
+    /// A label with a line break stays on its row (it used to split the
+    /// row in two, shifting every column after it).
+    #[test]
+    fn grid_rows_stay_one_line() {
+        let grid = vec![
+            vec!["metric".to_string(), "B: two\nlines.json".to_string()],
+            vec!["wall_s".to_string(), "1.5".to_string()],
+        ];
+        let t = render_grid(&grid, 1);
+        assert_eq!(t, "metric  B: two lines.json\nwall_s                1.5\n");
     }
 
     /// A spread around a mean of 0 prints as such, not as "±0.0%".
