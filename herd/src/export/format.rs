@@ -29,7 +29,7 @@ pub fn change_text(change: Option<&Change>, verdict: bool) -> String {
         return String::new();
     };
     let mut s = match c.pct {
-        Some(p) => format!("{p:+.1}%"),
+        Some(p) => pct_text(p),
         None => "n/a".to_string(),
     };
     let mark = c.mark();
@@ -47,6 +47,20 @@ pub fn change_text(change: Option<&Change>, verdict: bool) -> String {
         }
     }
     s
+}
+
+/// A `%change`: one decimal (`+12.3%`), and two significant digits for a
+/// change under 0.05% (`+0.012%`, `-2.0e-5%`), which one decimal would show
+/// as `+0.0%` beside stars that call it significant.
+pub fn pct_text(p: f64) -> String {
+    if p == 0.0 || p.abs() >= 0.05 {
+        format!("{p:+.1}%")
+    } else if p.abs() >= 0.001 {
+        let decimals = (1 - p.abs().log10().floor() as i32).max(2) as usize;
+        format!("{p:+.decimals$}%")
+    } else {
+        format!("{p:+.1e}%")
+    }
 }
 
 /// Text for a Markdown table cell: `|` escaped (it would end the cell),
@@ -141,6 +155,23 @@ mod tests {
         assert_eq!(md_code("a|b"), "`a\\|b`");
         assert_eq!(md_code("a\nb"), "`a b`");
         assert_eq!(md_escape("x\r\ny|"), "x  y\\|");
+    }
+
+    /// A deterministic change of 0.01% (2000 vs 2000.2 threads in every
+    /// run: zero variance, p = 0) printed as "+0.0% ***": stars on a zero.
+    #[test]
+    fn small_changes_keep_their_digits() {
+        assert_eq!(pct_text(12.34), "+12.3%");
+        assert_eq!(pct_text(-0.05), "-0.1%");
+        assert_eq!(pct_text(0.0), "+0.0%");
+        assert_eq!(pct_text(0.01), "+0.010%");
+        assert_eq!(pct_text(-0.0123), "-0.012%");
+        assert_eq!(pct_text(0.0049), "+0.0049%");
+        assert_eq!(pct_text(2.0e-5), "+2.0e-5%");
+        let a = Summary::of(&[2000.0, 2000.0]).unwrap();
+        let b = Summary::of(&[2000.2, 2000.2]).unwrap();
+        let c = Change::between(&a, &b, crate::result::Better::Neither, 0.05);
+        assert_eq!(change_text(Some(&c), true), "+0.010% ***");
     }
 
     /// A label with a line break stays on its row (it used to split the
