@@ -13,7 +13,16 @@ pub fn fmt_value(v: f64) -> String {
     if v == v.trunc() && v.abs() < 1e15 {
         return format!("{v:.0}");
     }
-    let mag = v.abs().log10().floor() as i32;
+    let mut mag = v.abs().log10().floor() as i32;
+    // Rounding to four digits can carry into the next power of ten
+    // (9.99996 -> 10.000): then it has one decimal too many.
+    if (-6..4).contains(&mag) {
+        let decimals = (3 - mag).clamp(0, 9) as usize;
+        let rounded: f64 = format!("{v:.decimals$}").parse().unwrap_or(v);
+        if rounded.abs() >= 10f64.powi(mag + 1) {
+            mag += 1;
+        }
+    }
     if mag >= 4 {
         format!("{v:.0}")
     } else if mag >= -6 {
@@ -42,5 +51,13 @@ mod tests {
         assert_eq!(fmt_value(40412.7), "40413");
         assert_eq!(fmt_value(2.5e-9), "2.500e-9");
         assert_eq!(fmt_value(f64::NAN), "NaN");
+        // Four significant digits also when rounding carries over a power
+        // of ten (these printed 10.000, 1.0000, 0.010000, -100.00).
+        assert_eq!(fmt_value(9.99996), "10.00");
+        assert_eq!(fmt_value(0.999996), "1.000");
+        assert_eq!(fmt_value(0.00999996), "0.01000");
+        assert_eq!(fmt_value(-99.9996), "-100.0");
+        assert_eq!(fmt_value(9999.6), "10000");
+        assert_eq!(fmt_value(9.9994), "9.999");
     }
 }

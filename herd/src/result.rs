@@ -174,6 +174,17 @@ impl RunResult {
         }
     }
 
+    /// Whether the run's figures count in statistics: it ran to the end
+    /// (not interrupted) and passed its own checks. A run cut short covers
+    /// part of the work, and one that failed its checks (cleanups missing
+    /// or run twice, samples lost, ...) may have done less of it, so
+    /// either would pull a mean towards "faster". Such runs are kept in
+    /// every document and listed; they are left out of means, medians and
+    /// tests.
+    pub fn counted(&self) -> bool {
+        !self.interrupted && self.checks_failed.is_empty()
+    }
+
     /// The value of metric `name`, if present.
     pub fn metric(&self, name: &str) -> Option<f64> {
         self.metrics
@@ -182,8 +193,20 @@ impl RunResult {
             .map(|m| m.value)
     }
 
-    /// Appends a metric (replacing one of the same name).
+    /// Appends a metric (replacing one of the same name). A value that is
+    /// not finite (a rate over no time, 0/0) is an unavailable figure: left
+    /// out, with a warning naming it. Written as it was, it became `null`
+    /// in the JSON (JSON has no infinity or NaN), which no reader of a
+    /// result accepts: compare, sweep and `-r N` failed on the child run.
     pub fn push(&mut self, m: Metric) {
+        if !m.value.is_finite() {
+            self.metrics.retain(|o| o.name != m.name);
+            self.warnings.push(format!(
+                "metric {} is {} (not a number it can report): left out",
+                m.name, m.value
+            ));
+            return;
+        }
         if let Some(old) = self.metrics.iter_mut().find(|o| o.name == m.name) {
             *old = m;
         } else {
@@ -206,6 +229,25 @@ pub struct RunSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A metric that is not finite is left out, said in a warning, and
+    /// the result still reads back (it used to be written as `null`).
+    #[test]
+    fn a_metric_that_is_not_finite_is_left_out() {
+        let mut r = RunResult::new("storm", vec![], Default::default(), Default::default());
+        r.push(Metric::lower("wall_s", "s", 1.0));
+        r.push(Metric::higher("create_rate", "threads/s", f64::INFINITY));
+        r.push(Metric::lower("ratio", "x", f64::NAN));
+        assert_eq!(r.metrics.len(), 1);
+        assert_eq!(r.metric("create_rate"), None);
+        assert!(
+            r.warnings[0].contains("metric create_rate is inf"),
+            "{:?}",
+            r.warnings
+        );
+        let back: RunResult = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        assert_eq!(back.metrics, r.metrics);
+    }
 
     #[test]
     fn exit_codes_of_runs() {

@@ -114,10 +114,14 @@ impl Summary {
         })
     }
 
-    /// Standard deviation as a percentage of the mean (0 when mean is 0).
+    /// Standard deviation as a percentage of the mean: 0 when every value
+    /// is the same, infinite (printed `inf`) when the values spread around
+    /// a mean of 0 (values of both signs), where no percentage exists.
     pub fn pct_stddev(&self) -> f64 {
-        if self.mean == 0.0 {
+        if self.stddev == 0.0 {
             0.0
+        } else if self.mean == 0.0 {
+            f64::INFINITY
         } else {
             100.0 * self.stddev / self.mean.abs()
         }
@@ -402,6 +406,19 @@ mod tests {
         assert!(Summary::of(&[]).is_none());
         assert!(Summary::of(&[1.0, f64::NAN]).is_none());
         assert_eq!(Summary::of(&[5.0]).unwrap().stddev, 0.0);
+    }
+
+    /// A spread around a mean of 0 has no percentage: it is not "±0.0%"
+    /// (no spread), which it used to print.
+    #[test]
+    fn pct_stddev_around_a_zero_mean() {
+        assert_eq!(Summary::of(&[0.0, 0.0]).unwrap().pct_stddev(), 0.0);
+        let s = Summary::of(&[-1.0, 1.0]).unwrap();
+        assert_eq!(s.pct_stddev(), f64::INFINITY);
+        assert_eq!(
+            Summary::of(&[-1.0, -3.0]).unwrap().pct_stddev(),
+            100.0 * 2f64.sqrt() / 2.0
+        );
     }
 
     fn s(v: &[f64]) -> Summary {

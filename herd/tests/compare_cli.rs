@@ -123,8 +123,9 @@ fn compare_refuses_mistakes_with_exit_2() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("must come before"));
-    // A value the scenario refuses: the child's message, then exit 2; the
-    // run that finished before it is kept in the journal.
+    // A value the scenario's parser refuses: exit 2 naming the
+    // configuration before anything runs, no journal (it used to run
+    // `locked` first and fail on `bogus`'s child).
     let dir = tempfile::tempdir().unwrap();
     herd()
         .current_dir(dir.path())
@@ -132,16 +133,115 @@ fn compare_refuses_mistakes_with_exit_2() {
         .args(SMALL)
         .assert()
         .code(2)
-        .stderr(predicate::str::contains("bogus"))
+        .stderr(predicate::str::contains(
+            "configuration `cleanup=bogus`: herd storm refuses its flags",
+        ))
+        .stderr(predicate::str::contains("invalid value 'bogus'"));
+    let kept: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(kept.is_empty(), "nothing ran: {kept:?}");
+    // A value only the run refuses (--lag not below --slots): the child's
+    // message, then exit 2; the run that finished before it is kept in
+    // the journal.
+    let lag = |order: &str| {
+        let mut c = herd();
+        c.current_dir(dir.path())
+            .args(["compare", "-r", "1", "--vary"])
+            .arg(format!("lag={order}"))
+            .args(SMALL)
+            .args(["--slots", "20"]);
+        c
+    };
+    lag("2,30")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("must be smaller than --slots"))
         .stderr(predicate::str::contains("1 finished runs are kept in"))
         .stderr(predicate::str::contains("--resume"));
     let kept: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert_eq!(kept.len(), 1, "one journal");
+    // Refused by the first child: no run to resume, no journal left (it
+    // used to leave one of no runs, and say to resume it).
+    let dir = tempfile::tempdir().unwrap();
+    let mut first = lag("30,2");
+    first
+        .current_dir(dir.path())
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("(no run had finished)"))
+        .stderr(predicate::str::contains("--resume").not());
+    let kept: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(kept.is_empty(), "{kept:?}");
     herd()
         .args(["compare", "--scenario", "nope", "--cleanup", "a,b"])
         .assert()
         .code(2)
         .stderr(predicate::str::contains("unknown scenario"));
+}
+
+/// A `--` among the scenario's flags (a second one, or one inside
+/// `--config`) is refused before anything runs: exit 2 naming it, no
+/// journal left. It used to reach the first child, which refused it, after
+/// compare had written a journal of no runs and told the user to resume it.
+#[test]
+fn a_stray_double_dash_is_refused_before_any_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [&[&str]; 2] = [
+        &[
+            "--cleanup",
+            "locked,exitq",
+            "--",
+            "--waves",
+            "2",
+            "--",
+            "--spin",
+            "0",
+        ],
+        &[
+            "--config",
+            "--cleanup locked",
+            "--config",
+            "-- --cleanup exitq",
+        ],
+    ];
+    for extra in cases {
+        herd()
+            .current_dir(dir.path())
+            .args(["compare", "-r", "1"])
+            .args(extra)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(
+                "invalid --: found among the scenario's flags",
+            ))
+            .stderr(predicate::str::contains("finished runs").not());
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert!(left.is_empty(), "{extra:?}: nothing written: {left:?}");
+    }
+}
+
+/// `--metrics` with an empty name is refused before the runs, as `herd
+/// diff` refuses it (it used to run the whole comparison and note under
+/// the table that the empty pattern matched nothing).
+#[test]
+fn an_empty_metrics_name_is_refused_before_any_run() {
+    let dir = tempfile::tempdir().unwrap();
+    herd()
+        .current_dir(dir.path())
+        .args([
+            "compare",
+            "-r",
+            "1",
+            "--cleanup",
+            "locked,exitq",
+            "--metrics",
+            "wall_s,",
+        ])
+        .args(SMALL)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("invalid --metrics: an empty name"));
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(left.is_empty(), "nothing ran: {left:?}");
 }
 
 /// compare, diff and sweep share the declarations of their output flags
@@ -243,6 +343,57 @@ fn compare_resumes_from_its_journal() {
     assert!(out.status.success());
     let files: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert_eq!(files.len(), 1, "only j.jsonl");
+}
+
+/// A `--resume` whose journal holds runs measured elsewhere (here: on
+/// another kernel, as after a reboot) warns and notes it under the table,
+/// with how many runs had each kernel: it used to pool them silently.
+#[test]
+fn a_resume_on_another_kernel_is_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("j.jsonl");
+    let j = journal.to_str().unwrap();
+    let cmd = |extra: &[&str]| {
+        let mut c = herd();
+        c.current_dir(dir.path())
+            .args(["compare", "-r", "2", "--cleanup", "locked,exitq", "--json"])
+            .args(extra)
+            .args(SMALL);
+        c
+    };
+    let out = cmd(&["--journal", j]).output().unwrap();
+    let full: Comparison = success_json(&out);
+    assert!(
+        !full.notes.iter().any(|n| n.contains("different hosts")),
+        "{:?}",
+        full.notes
+    );
+    // Keep round 0, measured "before the reboot" on another kernel.
+    let text = std::fs::read_to_string(&journal).unwrap();
+    let mut lines: Vec<String> = text.lines().take(3).map(String::from).collect();
+    for line in &mut lines[1..] {
+        let mut e: serde_json::Value = serde_json::from_str(line).unwrap();
+        e["result"]["host"]["kernel"] = "5.10.0-old".into();
+        *line = e.to_string();
+    }
+    std::fs::write(&journal, lines.join("\n") + "\n").unwrap();
+    let out = cmd(&["--resume", j]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("warning: runs measured on different hosts or herd builds"),
+        "{stderr}"
+    );
+    let resumed: Comparison = success_json(&out);
+    let note = resumed
+        .notes
+        .iter()
+        .find(|n| n.contains("different hosts"))
+        .unwrap_or_else(|| panic!("{:?}", resumed.notes));
+    assert!(
+        note.contains("kernel \"5.10.0-old\" (2 runs), \"")
+            && note.contains("(2 runs); the statistics pool them"),
+        "{note}"
+    );
 }
 
 /// `--resume` reads its journal with the bound of every input herd reads

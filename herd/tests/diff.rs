@@ -136,6 +136,42 @@ fn diff_refuses_different_config_unless_forced() {
         .stdout(predicate::str::contains("forced: config waves: 10 vs 20"));
 }
 
+/// Two results of a JSON schema newer than this herd's agree with each
+/// other, but this herd does not know what their fields mean: refused
+/// (exit 2, naming the schema) unless --force. They used to be diffed
+/// silently.
+#[test]
+fn diff_refuses_a_newer_schema_unless_forced() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = before_after(&dir, json!({ "waves": 10, "cleanup": "locked" }));
+    let newer = |p: &PathBuf| {
+        let mut v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+        let n = SCHEMA_VERSION + 1;
+        v["schema"] = n.into();
+        for r in v["runs"].as_array_mut().unwrap() {
+            r["schema"] = n.into();
+        }
+        std::fs::write(p, v.to_string()).unwrap();
+    };
+    newer(&a);
+    newer(&b);
+    let want = format!("JSON schema {}, newer than this herd's", SCHEMA_VERSION + 1);
+    herd()
+        .arg("diff")
+        .args([&a, &b])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(want.as_str()));
+    herd()
+        .arg("diff")
+        .args([&a, &b])
+        .arg("--force")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("note: forced:"));
+}
+
 #[test]
 fn diff_refuses_different_scenario_and_bad_files() {
     let dir = tempfile::tempdir().unwrap();
@@ -224,6 +260,17 @@ fn diff_pairs_comparison_documents_by_label() {
         .unwrap()
         .iter()
         .any(|n| n == "`cleanup=sync` is only in A"));
+    // Each pair's notes say its hosts differ once (the second pair's used
+    // to carry the first pair's note as well as its own).
+    for (i, p) in pairs.iter().enumerate() {
+        let hosts = p["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|n| n.as_str().unwrap().starts_with("hosts differ"))
+            .count();
+        assert_eq!(hosts, 1, "pair {i}: {}", p["notes"]);
+    }
     // A compare document varies cleanup across its sets: with --label
     // picking one, the configs match; the varied key is exempt anyway.
     herd()

@@ -6,8 +6,10 @@
 //! there is one [`Row`] with one [`Cell`] per configuration: the
 //! [`Summary`] of that metric over the configuration's complete runs and,
 //! except for the baseline, the [`Change`] against the baseline (%change,
-//! Welch's p-value, LKP's range rule, verdict). Interrupted runs are kept
-//! in the document (`sets`) but left out of the statistics.
+//! Welch's p-value, LKP's range rule, verdict). Interrupted runs and runs
+//! that failed their own checks are kept in the document (`sets`) but left
+//! out of the statistics ([`RunResult::counted`]), each set's number of
+//! them said in a note.
 //!
 //! The JSON document keeps the raw runs, so `herd diff` can re-read it and
 //! compare it with another one. The flags that choose the format are
@@ -20,7 +22,7 @@ use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
 use crate::export::format::{
-    better_name, change_text, md_escape, render_grid, summary_text, verdict_name,
+    better_name, change_text, md_code, md_escape, render_grid, summary_text, verdict_name,
 };
 use crate::result::{Better, RunResult, RunSet, SCHEMA_VERSION};
 use crate::stats::{Change, Summary};
@@ -113,7 +115,18 @@ impl Comparison {
                     set.label
                 ));
             }
-            let complete = set.runs.len() - partial;
+            let failed = set
+                .runs
+                .iter()
+                .filter(|r| !r.interrupted && !r.counted())
+                .count();
+            if failed > 0 {
+                notes.push(format!(
+                    "{}: {failed} run(s) that failed their own checks left out of the statistics",
+                    set.label
+                ));
+            }
+            let complete = set.runs.iter().filter(|r| r.counted()).count();
             if complete < 2 {
                 notes.push(format!(
                     "{}: {complete} complete run(s): no significance test (needs at least 2 per side)",
@@ -167,11 +180,12 @@ impl Comparison {
         }
     }
 
-    /// Complete (not interrupted) runs of configuration `i`.
+    /// Complete runs of configuration `i`: those the statistics count
+    /// ([`RunResult::counted`]).
     pub fn complete_runs(&self, i: usize) -> usize {
         self.sets
             .get(i)
-            .map_or(0, |s| s.runs.iter().filter(|r| !r.interrupted).count())
+            .map_or(0, |s| s.runs.iter().filter(|r| r.counted()).count())
     }
 
     /// The row of metric `name`.
@@ -278,7 +292,7 @@ impl Comparison {
         for (i, label) in self.labels.iter().enumerate() {
             let n = self.complete_runs(i);
             let base = if i == 0 { " (base)" } else { "" };
-            head.push(format!("`{}`{base} n={n}", md_escape(label)));
+            head.push(format!("{}{base} n={n}", md_code(label)));
             if i > 0 {
                 head.push("%change".to_string());
             }
@@ -292,7 +306,7 @@ impl Comparison {
             .collect();
         let _ = writeln!(out, "| {} |", align.join(" | "));
         for row in &self.rows {
-            let mut line = vec![format!("`{}`", row.name), md_escape(&row.unit)];
+            let mut line = vec![md_code(&row.name), md_escape(&row.unit)];
             for (i, cell) in row.cells.iter().enumerate() {
                 line.push(summary_text(cell.summary.as_ref()));
                 if i > 0 {
@@ -368,13 +382,14 @@ pub(crate) fn metric_order<'a>(
     order
 }
 
-/// The [`Summary`] of metric `name` over the complete (not interrupted)
-/// runs of `set` that have it (`None`: none has).
+/// The [`Summary`] of metric `name` over the complete runs of `set` that
+/// have it ([`RunResult::counted`]: not interrupted, checks passed;
+/// `None`: none has).
 pub(crate) fn complete_summary(set: &RunSet, name: &str) -> Option<Summary> {
     let values: Vec<f64> = set
         .runs
         .iter()
-        .filter(|r| !r.interrupted)
+        .filter(|r| r.counted())
         .filter_map(|r| r.metric(name))
         .collect();
     Summary::of(&values)
@@ -488,6 +503,89 @@ pub(crate) mod tests {
             .unwrap()
             .welch
             .is_none());
+    }
+
+    /// A run that failed its own checks (here: cleanups missing, so it
+    /// did less work and looks faster) is kept but never averaged in. It
+    /// used to be: the failed run below made `b` look 22% faster.
+    #[test]
+    fn runs_that_failed_their_checks_are_kept_but_not_counted() {
+        let mut failed = run(0.1, 0.1);
+        failed.checks_failed = vec!["cleanup: 900 cleanups missing".into()];
+        let a = set("a", vec![run(1.0, 1.0), run(1.1, 1.0), run(0.9, 1.0)]);
+        let b = set(
+            "b",
+            vec![run(1.0, 1.0), failed, run(1.1, 1.0), run(0.9, 1.0)],
+        );
+        let c = Comparison::build("storm", vec![], vec![], vec![a, b], 0.05, &[]);
+        let wall = c.row("wall_s").unwrap();
+        let sb = wall.cells[1].summary.as_ref().unwrap();
+        assert_eq!((sb.n, sb.mean, sb.min), (3, 1.0, 0.9), "{sb:?}");
+        assert_eq!(wall.cells[1].change.unwrap().pct, Some(0.0));
+        assert_eq!(c.complete_runs(1), 3);
+        assert_eq!(c.sets[1].runs.len(), 4, "kept in the document");
+        assert!(
+            c.notes
+                .iter()
+                .any(|n| n == "b: 1 run(s) that failed their own checks left out of the statistics"),
+            "{:?}",
+            c.notes
+        );
+        assert!(c.to_table().contains("(n=3)"));
+    }
+
+    /// The saved document is what `herd diff` and `herd report` read back:
+    /// every field, every figure to the bit (a seeded loop of random sets;
+    /// the values are as a run writes them, any f64).
+    #[test]
+    fn property_the_json_document_round_trips_exactly() {
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for seed in 0..300 {
+            let mut value = || {
+                let mantissa = (next() >> 11) as f64 / (1u64 << 53) as f64;
+                let exp = (next() % 40) as i32 - 20;
+                mantissa * 10f64.powi(exp)
+            };
+            let mut sets = Vec::new();
+            for label in ["a", "b", "c"] {
+                let runs = (0..1 + seed % 6).map(|_| run(value(), value())).collect();
+                sets.push(set(label, runs));
+            }
+            let c = Comparison::build("storm", vec!["--waves".into()], vec![], sets, 0.05, &[]);
+            let json = c.to_json().unwrap();
+            let back: Comparison = serde_json::from_str(&json).unwrap();
+            assert_eq!(back.rows, c.rows, "seed {seed}");
+            assert_eq!(back.to_json().unwrap(), json, "seed {seed}");
+            for (x, y) in c.sets.iter().zip(&back.sets) {
+                for (r, s) in x.runs.iter().zip(&y.runs) {
+                    assert_eq!(r.metrics, s.metrics, "seed {seed}");
+                }
+            }
+        }
+    }
+
+    /// Labels are user text (diff's are file names): a backtick or a line
+    /// break in one keeps the Markdown table whole. The header used to read
+    /// `` `a`b` `` (the span ended at the backtick) and break its row.
+    #[test]
+    fn markdown_keeps_odd_labels_in_their_cells() {
+        let mut c = sample();
+        c.labels = vec!["A: x`y.json".into(), "B: two\nlines.json".into()];
+        let md = c.to_markdown();
+        let head = md.lines().next().unwrap();
+        assert!(head.contains("| ``A: x`y.json`` (base) n=4 |"), "{md}");
+        assert!(head.contains("| `B: two lines.json` n=4 |"), "{md}");
+        assert_eq!(
+            md.lines().take_while(|l| l.starts_with('|')).count(),
+            2 + c.rows.len(),
+            "{md}"
+        );
     }
 
     #[test]

@@ -337,6 +337,76 @@ mod tests {
         assert!(p.contains("every check passed"));
     }
 
+    /// Every string a result carries (labels, metric names and units,
+    /// arguments, host and config, warnings, failed checks, notes, the
+    /// command) is escaped wherever the page shows it: a tag in any of
+    /// them never reaches the page as a tag.
+    #[test]
+    fn hostile_strings_are_escaped_everywhere() {
+        const TAG: &str = "<q id=x>";
+        let hostile = |s: &str| format!("{s}{TAG}\"'&");
+        let mk = |label: &str, v: f64| {
+            let mut r = RunResult::new(
+                "storm",
+                vec!["--waves".into(), hostile("w")],
+                serde_json::json!({ hostile("key"): hostile("value") }),
+                serde_json::json!({"hostname": hostile("h"), "kernel": hostile("k")}),
+            );
+            r.push(Metric::lower(&hostile("metric"), &hostile("unit"), v));
+            r.warnings.push(hostile("warning"));
+            if v > 2.0 {
+                r.checks_failed.push(hostile("check"));
+            }
+            RunSet {
+                schema: 1,
+                label: hostile(label),
+                runs: vec![r],
+            }
+        };
+        let set = |label: &str| {
+            let mut s = mk(label, 1.0);
+            s.runs.extend(mk(label, 1.1).runs);
+            s.runs.extend(mk(label, 3.0).runs);
+            s
+        };
+        let mut c = crate::export::comparison::Comparison::build(
+            &hostile("scenario"),
+            vec![hostile("common")],
+            vec![hostile("--varied")],
+            vec![set("a"), set("b")],
+            0.05,
+            &[],
+        );
+        c.notes.push(hostile("note"));
+        c.command = vec!["compare".into(), hostile("arg")];
+        let mut runs = set("r");
+        runs.runs.truncate(1);
+        let sections = [
+            Section::new(
+                &hostile("origin"),
+                &hostile("kind"),
+                Content::Comparison(c.clone()),
+            ),
+            Section::new(&hostile("o2"), "run", Content::Runs(runs)),
+            Section::new(&hostile("o3"), "set", Content::Runs(set("s"))),
+            Section::new(
+                "d",
+                "diff",
+                Content::Diff {
+                    a: hostile("a.json"),
+                    b: hostile("b.json"),
+                    pairs: vec![c],
+                },
+            ),
+        ];
+        let p = page(&sections);
+        assert!(!p.contains(TAG), "an unescaped tag: {}", {
+            let i = p.find(TAG).unwrap();
+            &p[i.saturating_sub(200)..i + 20]
+        });
+        assert!(p.contains("&lt;q id=x&gt;"));
+    }
+
     #[test]
     fn report_path_fails_early() {
         let dir = tempfile::tempdir().unwrap();

@@ -14,7 +14,9 @@
 //! `repeat` re-runs herd once per repetition through
 //! [`crate::runner::run_child`] with the same command line minus `-r`,
 //! `--json` and `--csv`, then prints the [`RunSet`] summary (median, mean,
-//! %stddev per metric) as a table, JSON (the whole `RunSet`) or CSV.
+//! %stddev per metric) as a table, JSON (the whole `RunSet`) or CSV. The
+//! summary counts the runs that ran to the end and passed their own
+//! checks; the table says how many it left out.
 
 use std::fmt::Write as _;
 
@@ -102,10 +104,26 @@ pub struct MetricSummary {
     pub summary: Summary,
 }
 
-/// Every metric of a set, in the order of first appearance.
+/// The runs of a set its summary is made of: those that ran to the end
+/// and passed their own checks ([`RunResult::counted`]); when there is
+/// none of them (Ctrl-C in the first run), every run, and `true`.
+fn summarised_runs(set: &RunSet) -> (Vec<&RunResult>, bool) {
+    let counted: Vec<&RunResult> = set.runs.iter().filter(|r| r.counted()).collect();
+    if counted.is_empty() {
+        (set.runs.iter().collect(), !set.runs.is_empty())
+    } else {
+        (counted, false)
+    }
+}
+
+/// Every metric of a set, in the order of first appearance, over the runs
+/// that ran to the end and passed their checks (an interrupted run covers
+/// part of the work and would pull the figures down); over every run
+/// when none did.
 pub fn summarise(set: &RunSet) -> Vec<MetricSummary> {
+    let (runs, _) = summarised_runs(set);
     let mut order: Vec<(String, String)> = Vec::new();
-    for r in &set.runs {
+    for r in &runs {
         for m in &r.metrics {
             if !order.iter().any(|(n, _)| n == &m.name) {
                 order.push((m.name.clone(), m.unit.clone()));
@@ -115,7 +133,7 @@ pub fn summarise(set: &RunSet) -> Vec<MetricSummary> {
     order
         .into_iter()
         .filter_map(|(name, unit)| {
-            let vals: Vec<f64> = set.runs.iter().filter_map(|r| r.metric(&name)).collect();
+            let vals: Vec<f64> = runs.iter().filter_map(|r| r.metric(&name)).collect();
             Summary::of(&vals).map(|summary| MetricSummary {
                 name,
                 unit,
@@ -140,6 +158,22 @@ pub fn runset_table(set: &RunSet) -> String {
             format!(" of {}", set.label)
         }
     );
+    let (runs, none_counted) = summarised_runs(set);
+    let left_out = set.runs.len() - runs.len();
+    if none_counted {
+        let _ = writeln!(
+            out,
+            "note: no run ran to the end and passed its own checks: the figures below are of \
+             runs that did not (interrupted or failing their checks), not to be trusted"
+        );
+    } else if left_out > 0 {
+        let _ = writeln!(
+            out,
+            "note: {left_out} run(s) interrupted or failing their own checks left out of the \
+             figures below ({} counted)",
+            runs.len()
+        );
+    }
     let _ = writeln!(
         out,
         "{:<w$}  {:>12}  {:>12}  {:>8}  {:>12}  {:>12}  unit",
@@ -390,5 +424,53 @@ mod tests {
             "{c}"
         );
         assert!(run_csv(&mk(1.5)).unwrap().contains("wall_s,s,1.5,lower"));
+    }
+
+    /// The summary of `-r N` leaves out a run cut short by Ctrl-C (here a
+    /// tenth of the work: wall 0.2 s) and one that failed its checks, and
+    /// says so; it used to take their figures into the median and mean.
+    #[test]
+    fn summary_leaves_out_interrupted_and_failed_runs() {
+        let mk = |v| {
+            let mut r = RunResult::new("storm", vec![], Default::default(), Default::default());
+            r.push(Metric::lower("wall_s", "s", v));
+            r
+        };
+        let mut cut = mk(0.2);
+        cut.interrupted = true;
+        let mut failed = mk(0.5);
+        failed.checks_failed = vec!["cleanup: 10 cleanups missing".into()];
+        let set = RunSet {
+            schema: 1,
+            label: "x".into(),
+            runs: vec![mk(2.0), failed, mk(2.0), cut],
+        };
+        let c = runset_csv(&set).unwrap();
+        assert!(
+            c.lines()
+                .nth(1)
+                .unwrap()
+                .starts_with("wall_s,s,2,2,2,0,0,2,2"),
+            "{c}"
+        );
+        let t = runset_table(&set);
+        assert!(
+            t.contains("note: 2 run(s) interrupted or failing their own checks left out"),
+            "{t}"
+        );
+        // Nothing else to show: the figures of the interrupted run, said so.
+        let only = RunSet {
+            runs: vec![cut_only()],
+            ..set
+        };
+        fn cut_only() -> RunResult {
+            let mut r = RunResult::new("storm", vec![], Default::default(), Default::default());
+            r.push(Metric::lower("wall_s", "s", 0.2));
+            r.interrupted = true;
+            r
+        }
+        let t = runset_table(&only);
+        assert!(t.contains("not to be trusted"), "{t}");
+        assert!(t.lines().any(|l| l.starts_with("wall_s")), "{t}");
     }
 }

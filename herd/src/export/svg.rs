@@ -65,7 +65,20 @@ fn bounds(chart: &Chart) -> Option<((f64, f64), (f64, f64))> {
     }
     // Start the y axis at 0 for non-negative data: ratios stay honest.
     let y0 = if y0 >= 0.0 { 0.0 } else { y0 };
-    let pad = ((y1 - y0) * 0.08).max(f64::EPSILON.max(y1.abs() * 0.01));
+    // All values equal: a span of their tenth (1 when they are all 0),
+    // not of f64::EPSILON, whose axis labelled 0 to 2.2e-16.
+    let flat = y1 == y0;
+    let pad = if flat {
+        if y1 == 0.0 {
+            1.0
+        } else {
+            y1.abs() * 0.1
+        }
+    } else {
+        ((y1 - y0) * 0.08).max(y1.abs() * 0.01)
+    };
+    // A flat negative line sits in the middle, not on the bottom edge.
+    let y0 = if flat && y0 < 0.0 { y0 - pad } else { y0 };
     Some(((x0, x1), (y0, y1 + pad)))
 }
 
@@ -214,6 +227,26 @@ mod tests {
         let mut c = chart(false);
         c.series.clear();
         assert!(render(&c).is_err());
+    }
+
+    /// A metric 0 at every point (no failed creations, no contention):
+    /// a flat line on an axis of round ticks. The axis used to span 0 to
+    /// f64::EPSILON, its ticks labelled like 4.441e-17.
+    #[test]
+    fn all_equal_values_get_a_readable_axis() {
+        for v in [0.0, 7.0, -3.0] {
+            let mut c = chart(false);
+            for s in &mut c.series {
+                for p in &mut s.points {
+                    (p.mean, p.min, p.max) = (v, v, v);
+                }
+            }
+            let (_, (y0, y1)) = bounds(&c).unwrap();
+            assert!(y0 <= v && v < y1, "{v}: {y0}..{y1}");
+            assert!(y1 - y0 > 0.099 * v.abs().max(1.0), "{v}: {y0}..{y1}");
+            let svg = render(&c).unwrap();
+            assert!(!svg.contains("e-1"), "{v}: exponent ticks");
+        }
     }
 
     #[test]

@@ -16,10 +16,11 @@
 //! configuration is the baseline of `%change`.
 //!
 //! Each measurement is one child process ([`crate::runner::run_child`]):
-//! `-r N` rounds, each running every configuration once, the order rotated
-//! by one each round (A B C, B C A, C A B), so drift of the machine (other
-//! load, thermal, page cache) spreads over all configurations instead of
-//! biasing one, and none always runs first or after the same neighbour.
+//! `-r N` rounds, each running every configuration once, their orders a
+//! Williams design ([`rounds::order`]: A B C, B C A, C A B, C B A, A C B,
+//! B A C), so drift of the machine (other load, thermal, page cache)
+//! spreads over all configurations instead of biasing one, and each runs
+//! in each position and after each other one equally often.
 //! `--warmup K` rounds run first and are discarded.
 //!
 //! Every finished run is written to a journal as it finishes
@@ -32,8 +33,10 @@
 use anyhow::Result;
 
 pub mod checks;
+pub mod hosts;
 pub mod journal;
 pub mod knobs;
+pub mod parse;
 pub mod rounds;
 
 pub use checks::*;
@@ -138,7 +141,9 @@ by Benjamini-Hochberg over every test of the table), R when LKP's rule holds
 (computed as lkp compare does: trimmed medians, >= 3 runs, changes under 5%
 skipped). A change is called better/worse only when both hold.
 
-Rounds run every configuration once, the order rotated each round. Each
+Rounds run every configuration once, in orders balanced over every n rounds
+(2n for odd n): each configuration in each position and right after each
+other one equally often (a Williams design). Each
 finished run is written to a journal (--journal FILE, or
 herd-compare-PID.journal.jsonl, removed on success); after a failed child or
 Ctrl-C, the same command with --resume FILE runs only what is missing.
@@ -355,8 +360,9 @@ pub fn run(args: &Args) -> Result<u8> {
              (e.g. --cleanup locked,exitq, --vary FLAG=A,B, or --config twice)",
         ));
     }
-    // Fail now rather than after an hour of runs.
-    out.check_save()?;
+    // Fail now rather than after an hour of runs: --metrics with an empty
+    // name, a --save that cannot be written.
+    out.check()?;
     if args.runs < 2 {
         eprintln!(
             "note: -r {}: no significance test without at least 2 runs per configuration",
@@ -371,12 +377,14 @@ pub fn run(args: &Args) -> Result<u8> {
     }
     let rounds = args.warmup + args.runs;
     check_plan_size(plan.configs.len(), rounds, "--runs")?;
+    // A flag value the scenario refuses: now, not after the runs before it.
+    parse::check_configs(&args.scenario, &plan.configs)?;
     let knob_notes = knobs::warn_ignored_knobs("compare", &args.scenario, &plan.configs);
     let header = journal::Header::new(&args.scenario, &plan.configs, args.runs, args.warmup);
     let (mut journal, done, temporary) = open_journal(args, &header)?;
     let total = (rounds * plan.configs.len()) as u64;
     let progress = Progress::new(total, "runs");
-    let (sets, interrupted) = run_interleaved(
+    let ran = run_interleaved(
         &args.scenario,
         &plan.configs,
         args.runs,
@@ -386,7 +394,13 @@ pub fn run(args: &Args) -> Result<u8> {
             done,
             journal: Some(&mut journal),
         },
-    )?;
+    );
+    // A first child that fails (a value the scenario refuses) leaves
+    // nothing to resume: herd's own journal of no run is not left behind.
+    if ran.is_err() && temporary && journal.runs() == 0 {
+        let _ = std::fs::remove_file(journal.path());
+    }
+    let (sets, interrupted) = ran?;
     progress.finish();
     if interrupted {
         eprintln!(
@@ -400,8 +414,15 @@ pub fn run(args: &Args) -> Result<u8> {
     }
     // 4 when a child run failed its own checks (its figures are kept).
     let checks = checks_code(&sets);
+    // Runs from elsewhere (a --resume after a reboot into another kernel,
+    // on another machine, by another herd build): said, not pooled silently.
+    let mixed = hosts::mixed(&sets);
+    for n in &mixed {
+        eprintln!("herd compare: warning: {n}");
+    }
     let mut c = out.build(&args.scenario, plan.common, plan.varied, sets);
     c.notes.extend(knob_notes);
+    c.notes.extend(mixed);
     if interrupted {
         c.notes
             .push("interrupted by Ctrl-C: figures cover the runs that completed".into());

@@ -8,7 +8,8 @@
 //! is compared, A as the baseline.
 //!
 //! Refused unless `--force`: different scenarios, different JSON layout
-//! versions, or a different configuration: any key of the typed options
+//! versions, a layout newer than this herd's (even when both files have
+//! it: what its fields mean is unknown here), or a different configuration: any key of the typed options
 //! (`config`) that differs, except those a comparison file says it varied.
 //! Host differences (kernel, CPUs, ...) are the point of a diff and are
 //! listed, not refused.
@@ -253,6 +254,20 @@ pub fn incompatibilities(a: &RunSet, b: &RunSet, exempt: &[String]) -> Vec<Strin
     if a.schema != b.schema || ra.schema != rb.schema {
         why.push(format!("JSON schema: {} vs {}", ra.schema, rb.schema));
     }
+    // Two files of one newer schema agree with each other, but this herd
+    // does not know what their fields mean (the schema is bumped when a
+    // field changes meaning), and serde drops the fields it does not know.
+    for set in [a, b] {
+        let newest = set.runs.iter().map(|r| r.schema).chain([set.schema]).max();
+        if let Some(n) = newest.filter(|&n| n > SCHEMA_VERSION) {
+            why.push(format!(
+                "{}: JSON schema {n}, newer than this herd's ({SCHEMA_VERSION}, herd {}): \
+                 its figures may mean something else here; a newer herd diffs it",
+                set.label,
+                env!("CARGO_PKG_VERSION")
+            ));
+        }
+    }
     for set in [a, b] {
         if let Some(odd) = set.runs.iter().find(|r| r.config != set.runs[0].config) {
             why.push(format!(
@@ -368,7 +383,11 @@ pub fn diff(a: &Loaded, b: &Loaded, args: &Args) -> Result<DiffDoc> {
         .cloned()
         .collect();
     let mut comparisons = Vec::new();
+    // The pairing's notes go with every pair; each pair's own (forced
+    // differences, hosts, versions) with that pair, and all in the document.
+    let shared = notes.clone();
     for (x, y) in pairs {
+        let mut own: Vec<String> = Vec::new();
         let why = incompatibilities(&x, &y, &exempt);
         if !why.is_empty() {
             if !args.force {
@@ -382,15 +401,15 @@ pub fn diff(a: &Loaded, b: &Loaded, args: &Args) -> Result<DiffDoc> {
                     ),
                 ));
             }
-            notes.extend(why.into_iter().map(|w| format!("forced: {w}")));
+            own.extend(why.into_iter().map(|w| format!("forced: {w}")));
         }
         if let (Some(ra), Some(rb)) = (x.runs.first(), y.runs.first()) {
             let host = differences(&ra.host, &rb.host, &[]);
             if !host.is_empty() {
-                notes.push(format!("hosts differ: {}", host.join("; ")));
+                own.push(format!("hosts differ: {}", host.join("; ")));
             }
             if ra.herd_version != rb.herd_version {
-                notes.push(format!(
+                own.push(format!(
                     "herd versions: {} vs {}",
                     ra.herd_version, rb.herd_version
                 ));
@@ -408,7 +427,8 @@ pub fn diff(a: &Loaded, b: &Loaded, args: &Args) -> Result<DiffDoc> {
             args.a.display(),
             args.b.display()
         );
-        c.notes.extend(notes.iter().cloned());
+        c.notes.extend(shared.iter().chain(&own).cloned());
+        notes.extend(own);
         comparisons.push(c);
     }
     notes.sort();

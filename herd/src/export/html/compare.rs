@@ -83,7 +83,7 @@ fn table(c: &Comparison) -> String {
             .map(|s| {
                 s.runs
                     .iter()
-                    .filter(|r| !r.interrupted)
+                    .filter(|r| r.counted())
                     .filter_map(|r| r.metric(&row.name))
                     .collect()
             })

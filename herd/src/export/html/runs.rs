@@ -3,11 +3,13 @@
 //! (`-r N --json`). Headline and key figures, failures, latency
 //! distributions, per-CPU counters and placement, the lock-contention
 //! profile, every metric (for a set: median, mean, spread and each run as
-//! a dot), and the typed configuration.
+//! a dot), and the typed configuration. A set's figures are of the runs
+//! that ran to the end and passed their checks ([`RunResult::counted`]),
+//! as the terminal's `-r N` summary; the page says how many it left out.
 
 use super::gather::gather;
 use super::headline::{self, Headline};
-use super::markup::{details, esc, shell_line, Cell, Table};
+use super::markup::{details, esc, para, shell_line, Cell, Table};
 use super::problems::Findings;
 use super::{chart, contention, heatmap, latency, Section};
 use crate::export::format::better_name;
@@ -212,7 +214,10 @@ pub(crate) fn section(s: &Section, set: &RunSet, id: &str) -> String {
     };
     let host = first.map_or_else(Vec::new, |r| headline::host_facts(&r.host, &r.config));
     let mut out = headline::render(&h, &host);
-    out.push_str(&cards(&runs));
+    // The figures of a set: the runs that count, or all when none does.
+    let counted: Vec<&RunResult> = runs.iter().copied().filter(|r| r.counted()).collect();
+    let figures: &[&RunResult] = if counted.is_empty() { &runs } else { &counted };
+    out.push_str(&cards(figures));
     out.push_str(&findings.section());
     out.push_str(&latency::section(&g.dists, g.runs));
     out.push_str(&heatmap::section(&g));
@@ -221,7 +226,26 @@ pub(crate) fn section(s: &Section, set: &RunSet, id: &str) -> String {
     match runs.as_slice() {
         [] => out.push_str("<p class=\"note\">No runs.</p>"),
         [one] => out.push_str(&one_run_table(one)),
-        many => out.push_str(&set_table(many)),
+        many => {
+            if counted.is_empty() {
+                out.push_str(&para(
+                    "note",
+                    "No run ran to the end and passed its own checks: the figures below are \
+                     of runs that did not, not to be trusted.",
+                ));
+            } else if counted.len() < many.len() {
+                out.push_str(&para(
+                    "note",
+                    &format!(
+                        "{} run(s) interrupted or failing their own checks are left out of the \
+                         figures ({} counted).",
+                        many.len() - counted.len(),
+                        counted.len()
+                    ),
+                ));
+            }
+            out.push_str(&set_table(figures));
+        }
     }
     if let Some(r) = first {
         out.push_str(&config_table(&r.config));
@@ -261,6 +285,19 @@ mod tests {
             c.contains("wall_s (median)") && c.contains(">2<") && c.contains("±50.0%"),
             "{c}"
         );
+        // A run cut short is left out of the figures, and said so (it
+        // used to count: the median card read 1.5, the mean 1.55).
+        let mut cut = mk(0.2);
+        cut.interrupted = true;
+        let mut partial = set.clone();
+        partial.runs.push(cut);
+        let page = section(&Section::test("x", "set"), &partial, "s");
+        assert!(page.contains("1 run(s) interrupted or failing"), "{page}");
+        assert!(
+            page.contains("<td class=\"n\" data-v=\"2\">2</td>"),
+            "{page}"
+        );
+        assert!(page.contains("<span class=\"v\">2</span>"), "{page}");
         let one = one_run_table(&set.runs[0]);
         assert!(one.contains(">wall_s<") && one.contains(">lower<"));
     }

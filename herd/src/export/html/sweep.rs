@@ -14,7 +14,7 @@ use super::headline::{self, Headline};
 use super::markup::{details, esc, para, shell_line, Cell, Table};
 use super::problems::Findings;
 use super::Section;
-use crate::export::format::change_text;
+use crate::export::format::{change_text, pct_text};
 use crate::format::fmt_value;
 use crate::result::RunResult;
 use crate::stats::{Change, Summary};
@@ -160,7 +160,7 @@ fn chart(v: &SweepView, m: &SweepLine) -> Option<String> {
             let mark = change.map(Change::mark).unwrap_or_default();
             let pct = change
                 .and_then(|c| c.pct)
-                .map(|p| format!(", {p:+.1}% {mark}"))
+                .map(|p| format!(", {} {mark}", pct_text(p)))
                 .unwrap_or_default();
             let tip = format!(
                 "{label} at {}={}: mean {} ±{:.1}% (n={}), {} to {}{pct}",

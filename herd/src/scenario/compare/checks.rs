@@ -104,10 +104,21 @@ pub fn check_varied_flag(flag: &str, origin: &str) -> Result<()> {
     Ok(())
 }
 
-/// Checks the scenario's flags: none of compare's own, and none that is
-/// also varied.
+/// Checks the scenario's flags: no `--` (clap takes the first one, before
+/// the scenario's flags; a second one would reach every child, which
+/// takes no positional argument and refuses it, but only once the
+/// comparison has started and left a journal of no runs), none of
+/// compare's own, and none that is also varied.
 pub fn check_common(common: &[String], varied_flags: &[String]) -> Result<()> {
     for tok in common {
+        if tok == "--" {
+            return Err(usage(
+                "--",
+                "found among the scenario's flags (a second `--`, or one inside --config): \
+                 the scenario takes no positional arguments, so every run would refuse it; \
+                 give `--` at most once, between compare's flags and the scenario's",
+            ));
+        }
         let name = tok.split('=').next().unwrap_or(tok);
         if is_own_flag(name) {
             return Err(usage(

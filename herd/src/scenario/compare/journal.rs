@@ -73,6 +73,8 @@ pub struct Entry {
 pub struct Journal {
     file: File,
     path: PathBuf,
+    /// Runs it holds (finished before a resume, and recorded since).
+    runs: usize,
 }
 
 impl Journal {
@@ -92,6 +94,7 @@ impl Journal {
         let mut j = Journal {
             file,
             path: path.to_path_buf(),
+            runs: 0,
         };
         j.line(&serde_json::to_string(header)?)?;
         Ok(j)
@@ -155,6 +158,7 @@ impl Journal {
             Journal {
                 file,
                 path: path.to_path_buf(),
+                runs: done.len(),
             },
             done,
         ))
@@ -162,7 +166,14 @@ impl Journal {
 
     /// Records one finished run (flushed and synced).
     pub fn record(&mut self, e: &Entry) -> Result<()> {
-        self.line(&serde_json::to_string(e)?)
+        self.line(&serde_json::to_string(e)?)?;
+        self.runs += 1;
+        Ok(())
+    }
+
+    /// The runs it holds.
+    pub fn runs(&self) -> usize {
+        self.runs
     }
 
     /// Where the journal is.

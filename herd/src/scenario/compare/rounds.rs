@@ -1,11 +1,19 @@
 //! Interleaved rounds of child runs, shared by `herd compare` and `herd
-//! sweep`: each round runs every configuration once, the order rotated by
-//! one from round to round (A B C, B C A, C A B, ...), so drift of the
-//! machine spreads over all of them and no configuration always runs
-//! right after the same other one (or first, on a cold machine); warm-up
-//! rounds are discarded; Ctrl-C stops after the running child, whose
-//! partial result is kept. With a [`Journal`] every finished run is
-//! written as it finishes, and runs already in it are not run again.
+//! sweep`: each round runs every configuration once, and the orders of
+//! the rounds form a Williams design (a balanced Latin square, [`order`]):
+//! over every n rounds (2n for an odd number n of configurations) each
+//! configuration runs in each position, and right after each other one,
+//! equally often. So drift of the machine spreads over all of them, none
+//! always runs first (on a cold machine), and what a run leaves behind for
+//! the next (page cache, memory fragmentation, heat, a reclaimer still
+//! busy) falls on every configuration alike. A plain rotation by one (A B
+//! C, B C A, C A B) places each configuration in each position but runs B
+//! right after A in every round where A is not last: herd did that until
+//! 2026-12-06. Warm-up rounds are discarded, and the measured rounds
+//! start the design afresh, so `-r` a multiple of n (2n) is balanced
+//! exactly; Ctrl-C stops after the running child, whose partial result is
+//! kept. With a [`Journal`] every finished run is written as it
+//! finishes, and runs already in it are not run again.
 
 use anyhow::{Context, Result};
 
@@ -44,10 +52,28 @@ pub fn run_interleaved(
     })
 }
 
-/// The configuration that runs `slot`-th in `round`: the order rotates by
-/// one each round.
-pub fn rotated(round: usize, slot: usize, configs: usize) -> usize {
-    (slot + round) % configs
+/// The configuration that runs `slot`-th in row `row` of the Williams
+/// design of `n` configurations. Row 0 is 0, 1, n-1, 2, n-2, ...; row r
+/// adds r to each (mod n): for an even n these n rows put every ordered
+/// pair side by side exactly once. For an odd n, rows n..2n are rows
+/// 0..n reversed, and every ordered pair is side by side twice in 2n rows.
+/// Rows repeat with that period.
+pub fn order(row: usize, slot: usize, n: usize) -> usize {
+    let period = if n.is_multiple_of(2) { n } else { 2 * n };
+    let row = row % period.max(1);
+    let (row, slot) = if row >= n {
+        (row - n, n - 1 - slot)
+    } else {
+        (row, slot)
+    };
+    let first = if slot == 0 {
+        0
+    } else if slot % 2 == 1 {
+        slot.div_ceil(2)
+    } else {
+        n - slot / 2
+    };
+    (first + row) % n
 }
 
 /// [`run_interleaved`] with the measurement as a parameter (tests).
@@ -74,7 +100,13 @@ pub fn run_rounds(
     let mut stopped = false;
     'rounds: for round in 0..rounds {
         for slot in 0..configs.len() {
-            let i = rotated(round, slot, configs.len());
+            // Warm-up rounds, then the measured ones from row 0.
+            let row = if round < warmup {
+                round
+            } else {
+                round - warmup
+            };
+            let i = order(row, slot, configs.len());
             if results[i][round].is_some() {
                 continue;
             }
@@ -92,11 +124,13 @@ pub fn run_rounds(
             let result: RunResult = measure(&cfg.args).with_context(|| {
                 let kept = results.iter().flatten().flatten().count();
                 let resume = match &journal {
-                    Some(j) => format!(
-                        " ({kept} finished runs are kept in {}: the same command with                          --resume {} runs only what is missing)",
+                    Some(j) if kept > 0 => format!(
+                        " ({kept} finished runs are kept in {}: the same command with \
+                         --resume {} runs only what is missing)",
                         j.path().display(),
                         j.path().display()
                     ),
+                    Some(_) => " (no run had finished)".to_string(),
                     None => String::new(),
                 };
                 format!("{what} of configuration `{}` failed{resume}", cfg.label)
@@ -197,14 +231,54 @@ mod tests {
         )
         .unwrap();
         assert!(!stopped);
-        // Rotated by one each round: no configuration always first.
-        assert_eq!(order, s(&["a", "b", "c", "b", "c", "a", "c", "a", "b"]));
+        // The warm-up round, then the design from its first row: no
+        // configuration always first.
+        assert_eq!(order, s(&["a", "b", "c", "a", "b", "c", "b", "c", "a"]));
         // The warmup round (runs 1-3) is not kept.
         let seq: Vec<Vec<f64>> = sets
             .iter()
             .map(|st| st.runs.iter().map(|r| r.metric("seq").unwrap()).collect())
             .collect();
-        assert_eq!(seq, [vec![6.0, 8.0], vec![4.0, 9.0], vec![5.0, 7.0]]);
+        assert_eq!(seq, [vec![4.0, 9.0], vec![5.0, 7.0], vec![6.0, 8.0]]);
+    }
+
+    /// Over one period of the design (n rounds, 2n for an odd n) every
+    /// configuration runs in every position, and right after every other
+    /// one, equally often. The rotation by one herd used before ran b
+    /// right after a in 2 of 3 rounds and never a right after b.
+    #[test]
+    fn rounds_balance_positions_and_neighbours() {
+        for n in 1..=9usize {
+            let period = if n.is_multiple_of(2) { n } else { 2 * n };
+            let rows: Vec<Vec<usize>> = (0..period)
+                .map(|r| (0..n).map(|slot| order(r, slot, n)).collect())
+                .collect();
+            let mut at = vec![vec![0usize; n]; n];
+            let mut after = vec![vec![0usize; n]; n];
+            for row in &rows {
+                let mut sorted = row.clone();
+                sorted.sort_unstable();
+                assert_eq!(sorted, (0..n).collect::<Vec<_>>(), "n={n}: {row:?}");
+                for (slot, &c) in row.iter().enumerate() {
+                    at[c][slot] += 1;
+                }
+                for w in row.windows(2) {
+                    after[w[0]][w[1]] += 1;
+                }
+            }
+            let per_position = period / n;
+            assert!(
+                at.iter().flatten().all(|&k| k == per_position),
+                "n={n}: {at:?}"
+            );
+            let per_pair = if n.is_multiple_of(2) { 1 } else { 2 };
+            for (i, row) in after.iter().enumerate() {
+                for (j, &k) in row.iter().enumerate() {
+                    let want = if i == j { 0 } else { per_pair };
+                    assert_eq!(k, want, "n={n}: {i} then {j}: {rows:?}");
+                }
+            }
+        }
     }
 
     #[test]
@@ -227,7 +301,7 @@ mod tests {
         .unwrap();
         assert!(stopped);
         assert_eq!(n, 3);
-        // Round 2 starts with b (rotated): b's run is the interrupted one.
+        // Round 2 starts with b (row 1: b a): b's run is the interrupted one.
         assert_eq!((sets[0].runs.len(), sets[1].runs.len()), (1, 2));
         assert!(sets[1].runs[1].interrupted);
     }
@@ -280,7 +354,9 @@ mod tests {
         .unwrap_err();
         let msg = format!("{e:#}");
         assert!(msg.contains("3 finished runs are kept in"), "{msg}");
-        assert!(msg.contains("--resume"), "{msg}");
+        // One space between the words (the message once carried the
+        // indentation of its source line: "with                  --resume").
+        assert!(msg.contains(" the same command with --resume "), "{msg}");
         drop(j);
         // The resume runs only the 3 missing ones, and every set is whole.
         let (mut j, done) = Journal::resume(&path, &header).unwrap();
