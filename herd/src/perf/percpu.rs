@@ -25,7 +25,8 @@ pub struct CpuValue {
     /// The count scaled for multiplexing on this CPU, in the counter's unit.
     pub value: f64,
     /// Fraction of the enabled time this CPU's counter was running, when
-    /// below 1 (multiplexed); left out otherwise.
+    /// below 1 because a hardware counter was multiplexed; left out
+    /// otherwise (always for a software or tracepoint counter).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub running: Option<f64>,
 }
@@ -100,7 +101,11 @@ pub fn aggregate(samples: &[Sample], cpus: &[usize], scale: f64, multiplexes: bo
                 cpu,
                 raw: s.count,
                 value: scaled / scale,
-                running: s.running_fraction(),
+                // Below 1 by multiplexing only for a hardware counter: a
+                // software one runs whenever its context (the task, the
+                // cgroup on that CPU) does, so its times say nothing of
+                // its count (and -A's <not counted> must not mark it).
+                running: s.running_fraction().filter(|_| multiplexes),
             });
         }
     }
@@ -234,10 +239,10 @@ mod tests {
         assert_eq!(a.value, 11.0);
         assert_eq!(a.per_cpu[0].value, 11.0);
         assert_eq!(
-            a.per_cpu[0].running,
-            Some(5.0 / 11.0),
-            "the times are still reported"
+            a.per_cpu[0].running, None,
+            "not multiplexed: -A marked such a CPU <not counted> and the table listed it as multiplexed"
         );
+        assert_eq!(a.per_cpu[1].running, None);
     }
 
     #[test]

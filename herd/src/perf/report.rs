@@ -37,8 +37,10 @@ pub struct CounterReading {
     /// The metric value: raw (a hardware counter scaled for multiplexing), in `unit`; `None`
     /// when unavailable or not counted.
     pub value: Option<f64>,
-    /// Opened but never running while enabled (time_running 0): the value
-    /// is unknown, not 0 (`perf stat` prints `<not counted>`).
+    /// A hardware counter opened but never running while enabled
+    /// (time_running 0): the value is unknown, not 0 (`perf stat` prints
+    /// `<not counted>`). Never set for a software or tracepoint counter,
+    /// whose count is exact ([`CounterReading::counted`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub not_counted: bool,
     /// Sum of time_enabled over the descriptors, ns.
@@ -71,8 +73,16 @@ impl CounterReading {
     pub(super) fn counted(spec: &EventSpec, samples: &[percpu::Sample], cpus: &[usize]) -> Self {
         let multiplexes = spec.kind() == super::sys::EventKind::Hardware;
         let a = percpu::aggregate(samples, cpus, spec.scale, multiplexes);
-        // perf stat's rule: no running time at all, no value.
-        let not_counted = a.running_ns == 0;
+        // perf stat's rule, no running time at all and no value, holds for
+        // a counter that competes for the PMU: it may never have been
+        // scheduled. A software or tracepoint counter never competes (the
+        // software PMU takes every event), so its count is exact whatever
+        // its times say: 0 running time means nothing it counts ran there,
+        // and on a loaded machine the kernel reported cgroup counters with
+        // their counts right (64 exits of 64) and both times 0 (the
+        // cgroup's clock not advanced), which this rule had turned into
+        // <not counted> (perf_counters.rs flaked so under load).
+        let not_counted = multiplexes && a.running_ns == 0;
         CounterReading {
             metric: spec.metric.into(),
             event: spec.event.into(),
@@ -339,7 +349,7 @@ impl Report {
             .collect();
         if !not_counted.is_empty() {
             notes.push(format!(
-                "perf: {} <not counted>: opened but never running while enabled \
+                "perf: {} <not counted>: opened but never on the PMU while enabled \
                  (time_running 0, as perf stat marks it); left out, the value is unknown, not 0",
                 not_counted.join(", ")
             ));
@@ -642,7 +652,10 @@ mod tests {
 
     #[test]
     fn a_counter_that_never_ran_is_not_counted_not_zero() {
-        let spec = events::catalog(Scope::System)[0];
+        let spec = events::catalog(Scope::System)
+            .into_iter()
+            .find(|e| e.kind() == super::super::sys::EventKind::Hardware)
+            .unwrap();
         let never = [percpu::Sample {
             count: 0,
             enabled_ns: 5_000_000,
@@ -667,6 +680,49 @@ mod tests {
             CounterReading::counted(&spec, &some, &[0, 1]).value,
             Some(3.0)
         );
+    }
+
+    /// Seen under load (perf_counters.rs, process scope through the
+    /// cgroup): every software and tracepoint counter had its count right
+    /// and time_enabled = time_running = 0 on every CPU. Before, each was
+    /// <not counted> and its metric left out.
+    #[test]
+    fn software_and_tracepoint_counts_are_exact_whatever_their_times() {
+        let catalog = events::catalog(Scope::Process);
+        let exits = catalog
+            .iter()
+            .find(|e| e.metric == "task_exits")
+            .copied()
+            .unwrap();
+        let clock = catalog
+            .iter()
+            .find(|e| e.kind() == super::super::sys::EventKind::Software)
+            .copied()
+            .unwrap();
+        let zero_times = |count| percpu::Sample {
+            count,
+            enabled_ns: 0,
+            running_ns: 0,
+        };
+        let c = CounterReading::counted(&exits, &[zero_times(64), zero_times(0)], &[0, 1]);
+        assert!(!c.not_counted);
+        assert_eq!(c.value, Some(64.0));
+        assert!(c.per_cpu.iter().all(|v| v.running.is_none()), "{c:?}");
+        // Enabled on a CPU where the cgroup never ran: exactly 0 there.
+        let idle = percpu::Sample {
+            count: 0,
+            enabled_ns: 5_000_000,
+            running_ns: 0,
+        };
+        let c = CounterReading::counted(&clock, &[idle, idle], &[0, 1]);
+        assert_eq!(c.value, Some(0.0));
+        let r = Report {
+            enabled: true,
+            counters: vec![c],
+            ..Default::default()
+        };
+        assert!(r.notes().is_empty(), "{:?}", r.notes());
+        assert!(!r.counter_table().contains("<not counted>"));
     }
 
     #[test]
