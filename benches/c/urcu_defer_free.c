@@ -15,8 +15,10 @@
  * urcu-memb flavour (membarrier on the writer side, as exitq), with the
  * inlined (_LGPL_SOURCE) read_lock/read_unlock.
  *
- * Prints: urcu-MODE THREADS OPS WALL_NS NS_PER_OP. Exit 2 on bad usage, 1
- * if a callback did not run.
+ * THREADS is 1..=4096, OPS 1..=10^12 (bench_args.h).
+ * Prints: urcu-MODE THREADS OPS WALL_NS NS_PER_OP. Exit 2 on bad usage, 3
+ * if a thread cannot be created (the limits named), 1 if a callback did
+ * not run.
  */
 #define _LGPL_SOURCE
 #define _GNU_SOURCE
@@ -28,6 +30,8 @@
 #include <string.h>
 #include <time.h>
 #include <urcu/urcu-memb.h>
+
+#include "bench_args.h"
 
 struct node {
 	uint64_t key, value, next, seq; /* 32 bytes, as the Rust node */
@@ -70,30 +74,16 @@ static void *producer(void *arg)
 	return NULL;
 }
 
-static uint64_t positive(const char *s, const char *what)
-{
-	char *end;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (*s == '\0' || *end != '\0' || v == 0) {
-		fprintf(stderr, "urcu_defer_free: %s must be a positive integer, got '%s'\n", what, s);
-		exit(2);
-	}
-	return v;
-}
-
 int main(int argc, char **argv)
 {
 	if (argc != 4 || (strcmp(argv[1], "global") && strcmp(argv[1], "percpu"))) {
 		fprintf(stderr, "usage: urcu_defer_free global|percpu THREADS OPS\n");
 		return 2;
 	}
-	uint64_t threads = positive(argv[2], "THREADS");
-	uint64_t ops = positive(argv[3], "OPS");
-	if (threads > 4096) {
-		fprintf(stderr, "urcu_defer_free: THREADS %llu is more than 4096\n",
-			(unsigned long long)threads);
-		return 2;
-	}
+	/* Bounds as defer_free.rs's ("-1" was 2^64 - 1 ops: a run without
+	 * end). */
+	uint64_t threads = count("urcu_defer_free", argv[2], "THREADS", 4096);
+	uint64_t ops = count("urcu_defer_free", argv[3], "OPS", 1000000000000ull);
 	if (!strcmp(argv[1], "percpu") && urcu_memb_create_all_cpu_call_rcu_data(0) != 0) {
 		perror("urcu_defer_free: create_all_cpu_call_rcu_data");
 		return 3;
@@ -105,7 +95,7 @@ int main(int argc, char **argv)
 	for (uint64_t t = 0; t < threads; t++) {
 		int e = pthread_create(&tids[t], NULL, producer, (void *)(uintptr_t)t);
 		if (e) {
-			fprintf(stderr, "urcu_defer_free: pthread_create: %s\n", strerror(e));
+			thread_error("urcu_defer_free", t + 1, e);
 			return 3;
 		}
 	}
