@@ -37,7 +37,7 @@ for impl in exitq crossbeam seize sdd none held; do
     grep -q "^$impl 30 " "$tmp/out" || fail "churn $impl: no result line: $(cat "$tmp/out")"
 done
 if [ $c_ok = 1 ]; then
-    for mode in global percpu; do
+    for mode in global percpu defer; do
         expect_rc 0 "urcu_defer_free $mode" -- "$tmp/urcu_defer_free" "$mode" 2 20000
         grep -q "^urcu-$mode 2 20000 " "$tmp/out" || fail "urcu_defer_free $mode: no result line: $(cat "$tmp/out")"
     done
