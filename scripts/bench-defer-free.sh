@@ -3,9 +3,9 @@
 # sdd (its Owned, and its closure API), seize (batches of 256 and of 1024,
 # the better one counted: the sizes that suit this host, see
 # --seize-batches), crossbeam-epoch (a registered
-# LocalHandle), liburcu's call_rcu (urcu-memb; the global call_rcu thread
-# and per-CPU call_rcu threads, the better one counted) and the
-# immediate-free floor, at 1, 2 and 4 threads.
+# LocalHandle), liburcu (urcu-memb: call_rcu with the global call_rcu
+# thread and with per-CPU call_rcu threads, and defer_rcu; the best of the
+# three counted) and the immediate-free floor, at 1, 2 and 4 threads.
 #
 #   scripts/bench-defer-free.sh [-n ROUNDS] [--ops N] [--threads "1 2 4"] [--seize-batches "32 256 ..."]
 #
@@ -60,8 +60,8 @@ if [[ -n "$seize_batches" ]]; then
         names+=("seize-$b")
     done
 else
-    progs=("$rust exitq" "$rust sdd" "$rust sdd-closure" "env SEIZE_BATCH=256 $rust seize" "env SEIZE_BATCH=1024 $rust seize" "$rust crossbeam" "$rust floor" "$out/urcu_defer_free global" "$out/urcu_defer_free percpu" "$rust exitq-offload")
-    names=(exitq sdd sdd-closure seize-256 seize-1024 crossbeam floor urcu-global urcu-percpu exitq-offload)
+    progs=("$rust exitq" "$rust sdd" "$rust sdd-closure" "env SEIZE_BATCH=256 $rust seize" "env SEIZE_BATCH=1024 $rust seize" "$rust crossbeam" "$rust floor" "$out/urcu_defer_free global" "$out/urcu_defer_free percpu" "$out/urcu_defer_free defer" "$rust exitq-offload")
+    names=(exitq sdd sdd-closure seize-256 seize-1024 crossbeam floor urcu-global urcu-percpu urcu-defer exitq-offload)
 fi
 echo "bench-defer-free: $rounds rounds, $ops operations per run, threads: $threads ($(date -u +%FT%TZ), load $(cut -d' ' -f1 /proc/loadavg))" >&2
 : >"$out/times"
@@ -107,7 +107,7 @@ for th in threads:
         ("sdd (closure) time / exitq time", [v["sdd-closure"] / v["exitq"] for v in rounds], ""),
         ("seize best time / exitq time", [min(v["seize-256"], v["seize-1024"]) / v["exitq"] for v in rounds], ""),
         ("crossbeam-epoch time / exitq time", [v["crossbeam"] / v["exitq"] for v in rounds], ">= 1.5"),
-        ("liburcu best time / exitq time", [min(v["urcu-global"], v["urcu-percpu"]) / v["exitq"] for v in rounds], ">= 2"),
+        ("liburcu best time / exitq time", [min(v["urcu-global"], v["urcu-percpu"], v["urcu-defer"]) / v["exitq"] for v in rounds], ">= 2"),
         ("exitq throughput / floor throughput", [v["floor"] / v["exitq"] for v in rounds], ">= 0.6"),
         ("offload time / exitq time", [v["exitq-offload"] / v["exitq"] for v in rounds], ""),
     ]

@@ -14,8 +14,10 @@
  * (the same threads free their nodes at once: C's floor). Defaults: 200
  * waves of 100 threads, lag 2, default thread attributes.
  *
+ * WAVES is at most 10^6, PER_WAVE and LAG 20000 (bench_args.h).
  * Prints: MODE THREADS WALL_NS NS_PER_THREAD. Exit 2 on bad usage, 3 if a
- * thread cannot be created, 1 if a callback did not run.
+ * thread cannot be created (the limits named), 1 if a callback did not
+ * run.
  */
 #define _LGPL_SOURCE
 #define _GNU_SOURCE
@@ -28,6 +30,8 @@
 #include <string.h>
 #include <time.h>
 #include <urcu/urcu-memb.h>
+
+#include "bench_args.h"
 
 #define PER_THREAD 16
 
@@ -83,17 +87,6 @@ static void *churn_thread(void *arg)
 	return NULL;
 }
 
-static unsigned long positive(const char *s, const char *what)
-{
-	char *end;
-	unsigned long v = strtoul(s, &end, 10);
-	if (*s == '\0' || *end != '\0' || v == 0) {
-		fprintf(stderr, "urcu_churn: %s must be a positive integer, got '%s'\n", what, s);
-		exit(2);
-	}
-	return v;
-}
-
 int main(int argc, char **argv)
 {
 	if (argc < 2 || argc > 5 || (strcmp(argv[1], "urcu") && strcmp(argv[1], "none"))) {
@@ -101,9 +94,11 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	use_rcu = !strcmp(argv[1], "urcu");
-	unsigned long waves = argc > 2 ? positive(argv[2], "WAVES") : 200;
-	unsigned long per_wave = argc > 3 ? positive(argv[3], "PER_WAVE") : 100;
-	unsigned long lag = argc > 4 ? positive(argv[4], "LAG") : 2;
+	/* Bounds as churn.rs's: no product below wraps (LAG = 2^64 - 1 made
+	 * lag + 1 zero, and `w % slots` a division by zero). */
+	unsigned long waves = argc > 2 ? count("urcu_churn", argv[2], "WAVES", 1000000) : 200;
+	unsigned long per_wave = argc > 3 ? count("urcu_churn", argv[3], "PER_WAVE", 20000) : 100;
+	unsigned long lag = argc > 4 ? count("urcu_churn", argv[4], "LAG", 20000) : 2;
 	if (per_wave * (lag + 1) > 20000) {
 		fprintf(stderr, "urcu_churn: PER_WAVE x (LAG + 1) threads alive at once is more than 20000\n");
 		return 2;
@@ -120,8 +115,7 @@ int main(int argc, char **argv)
 		for (unsigned long k = 0; k < per_wave; k++) {
 			int e = pthread_create(&wave[k], NULL, churn_thread, (void *)(uintptr_t)seq++);
 			if (e) {
-				fprintf(stderr, "urcu_churn: cannot create thread %llu: %s\n",
-					(unsigned long long)seq, strerror(e));
+				thread_error("urcu_churn", seq, e);
 				return 3;
 			}
 		}

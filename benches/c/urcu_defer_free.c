@@ -4,19 +4,31 @@
  * allocates a node, takes a reference on a shared object (an atomic count,
  * the Rust side's Arc clone) and hands the node to call_rcu, whose callback
  * frees it and drops the reference. After the producers finish,
- * urcu_memb_barrier() waits for every callback; the count must be back to 0.
+ * urcu_memb_barrier() (urcu_memb_defer_barrier() for "defer") waits for
+ * every callback; the count must be back to 0.
  *
  *     gcc -O2 -pthread -o urcu_defer_free urcu_defer_free.c -lurcu-memb
  *     ./urcu_defer_free MODE THREADS OPS
  *
  * MODE: "global" (liburcu's default: one call_rcu thread for the process)
  * or "percpu" (create_all_cpu_call_rcu_data: one call_rcu thread per CPU,
- * each thread's callbacks queued on its CPU's). The read side is the
- * urcu-memb flavour (membarrier on the writer side, as exitq), with the
- * inlined (_LGPL_SOURCE) read_lock/read_unlock.
+ * each thread's callbacks queued on its CPU's), or "defer": liburcu's
+ * other deferral, defer_rcu (urcu/defer.h: a per-thread queue of 4096
+ * slots, no rcu_head, so a 32-byte node; a full queue makes the thread
+ * itself wait a grace period and run its callbacks, and a defer thread
+ * runs every registered queue now and then; liburcu's README: its
+ * best-case overhead is better than call_rcu's). defer_rcu may wait for a
+ * grace period, so it is called just after the read section, never in
+ * it (README: "Do _not_ use defer_rcu() within a read-side critical
+ * section"); each producer registers for it and unregisters (which runs
+ * what it queued) before it exits. The read side is the urcu-memb flavour
+ * (membarrier on the writer side, as exitq), with the inlined
+ * (_LGPL_SOURCE) read_lock/read_unlock.
  *
- * Prints: urcu-MODE THREADS OPS WALL_NS NS_PER_OP. Exit 2 on bad usage, 1
- * if a callback did not run.
+ * THREADS is 1..=4096, OPS 1..=10^12 (bench_args.h).
+ * Prints: urcu-MODE THREADS OPS WALL_NS NS_PER_OP. Exit 2 on bad usage, 3
+ * if a thread cannot be created (the limits named), 1 if a callback did
+ * not run.
  */
 #define _LGPL_SOURCE
 #define _GNU_SOURCE
@@ -29,12 +41,20 @@
 #include <time.h>
 #include <urcu/urcu-memb.h>
 
+#include "bench_args.h"
+
 struct node {
 	uint64_t key, value, next, seq; /* 32 bytes, as the Rust node */
 	struct rcu_head head;           /* call_rcu's link (16 bytes more) */
 };
 
+/* The same node for defer_rcu, which needs no link in it. */
+struct plain_node {
+	uint64_t key, value, next, seq;
+};
+
 static _Atomic long refs;               /* the shared object's count */
+static int use_defer;                   /* MODE "defer" */
 static uint64_t per_thread, remainder;
 static pthread_barrier_t start;
 
@@ -47,11 +67,47 @@ static void free_node(struct rcu_head *h)
 	atomic_fetch_sub_explicit(&refs, 1, memory_order_relaxed);
 }
 
+static void free_plain(void *p)
+{
+	struct plain_node *n = p;
+	if ((n->key ^ 0x5555) != n->value)
+		abort();
+	free(n);
+	atomic_fetch_sub_explicit(&refs, 1, memory_order_relaxed);
+}
+
+static void *defer_producer(uint64_t n)
+{
+	if (urcu_memb_defer_register_thread() != 0) {
+		fprintf(stderr, "urcu_defer_free: defer_register_thread failed\n");
+		exit(3);
+	}
+	pthread_barrier_wait(&start);
+	for (uint64_t i = 0; i < n; i++) {
+		urcu_memb_read_lock();
+		struct plain_node *node = malloc(sizeof(*node));
+		if (!node)
+			abort();
+		node->key = i;
+		node->value = i ^ 0x5555;
+		node->next = 0;
+		node->seq = i;
+		atomic_fetch_add_explicit(&refs, 1, memory_order_relaxed);
+		urcu_memb_read_unlock();
+		urcu_memb_defer_rcu(free_plain, node);
+	}
+	urcu_memb_defer_unregister_thread();
+	urcu_memb_unregister_thread();
+	return NULL;
+}
+
 static void *producer(void *arg)
 {
 	uint64_t t = (uintptr_t)arg;
 	uint64_t n = per_thread + (t < remainder);
 	urcu_memb_register_thread();
+	if (use_defer)
+		return defer_producer(n);
 	pthread_barrier_wait(&start);
 	for (uint64_t i = 0; i < n; i++) {
 		urcu_memb_read_lock();
@@ -70,34 +126,22 @@ static void *producer(void *arg)
 	return NULL;
 }
 
-static uint64_t positive(const char *s, const char *what)
-{
-	char *end;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (*s == '\0' || *end != '\0' || v == 0) {
-		fprintf(stderr, "urcu_defer_free: %s must be a positive integer, got '%s'\n", what, s);
-		exit(2);
-	}
-	return v;
-}
-
 int main(int argc, char **argv)
 {
-	if (argc != 4 || (strcmp(argv[1], "global") && strcmp(argv[1], "percpu"))) {
-		fprintf(stderr, "usage: urcu_defer_free global|percpu THREADS OPS\n");
+	if (argc != 4 || (strcmp(argv[1], "global") && strcmp(argv[1], "percpu") &&
+			  strcmp(argv[1], "defer"))) {
+		fprintf(stderr, "usage: urcu_defer_free global|percpu|defer THREADS OPS\n");
 		return 2;
 	}
-	uint64_t threads = positive(argv[2], "THREADS");
-	uint64_t ops = positive(argv[3], "OPS");
-	if (threads > 4096) {
-		fprintf(stderr, "urcu_defer_free: THREADS %llu is more than 4096\n",
-			(unsigned long long)threads);
-		return 2;
-	}
+	/* Bounds as defer_free.rs's ("-1" was 2^64 - 1 ops: a run without
+	 * end). */
+	uint64_t threads = count("urcu_defer_free", argv[2], "THREADS", 4096);
+	uint64_t ops = count("urcu_defer_free", argv[3], "OPS", 1000000000000ull);
 	if (!strcmp(argv[1], "percpu") && urcu_memb_create_all_cpu_call_rcu_data(0) != 0) {
 		perror("urcu_defer_free: create_all_cpu_call_rcu_data");
 		return 3;
 	}
+	use_defer = !strcmp(argv[1], "defer");
 	per_thread = ops / threads;
 	remainder = ops % threads;
 	pthread_t *tids = calloc(threads, sizeof(*tids));
@@ -105,7 +149,7 @@ int main(int argc, char **argv)
 	for (uint64_t t = 0; t < threads; t++) {
 		int e = pthread_create(&tids[t], NULL, producer, (void *)(uintptr_t)t);
 		if (e) {
-			fprintf(stderr, "urcu_defer_free: pthread_create: %s\n", strerror(e));
+			thread_error("urcu_defer_free", t + 1, e);
 			return 3;
 		}
 	}
@@ -115,7 +159,10 @@ int main(int argc, char **argv)
 	for (uint64_t t = 0; t < threads; t++)
 		pthread_join(tids[t], NULL);
 	urcu_memb_register_thread();
-	urcu_memb_barrier();
+	if (use_defer)
+		urcu_memb_defer_barrier();
+	else
+		urcu_memb_barrier();
 	urcu_memb_unregister_thread();
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	long left = atomic_load(&refs);

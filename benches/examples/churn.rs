@@ -33,6 +33,9 @@
 //!   scheme is that scheme's deferral (the handover, the grace period, the
 //!   free on another thread).
 //!
+//! WAVES is at most 10^6, PER_WAVE and LAG 20000 and PER_WAVE x (LAG + 1)
+//! too (as `benches/c/urcu_churn.c`); a bad value is exit 2, naming it. A
+//! thread that cannot be created is exit 3, with the limit that stopped it.
 //! Prints `IMPL THREADS WALL_NS NS_PER_THREAD`; `EXITQ_STATS=1` also
 //! prints the domain's counters. `scripts/bench-churn.sh` runs every IMPL
 //! (and liburcu's, `benches/c/urcu_churn.c`) as whole processes under
@@ -140,24 +143,26 @@ fn parse(all: &[String]) -> Result<Args, String> {
         }
         None => return Err(USAGE.into()),
     };
-    let num = |i: usize, default: usize, what: &str| -> Result<usize, String> {
+    // Bounds as urcu_churn.c's: no product below wraps (LAG = 2^64 - 1
+    // made `lag + 1` overflow, WAVES x PER_WAVE x 16 could too).
+    let num = |i: usize, default: usize, what: &str, max: usize| -> Result<usize, String> {
         match args.get(i) {
             None => Ok(default),
             Some(s) => match s.parse::<usize>() {
-                Ok(n) if n > 0 => Ok(n),
-                _ => Err(format!("{what} must be a positive integer, got '{s}'")),
+                Ok(n) if (1..=max).contains(&n) => Ok(n),
+                _ => Err(format!("{what} must be a count in 1..={max}, got '{s}'")),
             },
         }
     };
     let a = Args {
         which,
-        waves: num(2, 200, "WAVES")?,
-        per_wave: num(3, 100, "PER_WAVE")?,
-        lag: num(4, 2, "LAG")?,
+        waves: num(2, 200, "WAVES", 1_000_000)?,
+        per_wave: num(3, 100, "PER_WAVE", 20_000)?,
+        lag: num(4, 2, "LAG", 20_000)?,
         stacks,
         name: args[1].clone(),
     };
-    if a.per_wave.saturating_mul(a.lag + 1) > 20_000 {
+    if a.per_wave * (a.lag + 1) > 20_000 {
         return Err("PER_WAVE x (LAG + 1) threads alive at once is more than 20000".into());
     }
     if args.len() > 5 {
@@ -266,7 +271,13 @@ fn main() -> ExitCode {
             ok.map(|()| wait_all(expected, || ()))
         }
         Impl::Exitq => {
-            let domain = exitq::Domain::new();
+            let domain = match exitq::Domain::builder().try_build() {
+                Ok(d) => d,
+                Err(e) => {
+                    eprintln!("churn: cannot build the domain: {e}");
+                    return ExitCode::from(3);
+                }
+            };
             let d = domain.clone();
             let ok = waves(
                 &a,

@@ -30,10 +30,14 @@
 //! * `floor`: the same loop freeing at once (a read section, no
 //!   reclamation at all): what no deferred scheme can beat.
 //!
+//! THREADS is 1..=4096, OPS 1..=10^12 (as `benches/c/urcu_defer_free.c`).
 //! Prints one line: `IMPL THREADS OPS WALL_NS NS_PER_OP` (inner timer, from
-//! the start of the producers to the last callback). The script
-//! `scripts/bench-defer-free.sh` times whole processes, interleaved with
-//! liburcu's `call_rcu` (`benches/c/urcu_defer_free.c`).
+//! the start of the producers to the last callback). Exit 2 on bad usage
+//! or a bad `EXITQ_*`/`SEIZE_BATCH` value (named), 3 if a thread cannot be
+//! created (with the limit that stopped it, `exitq::limits`), 1 if a
+//! callback did not run. The script `scripts/bench-defer-free.sh` times
+//! whole processes, interleaved with liburcu's `call_rcu` and `defer_rcu`
+//! (`benches/c/urcu_defer_free.c`).
 use std::hint::black_box;
 use std::process::ExitCode;
 use std::sync::{Arc, Barrier};
@@ -100,6 +104,8 @@ enum Impl {
     Floor,
 }
 
+const USAGE: &str = "usage: defer_free IMPL THREADS OPS";
+
 fn parse(args: &[String]) -> Result<(Impl, usize, u64), String> {
     let which = match args.get(1).map(String::as_str) {
         Some("exitq") => Impl::Exitq,
@@ -114,20 +120,23 @@ fn parse(args: &[String]) -> Result<(Impl, usize, u64), String> {
                 "unknown IMPL '{other}' (exitq, exitq-offload, crossbeam, sdd, sdd-closure, seize, floor)"
             ))
         }
-        None => return Err("usage: defer_free IMPL THREADS OPS".into()),
+        None => return Err(USAGE.into()),
     };
-    let num = |i: usize, what: &str| -> Result<u64, String> {
-        let s = args.get(i).ok_or_else(|| format!("missing {what}"))?;
+    if args.len() > 4 {
+        return Err(format!("unexpected argument '{}' ({USAGE})", args[4]));
+    }
+    // Bounds as urcu_defer_free.c's.
+    let num = |i: usize, what: &str, max: u64| -> Result<u64, String> {
+        let s = args
+            .get(i)
+            .ok_or_else(|| format!("missing {what} ({USAGE})"))?;
         match s.parse::<u64>() {
-            Ok(n) if n > 0 => Ok(n),
-            _ => Err(format!("{what} must be a positive integer, got '{s}'")),
+            Ok(n) if (1..=max).contains(&n) => Ok(n),
+            _ => Err(format!("{what} must be a count in 1..={max}, got '{s}'")),
         }
     };
-    let threads = num(2, "THREADS")? as usize;
-    let ops = num(3, "OPS")?;
-    if threads > 4096 {
-        return Err(format!("THREADS {threads} is more than 4096"));
-    }
+    let threads = num(2, "THREADS", 4096)? as usize;
+    let ops = num(3, "OPS", 1_000_000_000_000)?;
     Ok((which, threads, ops))
 }
 
@@ -148,25 +157,35 @@ fn free(n: Box<Node>, a: Arc<u64>) {
 }
 
 /// Runs `producer(ops)` on `threads` threads released together; returns
-/// the time from the release until `finish` returned.
+/// the time from the release until `finish` returned, or why a producer
+/// could not be created (with the limit that stopped it; the threads
+/// already made wait at the start until the process exits).
 fn run(
     threads: usize,
     ops: u64,
     producer: impl Fn(u64) + Send + Sync + 'static,
     finish: impl FnOnce(),
-) -> Duration {
+) -> Result<Duration, String> {
     let producer = Arc::new(producer);
     let start = Arc::new(Barrier::new(threads + 1));
-    let handles: Vec<_> = (0..threads)
-        .map(|t| {
-            let (producer, start) = (producer.clone(), start.clone());
-            let n = ops / threads as u64 + u64::from((t as u64) < ops % threads as u64);
-            thread::spawn(move || {
+    let mut handles = Vec::with_capacity(threads);
+    for t in 0..threads {
+        let (producer, start) = (producer.clone(), start.clone());
+        let n = ops / threads as u64 + u64::from((t as u64) < ops % threads as u64);
+        let h = thread::Builder::new()
+            .spawn(move || {
                 start.wait();
                 producer(n);
             })
-        })
-        .collect();
+            .map_err(|e| {
+                format!(
+                    "cannot create producer thread {}: {}",
+                    t + 1,
+                    exitq::limits::explain_thread_error(&e, None)
+                )
+            })?;
+        handles.push(h);
+    }
     start.wait();
     let t0 = Instant::now();
     for h in handles {
@@ -174,7 +193,7 @@ fn run(
     }
     drop(producer); // its captures (a clone of the shared `Arc`) too
     finish();
-    t0.elapsed()
+    Ok(t0.elapsed())
 }
 
 /// sdd collects when guards are created: the main thread creates guards
@@ -204,20 +223,24 @@ fn main() -> ExitCode {
         Impl::Exitq | Impl::ExitqOffload => {
             let mut b = exitq::Domain::builder();
             // `EXITQ_FIRST_CHECK_DELAY_US`: the builder's knob, for
-            // experiments (default 25 µs).
-            if let Some(us) = std::env::var("EXITQ_FIRST_CHECK_DELAY_US")
-                .ok()
-                .and_then(|v| v.parse().ok())
-            {
+            // experiments (default 25 µs; the builder's ceiling is 1 s).
+            // `EXITQ_BATCH=N`: the builder's batch size, for experiments
+            // (default 256, at most 65536). A bad value is refused, not
+            // ignored (the run would measure the default).
+            let knobs = benches::env_num("EXITQ_FIRST_CHECK_DELAY_US", 0..=1_000_000)
+                .and_then(|us| Ok((us, benches::env_num("EXITQ_BATCH", 1..=1 << 16)?)));
+            let (delay_us, batch) = match knobs {
+                Ok(k) => k,
+                Err(e) => {
+                    eprintln!("defer_free: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            if let Some(us) = delay_us {
                 b = b.first_check_delay(Duration::from_micros(us));
             }
-            // `EXITQ_BATCH=N`: the builder's batch size, for experiments
-            // (default 256).
-            if let Some(n) = std::env::var("EXITQ_BATCH")
-                .ok()
-                .and_then(|v| v.parse().ok())
-            {
-                b = b.batch_size(n);
+            if let Some(n) = batch {
+                b = b.batch_size(n as usize);
             }
             // `EXITQ_FENCES=1`: fence mode (readers pay a full fence, grace
             // periods no membarrier), for experiments.
@@ -227,7 +250,13 @@ fn main() -> ExitCode {
             if which == Impl::ExitqOffload {
                 b = b.callbacks(exitq::Callbacks::Offload);
             }
-            let domain = b.build();
+            let domain = match b.try_build() {
+                Ok(d) => d,
+                Err(e) => {
+                    eprintln!("defer_free: cannot build the domain: {e}");
+                    return ExitCode::from(3);
+                }
+            };
             let d = domain.clone();
             // `EXITQ_IDLE=1`: one more registered thread that stays idle
             // (one read section, then asleep), as a pool's parked worker:
@@ -358,7 +387,13 @@ fn main() -> ExitCode {
             )
         }
         Impl::Floor => {
-            let domain = exitq::Domain::new();
+            let domain = match exitq::Domain::builder().try_build() {
+                Ok(d) => d,
+                Err(e) => {
+                    eprintln!("defer_free: cannot build the domain: {e}");
+                    return ExitCode::from(3);
+                }
+            };
             let d = domain.clone();
             run(
                 threads,
@@ -373,6 +408,13 @@ fn main() -> ExitCode {
                 },
                 || {},
             )
+        }
+    };
+    let elapsed = match elapsed {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("defer_free: {e}");
+            return ExitCode::from(3);
         }
     };
     let left = Arc::strong_count(&shared) - 1;

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Tests of the benchmark programs themselves, which scripts/bench-*.sh run
+# (benches/examples/{defer_free,churn}.rs, benches/c/urcu_{defer_free,
+# churn}.c): a tiny run of every IMPL and MODE exits 0 with every
+# callback counted; bad input is exit 2 naming the argument, never a
+# panic or a crash; a thread that cannot be created (RLIMIT_AS too small
+# for its stack) is exit 3 naming the limits. Needs cargo, gcc and
+# liburcu-dev (scripts/test-packages.txt).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+# shellcheck source=scripts/test.d/lib/skip.sh
+. scripts/test.d/lib/skip.sh
+# shellcheck source=scripts/test.d/lib/check.sh
+. scripts/test.d/lib/check.sh
+
+cargo build -q --release -p benches --example defer_free --example churn
+ex=${CARGO_TARGET_DIR:-target}/release/examples
+c_ok=1
+if ! command -v gcc >/dev/null; then
+    skip "the C benchmark programs: gcc is not installed (scripts/test-setup.sh installs it as root)"
+    c_ok=0
+elif ! gcc -O2 -pthread -o "$tmp/urcu_defer_free" benches/c/urcu_defer_free.c -lurcu-memb 2>"$tmp/gcc" ||
+    ! gcc -O2 -pthread -o "$tmp/urcu_churn" benches/c/urcu_churn.c -lurcu-memb 2>>"$tmp/gcc"; then
+    skip "the C benchmark programs: they do not build (liburcu-dev missing?): $(head -3 "$tmp/gcc")"
+    c_ok=0
+fi
+
+# --- every IMPL runs every callback ------------------------------------------
+for impl in exitq exitq-offload crossbeam sdd sdd-closure seize floor; do
+    expect_rc 0 "defer_free $impl" -- "$ex/defer_free" "$impl" 2 20000
+    grep -q "^$impl 2 20000 " "$tmp/out" || fail "defer_free $impl: no result line: $(cat "$tmp/out")"
+done
+for impl in exitq crossbeam seize sdd none held; do
+    expect_rc 0 "churn $impl" -- "$ex/churn" "$impl" 3 10 1
+    grep -q "^$impl 30 " "$tmp/out" || fail "churn $impl: no result line: $(cat "$tmp/out")"
+done
+if [ $c_ok = 1 ]; then
+    for mode in global percpu defer; do
+        expect_rc 0 "urcu_defer_free $mode" -- "$tmp/urcu_defer_free" "$mode" 2 20000
+        grep -q "^urcu-$mode 2 20000 " "$tmp/out" || fail "urcu_defer_free $mode: no result line: $(cat "$tmp/out")"
+    done
+    for mode in urcu none; do
+        expect_rc 0 "urcu_churn $mode" -- "$tmp/urcu_churn" "$mode" 3 10 1
+    done
+fi
+ok "every benchmark program runs and counts every callback (exit 0)"
+
+# --- bad input: exit 2 naming the argument -------------------------------------
+# bad NAME EXPECTED-WORD -- COMMAND...: exit 2, the message names the word,
+# no panic.
+bad() {
+    local word=$2
+    shift 3
+    expect_rc 2 "$*" -- "$@"
+    grep -q -- "$word" "$tmp/err" || { cat "$tmp/err"; fail "$*: the message does not name $word"; }
+    ! grep -q "panicked" "$tmp/err" || { cat "$tmp/err"; fail "$*: a panic"; }
+}
+max=18446744073709551615
+bad churn LAG -- "$ex/churn" none 1 1 "$max"
+# WAVES x PER_WAVE x 16 wrapped: 2^64 - 1 waves, a run without end.
+bad churn WAVES -- timeout 10 "$ex/churn" none "$max" 1 1
+bad churn PER_WAVE -- "$ex/churn" none 1 20001
+bad defer_free OPS -- timeout 10 "$ex/defer_free" floor 1 "$max"
+bad defer_free THREADS -- "$ex/defer_free" floor 4097 10
+bad defer_free "'extra'" -- "$ex/defer_free" floor 1 10 extra
+bad defer_free EXITQ_BATCH -- env EXITQ_BATCH=0 "$ex/defer_free" exitq 1 10
+bad defer_free EXITQ_BATCH -- env EXITQ_BATCH=x "$ex/defer_free" exitq 1 10
+bad defer_free EXITQ_FIRST_CHECK_DELAY_US -- env EXITQ_FIRST_CHECK_DELAY_US=-5 "$ex/defer_free" exitq 1 10
+bad defer_free SEIZE_BATCH -- env SEIZE_BATCH="$max" "$ex/defer_free" seize 1 10
+if [ $c_ok = 1 ]; then
+    # LAG = 2^64 - 1 made lag + 1 zero: a division by zero (SIGFPE).
+    bad urcu_churn LAG -- "$tmp/urcu_churn" urcu 1 1 "$max"
+    # strtoul took "-1" as 2^64 - 1 waves, ops: runs without end.
+    bad urcu_churn WAVES -- "$tmp/urcu_churn" urcu -1
+    bad urcu_churn PER_WAVE -- "$tmp/urcu_churn" urcu 1 " 5"
+    bad urcu_defer_free OPS -- timeout 10 "$tmp/urcu_defer_free" global 1 -1
+    bad urcu_defer_free THREADS -- "$tmp/urcu_defer_free" global 4097 1
+fi
+ok "bad input to the benchmark programs: exit 2 naming the argument, no panic, no crash"
+
+# --- a thread that cannot be created: exit 3 with the limits -------------------
+# RLIMIT_AS well below what 200 thread stacks map (root is not exempt
+# from it, unlike RLIMIT_NPROC).
+limited() { (ulimit -v 300000 && exec "$@"); }
+nolimit() {
+    expect_rc 3 "$*" -- limited "$@"
+    grep -q "RLIMIT_AS" "$tmp/err" || { cat "$tmp/err"; fail "$*: the limits are not named"; }
+    ! grep -q "panicked" "$tmp/err" || { cat "$tmp/err"; fail "$*: a panic"; }
+}
+nolimit "$ex/defer_free" floor 200 1000
+nolimit "$ex/churn" none 2 200 1
+if [ $c_ok = 1 ]; then
+    nolimit "$tmp/urcu_defer_free" global 200 1000
+    nolimit "$tmp/urcu_churn" urcu 2 200 1
+fi
+ok "a thread the benchmark programs cannot create: exit 3 naming the limits"
+echo "bench programs: $pass checks passed"
