@@ -9,13 +9,23 @@
 //! for a pool that never shrinks: no churn at all, at the price of keeping
 //! every thread (and its stack) for the whole run. Workers started and
 //! stopped are counted in `start_handler` / `exit_handler` (atomics).
+//!
+//! rayon starts its workers in `build` and gives up at the first that
+//! cannot be created. Its own spawn handler is replaced by the same
+//! `std::thread::Builder` call plus, on failure, the diagnosis of the
+//! limit hit ([`exitq::limits::explain_thread_error`]), read right there:
+//! once `build` returns, the workers already started are on their way
+//! out and the limit may no longer be at its ceiling. The refusal (exit 3,
+//! about `--max-workers`) names that limit with its numbers; the
+//! pre-flight (`gpkit::preflight_threads`) does not see every limit
+//! (`RLIMIT_AS`, memory, another process taking the last pids).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use super::churn::Churn;
 use super::Config;
@@ -35,9 +45,33 @@ impl RayonPool {
         let started = Arc::new(AtomicU64::new(0));
         let stopped = Arc::new(AtomicU64::new(0));
         let (s, e) = (started.clone(), stopped.clone());
+        // The first failed creation, explained (see the module docs).
+        let failed: Arc<Mutex<Option<String>>> = Arc::default();
+        let f2 = failed.clone();
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(cfg.max_workers)
             .thread_name(|i| format!("agent-rayon-{i}"))
+            .spawn_handler(move |t| {
+                let index = t.index();
+                let mut b = thread::Builder::new();
+                if let Some(name) = t.name() {
+                    b = b.name(name.to_owned());
+                }
+                if let Some(size) = t.stack_size() {
+                    b = b.stack_size(size);
+                }
+                // Dropping the handle detaches the worker, as rayon's
+                // default spawn handler does.
+                match b.spawn(|| t.run()) {
+                    Ok(_) => Ok(()),
+                    Err(e) => {
+                        let why = exitq::limits::explain_thread_error(&e, None);
+                        let mut slot = f2.lock().unwrap_or_else(|e| e.into_inner());
+                        slot.get_or_insert(format!("worker #{index}: {why}"));
+                        Err(e)
+                    }
+                }
+            })
             .start_handler(move |_| {
                 s.fetch_add(1, Ordering::Relaxed);
             })
@@ -46,14 +80,26 @@ impl RayonPool {
                 // counts it reads after seeing every stop are complete.
                 e.fetch_add(1, Ordering::Release);
             })
-            .build()
-            .with_context(|| {
-                format!(
-                    "cannot build a rayon pool of {} threads (a thread could not be created: \
-                     RLIMIT_NPROC, kernel.threads-max, a cgroup pids.max or memory)",
-                    cfg.max_workers
-                )
-            })?;
+            .build();
+        let pool = match pool {
+            Ok(p) => p,
+            Err(err) => {
+                let why = failed.lock().unwrap_or_else(|e| e.into_inner()).take();
+                return Err(match why {
+                    Some(why) => crate::error::resource(
+                        "--max-workers",
+                        format!(
+                            "cannot build a rayon pool of {} threads: {why}",
+                            cfg.max_workers
+                        ),
+                    ),
+                    None => anyhow::anyhow!(
+                        "cannot build a rayon pool of {} threads: {err}",
+                        cfg.max_workers
+                    ),
+                });
+            }
+        };
         Ok(RayonPool {
             pool,
             started,
