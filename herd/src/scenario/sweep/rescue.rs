@@ -58,15 +58,15 @@ fn spare_path() -> PathBuf {
 /// Writes `text` to a file that must not exist yet, whole or not at all
 /// (a partial file is removed).
 fn write_new(path: &Path, text: &str) -> std::io::Result<()> {
-    let r = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(path)?;
-        f.write_all(text.as_bytes())?;
-        f.write_all(b"\n")?;
-        f.sync_all()
-    })();
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)?;
+    // Created here: a failure from now on removes it.
+    let r = f
+        .write_all(text.as_bytes())
+        .and_then(|()| f.write_all(b"\n"))
+        .and_then(|()| f.sync_all());
     if r.is_err() {
         let _ = std::fs::remove_file(path);
     }
