@@ -36,6 +36,7 @@ mod mutex_pool;
 mod rayon_mode;
 mod report;
 mod runner;
+mod settle;
 mod tokio_blocking;
 
 pub use mutex_pool::MutexPool;

@@ -19,6 +19,10 @@
 //! about `--max-workers`) names that limit with its numbers; the
 //! pre-flight (`gpkit::preflight_threads`) does not see every limit
 //! (`RLIMIT_AS`, memory, another process taking the last pids).
+//!
+//! `start` returns when every worker sleeps ([`super::settle`]): rayon's
+//! `build` returns while its new workers still look for work, for seconds
+//! with thousands of them, and the measurement would include that.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -28,9 +32,16 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 use super::churn::Churn;
+use super::settle;
 use super::Config;
 
 type Job = Box<dyn FnOnce() + Send + 'static>;
+
+/// The workers' names: `agent-rayon-N`.
+const THREAD_PREFIX: &str = "agent-rayon-";
+
+/// The longest wait for a new pool's workers to fall asleep.
+const SETTLE_LIMIT: Duration = Duration::from_secs(600);
 
 /// A rayon pool and its worker counts.
 pub(super) struct RayonPool {
@@ -50,7 +61,7 @@ impl RayonPool {
         let f2 = failed.clone();
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(cfg.max_workers)
-            .thread_name(|i| format!("agent-rayon-{i}"))
+            .thread_name(|i| format!("{THREAD_PREFIX}{i}"))
             .spawn_handler(move |t| {
                 let index = t.index();
                 let mut b = thread::Builder::new();
@@ -100,6 +111,18 @@ impl RayonPool {
                 });
             }
         };
+        // The measurement starts when every worker sleeps ([`settle`]).
+        let count = || started.load(Ordering::Relaxed) as usize;
+        if !settle::wait_until_asleep(THREAD_PREFIX, cfg.max_workers, count, SETTLE_LIMIT) {
+            eprintln!(
+                "herd: warning: {} of {} rayon workers started and {} asleep after {} s; \
+                 measuring anyway",
+                count(),
+                cfg.max_workers,
+                settle::asleep(THREAD_PREFIX),
+                SETTLE_LIMIT.as_secs()
+            );
+        }
         Ok(RayonPool {
             pool,
             started,
@@ -133,5 +156,40 @@ impl RayonPool {
             exits_ns: Vec::new(),
             ..Churn::default()
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::agent::Mode;
+
+    /// `start` returns a pool whose workers all started and sleep: the
+    /// measured phase no longer begins while they still look for work
+    /// (rayon's `build` returns before that; the pool was measured so).
+    #[test]
+    fn a_started_pool_is_asleep() {
+        let cfg = Config {
+            mode: Mode::Rayon,
+            waves: 1,
+            jobs: 1,
+            job_us: 0,
+            gap_ms: 0,
+            submitters: 1,
+            max_workers: 300,
+            min_workers: 0,
+            keep_alive_ms: 1,
+            jitter_ms: 0,
+            retire_batch: 1,
+            spin_us: 0,
+            exit_poll_ms: None,
+            cleanup: Default::default(),
+        };
+        let pool = RayonPool::start(&cfg).unwrap();
+        let started = pool.started.load(Ordering::Relaxed);
+        let asleep = settle::asleep(THREAD_PREFIX);
+        assert_eq!((started, asleep), (300, 300));
+        let churn = pool.finish().unwrap();
+        assert_eq!(churn.spawned, 300);
     }
 }
