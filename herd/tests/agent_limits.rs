@@ -77,3 +77,28 @@ fn a_rayon_pool_that_cannot_start_names_the_limit() {
     );
     assert!(!err.contains("panicked"), "{err}");
 }
+
+/// `--waves` x `--jobs` whose job log cannot fit in memory is refused
+/// before anything is allocated (exit 3 naming `--jobs`): 10^6 waves of
+/// 10^7 jobs aborted on a failed 80 TB allocation (exit 134).
+#[test]
+fn a_job_log_larger_than_memory_is_refused() {
+    let out = Command::new(assert_cmd::cargo::cargo_bin("herd"))
+        .args([
+            "agent",
+            "--no-perf",
+            "--waves",
+            "1000000",
+            "--jobs",
+            "10000000",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("--jobs") && err.contains("memory"), "{err}");
+    assert!(
+        !err.contains("panicked") && !err.contains("memory allocation"),
+        "{err}"
+    );
+}
