@@ -119,7 +119,7 @@ impl RayonPool {
                  measuring anyway",
                 count(),
                 cfg.max_workers,
-                settle::asleep(THREAD_PREFIX),
+                settle::asleep(THREAD_PREFIX).unwrap_or(0),
                 SETTLE_LIMIT.as_secs()
             );
         }
@@ -187,7 +187,7 @@ mod tests {
         };
         let pool = RayonPool::start(&cfg).unwrap();
         let started = pool.started.load(Ordering::Relaxed);
-        let asleep = settle::asleep(THREAD_PREFIX);
+        let asleep = settle::asleep(THREAD_PREFIX).unwrap();
         assert_eq!((started, asleep), (300, 300));
         let churn = pool.finish().unwrap();
         assert_eq!(churn.spawned, 300);

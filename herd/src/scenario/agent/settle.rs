@@ -29,7 +29,8 @@ pub(super) fn wait_until_asleep(
 ) -> bool {
     let deadline = Instant::now() + limit;
     loop {
-        if started() >= workers && asleep(prefix) >= workers {
+        // Without /proc/self/task there is nothing to wait for.
+        if started() >= workers && asleep(prefix).is_none_or(|n| n >= workers) {
             return true;
         }
         if Instant::now() >= deadline {
@@ -40,12 +41,12 @@ pub(super) fn wait_until_asleep(
 }
 
 /// Threads of this process named `prefix...` (the name as the kernel keeps
-/// it: 15 bytes) that are sleeping (state `S`).
-pub(super) fn asleep(prefix: &str) -> usize {
-    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
-        return 0;
-    };
-    dir.filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("stat")).ok())
+/// it: 15 bytes) that are sleeping (state `S`); `None` without
+/// `/proc/self/task`.
+pub(super) fn asleep(prefix: &str) -> Option<usize> {
+    let dir = std::fs::read_dir("/proc/self/task").ok()?;
+    let n = dir
+        .filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("stat")).ok())
         .filter(|stat| {
             // `TID (NAME) STATE ...`: the name may hold spaces and parens.
             let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
@@ -54,7 +55,8 @@ pub(super) fn asleep(prefix: &str) -> usize {
             stat[open + 1..close].starts_with(prefix)
                 && stat[close + 1..].trim_start().starts_with('S')
         })
-        .count()
+        .count();
+    Some(n)
 }
 
 #[cfg(test)]
@@ -77,8 +79,8 @@ mod tests {
             || 1,
             Duration::from_secs(60)
         ));
-        assert_eq!(asleep("settle-test-"), 1);
-        assert_eq!(asleep("no-such-thread-"), 0);
+        assert_eq!(asleep("settle-test-"), Some(1));
+        assert_eq!(asleep("no-such-thread-"), Some(0));
         drop(tx);
         t.join().unwrap();
         // Gone: nothing to wait for, so the wait gives up.
