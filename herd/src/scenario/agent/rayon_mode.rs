@@ -136,20 +136,12 @@ impl RayonPool {
     }
 
     /// Drops the pool (its workers finish what is queued and exit) and
-    /// waits for every worker to stop, at most 30 s.
+    /// waits for every worker to stop, failing only when none has stopped
+    /// for [`STOP_STALL`].
     pub(super) fn finish(self) -> Result<Churn> {
         let threads = self.pool.current_num_threads() as u64;
         drop(self.pool);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while self.stopped.load(Ordering::Acquire) < threads {
-            if Instant::now() > deadline {
-                anyhow::bail!(
-                    "rayon: {} of {threads} workers stopped 30 s after the pool was dropped",
-                    self.stopped.load(Ordering::Acquire)
-                );
-            }
-            thread::sleep(Duration::from_millis(1));
-        }
+        wait_for_stops(|| self.stopped.load(Ordering::Acquire), threads, STOP_STALL)?;
         Ok(Churn {
             spawned: self.started.load(Ordering::Relaxed),
             // No keep-alive: the only exits are the shutdown's.
@@ -157,6 +149,33 @@ impl RayonPool {
             ..Churn::default()
         })
     }
+}
+
+/// The longest a dropped pool may go without one more worker stopping.
+const STOP_STALL: Duration = Duration::from_secs(30);
+
+/// Waits until `stopped()` reaches `threads`; an error when it has not
+/// moved for `stall`. Not a deadline on the whole shutdown: rayon wakes
+/// every worker to exit and each looks for work on every other first, so
+/// 6,000 workers took about 20 s to stop on 2 CPUs and it grows faster
+/// than n (docs/herd-guide.md): a fixed 30 s would fail a run of 15,000
+/// after its measurement.
+fn wait_for_stops(stopped: impl Fn() -> u64, threads: u64, stall: Duration) -> Result<()> {
+    let (mut seen, mut since) = (stopped(), Instant::now());
+    while seen < threads {
+        thread::sleep(Duration::from_millis(1));
+        let now = stopped();
+        if now != seen {
+            (seen, since) = (now, Instant::now());
+        } else if since.elapsed() > stall {
+            anyhow::bail!(
+                "rayon: {seen} of {threads} workers stopped, none in the {} s after the last \
+                 (the pool was dropped)",
+                stall.as_secs_f64()
+            );
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -191,5 +210,21 @@ mod tests {
         assert_eq!((started, asleep), (300, 300));
         let churn = pool.finish().unwrap();
         assert_eq!(churn.spawned, 300);
+    }
+
+    /// A shutdown that keeps stopping workers is waited for however long
+    /// it takes (here one stop per look, 400 looks of 1 ms and more, with
+    /// a stall limit of 50 ms; a fixed deadline of that limit failed it);
+    /// one that stops making progress fails, naming the counts.
+    #[test]
+    fn a_slow_shutdown_is_waited_for_a_stalled_one_fails() {
+        let n = std::cell::Cell::new(0);
+        let step = || {
+            n.set(n.get() + 1);
+            n.get()
+        };
+        wait_for_stops(step, 400, Duration::from_millis(50)).unwrap();
+        let e = wait_for_stops(|| 3, 400, Duration::from_millis(50)).unwrap_err();
+        assert!(e.to_string().contains("3 of 400 workers stopped"), "{e}");
     }
 }
