@@ -256,13 +256,18 @@ fn report_refuses_an_output_that_is_an_input() {
 /// one: a write that fails (here past the file-size limit, RLIMIT_FSIZE
 /// at 4 KiB, SIGXFSZ ignored, so the write returns EFBIG) leaves the
 /// previous sweep's files whole and no temporary file behind. They were
-/// written in place: data.json was left cut at 4 KiB.
+/// written in place: data.json was left cut at 4 KiB. The new
+/// measurements are not lost: the spare file in $TMPDIR is past the limit
+/// too, so they are printed on stdout, and the error says so (they were
+/// lost).
 #[test]
 fn sweep_files_survive_a_failed_write() {
     use std::os::unix::process::CommandExt as _;
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("sw");
     std::fs::create_dir(&out_dir).unwrap();
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
     let files = ["data.json", "data.csv", "wall_s.svg"];
     for f in files {
         precious(&out_dir, f);
@@ -272,7 +277,8 @@ fn sweep_files_survive_a_failed_write() {
         .args(["--metrics", "wall_s", "--out"])
         .arg(&out_dir)
         .arg("--")
-        .args(common::TINY_ANY_WAVE);
+        .args(common::TINY_ANY_WAVE)
+        .env("TMPDIR", &tmp);
     // SAFETY: signal and setrlimit are async-signal-safe; the closure
     // touches nothing of the parent's.
     unsafe {
@@ -304,4 +310,52 @@ fn sweep_files_survive_a_failed_write() {
         );
     }
     only(&out_dir, &files);
+    assert!(
+        err.contains("printed on standard output") && err.contains("File too large"),
+        "{err}"
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not the sweep document ({e}): {err}"));
+    assert_eq!(doc["kind"], "herd-sweep");
+    assert_eq!(doc["points"].as_array().unwrap().len(), 2, "{doc}");
+    only(&tmp, &[]);
+}
+
+/// A sweep whose data.json cannot be replaced (here a directory stands in
+/// its way, as a read-only or full `--out` would) saves the measurements
+/// in a new file in $TMPDIR, names it and exits 1; they were lost.
+#[test]
+fn sweep_measurements_go_to_a_spare_file_when_out_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("sw");
+    std::fs::create_dir_all(out_dir.join("data.json").join("x")).unwrap();
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let out = herd()
+        .args(["sweep", "--over", "per-wave=2,4", "-r", "1"])
+        .args(["--metrics", "wall_s", "--out"])
+        .arg(&out_dir)
+        .arg("--")
+        .args(common::TINY_ANY_WAVE)
+        .env("TMPDIR", &tmp)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let spare: Vec<_> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(spare.len(), 1, "no spare file in $TMPDIR: {err}");
+    let spare = &spare[0];
+    assert!(
+        err.contains("cannot write")
+            && err.contains(&out_dir.join("data.json").display().to_string())
+            && err.contains(&spare.display().to_string()),
+        "{err}"
+    );
+    let doc: serde_json::Value = serde_json::from_str(&read(spare)).unwrap();
+    assert_eq!(doc["kind"], "herd-sweep");
+    assert_eq!(doc["points"].as_array().unwrap().len(), 2, "{doc}");
+    assert!(out_dir.join("data.json").join("x").is_dir());
 }

@@ -36,6 +36,7 @@ mod mutex_pool;
 mod rayon_mode;
 mod report;
 mod runner;
+mod settle;
 mod tokio_blocking;
 
 pub use mutex_pool::MutexPool;
@@ -396,9 +397,38 @@ impl Args {
     }
 }
 
+/// Bytes of bookkeeping per job of the run: its submit, start and end
+/// times in the job log, and with `--mode thread` its exit time.
+const LOG_BYTES_PER_JOB: u64 = 32;
+
+/// Refuses (exit 3, about `--jobs`) a run whose job log, allocated before
+/// the first wave (`--waves` x `--jobs` slots), would take more than half
+/// of the machine's memory: 10^6 waves of 10^7 jobs aborted on a failed
+/// allocation of 80 TB.
+fn check_job_log(cfg: &Config, mem_total: Option<u64>) -> Result<()> {
+    let jobs = (cfg.waves as u64).saturating_mul(cfg.jobs as u64);
+    let need = jobs.saturating_mul(LOG_BYTES_PER_JOB);
+    match mem_total {
+        Some(mem) if need > mem / 2 => Err(crate::error::resource(
+            "--jobs",
+            format!(
+                "--waves {} x --jobs {} = {jobs} jobs: their log needs {} ({LOG_BYTES_PER_JOB} \
+                 bytes per job), more than half of this machine's memory ({}); run fewer waves \
+                 or jobs",
+                cfg.waves,
+                cfg.jobs,
+                crate::host::human_bytes(need),
+                crate::host::human_bytes(mem)
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Runs `herd agent`.
 pub fn run(args: &Args) -> Result<u8> {
     let cfg = args.validate()?;
+    check_job_log(&cfg, crate::host::HostFacts::read().mem_total_bytes)?;
     let flag = if cfg.mode == Mode::Thread {
         "--jobs"
     } else {

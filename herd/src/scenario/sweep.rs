@@ -20,7 +20,9 @@
 //! the end has, per metric, one row per value and per configuration
 //! `mean ±%stddev` with %change and significance against the first
 //! configuration. Every file goes through [`crate::export::write_file`]
-//! (temporary file, renamed over the old one: never left cut short).
+//! (temporary file, renamed over the old one: never left cut short); when
+//! data.json cannot be written, the measurements are saved elsewhere and
+//! the sweep fails saying where ([`rescue`]).
 
 use std::path::PathBuf;
 
@@ -28,6 +30,7 @@ use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
 mod doc;
+mod rescue;
 mod shape;
 
 pub use doc::{SweepDoc, SweepPoint};
@@ -87,7 +90,8 @@ pub struct Args {
     pub metrics: Vec<String>,
     /// Output directory for data.json, data.csv and one SVG per metric
     /// (default: `sweep-<flag>`). Each is written whole (a temporary file
-    /// renamed over the old one): a failed write leaves the old file.
+    /// renamed over the old one): a failed write leaves the old file, and
+    /// the measurements go to $TMPDIR (or stdout) instead of data.json.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Print the sweep document as JSON instead of the table.

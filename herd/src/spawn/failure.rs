@@ -17,7 +17,8 @@ use serde::{Deserialize, Serialize};
 pub use exitq::limits::{errno_name, Limit};
 use exitq::limits::{Diagnosis, Readings};
 
-use crate::host::{CgroupPids, HostFacts, Rlimit};
+use super::fit::{self, TaskLimit};
+use crate::host::HostFacts;
 
 /// Creation failures with the same error number and limit.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -137,11 +138,6 @@ impl DiagContext {
     }
 }
 
-/// Tasks of the real uid (what RLIMIT_NPROC counts), from `/proc`.
-pub fn user_tasks() -> Option<u64> {
-    exitq::limits::user_tasks(nix::unistd::getuid().as_raw())
-}
-
 /// Mappings one running `std::thread` holds: its stack and guard page
 /// (glibc), and the alternate signal stack Rust's std maps for it and that
 /// stack's guard page. Measured: `scenario::load`'s test counts
@@ -150,65 +146,39 @@ pub(crate) const STD_THREAD_MAPPINGS: u64 = 4;
 
 /// The limits that `threads` more threads alive at once, each holding
 /// `maps_per_thread` mappings, would exceed, with the numbers (empty: they
-/// fit). The task limits are `herd storm`'s pre-flight's
-/// (`kernel.threads-max`, `kernel.pid_max`, the cgroup's `pids.max`,
-/// `RLIMIT_NPROC` unless root), the mapping limit is `vm.max_map_count`
-/// minus `maps_now`, the mappings the process has already.
+/// fit): [`super::fit`]'s task limits (`kernel.threads-max`,
+/// `kernel.pid_max`, the cgroup's `pids.max`, `RLIMIT_NPROC` unless root)
+/// and `vm.max_map_count` minus `maps_now`, the mappings the process has
+/// already; `herd storm`'s pre-flight tests the same.
 pub(crate) fn thread_limit_problems(
     facts: &HostFacts,
     threads: u64,
     maps_per_thread: u64,
     maps_now: u64,
 ) -> Vec<String> {
-    let mut p = Vec::new();
-    let tasks = facts.tasks_now.unwrap_or(0);
-    if let Some(max) = facts.threads_max {
-        if tasks + threads > max {
-            p.push(format!(
-                "{tasks} tasks exist already and kernel.threads-max = {max}"
-            ));
-        }
-    }
-    if let Some(max) = facts.pid_max {
-        if tasks + threads > max {
-            p.push(format!(
-                "{tasks} pids are in use and kernel.pid_max = {max}"
-            ));
-        }
-    }
-    if let Some(CgroupPids {
-        path,
-        max: Some(max),
-        current,
-    }) = &facts.cgroup_pids
-    {
-        let cur = current.unwrap_or(0);
-        if cur + threads > *max {
-            p.push(format!(
-                "cgroup {path} has {cur} tasks and pids.max = {max}"
-            ));
-        }
-    }
-    if !facts.root {
-        if let Some(Rlimit {
-            soft: Some(lim), ..
-        }) = facts.rlimit_nproc
-        {
-            let mine = user_tasks().unwrap_or(0);
-            if mine + threads > lim {
-                p.push(format!(
-                    "this user has {mine} tasks and RLIMIT_NPROC = {lim} (ulimit -u)"
-                ));
+    let mut p: Vec<String> = fit::task_limits(facts, threads)
+        .into_iter()
+        .map(|l| match l {
+            TaskLimit::ThreadsMax { tasks, max } => {
+                format!("{tasks} tasks exist already and kernel.threads-max = {max}")
             }
-        }
-    }
-    if let Some(max) = facts.max_map_count {
-        let need = threads.saturating_mul(maps_per_thread);
-        if maps_now + need > max {
+            TaskLimit::PidMax { tasks, max } => {
+                format!("{tasks} pids are in use and kernel.pid_max = {max}")
+            }
+            TaskLimit::CgroupPids { path, current, max } => {
+                format!("cgroup {path} has {current} tasks and pids.max = {max}")
+            }
+            TaskLimit::RlimitNproc { mine, limit } => {
+                format!("this user has {mine} tasks and RLIMIT_NPROC = {limit} (ulimit -u)")
+            }
+        })
+        .collect();
+    if let Some(m) = fit::mappings(facts, threads, maps_per_thread, maps_now) {
+        if m.over {
             p.push(format!(
-                "they need about {need} memory mappings ({maps_per_thread} each), the process \
-                 has {maps_now} and vm.max_map_count = {max} leaves room for about {} threads",
-                max.saturating_sub(maps_now) / maps_per_thread.max(1)
+                "they need about {} memory mappings ({maps_per_thread} each), the process \
+                 has {maps_now} and vm.max_map_count = {} leaves room for about {} threads",
+                m.need, m.max, m.room
             ));
         }
     }

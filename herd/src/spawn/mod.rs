@@ -31,6 +31,7 @@
 
 pub mod detach;
 pub mod failure;
+pub(crate) mod fit;
 pub mod pthread;
 pub mod recycled;
 pub mod std_thread;

@@ -8,6 +8,17 @@
 //! `processWorkerExit`). Every idle worker times out after exactly
 //! `keep_alive` and takes the lock to leave, so workers started by one
 //! burst leave together.
+//!
+//! A worker that cannot be created is counted and explained (which limit,
+//! with its numbers: [`exitq::limits::explain_thread_error`]), but the
+//! explanation reads `/proc` (the limits, `/proc/self/maps`, every task
+//! for `RLIMIT_NPROC`): done under the pool's lock it would stall every
+//! worker and submitter and skew the baseline this pool is. So the lock
+//! only counts the failure and notes whether its error number is new to
+//! the run; the submitter that saw a new one explains it after releasing
+//! the lock, right away (while the limit is still at its ceiling: after
+//! the run the workers are gone and nothing would be). Later failures of
+//! the same error number are counted only.
 
 use std::collections::VecDeque;
 use std::io;
@@ -21,9 +32,10 @@ type Job = Box<dyn FnOnce() + Send + 'static>;
 pub struct MutexPoolStats {
     /// Worker threads created.
     pub spawned: u64,
-    /// Thread creations that failed, with the last error.
+    /// Thread creations that failed.
     pub spawn_failures: u64,
-    /// The last creation error.
+    /// The explanation of the last new error number of a failed creation
+    /// (the error, the limit at its ceiling and its numbers).
     pub last_spawn_error: Option<String>,
     /// When each idle worker decided to leave.
     pub retirements: Vec<Instant>,
@@ -41,6 +53,9 @@ struct Shared {
     workers: Vec<std::thread::JoinHandle<()>>,
     /// A worker joined before `shutdown` had panicked.
     panicked: bool,
+    /// Error numbers of failed creations seen so far (each is explained
+    /// once, off the lock).
+    failed_errnos: Vec<Option<i32>>,
 }
 
 struct Inner {
@@ -81,6 +96,7 @@ impl MutexPool {
                     stats: MutexPoolStats::default(),
                     workers: Vec::new(),
                     panicked: false,
+                    failed_errnos: Vec::new(),
                 }),
                 condvar: Condvar::new(),
                 max,
@@ -130,16 +146,30 @@ impl MutexPool {
                     }
                 }
                 Err(e) => {
+                    // Under the lock only what is cheap: count, and note
+                    // whether this error number is new to the run.
                     g.stats.spawn_failures += 1;
-                    g.stats.last_spawn_error = Some(e.to_string());
-                    if g.num_th == 0 {
-                        // No worker at all: run it here rather than strand it.
-                        let job = g.queue.pop_back();
+                    let new_errno = !g.failed_errnos.contains(&e.raw_os_error());
+                    if new_errno {
+                        g.failed_errnos.push(e.raw_os_error());
+                    }
+                    // No worker at all: run the job here rather than
+                    // strand it.
+                    let job = if g.num_th == 0 {
                         g.stats.ran_on_caller += 1;
-                        drop(g);
-                        if let Some(job) = job {
-                            job();
-                        }
+                        g.queue.pop_back()
+                    } else {
+                        None
+                    };
+                    drop(g);
+                    if new_errno {
+                        // Off the lock, right after the failure (the limit
+                        // is still at its ceiling). std's default stack.
+                        let why = exitq::limits::explain_thread_error(&e, None);
+                        lock(&self.inner.shared).stats.last_spawn_error = Some(why);
+                    }
+                    if let Some(job) = job {
+                        job();
                     }
                 }
             }

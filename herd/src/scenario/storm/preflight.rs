@@ -6,6 +6,10 @@
 //! `kernel.pid_max`, the cgroup's `pids.max`, `RLIMIT_NPROC` (not for
 //! root), `vm.max_map_count`, `RLIMIT_AS` and memory.
 //!
+//! The task and mapping limits are tested as for every herd scenario
+//! ([`crate::spawn::fit`]); this module words them for the storm and adds
+//! its own (the leak mode's mapping wall, `RLIMIT_AS`, memory).
+//!
 //! The model: a retired wave is cancelled and exits, so with `--cancel
 //! pthread|flag` about `(lag + 2) x per-wave` threads are alive at once
 //! (lag + 1 waves running plus one exiting). With `--cancel none` threads
@@ -22,7 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use super::options::Config;
 use crate::host::{human_bytes, map_count, HostFacts, Rlimit};
-use crate::spawn::failure::user_tasks;
+use crate::spawn::fit::{self, TaskLimit};
 use crate::spawn::{Backend, Cancel, Reap};
 
 /// What pre-flight predicted and decided.
@@ -80,54 +84,32 @@ pub fn check_with_maps(cfg: &Config, facts: &HostFacts, maps_now: u64) -> Prefli
         stack_bytes: stack,
         peak_live_threads: live,
         peak_is_lower_bound: cfg.cancel == Cancel::None,
-        peak_mappings: maps_now + 2 * stacks_mapped,
+        peak_mappings: maps_now.saturating_add(stacks_mapped.saturating_mul(2)),
         ..Default::default()
     };
-    let tasks = facts.tasks_now.unwrap_or(0);
-    if let Some(max) = facts.threads_max {
-        if tasks + live > max {
-            p.problems.push(format!(
+    for l in fit::task_limits(facts, live) {
+        p.problems.push(match l {
+            TaskLimit::ThreadsMax { tasks, max } => format!(
                 "about {live} threads alive at once, {tasks} tasks exist already, kernel.threads-max = {max}"
-            ));
-        }
-    }
-    if let Some(max) = facts.pid_max {
-        if tasks + live > max {
-            p.problems.push(format!(
+            ),
+            TaskLimit::PidMax { tasks, max } => format!(
                 "about {live} threads alive at once need as many pids; {tasks} in use, kernel.pid_max = {max}"
-            ));
-        }
+            ),
+            TaskLimit::CgroupPids { path, current, max } => format!(
+                "about {live} threads alive at once, cgroup {path} has {current} tasks and pids.max = {max}"
+            ),
+            TaskLimit::RlimitNproc { mine, limit } => format!(
+                "about {live} threads alive at once, this user has {mine} tasks, RLIMIT_NPROC = {limit} (ulimit -u)"
+            ),
+        });
     }
-    if let Some(c) = &facts.cgroup_pids {
-        if let Some(max) = c.max {
-            let cur = c.current.unwrap_or(0);
-            if cur + live > max {
-                p.problems.push(format!(
-                    "about {live} threads alive at once, cgroup {} has {cur} tasks and pids.max = {max}",
-                    c.path
-                ));
-            }
-        }
-    }
-    if !facts.root {
-        if let Some(Rlimit {
-            soft: Some(lim), ..
-        }) = facts.rlimit_nproc
-        {
-            let mine = user_tasks().unwrap_or(0);
-            if mine + live > lim {
-                p.problems.push(format!(
-                    "about {live} threads alive at once, this user has {mine} tasks, RLIMIT_NPROC = {lim} (ulimit -u)"
-                ));
-            }
-        }
-    }
-    if let Some(max) = facts.max_map_count {
-        let room = max.saturating_sub(maps_now) / 2;
+    // Two mappings per stack (stack and guard page).
+    if let Some(m) = fit::mappings(facts, stacks_mapped, 2, maps_now) {
+        let (max, room) = (m.max, m.room);
         if cfg.reap == Reap::Leak {
             p.leak_thread_capacity = Some(room);
         }
-        if 2 * stacks_mapped + maps_now > max {
+        if m.over {
             let msg = format!(
                 "{} keeps {stacks_mapped} stacks mapped (2 mappings each) but vm.max_map_count = {max} \
                  leaves room for about {room} threads: after that pthread_create fails with EAGAIN",

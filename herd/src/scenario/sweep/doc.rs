@@ -337,10 +337,19 @@ impl SweepDoc {
     }
 
     /// Writes data.json, data.csv and one SVG per metric into `dir`;
-    /// returns the SVG paths.
+    /// returns the SVG paths. When data.json cannot be written the
+    /// measurements are saved elsewhere ([`super::rescue`]) and the error
+    /// says where.
     pub fn write_dir(&self, dir: &Path) -> Result<Vec<PathBuf>> {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        write_file(&dir.join("data.json"), &serde_json::to_string_pretty(self)?)?;
+        let json = serde_json::to_string_pretty(self)?;
+        let data = dir.join("data.json");
+        let saved = std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create {}", dir.display()))
+            .and_then(|()| write_file(&data, &json));
+        if let Err(e) = saved {
+            // The only copy of the measurements: kept elsewhere.
+            return Err(super::rescue::keep(&json, &data, &e));
+        }
         write_file(&dir.join("data.csv"), &self.to_csv()?)?;
         let mut written = Vec::new();
         for (name, chart) in self.charts() {

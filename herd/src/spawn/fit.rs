@@ -1,0 +1,183 @@
+//! Will `n` more threads alive at once fit under the host's limits? The
+//! one pre-flight test behind `herd storm`'s pre-flight
+//! (`scenario::storm::preflight`) and the std-thread scenarios'
+//! ([`super::failure::thread_limit_problems`], `gpkit::preflight_threads`).
+//!
+//! Task limits ([`task_limits`]): `kernel.threads-max` and
+//! `kernel.pid_max` against the tasks on the system, the (tightest)
+//! cgroup's `pids.max` against its `pids.current`, and `RLIMIT_NPROC`
+//! against this user's tasks (not for root, where it is not enforced).
+//! Mappings ([`mappings`]): `vm.max_map_count` against the mappings the
+//! process has now plus the threads' own. Each caller words the findings
+//! for its report; the numbers and the comparisons are these.
+
+use crate::host::{CgroupPids, HostFacts, Rlimit};
+
+/// Tasks of the real uid (what RLIMIT_NPROC counts), from `/proc`.
+pub fn user_tasks() -> Option<u64> {
+    exitq::limits::user_tasks(nix::unistd::getuid().as_raw())
+}
+
+/// A task limit that `threads` more threads would exceed, with its numbers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum TaskLimit {
+    /// `kernel.threads-max`: `tasks` on the system now.
+    ThreadsMax { tasks: u64, max: u64 },
+    /// `kernel.pid_max`: `tasks` on the system hold pids.
+    PidMax { tasks: u64, max: u64 },
+    /// The cgroup's `pids.max`: `current` tasks in cgroup `path`.
+    CgroupPids {
+        path: String,
+        current: u64,
+        max: u64,
+    },
+    /// `RLIMIT_NPROC` (soft): `mine` tasks of this user.
+    RlimitNproc { mine: u64, limit: u64 },
+}
+
+/// The task limits that `threads` more tasks alive at once would exceed
+/// (empty: they fit). A limit or count that cannot be read is taken as
+/// no limit / zero.
+pub(crate) fn task_limits(facts: &HostFacts, threads: u64) -> Vec<TaskLimit> {
+    let mut v = Vec::new();
+    let tasks = facts.tasks_now.unwrap_or(0);
+    let over = |now: u64, max: u64| now.saturating_add(threads) > max;
+    if let Some(max) = facts.threads_max {
+        if over(tasks, max) {
+            v.push(TaskLimit::ThreadsMax { tasks, max });
+        }
+    }
+    if let Some(max) = facts.pid_max {
+        if over(tasks, max) {
+            v.push(TaskLimit::PidMax { tasks, max });
+        }
+    }
+    if let Some(CgroupPids {
+        path,
+        max: Some(max),
+        current,
+    }) = &facts.cgroup_pids
+    {
+        let current = current.unwrap_or(0);
+        if over(current, *max) {
+            v.push(TaskLimit::CgroupPids {
+                path: path.clone(),
+                current,
+                max: *max,
+            });
+        }
+    }
+    if !facts.root {
+        if let Some(Rlimit {
+            soft: Some(limit), ..
+        }) = facts.rlimit_nproc
+        {
+            let mine = user_tasks().unwrap_or(0);
+            if over(mine, limit) {
+                v.push(TaskLimit::RlimitNproc { mine, limit });
+            }
+        }
+    }
+    v
+}
+
+/// `vm.max_map_count` for `threads` threads of `per_thread` mappings each,
+/// with `maps_now` mappings in the process already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Mappings {
+    /// The threads' mappings.
+    pub need: u64,
+    /// `vm.max_map_count`.
+    pub max: u64,
+    /// Threads that fit in what is left.
+    pub room: u64,
+    /// `maps_now + need` exceeds `max`.
+    pub over: bool,
+}
+
+/// The mapping budget of `threads` threads (`None`: `vm.max_map_count`
+/// unknown).
+pub(crate) fn mappings(
+    facts: &HostFacts,
+    threads: u64,
+    per_thread: u64,
+    maps_now: u64,
+) -> Option<Mappings> {
+    let max = facts.max_map_count?;
+    let need = threads.saturating_mul(per_thread);
+    Some(Mappings {
+        need,
+        max,
+        room: max.saturating_sub(maps_now) / per_thread.max(1),
+        over: maps_now.saturating_add(need) > max,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts() -> HostFacts {
+        let mut f = HostFacts::read();
+        f.threads_max = Some(1000);
+        f.pid_max = Some(2000);
+        f.tasks_now = Some(100);
+        f.cgroup_pids = Some(CgroupPids {
+            path: "/x".into(),
+            max: Some(500),
+            current: Some(50),
+        });
+        f.max_map_count = Some(10_000);
+        f.root = true;
+        f
+    }
+
+    #[test]
+    fn each_limit_at_its_edge() {
+        let f = facts();
+        // 50 + 450 = pids.max: fits; one more does not.
+        assert!(task_limits(&f, 450).is_empty());
+        assert_eq!(
+            task_limits(&f, 451),
+            [TaskLimit::CgroupPids {
+                path: "/x".into(),
+                current: 50,
+                max: 500
+            }]
+        );
+        let all = task_limits(&f, 1901);
+        assert!(all.contains(&TaskLimit::ThreadsMax {
+            tasks: 100,
+            max: 1000
+        }));
+        assert!(all.contains(&TaskLimit::PidMax {
+            tasks: 100,
+            max: 2000
+        }));
+        // Root: RLIMIT_NPROC is not enforced.
+        let mut f = facts();
+        f.rlimit_nproc = Some(Rlimit {
+            soft: Some(1),
+            hard: Some(1),
+        });
+        assert!(task_limits(&f, 10).is_empty());
+        f.root = false;
+        assert!(matches!(
+            task_limits(&f, 10)[..],
+            [TaskLimit::RlimitNproc { limit: 1, .. }]
+        ));
+        // A huge request does not wrap around.
+        assert_eq!(task_limits(&facts(), u64::MAX).len(), 3);
+    }
+
+    #[test]
+    fn mapping_room() {
+        let m = mappings(&facts(), 2_000, 4, 2_000).unwrap();
+        assert_eq!((m.need, m.room, m.over), (8_000, 2_000, false));
+        assert!(mappings(&facts(), 2_001, 4, 2_000).unwrap().over);
+        assert!(mappings(&facts(), u64::MAX, 4, 0).unwrap().over);
+        let mut f = facts();
+        f.max_map_count = None;
+        assert_eq!(mappings(&f, 1, 4, 0), None);
+    }
+}

@@ -1,0 +1,104 @@
+//! `herd agent` when a worker thread cannot be created although the
+//! pre-flight let the run start: the address space (`RLIMIT_AS`, which
+//! the pre-flight does not check) runs out after a few dozen 2 MiB
+//! stacks. The failure is explained with the limit hit and its numbers.
+
+use std::os::unix::process::CommandExt as _;
+use std::process::{Command, Output};
+
+/// `herd agent --no-perf --waves 1 ARGS` under an `RLIMIT_AS` of 300 MiB
+/// (herd itself needs about 150).
+fn agent_under_rlimit_as(args: &[&str]) -> Output {
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("herd"));
+    cmd.args(["agent", "--no-perf", "--waves", "1", "--gap-ms", "1"])
+        .args(args);
+    // SAFETY: setrlimit is async-signal-safe; the closure touches nothing
+    // of the parent's.
+    unsafe {
+        cmd.pre_exec(|| {
+            let lim = 300 << 20;
+            let rl = libc::rlimit {
+                rlim_cur: lim,
+                rlim_max: lim,
+            };
+            if libc::setrlimit(libc::RLIMIT_AS, &rl) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd.output().unwrap()
+}
+
+/// The mutex pool counts its failed creations and names the limit (it
+/// gave the bare `Resource temporarily unavailable (os error 11)`).
+#[test]
+fn a_mutex_pool_worker_that_cannot_be_created_is_explained() {
+    let out = agent_under_rlimit_as(&[
+        "--mode",
+        "mutex-pool",
+        "--jobs",
+        "1000",
+        "--job-us",
+        "2000",
+        "--max-workers",
+        "1000",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("thread creations failed"), "{err}");
+    assert!(
+        err.contains("EAGAIN: RLIMIT_AS") && err.contains("bytes of address space in use"),
+        "the limit is not named with its numbers: {err}"
+    );
+}
+
+/// A rayon pool that cannot start all its workers is refused (exit 3,
+/// `--max-workers`) naming the limit; it listed the limits it might be
+/// (without RLIMIT_AS) and exited 1.
+#[test]
+fn a_rayon_pool_that_cannot_start_names_the_limit() {
+    let out = agent_under_rlimit_as(&[
+        "--mode",
+        "rayon",
+        "--jobs",
+        "10",
+        "--job-us",
+        "0",
+        "--max-workers",
+        "1000",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("--max-workers"), "{err}");
+    assert!(
+        err.contains("EAGAIN: RLIMIT_AS") && err.contains("bytes of address space in use"),
+        "the limit is not named with its numbers: {err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+/// `--waves` x `--jobs` whose job log cannot fit in memory is refused
+/// before anything is allocated (exit 3 naming `--jobs`): 10^6 waves of
+/// 10^7 jobs aborted on a failed 80 TB allocation (exit 134).
+#[test]
+fn a_job_log_larger_than_memory_is_refused() {
+    let out = Command::new(assert_cmd::cargo::cargo_bin("herd"))
+        .args([
+            "agent",
+            "--no-perf",
+            "--waves",
+            "1000000",
+            "--jobs",
+            "10000000",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("--jobs") && err.contains("memory"), "{err}");
+    assert!(
+        !err.contains("panicked") && !err.contains("memory allocation"),
+        "{err}"
+    );
+}
