@@ -153,6 +153,19 @@ fn sweep_bounds_runs_and_refuses_its_own_flags() {
             &["--over", "per-wave=1,2", "-r", "1", "--vary", "runs=1,2"],
             "invalid --vary: --runs",
         ),
+        // A value the scenario's parser refuses: before anything runs
+        // (it used to run `locked`'s points, then fail on `bogus`'s child).
+        (
+            &[
+                "--over",
+                "per-wave=1,2",
+                "-r",
+                "1",
+                "--cleanup",
+                "locked,bogus",
+            ],
+            "configuration `cleanup=bogus per-wave=1`: herd storm refuses its flags",
+        ),
         // 2 x 10000 points: more configurations than a sweep runs.
         (
             &[

@@ -40,7 +40,7 @@ use crate::export::progress::Progress;
 use crate::export::run::print_out;
 use crate::result::checks_code;
 use crate::scenario::compare::{
-    check_common, check_plan_size, check_run_options, check_varied_flag, flag_name, knobs,
+    check_common, check_plan_size, check_run_options, check_varied_flag, flag_name, knobs, parse,
     run_interleaved, runs_parser, Config, Plan, ScenarioFlags, VaryArgs,
 };
 use crate::stats::DEFAULT_ALPHA;
@@ -279,13 +279,6 @@ pub fn run(args: &Args) -> Result<u8> {
         args.runs,
         "--over",
     )?;
-    let dir = args
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(format!("sweep-{}", values.flag.trim_start_matches('-'))));
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| usage("--out", format!("cannot create {}: {e}", dir.display())))?;
-
     let series: Vec<String> = plan.configs.iter().map(|c| c.label.clone()).collect();
     // Every (configuration, value) pair is one configuration of compare's
     // interleaved rounds.
@@ -303,6 +296,15 @@ pub fn run(args: &Args) -> Result<u8> {
             at.push((s, v.clone(), x));
         }
     }
+    // A flag value the scenario refuses: now, before --out is made and
+    // before the runs of the configurations ahead of it.
+    parse::check_configs(&args.scenario, &configs)?;
+    let dir = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("sweep-{}", values.flag.trim_start_matches('-'))));
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| usage("--out", format!("cannot create {}: {e}", dir.display())))?;
     let knob_notes = knobs::warn_ignored_knobs("sweep", &args.scenario, &configs);
     let progress = Progress::new((configs.len() * args.runs) as u64, "runs");
     let (sets, interrupted) = run_interleaved(
