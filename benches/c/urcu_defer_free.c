@@ -43,14 +43,15 @@
 
 #include "bench_args.h"
 
-struct node {
-	uint64_t key, value, next, seq; /* 32 bytes, as the Rust node */
-	struct rcu_head head;           /* call_rcu's link (16 bytes more) */
-};
-
-/* The same node for defer_rcu, which needs no link in it. */
+/* The node: 32 bytes, as the Rust node; defer_rcu needs no link in it. */
 struct plain_node {
 	uint64_t key, value, next, seq;
+};
+
+/* call_rcu's node: the same, then its link (16 bytes more). */
+struct node {
+	struct plain_node n;
+	struct rcu_head head;
 };
 
 static _Atomic long refs;               /* the shared object's count */
@@ -58,22 +59,34 @@ static int use_defer;                   /* MODE "defer" */
 static uint64_t per_thread, remainder;
 static pthread_barrier_t start;
 
-static void free_node(struct rcu_head *h)
+/* A producer's node of SIZE bytes for its operation I, with a reference
+ * taken on the shared object (the Rust side's Arc clone). */
+static inline void *new_node(size_t size, uint64_t i)
 {
-	struct node *n = caa_container_of(h, struct node, head);
-	if ((n->key ^ 0x5555) != n->value)
+	struct plain_node *node = malloc(size);
+	if (!node)
 		abort();
-	free(n);
-	atomic_fetch_sub_explicit(&refs, 1, memory_order_relaxed);
+	node->key = i;
+	node->value = i ^ 0x5555;
+	node->next = 0;
+	node->seq = i;
+	atomic_fetch_add_explicit(&refs, 1, memory_order_relaxed);
+	return node;
 }
 
-static void free_plain(void *p)
+/* The callback's work: check the node, free it, drop its reference. */
+static void drop_node(void *p)
 {
 	struct plain_node *n = p;
 	if ((n->key ^ 0x5555) != n->value)
 		abort();
 	free(n);
 	atomic_fetch_sub_explicit(&refs, 1, memory_order_relaxed);
+}
+
+static void free_node(struct rcu_head *h)
+{
+	drop_node(caa_container_of(h, struct node, head));
 }
 
 static void *defer_producer(uint64_t n)
@@ -85,16 +98,9 @@ static void *defer_producer(uint64_t n)
 	pthread_barrier_wait(&start);
 	for (uint64_t i = 0; i < n; i++) {
 		urcu_memb_read_lock();
-		struct plain_node *node = malloc(sizeof(*node));
-		if (!node)
-			abort();
-		node->key = i;
-		node->value = i ^ 0x5555;
-		node->next = 0;
-		node->seq = i;
-		atomic_fetch_add_explicit(&refs, 1, memory_order_relaxed);
+		void *node = new_node(sizeof(struct plain_node), i);
 		urcu_memb_read_unlock();
-		urcu_memb_defer_rcu(free_plain, node);
+		urcu_memb_defer_rcu(drop_node, node);
 	}
 	urcu_memb_defer_unregister_thread();
 	urcu_memb_unregister_thread();
@@ -111,14 +117,7 @@ static void *producer(void *arg)
 	pthread_barrier_wait(&start);
 	for (uint64_t i = 0; i < n; i++) {
 		urcu_memb_read_lock();
-		struct node *node = malloc(sizeof(*node));
-		if (!node)
-			abort();
-		node->key = i;
-		node->value = i ^ 0x5555;
-		node->next = 0;
-		node->seq = i;
-		atomic_fetch_add_explicit(&refs, 1, memory_order_relaxed);
+		struct node *node = new_node(sizeof(struct node), i);
 		urcu_memb_call_rcu(&node->head, free_node);
 		urcu_memb_read_unlock();
 	}

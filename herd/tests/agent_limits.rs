@@ -3,31 +3,18 @@
 //! the pre-flight does not check) runs out after a few dozen 2 MiB
 //! stacks. The failure is explained with the limit hit and its numbers.
 
-use std::os::unix::process::CommandExt as _;
 use std::process::{Command, Output};
+
+mod common;
 
 /// `herd agent --no-perf --waves 1 ARGS` under an `RLIMIT_AS` of 300 MiB
 /// (herd itself needs about 150).
 fn agent_under_rlimit_as(args: &[&str]) -> Output {
-    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("herd"));
-    cmd.args(["agent", "--no-perf", "--waves", "1", "--gap-ms", "1"])
-        .args(args);
-    // SAFETY: setrlimit is async-signal-safe; the closure touches nothing
-    // of the parent's.
-    unsafe {
-        cmd.pre_exec(|| {
-            let lim = 300 << 20;
-            let rl = libc::rlimit {
-                rlim_cur: lim,
-                rlim_max: lim,
-            };
-            if libc::setrlimit(libc::RLIMIT_AS, &rl) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    cmd.output().unwrap()
+    let base = ["agent", "--no-perf", "--waves", "1", "--gap-ms", "1"];
+    let all: Vec<&str> = base.iter().chain(args).copied().collect();
+    common::herd_under_rlimit_as(&all, 300 << 20)
+        .output()
+        .unwrap()
 }
 
 /// The mutex pool counts its failed creations and names the limit (it

@@ -285,6 +285,17 @@ fn shared_flags_keep_each_command_s_help() {
     assert!(!sweep.contains("--markdown"), "{sweep}");
 }
 
+/// `herd compare -r 2 --cleanup locked,exitq --json EXTRA` of a small
+/// storm, run in `dir` (where a journal goes).
+fn locked_exitq_in(dir: &std::path::Path, extra: &[&str]) -> assert_cmd::Command {
+    let mut c = herd();
+    c.current_dir(dir)
+        .args(["compare", "-r", "2", "--cleanup", "locked,exitq", "--json"])
+        .args(extra)
+        .args(SMALL);
+    c
+}
+
 /// A comparison cut short resumes from its journal: only the missing runs
 /// are run, and the result has every run. A journal of another plan is
 /// refused (exit 2).
@@ -293,14 +304,7 @@ fn compare_resumes_from_its_journal() {
     let dir = tempfile::tempdir().unwrap();
     let journal = dir.path().join("j.jsonl");
     let j = journal.to_str().unwrap();
-    let cmd = |extra: &[&str]| {
-        let mut c = herd();
-        c.current_dir(dir.path())
-            .args(["compare", "-r", "2", "--cleanup", "locked,exitq", "--json"])
-            .args(extra)
-            .args(SMALL);
-        c
-    };
+    let cmd = |extra: &[&str]| locked_exitq_in(dir.path(), extra);
     let out = cmd(&["--journal", j]).output().unwrap();
     let full: Comparison = success_json(&out);
     assert_eq!(full.complete_runs(0), 2);
@@ -353,14 +357,7 @@ fn a_resume_on_another_kernel_is_said() {
     let dir = tempfile::tempdir().unwrap();
     let journal = dir.path().join("j.jsonl");
     let j = journal.to_str().unwrap();
-    let cmd = |extra: &[&str]| {
-        let mut c = herd();
-        c.current_dir(dir.path())
-            .args(["compare", "-r", "2", "--cleanup", "locked,exitq", "--json"])
-            .args(extra)
-            .args(SMALL);
-        c
-    };
+    let cmd = |extra: &[&str]| locked_exitq_in(dir.path(), extra);
     let out = cmd(&["--journal", j]).output().unwrap();
     let full: Comparison = success_json(&out);
     assert!(

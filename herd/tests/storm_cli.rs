@@ -541,10 +541,8 @@ fn rlimit_nproc_is_predicted_and_named() {
 /// A stack that cannot be mapped under RLIMIT_AS: refused, then counted.
 #[test]
 fn rlimit_as_is_predicted_and_named() {
-    use std::os::unix::process::CommandExt;
     let run = |extra: &[&str]| {
-        let mut cmd = StdCommand::new(assert_cmd::cargo::cargo_bin("herd"));
-        cmd.args([
+        let storm = [
             "storm",
             "--waves",
             "2",
@@ -557,23 +555,11 @@ fn rlimit_as_is_predicted_and_named() {
             "--sleep-ms",
             "2000",
             "--no-perf",
-        ]);
-        cmd.args(extra);
-        // SAFETY: setrlimit is async-signal-safe.
-        unsafe {
-            cmd.pre_exec(|| {
-                let lim = 768 << 20;
-                let rl = libc::rlimit {
-                    rlim_cur: lim,
-                    rlim_max: lim,
-                };
-                if libc::setrlimit(libc::RLIMIT_AS, &rl) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        cmd.output().unwrap()
+        ];
+        let all: Vec<&str> = storm.iter().chain(extra).copied().collect();
+        common::herd_under_rlimit_as(&all, 768 << 20)
+            .output()
+            .unwrap()
     };
     let out = run(&[]);
     let err = String::from_utf8_lossy(&out.stderr);

@@ -143,6 +143,29 @@ pub fn herd_into_closed_pipe(args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// `herd ARGS`, not yet run, under an address-space limit (`RLIMIT_AS`,
+/// soft and hard) of `bytes`, set in the child before it execs.
+pub fn herd_under_rlimit_as(args: &[&str], bytes: u64) -> std::process::Command {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("herd"));
+    cmd.args(args);
+    // SAFETY: the closure runs in the forked child before exec; setrlimit
+    // is async-signal-safe and it touches nothing of the parent's.
+    unsafe {
+        cmd.pre_exec(move || {
+            let rl = libc::rlimit {
+                rlim_cur: bytes,
+                rlim_max: bytes,
+            };
+            if libc::setrlimit(libc::RLIMIT_AS, &rl) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd
+}
+
 /// Starts `herd ARGS` like [`spawn_herd`], as the leader of a process group
 /// of its own (as a shell starts a job), for [`CtrlC::Group`].
 pub fn spawn_herd_group(args: &[&str]) -> Child {
