@@ -140,6 +140,13 @@ mod tests {
         assert!(nproc_exempt(0, Some(0), true, true).is_some());
     }
 
+    /// This machine's thread has a CapEff line (read.rs's test of the real
+    /// files had this check, which made read.rs import this module back).
+    #[test]
+    fn this_thread_s_capabilities_are_read() {
+        assert!(cap_eff().is_some());
+    }
+
     #[test]
     fn uid_maps_and_capability_masks_are_parsed_without_panics() {
         assert!(maps_to_root(b"         0          0 4294967295\n", 0));
