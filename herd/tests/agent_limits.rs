@@ -9,10 +9,24 @@ mod common;
 
 /// `herd agent --no-perf --waves 1 ARGS` under an `RLIMIT_AS` of 300 MiB
 /// (herd itself needs about 150).
+///
+/// With the address space used up by 2 MiB stacks, the next allocation
+/// that needs more of it fails too, whichever comes first: a worker's
+/// stack (what these tests provoke) or, in a thread that did start, a
+/// small `malloc` that must grow its arena (glibc then aborts: "failed to
+/// register TLS destructor: out of memory", Rust "memory allocation of 41
+/// bytes failed"; 5 runs in 40 of the debug build beside a CI run). So
+/// malloc keeps one arena and grows it 64 MiB ahead (glibc's tunables, set
+/// at exec): its small allocations come from room taken at start, and
+/// only the stacks run into the limit.
 fn agent_under_rlimit_as(args: &[&str]) -> Output {
     let base = ["agent", "--no-perf", "--waves", "1", "--gap-ms", "1"];
     let all: Vec<&str> = base.iter().chain(args).copied().collect();
     common::herd_under_rlimit_as(&all, 300 << 20)
+        .env(
+            "GLIBC_TUNABLES",
+            "glibc.malloc.arena_max=1:glibc.malloc.top_pad=67108864",
+        )
         .output()
         .unwrap()
 }
