@@ -123,6 +123,21 @@ fn a_stale_popper_acts_on_no_later_worker_of_the_slot() {
     assert_eq!(s.claim_free(), Some(0));
 }
 
+/// While nobody has been notified yet, an idle worker (slot `i`) waits
+/// for a notify to anyone; a waker notifies it as soon as it runs. A notify
+/// that never comes in a minute is a defect (the waker pops and notifies
+/// an idle slot without fail), not a slow machine.
+fn wait_for_a_notify(s: &Slots, i: u32, woke: &std::sync::atomic::AtomicUsize) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while woke.load(Ordering::Relaxed) == 0 && s.get(i).state.load(Ordering::SeqCst) == IDLE {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no waker notified an idle worker in 60 s"
+        );
+        std::thread::yield_now();
+    }
+}
+
 /// Workers cycle through incarnations of two slots (claim, park, get
 /// notified or leave) while a waker pops and notifies. A slot is never
 /// held by two workers at once; a claimed slot has `flags == 0` (no
@@ -173,9 +188,15 @@ fn retire_and_pop_races_free_each_slot_once() {
                     loop {
                         s.enter_idle(i);
                         // Stay idle a moment now and then: a waker
-                        // gets to notify us.
+                        // gets to notify us. Until a waker has notified
+                        // anyone, stay idle until one does: on a loaded
+                        // machine the waker may not run at all while the
+                        // workers make their rounds (a clean-clone CI
+                        // ended with none notified), and the races with a
+                        // notify are what this test is for.
                         if round % 4 == 0 {
                             std::thread::yield_now();
+                            wait_for_a_notify(&s, i, &woke);
                         }
                         if s.begin_retire(i) {
                             break;
