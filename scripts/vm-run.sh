@@ -55,17 +55,52 @@ vm=$repo/scripts/vm
 parse_options "$@"
 # Ctrl-C from here on, the fetches too: exit 130, said (the fetches, run in
 # subshells, remove their scratch directories themselves; scripts/vm/fetch.sh).
+# What this script makes itself (the --out-dir probe, the work directory)
+# is named in a variable before it is made and removed by the EXIT trap,
+# set here, first: bash runs a trap between commands, so a Ctrl-C finds
+# the name set whenever the thing may exist (with mktemp, between the
+# made name and its assignment, it would not; and the EXIT trap used to
+# be set only after mktemp -d).
+probe=
+work=
+qemu_pid=
+relay_pid=
+keep_log=0
+cleanup() {
+    set +e
+    [ -z "$probe" ] || rm -f "$probe"
+    [ -z "$relay_pid" ] || kill "$relay_pid" 2>/dev/null
+    [ -z "$qemu_pid" ] || kill -KILL "$qemu_pid" 2>/dev/null
+    [ -n "$work" ] || return 0
+    if [ "$keep" = 1 ]; then
+        say "work directory kept: $work"
+    elif [ "$keep_log" = 1 ]; then
+        rm -rf "$work/root" "$work/initrd.gz"
+        say "guest console log kept: $work/console.log"
+    else
+        rm -rf "$work"
+    fi
+}
+trap cleanup EXIT
 trap 'say "interrupted"; exit 130' INT TERM
+
+# A name under $1 no file has (this process's pid in it: no other live
+# process makes names with it), for what this script then makes there.
+fresh_name() {
+    local name
+    while name="$1.$$.$RANDOM$RANDOM" && [ -e "$name" ]; do :; done
+    printf '%s\n' "$name"
+}
 
 # --out-dir: made and tried now, not found unwritable after the guest ran
 # (minutes at 128 vCPUs, and it used to end in exit 1 with herd's stdout
 # never printed).
 if [ -n "$out_dir" ] && [ "$prepare" = 0 ]; then
-    probe=
-    if ! mkdir -p "$out_dir" 2>/dev/null || ! probe=$(mktemp "$out_dir/.vm-run.XXXXXX" 2>/dev/null); then
-        usage_error "--out-dir: cannot write in '$out_dir'"
-    fi
+    mkdir -p "$out_dir" 2>/dev/null || usage_error "--out-dir: cannot make '$out_dir'"
+    probe=$(fresh_name "$out_dir/.vm-run")
+    (set -C && : >"$probe") 2>/dev/null || { probe=; usage_error "--out-dir: cannot write in '$out_dir'"; }
     rm -f "$probe"
+    probe=
 fi
 
 # Host memory: the guest's RAM plus qemu's own (the translated-code buffer,
@@ -133,28 +168,12 @@ if [ -z "$herd_bin" ]; then
 fi
 
 # ---------------------------------------------------------------- initramfs
-work=$(mktemp -d "${TMPDIR:-/tmp}/herd-vm.XXXXXX")
-qemu_pid=
-relay_pid=
-keep_log=0
-# Every step runs, whatever the one before did: under set -e a kill of a
-# process already gone (the console relay ends on the Ctrl-C the terminal
-# sends it too, as qemu does) used to end the script right here, exit 1
-# instead of 130, the work directory left.
-cleanup() {
-    set +e
-    [ -z "$relay_pid" ] || kill "$relay_pid" 2>/dev/null
-    [ -z "$qemu_pid" ] || kill -KILL "$qemu_pid" 2>/dev/null
-    if [ "$keep" = 1 ]; then
-        say "work directory kept: $work"
-    elif [ "$keep_log" = 1 ]; then
-        rm -rf "$work/root" "$work/initrd.gz"
-        say "guest console log kept: $work/console.log"
-    else
-        rm -rf "$work"
-    fi
-}
-trap cleanup EXIT
+# The cleanup (set above) runs every step, whatever the one before did:
+# under set -e a kill of a process already gone (the console relay ends on
+# the Ctrl-C the terminal sends it too, as qemu does) used to end the
+# script there, exit 1 instead of 130, the work directory left.
+work=$(fresh_name "${TMPDIR:-/tmp}/herd-vm")
+mkdir -m 700 "$work" || { work=; die "cannot make a work directory in ${TMPDIR:-/tmp}"; }
 
 root=$work/root
 mkdir -p "$root"/{bin,dev,proc,sys,tmp,etc,vm,result/out,lib/x86_64-linux-gnu,lib64,usr/lib,usr/bin}

@@ -33,7 +33,7 @@ pub(crate) fn as_at_a_terminal(cmd: &mut Command) {
     }
 }
 
-fn write_exe(path: &Path, text: &str) {
+pub(crate) fn write_exe(path: &Path, text: &str) {
     std::fs::write(path, text).unwrap();
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }

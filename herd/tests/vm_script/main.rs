@@ -18,6 +18,7 @@ mod vm_support;
 mod fetch_interrupt;
 mod online_summary;
 mod qemu_args;
+mod work_interrupt;
 
 use std::path::{Path, PathBuf};
 
