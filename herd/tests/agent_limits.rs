@@ -1,7 +1,8 @@
-//! `herd agent` when a worker thread cannot be created although the
-//! pre-flight let the run start: the address space (`RLIMIT_AS`, which
-//! the pre-flight does not check) runs out after a few dozen 2 MiB
-//! stacks. The failure is explained with the limit hit and its numbers.
+//! `herd agent` under an address space (`RLIMIT_AS`) that runs out after a
+//! few dozen 2 MiB stacks: every mode is refused up front (exit 3, the
+//! limit named with its numbers); with `--force` past the pre-flight, a
+//! worker thread that cannot be created is explained with the limit hit
+//! and its numbers.
 
 use std::process::{Command, Output};
 
@@ -31,11 +32,52 @@ fn agent_under_rlimit_as(args: &[&str]) -> Output {
         .unwrap()
 }
 
-/// The mutex pool counts its failed creations and names the limit (it
-/// gave the bare `Resource temporarily unavailable (os error 11)`).
+/// Every mode is refused before its first thread (exit 3 about the flag
+/// that sets the threads, naming `RLIMIT_AS` with its numbers and the
+/// threads that would fit). tokio's blocking pool used to abort the
+/// process (exit 134, "failed to allocate an alternative stack": a thread
+/// created in the last room under the limit could not map its signal
+/// stack, and std aborts then) or to run with a pool it silently could
+/// not grow (exit 0); the mutex pool aborted the same way at some limits
+/// (220 MiB here).
+#[test]
+fn every_mode_past_rlimit_as_is_refused_up_front() {
+    for (mode, flag) in [
+        ("tokio-blocking", "--max-workers"),
+        ("mutex-pool", "--max-workers"),
+        ("exitq-pool", "--max-workers"),
+        ("rayon", "--max-workers"),
+        ("thread", "--jobs"),
+    ] {
+        let workers: &[&str] = if mode == "thread" {
+            &[]
+        } else {
+            &["--max-workers", "1000"]
+        };
+        let mut args = vec!["--mode", mode, "--jobs", "1000", "--job-us", "2000"];
+        args.extend(workers);
+        let out = agent_under_rlimit_as(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{mode}: {err}");
+        assert!(err.contains(flag), "{mode}: {err}");
+        assert!(
+            err.contains("RLIMIT_AS = 300.0 MiB") && err.contains("leaves room for about"),
+            "{mode}: the limit is not named with its numbers: {err}"
+        );
+        assert!(
+            !err.contains("panicked") && !err.contains("fatal runtime error"),
+            "{mode}: {err}"
+        );
+    }
+}
+
+/// The mutex pool, forced past the pre-flight, counts its failed
+/// creations and names the limit (it gave the bare `Resource temporarily
+/// unavailable (os error 11)`).
 #[test]
 fn a_mutex_pool_worker_that_cannot_be_created_is_explained() {
     let out = agent_under_rlimit_as(&[
+        "--force",
         "--mode",
         "mutex-pool",
         "--jobs",
@@ -54,12 +96,13 @@ fn a_mutex_pool_worker_that_cannot_be_created_is_explained() {
     );
 }
 
-/// A rayon pool that cannot start all its workers is refused (exit 3,
-/// `--max-workers`) naming the limit; it listed the limits it might be
-/// (without RLIMIT_AS) and exited 1.
+/// A rayon pool that cannot start all its workers (forced past the
+/// pre-flight) is refused (exit 3, `--max-workers`) naming the limit; it
+/// listed the limits it might be (without RLIMIT_AS) and exited 1.
 #[test]
 fn a_rayon_pool_that_cannot_start_names_the_limit() {
     let out = agent_under_rlimit_as(&[
+        "--force",
         "--mode",
         "rayon",
         "--jobs",

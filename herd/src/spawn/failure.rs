@@ -144,18 +144,56 @@ impl DiagContext {
 /// `/proc/self/maps` around 100 parked threads.
 pub(crate) const STD_THREAD_MAPPINGS: u64 = 4;
 
-/// The limits that `threads` more threads alive at once, each holding
-/// `maps_per_thread` mappings, would exceed, with the numbers (empty: they
-/// fit): [`super::fit`]'s task limits (`kernel.threads-max`,
-/// `kernel.pid_max`, the cgroup's `pids.max`, `RLIMIT_NPROC` unless root)
-/// and `vm.max_map_count` minus `maps_now`, the mappings the process has
-/// already; `herd storm`'s pre-flight tests the same.
+/// Address space one `std::thread` takes beyond its stack: the guard
+/// page glibc maps below it, and the alternate signal stack Rust's std
+/// maps when the thread starts (`SIGSTKSZ`, or more on a CPU with large
+/// vector registers, `AT_MINSIGSTKSZ`) with its own guard page. Rounded
+/// up: an allowance, not a measurement.
+pub(crate) const STD_THREAD_EXTRA_BYTES: u64 = 64 << 10;
+
+/// The address space one `std::thread` of this process takes: its stack
+/// (std's default, 2 MiB, or `RUST_MIN_STACK`, which std reads the same
+/// way) and [`STD_THREAD_EXTRA_BYTES`].
+pub(crate) fn std_thread_bytes() -> u64 {
+    let stack = std::env::var("RUST_MIN_STACK")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(2 << 20);
+    stack.saturating_add(STD_THREAD_EXTRA_BYTES)
+}
+
+/// What `threads` more threads alive at once take of the process: per
+/// thread, mappings (`vm.max_map_count`) and bytes of address space
+/// (`RLIMIT_AS`), and what the process holds of each already.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ThreadCost {
+    /// Mappings per thread.
+    pub maps_per_thread: u64,
+    /// Mappings of the process now (with any slack the caller keeps).
+    pub maps_now: u64,
+    /// Address space per thread, bytes.
+    pub bytes_per_thread: u64,
+    /// Address space of the process now (`VmSize`, with any slack).
+    pub bytes_now: u64,
+}
+
+/// The limits that `threads` more threads alive at once, each costing
+/// what `cost` says, would exceed, with the numbers (empty: they fit):
+/// [`super::fit`]'s task limits (`kernel.threads-max`, `kernel.pid_max`,
+/// the cgroup's `pids.max`, `RLIMIT_NPROC` unless root), `vm.max_map_count`
+/// minus the mappings the process has already, and `RLIMIT_AS` minus the
+/// address space it has already; `herd storm`'s pre-flight tests the same.
 pub(crate) fn thread_limit_problems(
     facts: &HostFacts,
     threads: u64,
-    maps_per_thread: u64,
-    maps_now: u64,
+    cost: ThreadCost,
 ) -> Vec<String> {
+    let ThreadCost {
+        maps_per_thread,
+        maps_now,
+        bytes_per_thread,
+        bytes_now,
+    } = cost;
     let mut p: Vec<String> = fit::task_limits(facts, threads)
         .into_iter()
         .map(|l| match l {
@@ -179,6 +217,20 @@ pub(crate) fn thread_limit_problems(
                 "they need about {} memory mappings ({maps_per_thread} each), the process \
                  has {maps_now} and vm.max_map_count = {} leaves room for about {} threads",
                 m.need, m.max, m.room
+            ));
+        }
+    }
+    if let Some(a) = fit::address_space(facts, threads, bytes_per_thread, bytes_now) {
+        if a.over {
+            p.push(format!(
+                "they need about {} of address space ({} each: stack, guard page and signal \
+                 stack), the process has {} (with what it keeps free for other mappings) and \
+                 RLIMIT_AS = {} (ulimit -v) leaves room for about {} threads",
+                crate::host::human_bytes(a.need),
+                crate::host::human_bytes(bytes_per_thread),
+                crate::host::human_bytes(bytes_now),
+                crate::host::human_bytes(a.limit),
+                a.room
             ));
         }
     }

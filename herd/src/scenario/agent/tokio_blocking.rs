@@ -16,6 +16,15 @@
 //! shutdown are not retirements), with an atomic and a lock-free queue, so
 //! the counting adds no lock to tokio's exit path.
 //!
+//! tokio has no spawn handler, so its failures cannot be diagnosed where
+//! they happen, and one it cannot see aborts the process: a thread created
+//! in the last room under `RLIMIT_AS` cannot map the signal stack std
+//! gives every thread, and std aborts ("failed to allocate an alternative
+//! stack"). So this mode runs only when the pre-flight
+//! (`gpkit::preflight_threads_problem`, as for the other modes) finds room
+//! for the pool at its largest, and never with `--force`: a run that
+//! would not fit is refused (exit 3, the limit named).
+//!
 //! A thread creation tokio cannot make while it has other threads is
 //! invisible: the job waits for a running thread. With no thread at all,
 //! `spawn_blocking` panics ("OS can't spawn worker thread"): that is
