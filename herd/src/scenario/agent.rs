@@ -33,6 +33,7 @@
 
 mod churn;
 mod mutex_pool;
+mod per_job;
 mod rayon_mode;
 mod report;
 mod runner;

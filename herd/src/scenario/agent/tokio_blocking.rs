@@ -41,7 +41,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use crossbeam_queue::SegQueue;
 
-use super::churn::Churn;
+use super::churn::{Churn, SpawnNote};
 use super::Config;
 
 type Job = Box<dyn FnOnce() + Send + 'static>;
@@ -62,7 +62,8 @@ pub(super) struct TokioBlocking {
     shutting_down: Arc<AtomicBool>,
     spawn_failures: AtomicU64,
     ran_on_caller: AtomicU64,
-    last_spawn_error: Mutex<Option<String>>,
+    /// The last failure: when, and tokio's message.
+    last_spawn_error: Mutex<Option<(Instant, String)>>,
 }
 
 impl TokioBlocking {
@@ -117,7 +118,7 @@ impl TokioBlocking {
             *self
                 .last_spawn_error
                 .lock()
-                .unwrap_or_else(|e| e.into_inner()) = Some(message(&*payload));
+                .unwrap_or_else(|e| e.into_inner()) = Some((Instant::now(), message(&*payload)));
             if let Some(job) = take(&slot) {
                 self.ran_on_caller.fetch_add(1, Ordering::Relaxed);
                 job();
@@ -139,12 +140,21 @@ impl TokioBlocking {
         Ok(Churn {
             spawned: self.started.load(Ordering::Relaxed),
             spawn_failures: self.spawn_failures.into_inner(),
-            last_spawn_error: self
+            spawn_note: self
                 .last_spawn_error
                 .into_inner()
-                .unwrap_or_else(|e| e.into_inner()),
+                .unwrap_or_else(|e| e.into_inner())
+                .map(|(at, why)| SpawnNote {
+                    which: format!(
+                        "the last failure ({:.3} s into the run; tokio's `spawn_blocking` with \
+                         no thread left)",
+                        ns(at) as f64 / 1e9
+                    ),
+                    why,
+                }),
             exits_ns,
             ran_on_caller: self.ran_on_caller.into_inner(),
+            ..Churn::default()
         })
     }
 }
