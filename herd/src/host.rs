@@ -435,6 +435,16 @@ fn perf_trial() -> std::result::Result<(), String> {
 /// failed at `vm.max_map_count` too.
 pub(crate) use exitq::limits::map_count;
 
+/// This process's address space now, bytes (`VmSize`: the first field
+/// of `/proc/self/statm`, in pages), what `RLIMIT_AS` is checked against.
+pub(crate) fn address_space_bytes() -> Option<u64> {
+    let statm = fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().next()?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    Some(pages.saturating_mul(if page > 0 { page as u64 } else { 4096 }))
+}
+
 /// The thread ids of this process now (`/proc/self/task`), sorted.
 ///
 /// One reading of `/proc/self/task` can miss a thread that is alive all
@@ -519,6 +529,14 @@ mod tests {
         assert!(f.threads_max.is_some());
         assert!(f.default_thread_stack_bytes.is_some());
         assert!(f.table().contains("vm.max_map_count"));
+    }
+
+    #[test]
+    fn address_space_is_read_in_bytes() {
+        // A process with a Rust runtime and a test harness maps megabytes.
+        let vm = address_space_bytes().unwrap();
+        assert!(vm > 1 << 20, "{vm}");
+        assert_eq!(vm % 4096, 0, "{vm}");
     }
 
     #[test]

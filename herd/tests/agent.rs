@@ -50,6 +50,8 @@ fn bad_flags_exit_2_and_name_the_flag() {
             vec!["--mode", "tokio-blocking", "--exit-poll-ms", "5"],
             "--exit-poll-ms",
         ),
+        // tokio's pool can neither report nor survive what --force lets in.
+        (vec!["--mode", "tokio-blocking", "--force"], "--force"),
     ] {
         exits_2_naming("agent", &args, flag);
     }

@@ -371,3 +371,64 @@ fn diff_refuses_metrics_that_select_nothing() {
         .success()
         .stdout(predicate::str::contains("wall_s"));
 }
+
+/// A file whose own runs come from different hosts (here two kernels in
+/// A) is flagged: a warning on stderr and a note in the document and on
+/// each pair, naming the file and the values with their run counts. Only
+/// the hosts of A against B's were compared; A's mixture was pooled
+/// silently.
+#[test]
+fn a_file_that_mixes_hosts_is_flagged() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = json!({ "waves": 10 });
+    let a = set(
+        "x",
+        vec![
+            run("storm", cfg.clone(), "6.1", 1.0, 4.0),
+            run("storm", cfg.clone(), "6.1", 1.1, 4.0),
+            run("storm", cfg.clone(), "6.18", 0.9, 4.0),
+        ],
+    );
+    let b = set(
+        "x",
+        (0..3)
+            .map(|i| run("storm", cfg.clone(), "6.18", 0.8 + 0.01 * f64::from(i), 4.0))
+            .collect(),
+    );
+    let (pa, pb) = (write(&dir, "mixed.json", &a), write(&dir, "one.json", &b));
+    let out = herd()
+        .arg("diff")
+        .arg(&pa)
+        .arg(&pb)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let says = "mixes runs measured on different hosts or herd builds: kernel \"6.1\" (2 runs), \
+                \"6.18\" (1 runs); its statistics pool them";
+    assert!(
+        err.contains("herd diff: warning: A (")
+            && err.contains("mixed.json) ")
+            && err.contains(says),
+        "{err}"
+    );
+    assert!(
+        !err.contains("B ("),
+        "B's runs all come from one host: {err}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for notes in [&v["notes"], &v["pairs"][0]["notes"]] {
+        assert!(
+            notes
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|n| n.as_str().unwrap().contains(says)),
+            "{notes}"
+        );
+    }
+    // Two files of one host each: nothing said.
+    let out = herd().arg("diff").arg(&pb).arg(&pb).output().unwrap();
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("mixes runs"));
+}

@@ -517,3 +517,51 @@ fn an_inconsistent_sweep_is_refused_naming_what_disagrees() {
         assert!(!d.join("bad.html").exists(), "{name}: no page");
     }
 }
+
+/// The heat maps of a set add up the runs its figures count: one cut
+/// short by Ctrl-C (or failing its checks) is left out of them as from
+/// the statistics, and the page says so. It was summed in: here the
+/// interrupted run's 1000 futex calls per CPU made every cell 1007, the
+/// figures beside the map being of the counted run alone.
+#[test]
+fn heat_maps_leave_out_the_runs_the_statistics_leave_out() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path();
+    let with_futex = |per_cpu: f64| {
+        let mut r = fake_result::storm(4, 1, 200);
+        let c = r["perf"]["counters"]
+            .as_array_mut()
+            .unwrap()
+            .iter_mut()
+            .find(|c| c["metric"] == "sys_futex")
+            .unwrap();
+        for v in c["per_cpu"].as_array_mut().unwrap() {
+            v["value"] = per_cpu.into();
+            v["raw"] = (per_cpu as u64).into();
+        }
+        c["value"] = (4.0 * per_cpu).into();
+        r
+    };
+    let counted = with_futex(7.0);
+    let mut cut = with_futex(1000.0);
+    cut["interrupted"] = true.into();
+    let set = serde_json::json!({
+        "schema": counted["schema"].clone(), "label": "x", "runs": [counted, cut],
+    });
+    write(d, "set.json", &set.to_string());
+    let (code, _, err) = report(d, &["set.json", "-o", "set.html"]);
+    assert_eq!(code, 0, "{err}");
+    let p = page(d, "set.html");
+    assert!(p.contains("<title>cpu0: 7</title>"), "counted run only");
+    assert!(
+        !p.contains("<title>cpu0: 1007</title>"),
+        "the cut run summed in"
+    );
+    assert!(
+        p.contains(
+            "1 run(s) interrupted or failing their own checks are left out, as from the \
+             statistics."
+        ),
+        "the page says what it left out"
+    );
+}

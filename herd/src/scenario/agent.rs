@@ -33,6 +33,7 @@
 
 mod churn;
 mod mutex_pool;
+mod per_job;
 mod rayon_mode;
 mod report;
 mod runner;
@@ -135,6 +136,12 @@ pub struct Args {
     /// (0: never) [default: 50].
     #[arg(long)]
     pub spin_us: Option<u64>,
+    /// Run although the thread pre-flight predicts that the threads will
+    /// not fit (RLIMIT_AS, RLIMIT_NPROC, vm.max_map_count, ...): failed
+    /// creations are then counted and explained. Not with --mode
+    /// tokio-blocking (tokio neither reports nor survives them).
+    #[arg(long)]
+    pub force: bool,
     /// Thread per job: each job thread's exit cleanup (`--cleanup` and its
     /// flags, as `herd storm`'s).
     #[command(flatten)]
@@ -214,6 +221,14 @@ impl Args {
             return Err(usage("--submitters", "must not exceed --jobs"));
         }
         self.refuse_flags_of_other_modes()?;
+        if self.force && self.mode == Mode::TokioBlocking {
+            return Err(usage(
+                "--force",
+                "--mode tokio-blocking cannot run past its pre-flight: tokio neither reports a \
+                 thread it could not create (the job waits for a running one) nor survives \
+                 one it created without room for its signal stack (the process aborts)",
+            ));
+        }
         let max_workers = self.max_workers.unwrap_or(DEFAULT_MAX_WORKERS);
         let min_workers = self.min_workers.unwrap_or(0);
         let keep_alive_ms = self.keep_alive_ms.unwrap_or(DEFAULT_KEEP_ALIVE_MS);
@@ -304,6 +319,9 @@ impl Args {
         }
         if let Some(p) = self.exit_poll_ms {
             v.push(format!("--exit-poll-ms={p}"));
+        }
+        if self.force {
+            v.push("--force".into());
         }
         let c = &self.cleanup;
         if c.cleanup != Strategy::None {
@@ -434,21 +452,42 @@ pub fn run(args: &Args) -> Result<u8> {
     } else {
         "--max-workers"
     };
-    crate::scenario::gpkit::preflight_threads(
-        flag,
-        &format!(
-            "--mode {} with {flag} {}",
-            cfg.mode.name(),
-            match cfg.mode {
-                Mode::Thread => cfg.jobs,
-                _ => cfg.max_workers,
-            }
-        ),
+    let what = format!(
+        "--mode {} with {flag} {}",
+        cfg.mode.name(),
+        match cfg.mode {
+            Mode::Thread => cfg.jobs,
+            _ => cfg.max_workers,
+        }
+    );
+    // Every mode, tokio's pool too: past RLIMIT_AS (or the mapping wall)
+    // a thread that was created cannot map its signal stack and std
+    // aborts the process, and tokio hides the creations it cannot make.
+    let forced = match crate::scenario::gpkit::preflight_threads_problem(
+        &what,
         Args::peak_threads(&cfg),
-    )?;
+    ) {
+        None => None,
+        Some(why) if args.force => Some(format!(
+            "--force: run past the pre-flight, whose refusal was: {why}; failed creations are \
+             counted and explained"
+        )),
+        Some(why) => {
+            return Err(crate::error::resource(
+                flag,
+                format!("{why} (--force runs it anyway, counting the failures; not with --mode tokio-blocking)"),
+            ))
+        }
+    };
     child::install_interrupt_handler();
     // A `--cleanup` flag the strategy ignores: said once, before the run.
-    let notes = cfg.cleanup.warn_ignored_knobs();
+    let mut notes = cfg.cleanup.warn_ignored_knobs();
+    if let Some(f) = forced {
+        if !child::is_child() {
+            eprintln!("herd: warning: {f}");
+        }
+        notes.push(f);
+    }
     if args.out.runs > 1 && !child::is_child() {
         return repeat("agent", &args.out, &notes);
     }

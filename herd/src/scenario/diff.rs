@@ -12,7 +12,9 @@
 //! it: what its fields mean is unknown here), or a different configuration: any key of the typed options
 //! (`config`) that differs, except those a comparison file says it varied.
 //! Host differences (kernel, CPUs, ...) are the point of a diff and are
-//! listed, not refused.
+//! listed, not refused; a file whose own runs come from different hosts
+//! (or herd builds) is flagged: a note and a warning on stderr
+//! ([`mixed_within`]), as `herd compare` flags a comparison's.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -354,9 +356,31 @@ fn pair(a: &Loaded, b: &Loaded, only: Option<&str>) -> Result<Pairing> {
     Ok((pairs, notes))
 }
 
+/// One note per identity fact (kernel, CPUs, hostname, herd version, ...:
+/// [`crate::scenario::compare::hosts::IDENTITY`]) that differs between the
+/// runs of file `l` itself (`which`: `A` or `B`). A diff says how the two
+/// files' hosts differ; a file whose own runs come from different hosts
+/// (runs merged by hand, a `--resume` elsewhere) pools them in its
+/// statistics, and that is said too.
+pub fn mixed_within(l: &Loaded, which: &str) -> Vec<String> {
+    let runs: Vec<&RunResult> = l.sets.iter().flat_map(|s| &s.runs).collect();
+    crate::scenario::compare::hosts::differing(&runs)
+        .into_iter()
+        .map(|d| {
+            format!(
+                "{which} ({}) mixes runs measured on different hosts or herd builds: {d}; its \
+                 statistics pool them",
+                l.path.display()
+            )
+        })
+        .collect()
+}
+
 /// Builds the diff of two loaded files.
 pub fn diff(a: &Loaded, b: &Loaded, args: &Args) -> Result<DiffDoc> {
     let (pairs, mut notes) = pair(a, b, args.label.as_deref())?;
+    notes.extend(mixed_within(a, "A"));
+    notes.extend(mixed_within(b, "B"));
     // Inputs known: a pattern that selects nothing is a usage error here
     // (compare, whose metrics come after its runs, notes it instead).
     let all_runs = pairs.iter().flat_map(|(x, y)| x.runs.iter().chain(&y.runs));
@@ -470,6 +494,9 @@ pub fn run(args: &Args) -> Result<u8> {
     let a = load(&args.a)?;
     let b = load(&args.b)?;
     let doc = diff(&a, &b, args)?;
+    for n in mixed_within(&a, "A").iter().chain(&mixed_within(&b, "B")) {
+        eprintln!("herd diff: warning: {n}");
+    }
     args.output
         .emit(&serde_json::to_string_pretty(&doc)?, &doc.pairs)?;
     if let Some(path) = &args.output.report {

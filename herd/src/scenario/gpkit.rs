@@ -204,36 +204,55 @@ pub fn host_facts() -> serde_json::Value {
 /// Mappings [`preflight_threads`] keeps free for what is not a thread.
 const MAPPING_SLACK: u64 = 256;
 
+/// Address space [`preflight_threads`] keeps free for what is not a
+/// thread's stack: one glibc malloc arena (64 MiB, reserved whole when a
+/// thread first allocates), the job log and perf's buffers fit in it.
+const ADDRESS_SLACK: u64 = 64 << 20;
+
 /// Pre-flight of a scenario's std threads, before any is created: refuses
 /// (exit 3, [`crate::error::ResourceError`] about `flag`) when `threads`
 /// threads alive at once would not fit under the host's limits
-/// (`vm.max_map_count` against the mappings in use now, at
-/// [`crate::spawn::failure::STD_THREAD_MAPPINGS`] per thread; `RLIMIT_NPROC`,
-/// `kernel.threads-max`, `kernel.pid_max`, the cgroup's `pids.max`).
-/// Past them, std's thread start-up aborts the process (it cannot map the
-/// thread's signal stack) or thread creation fails half-way through.
+/// ([`preflight_threads_problem`]).
 pub fn preflight_threads(flag: &str, what: &str, threads: usize) -> Result<()> {
+    match preflight_threads_problem(what, threads) {
+        None => Ok(()),
+        Some(why) => Err(crate::error::resource(flag, why)),
+    }
+}
+
+/// What [`preflight_threads`] refuses, worded (`None`: the threads fit):
+/// `threads` std threads alive at once against `vm.max_map_count` (the
+/// mappings in use now, at [`crate::spawn::failure::STD_THREAD_MAPPINGS`]
+/// per thread), `RLIMIT_AS` (the address space in use now, at
+/// [`crate::spawn::failure::std_thread_bytes`] per thread),
+/// `RLIMIT_NPROC`, `kernel.threads-max`, `kernel.pid_max` and the
+/// cgroup's `pids.max`. Past the mapping or address-space wall, std's
+/// start-up of a thread that was created aborts the whole process (it
+/// cannot map the thread's signal stack: "failed to allocate an
+/// alternative stack", then "fatal runtime error"); past the task limits
+/// thread creation fails half-way through.
+pub fn preflight_threads_problem(what: &str, threads: usize) -> Option<String> {
     let facts = crate::host::HostFacts::read();
     // Slack for what the run maps besides its threads' stacks (malloc
     // arenas, perf buffers, the exitq domain): a request just under the
     // wall would otherwise pass and still abort.
-    let maps_now = crate::host::map_count().unwrap_or(0) + MAPPING_SLACK;
-    let problems = crate::spawn::failure::thread_limit_problems(
-        &facts,
-        threads as u64,
-        crate::spawn::failure::STD_THREAD_MAPPINGS,
-        maps_now,
-    );
+    let cost = crate::spawn::failure::ThreadCost {
+        maps_per_thread: crate::spawn::failure::STD_THREAD_MAPPINGS,
+        maps_now: crate::host::map_count().unwrap_or(0) + MAPPING_SLACK,
+        bytes_per_thread: crate::spawn::failure::std_thread_bytes(),
+        bytes_now: crate::host::address_space_bytes()
+            .unwrap_or(0)
+            .saturating_add(ADDRESS_SLACK),
+    };
+    let problems = crate::spawn::failure::thread_limit_problems(&facts, threads as u64, cost);
     if problems.is_empty() {
-        return Ok(());
+        return None;
     }
-    Err(crate::error::resource(
-        flag,
-        format!(
-            "{what}: about {threads} threads alive at once, more than this host can create \
-             (counting {MAPPING_SLACK} mappings of slack): {}",
-            problems.join("; ")
-        ),
+    Some(format!(
+        "{what}: about {threads} threads alive at once, more than this host can create \
+         (counting {MAPPING_SLACK} mappings and {} of address space of slack): {}",
+        crate::host::human_bytes(ADDRESS_SLACK),
+        problems.join("; ")
     ))
 }
 

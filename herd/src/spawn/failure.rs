@@ -65,6 +65,8 @@ pub struct Failures {
     groups: BTreeMap<(i32, Limit), FailureGroup>,
     /// Last diagnosis per errno, with the wave and created count at the time.
     cached: BTreeMap<i32, (u32, u64, Diagnosis)>,
+    /// Diagnoses made (each reads the limits and counters).
+    diagnoses: u64,
 }
 
 impl Failures {
@@ -75,16 +77,35 @@ impl Failures {
     /// wall) is diagnosed once, so a 65K-line `/proc/self/maps` is not
     /// re-read for every failing wave.
     pub fn record(&mut self, errno: i32, wave: u32, created: u64, ctx: &DiagContext) {
-        let stale =
-            !matches!(self.cached.get(&errno), Some((w, c, _)) if *w == wave || *c == created);
-        if stale {
-            let d = ctx.diagnose(errno);
+        let fresh = self
+            .needs_diagnosis(errno, wave, created)
+            .then(|| ctx.diagnose(errno));
+        self.record_with(errno, wave, created, fresh);
+    }
+
+    /// Whether a failure of `errno` in `wave` with `created` threads made
+    /// so far needs a diagnosis of its own ([`Failures::record`]'s rule),
+    /// for a caller that diagnoses outside its lock and then calls
+    /// [`Failures::record_with`].
+    pub fn needs_diagnosis(&self, errno: i32, wave: u32, created: u64) -> bool {
+        !matches!(self.cached.get(&errno), Some((w, c, _)) if *w == wave || *c == created)
+    }
+
+    /// Records a failure as [`Failures::record`] does, with the diagnosis
+    /// `fresh` made for it, or `None` to reuse the last of its errno (a
+    /// first failure of an errno without one is recorded as unknown).
+    pub fn record_with(&mut self, errno: i32, wave: u32, created: u64, fresh: Option<Diagnosis>) {
+        if let Some(d) = fresh {
+            self.diagnoses += 1;
             self.cached.insert(errno, (wave, created, d));
         }
+        let (_, _, d) = self
+            .cached
+            .entry(errno)
+            .or_insert_with(|| (wave, created, Readings::default().diagnose(errno, None)));
         // The evidence is copied only into a new group: past a limit every
         // creation fails (the leak mode: hundreds of thousands), and this
         // runs once per failure, in the measured phase.
-        let (_, _, d) = &self.cached[&errno];
         self.groups
             .entry((errno, d.limit))
             .or_insert_with(|| FailureGroup {
@@ -98,6 +119,11 @@ impl Failures {
                 evidence: d.detail.clone(),
             })
             .count += 1;
+    }
+
+    /// Diagnoses made so far (at most one per errno and wave).
+    pub fn diagnoses(&self) -> u64 {
+        self.diagnoses
     }
 
     /// Total failures.
@@ -144,18 +170,60 @@ impl DiagContext {
 /// `/proc/self/maps` around 100 parked threads.
 pub(crate) const STD_THREAD_MAPPINGS: u64 = 4;
 
-/// The limits that `threads` more threads alive at once, each holding
-/// `maps_per_thread` mappings, would exceed, with the numbers (empty: they
-/// fit): [`super::fit`]'s task limits (`kernel.threads-max`,
-/// `kernel.pid_max`, the cgroup's `pids.max`, `RLIMIT_NPROC` unless root)
-/// and `vm.max_map_count` minus `maps_now`, the mappings the process has
-/// already; `herd storm`'s pre-flight tests the same.
+/// Address space one `std::thread` takes beyond its stack: the guard
+/// page glibc maps below it, and the alternate signal stack Rust's std
+/// maps when the thread starts (`SIGSTKSZ`, or more on a CPU with large
+/// vector registers, `AT_MINSIGSTKSZ`) with its own guard page. Rounded
+/// up: an allowance, not a measurement.
+pub(crate) const STD_THREAD_EXTRA_BYTES: u64 = 64 << 10;
+
+/// The stack of a `std::thread` built without a size: std's default,
+/// 2 MiB, or `RUST_MIN_STACK`, which std reads the same way.
+pub(crate) fn std_stack_bytes() -> u64 {
+    std::env::var("RUST_MIN_STACK")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(2 << 20)
+}
+
+/// The address space one `std::thread` of this process takes: its stack
+/// ([`std_stack_bytes`]) and [`STD_THREAD_EXTRA_BYTES`].
+pub(crate) fn std_thread_bytes() -> u64 {
+    std_stack_bytes().saturating_add(STD_THREAD_EXTRA_BYTES)
+}
+
+/// What `threads` more threads alive at once take of the process: per
+/// thread, mappings (`vm.max_map_count`) and bytes of address space
+/// (`RLIMIT_AS`), and what the process holds of each already.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ThreadCost {
+    /// Mappings per thread.
+    pub maps_per_thread: u64,
+    /// Mappings of the process now (with any slack the caller keeps).
+    pub maps_now: u64,
+    /// Address space per thread, bytes.
+    pub bytes_per_thread: u64,
+    /// Address space of the process now (`VmSize`, with any slack).
+    pub bytes_now: u64,
+}
+
+/// The limits that `threads` more threads alive at once, each costing
+/// what `cost` says, would exceed, with the numbers (empty: they fit):
+/// [`super::fit`]'s task limits (`kernel.threads-max`, `kernel.pid_max`,
+/// the cgroup's `pids.max`, `RLIMIT_NPROC` unless root), `vm.max_map_count`
+/// minus the mappings the process has already, and `RLIMIT_AS` minus the
+/// address space it has already; `herd storm`'s pre-flight tests the same.
 pub(crate) fn thread_limit_problems(
     facts: &HostFacts,
     threads: u64,
-    maps_per_thread: u64,
-    maps_now: u64,
+    cost: ThreadCost,
 ) -> Vec<String> {
+    let ThreadCost {
+        maps_per_thread,
+        maps_now,
+        bytes_per_thread,
+        bytes_now,
+    } = cost;
     let mut p: Vec<String> = fit::task_limits(facts, threads)
         .into_iter()
         .map(|l| match l {
@@ -179,6 +247,20 @@ pub(crate) fn thread_limit_problems(
                 "they need about {} memory mappings ({maps_per_thread} each), the process \
                  has {maps_now} and vm.max_map_count = {} leaves room for about {} threads",
                 m.need, m.max, m.room
+            ));
+        }
+    }
+    if let Some(a) = fit::address_space(facts, threads, bytes_per_thread, bytes_now) {
+        if a.over {
+            p.push(format!(
+                "they need about {} of address space ({} each: stack, guard page and signal \
+                 stack), the process has {} (with what it keeps free for other mappings) and \
+                 RLIMIT_AS = {} (ulimit -v) leaves room for about {} threads",
+                crate::host::human_bytes(a.need),
+                crate::host::human_bytes(bytes_per_thread),
+                crate::host::human_bytes(bytes_now),
+                crate::host::human_bytes(a.limit),
+                a.room
             ));
         }
     }
@@ -226,6 +308,35 @@ mod tests {
         assert_eq!((g[0].first_wave, g[0].created_before), (7, 100));
         assert_eq!(g[0].limit_name, "memory");
         assert_eq!(g[1].limit, Limit::InvalidAttributes);
+    }
+
+    /// One diagnosis per errno and wave (and none again in a later wave
+    /// where no thread was created since), however many failures.
+    #[test]
+    fn diagnoses_once_per_errno_and_wave() {
+        let c = ctx(at_nproc);
+        let mut f = Failures::default();
+        for wave in 1..=3 {
+            for i in 0..100 {
+                f.record(
+                    libc::EAGAIN,
+                    wave,
+                    40 * u64::from(wave) + u64::from(i > 50),
+                    &c,
+                );
+            }
+        }
+        f.record(libc::EINVAL, 3, 200, &c);
+        assert_eq!(f.total(), 301);
+        assert_eq!(f.diagnoses(), 4, "3 waves of EAGAIN, one EINVAL");
+        // A wave with no thread created since the last diagnosis: none.
+        f.record(libc::EAGAIN, 4, 120, &c);
+        assert_eq!(f.diagnoses(), 4);
+        // The split form (diagnosed outside a lock) counts the same.
+        assert!(f.needs_diagnosis(libc::EAGAIN, 5, 500));
+        f.record_with(libc::EAGAIN, 5, 500, Some(c.diagnose(libc::EAGAIN)));
+        assert!(!f.needs_diagnosis(libc::EAGAIN, 5, 501));
+        assert_eq!(f.diagnoses(), 5);
     }
 
     #[test]

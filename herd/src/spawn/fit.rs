@@ -8,7 +8,9 @@
 //! cgroup's `pids.max` against its `pids.current`, and `RLIMIT_NPROC`
 //! against this user's tasks (not for root, where it is not enforced).
 //! Mappings ([`mappings`]): `vm.max_map_count` against the mappings the
-//! process has now plus the threads' own. Each caller words the findings
+//! process has now plus the threads' own. Address space
+//! ([`address_space`]): `RLIMIT_AS` against the process's address space
+//! now (`VmSize`) plus the threads' stacks. Each caller words the findings
 //! for its report; the numbers and the comparisons are these.
 
 use crate::host::{CgroupPids, HostFacts, Rlimit};
@@ -113,6 +115,37 @@ pub(crate) fn mappings(
     })
 }
 
+/// `RLIMIT_AS` for `threads` threads of `per_thread` bytes of address
+/// space each, with `in_use` bytes mapped already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct AddressSpace {
+    /// The threads' address space.
+    pub need: u64,
+    /// `RLIMIT_AS` (soft), bytes.
+    pub limit: u64,
+    /// Threads that fit in what is left.
+    pub room: u64,
+    /// `in_use + need` exceeds `limit`.
+    pub over: bool,
+}
+
+/// The address-space budget of `threads` threads (`None`: no `RLIMIT_AS`).
+pub(crate) fn address_space(
+    facts: &HostFacts,
+    threads: u64,
+    per_thread: u64,
+    in_use: u64,
+) -> Option<AddressSpace> {
+    let limit = facts.rlimit_as?.soft?;
+    let need = threads.saturating_mul(per_thread);
+    Some(AddressSpace {
+        need,
+        limit,
+        room: limit.saturating_sub(in_use) / per_thread.max(1),
+        over: in_use.saturating_add(need) > limit,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,5 +212,22 @@ mod tests {
         let mut f = facts();
         f.max_map_count = None;
         assert_eq!(mappings(&f, 1, 4, 0), None);
+    }
+
+    #[test]
+    fn address_space_room() {
+        let mut f = facts();
+        f.rlimit_as = None;
+        assert_eq!(address_space(&f, 1000, 2 << 20, 0), None);
+        f.rlimit_as = Some(Rlimit {
+            soft: Some(300 << 20),
+            hard: None,
+        });
+        // 100 MiB in use leaves 200 MiB: 100 stacks of 2 MiB, not 101.
+        let a = address_space(&f, 100, 2 << 20, 100 << 20).unwrap();
+        assert_eq!((a.need, a.room, a.over), (200 << 20, 100, false));
+        assert!(address_space(&f, 101, 2 << 20, 100 << 20).unwrap().over);
+        assert!(address_space(&f, u64::MAX, 2 << 20, 0).unwrap().over);
+        assert_eq!(address_space(&f, 1, 2 << 20, u64::MAX).unwrap().room, 0);
     }
 }

@@ -6,6 +6,14 @@
 //! lock, so the page shows the whole of what was measured (each section
 //! says over how many runs).
 //!
+//! Only the runs the statistics count ([`RunResult::counted`]: ran to the
+//! end and passed their own checks) are added up, as the figures and the
+//! `herd compare` statistics take them: a run cut short by Ctrl-C would
+//! make its CPUs look idle, one that failed its checks measured something
+//! else. The runs left out are counted ([`Gathered::left_out`]) and the
+//! sections say so. When no run counts, all are gathered (as the figures
+//! then are, marked not to be trusted). perf's notes are of every run.
+//!
 //! Everything here is read tolerantly: the perf section through its typed
 //! reader (a perf section this herd cannot read is counted, not fatal),
 //! `details` as plain JSON, anything absent simply absent.
@@ -63,8 +71,11 @@ pub(crate) struct Placement {
 /// The detail of a set of runs.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Gathered {
-    /// Runs gathered.
+    /// Runs gathered (added up).
     pub(crate) runs: usize,
+    /// Runs left out: interrupted or failing their own checks (0 when no
+    /// run counts: then all are gathered).
+    pub(crate) left_out: usize,
     /// Latency distributions by histogram name, in display order.
     pub(crate) dists: Vec<(String, Distribution)>,
     /// Counters with per-CPU values and a non-zero total.
@@ -88,16 +99,20 @@ pub(crate) struct Gathered {
     pub(crate) perf_scope: Option<String>,
 }
 
-/// Gathers `runs` (one configuration).
-pub(crate) fn gather(runs: &[&RunResult]) -> Gathered {
+/// Gathers `all` (one configuration): the counted runs, or every run
+/// when none counts (module docs).
+pub(crate) fn gather(all: &[&RunResult]) -> Gathered {
+    let counted: Vec<&RunResult> = all.iter().copied().filter(|r| r.counted()).collect();
+    let runs: &[&RunResult] = if counted.is_empty() { all } else { &counted };
     let mut g = Gathered {
         runs: runs.len(),
+        left_out: all.len() - runs.len(),
         ..Gathered::default()
     };
     g.dists = distributions(runs);
     let mut sums: Vec<(String, String, BTreeMap<usize, f64>)> = Vec::new();
     let mut profiles = Vec::new();
-    for r in runs {
+    for r in all {
         if r.perf.is_null() {
             continue;
         }
@@ -105,18 +120,21 @@ pub(crate) fn gather(runs: &[&RunResult]) -> Gathered {
             g.perf_unreadable += 1;
             continue;
         };
+        for note in p.notes() {
+            match g.perf_notes.iter_mut().find(|(n, _)| *n == note) {
+                Some((_, k)) => *k += 1,
+                None => g.perf_notes.push((note, 1)),
+            }
+        }
+        if !runs.iter().any(|x| std::ptr::eq(*x, *r)) {
+            continue;
+        }
         if g.perf_scope.is_none() && p.enabled {
             g.perf_scope =
                 Some(format!("{:?} scope, {:?} counters", p.scope, p.method).to_lowercase());
         }
         if g.nodes.is_empty() {
             g.nodes = p.nodes.clone();
-        }
-        for note in p.notes() {
-            match g.perf_notes.iter_mut().find(|(n, _)| *n == note) {
-                Some((_, k)) => *k += 1,
-                None => g.perf_notes.push((note, 1)),
-            }
         }
         for c in p
             .counters
@@ -380,6 +398,32 @@ mod tests {
         assert_eq!(names, ["exit", "odd"]);
         assert_eq!(g.dists[0].1.count, 4);
         assert!(g.per_cpu.is_empty() && g.contention.is_none());
+    }
+
+    /// Runs the statistics leave out (interrupted, or failing their own
+    /// checks) are left out of the per-CPU sums, the placement and the
+    /// histograms too, and counted; they were summed in, so a heat map
+    /// showed runs the figures beside it did not count.
+    #[test]
+    fn only_counted_runs_are_added_up() {
+        let mut ok = RunResult::new("storm", vec![], Value::Null, Value::Null);
+        ok.details = serde_json::json!({
+            "placement": {"cpus_requested": [0], "per_cpu_start": [[0, 3]], "per_cpu_exit": []},
+            "histograms": {"exit": {"count": 2, "unit": "ns", "min": 10, "max": 20,
+                                     "log_buckets": [[12, 1], [23, 1]]}},
+        });
+        let mut cut = ok.clone();
+        cut.interrupted = true;
+        let mut failed = ok.clone();
+        failed.checks_failed = vec!["cleanup: 3 cleanups missing".into()];
+        let g = gather(&[&ok, &cut, &failed]);
+        assert_eq!((g.runs, g.left_out), (1, 2));
+        assert_eq!(g.placement.unwrap().start, [(0, 3.0)]);
+        assert_eq!(g.dists[0].1.count, 2);
+        // None counts: all are gathered, none said to be left out.
+        let g = gather(&[&cut, &failed]);
+        assert_eq!((g.runs, g.left_out), (2, 0));
+        assert_eq!(g.placement.unwrap().start, [(0, 6.0)]);
     }
 
     #[test]

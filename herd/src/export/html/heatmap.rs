@@ -353,6 +353,7 @@ pub(crate) fn section(g: &Gathered) -> String {
         if g.runs > 1 {
             let _ = write!(words, " Summed over {} runs.", g.runs);
         }
+        words.push_str(&left_out(g));
         out.push_str(&para("note", &words));
         let series: Vec<Named<'_>> = g
             .per_cpu
@@ -368,9 +369,25 @@ pub(crate) fn section(g: &Gathered) -> String {
         ));
     }
     if let Some(p) = &g.placement {
-        out.push_str(&placement(p, &g.nodes, g.runs));
+        let mut p_html = placement(p, &g.nodes, g.runs);
+        if g.per_cpu.is_empty() && g.left_out > 0 {
+            p_html.push_str(&para("note", left_out(g).trim()));
+        }
+        out.push_str(&p_html);
     }
     out
+}
+
+/// What the maps leave out: the runs the statistics do not count.
+fn left_out(g: &Gathered) -> String {
+    if g.left_out == 0 {
+        return String::new();
+    }
+    format!(
+        " {} run(s) interrupted or failing their own checks are left out, as from the \
+         statistics.",
+        g.left_out
+    )
 }
 
 /// Where the threads started and exited.
@@ -475,9 +492,25 @@ pub(crate) fn by_config(labels: &[String], gathered: &[Gathered]) -> String {
         }
         t.row(cells);
     }
-    let mut out = String::from(
+    let left: Vec<String> = labels
+        .iter()
+        .zip(gathered)
+        .filter(|(_, g)| g.left_out > 0)
+        .map(|(l, g)| format!("{l}: {}", g.left_out))
+        .collect();
+    let left = if left.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " Runs interrupted or failing their own checks are left out, as from the statistics \
+             ({}).",
+            left.join(", ")
+        )
+    };
+    let mut out = format!(
         "<h2>Per-CPU counters by configuration</h2>\n<p class=\"note\">Imbalance: the busiest CPU's value \
-         over the mean per CPU (1.00: even), of each configuration's runs summed.</p>\n",
+         over the mean per CPU (1.00: even), of each configuration's counted runs summed.{}</p>\n",
+        esc(&left)
     );
     out.push_str(&t.render());
     let cells: usize = gathered

@@ -34,9 +34,10 @@ pub struct MutexPoolStats {
     pub spawned: u64,
     /// Thread creations that failed.
     pub spawn_failures: u64,
-    /// The explanation of the last new error number of a failed creation
-    /// (the error, the limit at its ceiling and its numbers).
-    pub last_spawn_error: Option<String>,
+    /// The first failed creation of each error number: when it happened
+    /// and its explanation (the error, the limit at its ceiling and its
+    /// numbers). Later failures of the same error number are counted only.
+    pub spawn_errors: Vec<(Instant, String)>,
     /// When each idle worker decided to leave.
     pub retirements: Vec<Instant>,
     /// Jobs run on the submitter because no worker could be created.
@@ -146,6 +147,7 @@ impl MutexPool {
                     }
                 }
                 Err(e) => {
+                    let at = Instant::now();
                     // Under the lock only what is cheap: count, and note
                     // whether this error number is new to the run.
                     g.stats.spawn_failures += 1;
@@ -166,7 +168,7 @@ impl MutexPool {
                         // Off the lock, right after the failure (the limit
                         // is still at its ceiling). std's default stack.
                         let why = exitq::limits::explain_thread_error(&e, None);
-                        lock(&self.inner.shared).stats.last_spawn_error = Some(why);
+                        lock(&self.inner.shared).stats.spawn_errors.push((at, why));
                     }
                     if let Some(job) = job {
                         job();

@@ -18,7 +18,7 @@
 //! out and the limit may no longer be at its ceiling. The refusal (exit 3,
 //! about `--max-workers`) names that limit with its numbers; the
 //! pre-flight (`gpkit::preflight_threads`) does not see every limit
-//! (`RLIMIT_AS`, memory, another process taking the last pids).
+//! (memory, another process taking the last pids), and `--force` skips it.
 //!
 //! `start` returns when every worker sleeps ([`super::settle`]): rayon's
 //! `build` returns while its new workers still look for work, for seconds

@@ -167,12 +167,47 @@ fn push_churn(r: &mut RunResult, m: &Measured<'_>) {
             "threads",
             churn.spawn_failures as f64,
         ));
-        r.warnings.push(format!(
-            "{} thread creations failed ({} jobs ran on the submitter instead); last: {}",
-            churn.spawn_failures,
-            churn.ran_on_caller,
-            churn.last_spawn_error.as_deref().unwrap_or("?")
-        ));
+        r.warnings.push(failure_warning(churn));
+        if !churn.failure_groups.is_empty() {
+            // As `herd storm` records them (the page's failure table).
+            r.details["failures"] =
+                serde_json::to_value(&churn.failure_groups).unwrap_or(serde_json::Value::Null);
+            r.details["failure_diagnoses"] = churn.diagnoses.into();
+        }
+    }
+}
+
+/// The warning of a run whose thread creations failed: how many, and
+/// what is known of why, saying which failure each explanation is of.
+/// Thread per job: every cause (errno and limit) with its count, its
+/// evidence and the wave of its first failure, and the diagnoses made
+/// (one per errno and wave). The pools: the one failure they explain
+/// ([`super::churn::SpawnNote`]).
+fn failure_warning(churn: &Churn) -> String {
+    let head = format!(
+        "{} thread creations failed ({} jobs ran on the submitter instead)",
+        churn.spawn_failures, churn.ran_on_caller
+    );
+    if !churn.failure_groups.is_empty() {
+        let causes: Vec<String> = churn
+            .failure_groups
+            .iter()
+            .map(|g| {
+                format!(
+                    "{} with {} ({}): {}; first in wave {} after {} threads created",
+                    g.count, g.errno_name, g.limit_name, g.evidence, g.first_wave, g.created_before
+                )
+            })
+            .collect();
+        return format!(
+            "{head}, by cause: {} ({} diagnoses: one per error number and wave)",
+            causes.join("; "),
+            churn.diagnoses
+        );
+    }
+    match &churn.spawn_note {
+        Some(n) => format!("{head}; {}: {}", n.which, n.why),
+        None => format!("{head}; no explanation recorded"),
     }
 }
 
@@ -248,6 +283,61 @@ fn exit_shape(exits_ns: &[u64], wave_starts_ns: &[u64], window: Duration) -> (us
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spawn::failure::{DiagContext, Failures};
+
+    /// The warning says which failure it explains: every cause of thread
+    /// per job with its count and first wave; a pool's one failure with
+    /// what it is (it said `last:` before the explanation of whichever
+    /// failure the runner kept: the mutex pool kept the first of each
+    /// error number).
+    #[test]
+    fn the_failure_warning_says_which_failure_it_explains() {
+        let ctx = DiagContext {
+            stack_bytes: 2 << 20,
+            read: exitq::limits::Readings::default,
+        };
+        let mut f = Failures::default();
+        for _ in 0..5 {
+            f.record(libc::EAGAIN, 2, 30, &ctx);
+        }
+        let churn = Churn {
+            spawn_failures: f.total(),
+            failure_groups: f.groups(),
+            diagnoses: f.diagnoses(),
+            ran_on_caller: 5,
+            ..Churn::default()
+        };
+        let w = failure_warning(&churn);
+        assert!(
+            w.starts_with(
+                "5 thread creations failed (5 jobs ran on the submitter instead), by cause: 5 \
+                 with EAGAIN (memory): "
+            ),
+            "{w}"
+        );
+        assert!(
+            w.contains("first in wave 2 after 30 threads created"),
+            "{w}"
+        );
+        assert!(
+            w.ends_with("(1 diagnoses: one per error number and wave)"),
+            "{w}"
+        );
+        assert!(!w.contains("last:"), "{w}");
+        let pool = Churn {
+            spawn_failures: 3,
+            spawn_note: Some(super::super::churn::SpawnNote {
+                which: "the last failure (0.250 s into the run)".into(),
+                why: "EAGAIN: RLIMIT_AS ...".into(),
+            }),
+            ..Churn::default()
+        };
+        assert_eq!(
+            failure_warning(&pool),
+            "3 thread creations failed (0 jobs ran on the submitter instead); the last failure \
+             (0.250 s into the run): EAGAIN: RLIMIT_AS ..."
+        );
+    }
 
     #[test]
     fn exit_shape_counts_the_densest_millisecond_and_wave_spread() {

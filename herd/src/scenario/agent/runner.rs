@@ -1,5 +1,6 @@
-//! What runs `herd agent`'s jobs: a thread per job, the mutex pool,
-//! exitq::pool, tokio's blocking pool or a rayon pool ([`Runner`]), the job body and its timing log, the
+//! What runs `herd agent`'s jobs: a thread per job ([`ThreadPerJob`]),
+//! the mutex pool, exitq::pool, tokio's blocking pool or a rayon pool
+//! ([`Runner`]), the job body and its timing log, the
 //! submitters' share of a wave, and the [`Churn`] each runner reports when
 //! it is shut down.
 
@@ -10,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use super::churn::Churn;
+use super::churn::{Churn, SpawnNote};
+use super::per_job::ThreadPerJob;
 use super::rayon_mode::RayonPool;
 use super::tokio_blocking::TokioBlocking;
 use super::{Config, Mode, MutexPool};
@@ -62,11 +64,7 @@ pub(super) fn job(log: &JobLog, idx: usize, job_us: u64, wave_jobs: usize) {
 /// Something that runs jobs.
 pub(super) enum Runner {
     /// Thread per job; the hooks of `--cleanup` run on each job thread.
-    Thread(
-        Mutex<Vec<thread::JoinHandle<()>>>,
-        Mutex<Churn>,
-        Option<crate::cleanup::Hooks>,
-    ),
+    Thread(ThreadPerJob),
     MutexPool(MutexPool),
     ExitqPool(exitq::pool::Pool, Arc<Mutex<Vec<Instant>>>),
     TokioBlocking(TokioBlocking),
@@ -74,21 +72,10 @@ pub(super) enum Runner {
 }
 
 impl Runner {
-    pub(super) fn submit(&self, f: Box<dyn FnOnce() + Send + 'static>) {
+    /// Runs `f`, a job of wave `wave`.
+    pub(super) fn submit(&self, f: Box<dyn FnOnce() + Send + 'static>, wave: usize) {
         match self {
-            Runner::Thread(handles, churn, hooks) => match spawn_or_return(f, hooks) {
-                Ok(h) => handles.lock().unwrap_or_else(|e| e.into_inner()).push(h),
-                Err((f, e)) => {
-                    // A failed creation is counted and explained, and the
-                    // job runs here instead of being lost.
-                    let mut c = churn.lock().unwrap_or_else(|e| e.into_inner());
-                    c.spawn_failures += 1;
-                    c.last_spawn_error = Some(exitq::limits::explain_thread_error(&e, None));
-                    c.ran_on_caller += 1;
-                    drop(c);
-                    f();
-                }
-            },
+            Runner::Thread(t) => t.submit(f, wave),
             Runner::MutexPool(p) => p.execute(f),
             Runner::ExitqPool(p, _) => {
                 if let Err(rejected) = p.execute(f) {
@@ -105,9 +92,7 @@ impl Runner {
     /// The runner of `cfg.mode`, started (the pools' minimum workers too).
     pub(super) fn start(cfg: &Config, hooks: Option<crate::cleanup::Hooks>) -> Result<Runner> {
         Ok(match cfg.mode {
-            Mode::Thread => {
-                Runner::Thread(Mutex::new(Vec::new()), Mutex::new(Churn::default()), hooks)
-            }
+            Mode::Thread => Runner::Thread(ThreadPerJob::new(hooks)),
             Mode::MutexPool => Runner::MutexPool(MutexPool::new(
                 cfg.max_workers,
                 Duration::from_millis(cfg.keep_alive_ms),
@@ -150,11 +135,8 @@ impl Runner {
 
     /// Joins the threads of a finished wave (thread per job only).
     pub(super) fn join_wave(&self) {
-        if let Runner::Thread(handles, _, _) = self {
-            let hs = std::mem::take(&mut *handles.lock().unwrap_or_else(|e| e.into_inner()));
-            for h in hs {
-                let _ = h.join();
-            }
+        if let Runner::Thread(t) = self {
+            t.join_wave();
         }
     }
 }
@@ -174,44 +156,7 @@ pub(super) fn submit_share(
         submitted[idx].store(log.ns(), Ordering::Relaxed);
         let log = log.clone();
         let f: Box<dyn FnOnce() + Send> = Box::new(move || job(&log, idx, job_us, wave_jobs));
-        runner.submit(f);
-    }
-}
-
-/// Spawns a thread for `f` (with the cleanup hooks around it: start, and
-/// for the strategies that exit from a hook, exit), or hands `f` back
-/// with the error.
-#[allow(clippy::type_complexity)]
-fn spawn_or_return(
-    f: Box<dyn FnOnce() + Send>,
-    hooks: &Option<crate::cleanup::Hooks>,
-) -> std::result::Result<thread::JoinHandle<()>, (Box<dyn FnOnce() + Send>, std::io::Error)> {
-    // The closure is parked in a slot the thread takes it from, so a failed
-    // spawn (which drops the thread's closure) does not lose the job.
-    let slot = Arc::new(Mutex::new(Some(f)));
-    let s2 = slot.clone();
-    let hooks = hooks.clone();
-    match thread::Builder::new().spawn(move || {
-        let f = s2.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(h) = &hooks {
-            h.thread_start();
-        }
-        if let Some(f) = f {
-            f();
-        }
-        if let Some(h) = &hooks {
-            h.thread_exit();
-        }
-    }) {
-        Ok(h) => Ok(h),
-        Err(e) => {
-            let f = slot
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .take()
-                .expect("a thread that was never created did not take its job");
-            Err((f, e))
-        }
+        runner.submit(f, w);
     }
 }
 
@@ -220,31 +165,26 @@ pub(super) fn finish(runner: Runner, log: &JobLog) -> Result<Churn> {
     let base = log.t0;
     let ns = |t: Instant| t.saturating_duration_since(base).as_nanos() as u64;
     Ok(match runner {
-        Runner::Thread(handles, churn, _) => {
-            for h in handles.into_inner().unwrap_or_else(|e| e.into_inner()) {
-                let _ = h.join();
-            }
-            let mut c = churn.into_inner().unwrap_or_else(|e| e.into_inner());
-            // Each job's thread exited right after the job ended. (Jobs run
-            // on the submitter after a failed creation, reported as
-            // spawn_failures, are included: their end is as close as we get.)
-            c.exits_ns = log
-                .ended_ns
-                .iter()
-                .map(|e| e.load(Ordering::Relaxed))
-                .filter(|&e| e != 0)
-                .collect();
-            c.spawned = (c.exits_ns.len() as u64).saturating_sub(c.ran_on_caller);
-            c
-        }
+        Runner::Thread(t) => t.finish(&log.ended_ns),
         Runner::MutexPool(p) => {
             let s = p.shutdown()?;
+            // The last error number's first failure: with one error
+            // number (the usual case) the first failure of the run.
+            let spawn_note = s.spawn_errors.last().map(|(at, why)| SpawnNote {
+                which: format!(
+                    "the first failure of its error number ({:.3} s into the run; later ones \
+                     of that number are counted, not explained)",
+                    ns(*at) as f64 / 1e9
+                ),
+                why: why.clone(),
+            });
             Churn {
                 spawned: s.spawned,
                 spawn_failures: s.spawn_failures,
-                last_spawn_error: s.last_spawn_error,
+                spawn_note,
                 exits_ns: s.retirements.into_iter().map(ns).collect(),
                 ran_on_caller: s.ran_on_caller,
+                ..Churn::default()
             }
         }
         Runner::ExitqPool(p, exits) => {
@@ -253,9 +193,13 @@ pub(super) fn finish(runner: Runner, log: &JobLog) -> Result<Churn> {
             Churn {
                 spawned: report.stats.spawned,
                 spawn_failures: report.stats.spawn_failures,
-                last_spawn_error: p.last_spawn_error(),
+                spawn_note: p.last_spawn_error().map(|why| SpawnNote {
+                    which: "the last failure (exitq's pool explains each when it happens)".into(),
+                    why,
+                }),
                 exits_ns: exits.iter().map(|&t| ns(t)).collect(),
                 ran_on_caller: report.stats.ran_on_caller,
+                ..Churn::default()
             }
         }
         Runner::TokioBlocking(p) => p.finish(ns)?,

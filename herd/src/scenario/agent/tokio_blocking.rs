@@ -16,6 +16,15 @@
 //! shutdown are not retirements), with an atomic and a lock-free queue, so
 //! the counting adds no lock to tokio's exit path.
 //!
+//! tokio has no spawn handler, so its failures cannot be diagnosed where
+//! they happen, and one it cannot see aborts the process: a thread created
+//! in the last room under `RLIMIT_AS` cannot map the signal stack std
+//! gives every thread, and std aborts ("failed to allocate an alternative
+//! stack"). So this mode runs only when the pre-flight
+//! (`gpkit::preflight_threads_problem`, as for the other modes) finds room
+//! for the pool at its largest, and never with `--force`: a run that
+//! would not fit is refused (exit 3, the limit named).
+//!
 //! A thread creation tokio cannot make while it has other threads is
 //! invisible: the job waits for a running thread. With no thread at all,
 //! `spawn_blocking` panics ("OS can't spawn worker thread"): that is
@@ -32,7 +41,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use crossbeam_queue::SegQueue;
 
-use super::churn::Churn;
+use super::churn::{Churn, SpawnNote};
 use super::Config;
 
 type Job = Box<dyn FnOnce() + Send + 'static>;
@@ -53,7 +62,8 @@ pub(super) struct TokioBlocking {
     shutting_down: Arc<AtomicBool>,
     spawn_failures: AtomicU64,
     ran_on_caller: AtomicU64,
-    last_spawn_error: Mutex<Option<String>>,
+    /// The last failure: when, and tokio's message.
+    last_spawn_error: Mutex<Option<(Instant, String)>>,
 }
 
 impl TokioBlocking {
@@ -108,7 +118,7 @@ impl TokioBlocking {
             *self
                 .last_spawn_error
                 .lock()
-                .unwrap_or_else(|e| e.into_inner()) = Some(message(&*payload));
+                .unwrap_or_else(|e| e.into_inner()) = Some((Instant::now(), message(&*payload)));
             if let Some(job) = take(&slot) {
                 self.ran_on_caller.fetch_add(1, Ordering::Relaxed);
                 job();
@@ -130,12 +140,21 @@ impl TokioBlocking {
         Ok(Churn {
             spawned: self.started.load(Ordering::Relaxed),
             spawn_failures: self.spawn_failures.into_inner(),
-            last_spawn_error: self
+            spawn_note: self
                 .last_spawn_error
                 .into_inner()
-                .unwrap_or_else(|e| e.into_inner()),
+                .unwrap_or_else(|e| e.into_inner())
+                .map(|(at, why)| SpawnNote {
+                    which: format!(
+                        "the last failure ({:.3} s into the run; tokio's `spawn_blocking` with \
+                         no thread left)",
+                        ns(at) as f64 / 1e9
+                    ),
+                    why,
+                }),
             exits_ns,
             ran_on_caller: self.ran_on_caller.into_inner(),
+            ..Churn::default()
         })
     }
 }

@@ -8,7 +8,9 @@
 //! ([`IDENTITY`]; not those that move from run to run, such as
 //! `tasks_now`) and herd's version are compared over every run; each that
 //! differs becomes a note of the document and a warning on stderr, with
-//! how many runs had each value.
+//! how many runs had each value. `herd diff` asks the same of each of its
+//! two files ([`differing`]): a file whose own runs come from different
+//! hosts pools them as compare would.
 
 use serde_json::Value;
 
@@ -44,10 +46,25 @@ const HERD_VERSION: &str = "herd version";
 /// `... kernel "A" (3 runs), "B" (5 runs) ...`.
 pub fn mixed(sets: &[RunSet]) -> Vec<String> {
     let runs: Vec<&RunResult> = sets.iter().flat_map(|s| &s.runs).collect();
-    let mut notes = Vec::new();
+    differing(&runs)
+        .into_iter()
+        .map(|d| {
+            format!(
+                "runs measured on different hosts or herd builds (a --resume elsewhere?): \
+                 {d}; the statistics pool them"
+            )
+        })
+        .collect()
+}
+
+/// Each identity fact (and herd's version) that differs between `runs`,
+/// with how many runs had each value: `kernel "6.1" (2 runs), "6.18" (3
+/// runs)`; empty when they all agree.
+pub fn differing(runs: &[&RunResult]) -> Vec<String> {
+    let mut out = Vec::new();
     for name in IDENTITY.iter().copied().chain([HERD_VERSION]) {
         let mut seen: Vec<(String, usize)> = Vec::new();
-        for r in &runs {
+        for r in runs {
             let v = fact(r, name);
             match seen.iter_mut().find(|(s, _)| *s == v) {
                 Some((_, n)) => *n += 1,
@@ -59,14 +76,10 @@ pub fn mixed(sets: &[RunSet]) -> Vec<String> {
                 .iter()
                 .map(|(v, n)| format!("{v} ({n} runs)"))
                 .collect();
-            notes.push(format!(
-                "runs measured on different hosts or herd builds (a --resume elsewhere?): \
-                 {name} {}; the statistics pool them",
-                values.join(", ")
-            ));
+            out.push(format!("{name} {}", values.join(", ")));
         }
     }
-    notes
+    out
 }
 
 #[cfg(test)]
