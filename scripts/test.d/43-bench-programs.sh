@@ -3,11 +3,13 @@
 # (benches/examples/{defer_free,churn}.rs, benches/c/urcu_{defer_free,
 # churn}.c, urcu_defer_free.c built for urcu-memb and for urcu-qsbr): a
 # tiny run of every IMPL and MODE exits 0 with every callback counted
-# (the qsbr build at quiescent-state periods 1, 3 and 64, each producer's
-# defer_rcu queue filled twice over: a deadlock there is a timeout); bad input is exit 2 naming the argument, never a
-# panic or a crash; a thread that cannot be created (RLIMIT_AS too small
-# for its stack) is exit 3 naming the limits. Needs cargo, gcc and
-# liburcu-dev (scripts/test-packages.txt).
+# (the qsbr build at quiescent-state periods 1, 3 and 64, each
+# producer's defer_rcu queue filled twice over: a deadlock there is a
+# timeout); bad input is exit 2 naming the argument, never a panic or a
+# crash; a thread that cannot be created (RLIMIT_AS too small
+# for its stack) is exit 3 naming the limits; and a tiny run of
+# scripts/bench-defer-free.sh over them reports every liburcu variant.
+# Needs cargo, gcc and liburcu-dev (scripts/test-packages.txt).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 tmp="$(mktemp -d)"
@@ -121,4 +123,24 @@ if [ $c_ok = 1 ]; then
     nolimit "$tmp/urcu_churn" urcu 2 200 1
 fi
 ok "a thread the benchmark programs cannot create: exit 3 naming the limits"
+
+# --- scripts/bench-defer-free.sh over them: every liburcu variant reported --
+# A tiny run (one round, 2 threads): the report names each of liburcu's
+# nine variants (memb's three, qsbr's three at periods 1 and 256), counts
+# them in "liburcu best" and says which won; the --qsbr-periods scan too.
+if [ $c_ok = 1 ]; then
+    expect_rc 0 "bench-defer-free.sh, a tiny run" -- bash scripts/bench-defer-free.sh -n 1 --ops 20000 --threads 2
+    for name in urcu-global urcu-percpu urcu-defer urcu-qsbr-{global,percpu,defer}-{1,256}; do
+        grep -qE "^ +2 +$name +[0-9.]+$" "$tmp/out" || { cat "$tmp/out"; fail "bench-defer-free.sh: no ns/op for $name"; }
+    done
+    for row in "liburcu best time / exitq time" "liburcu qsbr best / memb best" "liburcu's fastest variant"; do
+        grep -qF "$row" "$tmp/out" || { cat "$tmp/out"; fail "bench-defer-free.sh: no '$row' in the report"; }
+    done
+    expect_rc 0 "bench-defer-free.sh --qsbr-periods, a tiny run" -- \
+        bash scripts/bench-defer-free.sh -n 1 --ops 20000 --threads 2 --qsbr-periods "1 7"
+    for name in urcu-qsbr-{global,percpu,defer}-{1,7} urcu-qsbr-defer-offline; do
+        grep -qE "^ +2 +$name +[0-9.]+$" "$tmp/out" || { cat "$tmp/out"; fail "bench-defer-free.sh --qsbr-periods: no ns/op for $name"; }
+    done
+    ok "bench-defer-free.sh reports every liburcu variant, memb and qsbr, and counts them in liburcu's best"
+fi
 echo "bench programs: $pass checks passed"
