@@ -37,7 +37,7 @@
 //! created (with the limit that stopped it, `exitq::limits`), 1 if a
 //! callback did not run. The script `scripts/bench-defer-free.sh` times
 //! whole processes, interleaved with liburcu's `call_rcu` and `defer_rcu`
-//! (`benches/c/urcu_defer_free.c`).
+//! under urcu-memb and urcu-qsbr (`benches/c/urcu_defer_free.c`).
 use std::hint::black_box;
 use std::process::ExitCode;
 use std::sync::{Arc, Barrier};

@@ -276,6 +276,9 @@ usage bench-defer-free.sh -n -n
 usage bench-defer-free.sh -n -n 0
 usage bench-defer-free.sh --ops --ops x
 usage bench-defer-free.sh --threads --threads "1 0"
+usage bench-defer-free.sh --qsbr-periods --qsbr-periods "1 0"
+usage bench-defer-free.sh --qsbr-periods --qsbr-periods 64x
+usage bench-defer-free.sh --qsbr-periods --qsbr-periods "1 1048577"
 usage bench-churn.sh -n -n
 usage bench-churn.sh --waves --waves 0
 usage bench-churn.sh --stacks --stacks big

@@ -15,8 +15,9 @@
 //! * `floor`: the same loop freeing at once (a read section, no
 //!   reclamation): the throughput no deferred scheme can beat.
 //!
-//! liburcu's `call_rcu` is a C program; `scripts/bench-defer-free.sh`
-//! times it against these as whole processes, interleaved.
+//! liburcu (`call_rcu` and `defer_rcu`, urcu-memb and urcu-qsbr) is a C
+//! program; `scripts/bench-defer-free.sh` times it against these as whole
+//! processes, interleaved.
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Duration;
