@@ -6,7 +6,8 @@
 //! destructor hands the thread's work to the domain:
 //!
 //! 1. owner side of the steal handshake (two plain stores and a load, plus
-//!    a compiler fence; a spin only while a stealer holds the record);
+//!    a compiler fence; only while a stealer holds the record, a wait for
+//!    it: a spin, then `sched_yield`s, `handshake::wait_for_stealer`);
 //! 2. link the thread's sealed batches, its open batch and the
 //!    preallocated exit-hook chain together (pointer writes);
 //! 3. push the whole chain onto the domain's list: **one successful
@@ -15,8 +16,9 @@
 //! 4. release the record for reuse: one uncontended compare-and-swap on the
 //!    record's own cache line.
 //!
-//! No lock, no syscall, no allocation, no free (the record keeps its spare
-//! batch for the next thread). The hooks then run on the reclaimer after a
+//! No lock, no syscall (but the yields of a wait for a stealer that holds
+//! the record at that moment), no allocation, no free (the record keeps
+//! its spare batch for the next thread). The hooks then run on the reclaimer after a
 //! grace period (reverse registration order within a thread), with the
 //! batches. Because the exit path cannot wake the reclaimer (that would be
 //! a futex syscall), an idle reclaimer polls every

@@ -416,13 +416,20 @@ fn option_caches_against_writers() {
     let drops = Arc::new(AtomicUsize::new(0));
     let cell: RcuOption<Value> = RcuOption::empty(&d);
     let stop = AtomicBool::new(false);
+    // The writer starts once both readers run, and each reader makes at
+    // least one round of loads: a reader that started only after the
+    // writer was done read nothing (the check `empty + full > 0` below
+    // failed when a reader's thread started 3 s late).
+    let started = std::sync::Barrier::new(3);
     let made = thread::scope(|s| {
         for kind in 0..2u64 {
-            let (cell, stop) = (&cell, &stop);
+            let (cell, stop, started) = (&cell, &stop, &started);
             s.spawn(move || {
                 let mut last = 0;
                 let (mut empty, mut full) = (0u64, 0u64);
-                while !stop.load(Ordering::Relaxed) {
+                started.wait();
+                let mut first = true;
+                while std::mem::take(&mut first) || !stop.load(Ordering::Relaxed) {
                     let mut cache = cell.cache();
                     for _ in 0..(100 + kind * 1000) {
                         match cache.load() {
@@ -439,6 +446,7 @@ fn option_caches_against_writers() {
                 assert!(empty + full > 0);
             });
         }
+        started.wait();
         let mut made = 0;
         for i in 1..=OPS {
             match i % 6 {

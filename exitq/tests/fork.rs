@@ -195,7 +195,7 @@ fn a_pool_built_in_a_forked_child_works() {
         let pool = Pool::new().expect("pool in the child");
         let (tx, rx) = std::sync::mpsc::channel();
         assert!(pool.execute(move || tx.send(7u8).unwrap()).is_ok());
-        i32::from(rx.recv_timeout(Duration::from_secs(20)) != Ok(7))
+        i32::from(rx.recv_timeout(LIMIT) != Ok(7))
     });
     assert_eq!(code, 0, "the child's pool ran its job");
 }

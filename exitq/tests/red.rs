@@ -11,7 +11,9 @@ use exitq::Domain;
 
 mod watch_util;
 
-const LIMIT: Duration = Duration::from_secs(30);
+/// How long a wait for something that takes milliseconds may last before
+/// it is taken for a hang: long enough that a loaded machine never trips it.
+const LIMIT: Duration = Duration::from_secs(60);
 
 /// A domain whose reclaimer never takes an idle thread's batches (so a
 /// thread runs its own) and never reports a stall.
@@ -70,7 +72,7 @@ fn retire_thread_inside_the_threads_own_run_keeps_its_record() {
             ran2.store(true, Ordering::SeqCst);
         });
     });
-    let started = started_rx.recv_timeout(Duration::from_secs(10)).is_ok();
+    let started = started_rx.recv_timeout(LIMIT).is_ok();
     if !started {
         drop(t_go_tx);
         drop(u_go_tx);
@@ -252,7 +254,11 @@ fn waiting_for_a_grace_period_inside_the_stall_handler_panics() {
             })
             .build()
     });
-    synchronize_past_a_stalling_reader(d, "synchronize with a stall handler that synchronizes");
+    synchronize_past_a_stalling_reader(
+        d,
+        "synchronize with a stall handler that synchronizes",
+        &REFUSED,
+    );
     assert!(REFUSED.load(Ordering::SeqCst), "the nested wait refused");
 }
 
@@ -306,23 +312,42 @@ fn defer_inside_the_stall_handler_of_an_inline_domain_does_not_wait() {
             })
             .build()
     });
-    synchronize_past_a_stalling_reader(d, "synchronize with a stall handler that defers");
+    synchronize_past_a_stalling_reader(
+        d,
+        "synchronize with a stall handler that defers",
+        &DEFERRED,
+    );
     assert!(DEFERRED.load(Ordering::SeqCst), "the handler ran");
     watch_util::within("barrier after", LIMIT, || d.barrier());
     assert_eq!(d.stats().callbacks_run, 1, "the deferred callback ran");
 }
 
-/// `synchronize` on `d` while another thread holds a guard for 200 ms (a
-/// stall: the domain's stall handler runs), within `LIMIT` (`what` names
-/// the wait if it hangs).
-fn synchronize_past_a_stalling_reader(d: &'static Domain, what: &'static str) {
+/// How long [`synchronize_past_a_stalling_reader`]'s reader holds its
+/// guard at most, waiting for the stall handler.
+const HOLD: Duration = Duration::from_secs(60);
+
+/// `synchronize` on `d` while another thread holds a guard (a stall: the
+/// domain's stall handler runs) until the handler says so in `handled`,
+/// or [`HOLD`] passed (a handler that never ran: the caller's check of
+/// `handled` fails); within `HOLD + LIMIT` (`what` names the wait if it
+/// hangs). The reader used to hold its guard for 200 ms: when this thread
+/// was descheduled that long before its `synchronize`, no grace period
+/// stalled, the handler never ran and the test failed.
+fn synchronize_past_a_stalling_reader(
+    d: &'static Domain,
+    what: &'static str,
+    handled: &'static AtomicBool,
+) {
     let (entered_tx, entered_rx) = mpsc::channel();
     let reader = thread::spawn(move || {
         let _guard = d.read();
         entered_tx.send(()).unwrap();
-        thread::sleep(Duration::from_millis(200));
+        let start = std::time::Instant::now();
+        while !handled.load(Ordering::SeqCst) && start.elapsed() < HOLD {
+            thread::sleep(Duration::from_millis(1));
+        }
     });
     entered_rx.recv().unwrap();
-    watch_util::within(what, LIMIT, || d.synchronize());
+    watch_util::within(what, HOLD + LIMIT, || d.synchronize());
     reader.join().unwrap();
 }

@@ -31,6 +31,10 @@ use exitq::{CellCache, Domain, RcuCell, Reclaimer};
 mod value_util;
 use value_util::{dropped, Value};
 
+/// How long a wait for something that takes milliseconds may last before
+/// it is taken for a hang: long enough that a loaded machine never trips it.
+const LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
+
 fn inline_domain() -> Domain {
     Domain::builder().reclaimer(Reclaimer::Inline).build()
 }
@@ -439,37 +443,52 @@ fn zero_sized_values_are_dropped_after_the_cache_loads_again() {
 }
 
 /// `replace` waits for another thread's cache to load again (docs): with
-/// zero-sized values that load is a hit, and `replace` never returns.
+/// zero-sized values that load is a hit, and `replace` never returned.
+///
+/// The test gave `replace` a fixed second (a sleep, then one look), which
+/// a descheduled replacer thread could miss; now it waits up to 60 s for
+/// what takes milliseconds, and `replace` starts only once the other
+/// cache has loaded (it was a 50 ms sleep: a cache that had not loaded yet
+/// kept nothing, and the test showed nothing).
 #[test]
 fn replace_of_a_zero_sized_value_returns_once_the_other_cache_loads() {
     struct Zst;
     let d = Domain::new();
     let cell = RcuCell::new(&d, Zst);
     let done = AtomicBool::new(false);
+    let loaded = AtomicBool::new(false);
     let stop = AtomicBool::new(false);
     let replaced = std::thread::scope(|s| {
-        let (cell, stop) = (&cell, &stop);
+        let (cell, stop, loaded) = (&cell, &stop, &loaded);
         s.spawn(move || {
             let mut cache = cell.cache();
             while !stop.load(Ordering::Relaxed) {
                 cache.load();
+                // SeqCst (test code): read by the test thread below.
+                loaded.store(true, Ordering::SeqCst);
                 std::thread::sleep(std::time::Duration::from_millis(1));
             }
         });
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        while !loaded.load(Ordering::SeqCst) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         let done = &done;
         s.spawn(move || {
             let _old: Zst = cell.replace(Zst);
-            done.store(true, Ordering::Relaxed);
+            // SeqCst (test code): read by the test thread below.
+            done.store(true, Ordering::SeqCst);
         });
-        std::thread::sleep(std::time::Duration::from_millis(1000));
-        let replaced = done.load(Ordering::Relaxed);
+        let start = std::time::Instant::now();
+        while !done.load(Ordering::SeqCst) && start.elapsed() < LIMIT {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let replaced = done.load(Ordering::SeqCst);
         stop.store(true, Ordering::Relaxed);
         replaced
     });
     assert!(
         replaced,
-        "replace still waiting after 1 s while the other cache loads every 1 ms"
+        "replace still waiting after {LIMIT:?} while the other cache loads every 1 ms"
     );
 }
 

@@ -228,7 +228,7 @@ fn memory_is_returned_at_the_end() {
         t.join().unwrap();
     }
     assert_eq!(mappings_of_len(size), 24, "pooled stacks stay mapped");
-    assert!(pool.drain(Duration::from_secs(10)));
+    assert!(pool.drain(Duration::from_secs(60)));
     assert_eq!(mappings_of_len(size), 0, "drain unmaps every idle stack");
     assert_eq!(pool.stats().mapped, 0);
 }
@@ -253,7 +253,7 @@ fn dropping_the_pool_with_live_threads_unmaps_after_they_end() {
     GO.store(true, Ordering::Release);
     wait_until(
         "the reclaimer to unmap every stack",
-        Duration::from_secs(10),
+        Duration::from_secs(60),
         || mappings_of_len(size) == 0,
     );
 }
@@ -272,7 +272,7 @@ fn orphaned_owner_thread_is_reaped_by_the_reclaimer() {
         "not recycled while the thread runs"
     );
     GO.store(true, Ordering::Release);
-    assert!(pool.drain(Duration::from_secs(10)));
+    assert!(pool.drain(Duration::from_secs(60)));
     let s = pool.stats();
     assert_eq!((s.recycled, s.lent, s.mapped), (1, 0, 0), "{s:?}");
 }
@@ -287,7 +287,7 @@ fn reclaimer_threads_are_joined_and_recycled() {
             // SAFETY: as above; handle dropped at once (fire and forget).
             drop(unsafe { pool.spawn(report_stack, arg, Reap::Reclaimer) }.unwrap());
         }
-        wait_until("the reclaimer", Duration::from_secs(10), || {
+        wait_until("the reclaimer", Duration::from_secs(60), || {
             pool.stats().recycled == batch * 10
         });
     }
@@ -337,7 +337,7 @@ fn a_trampled_idle_stack_is_caught_at_hand_out() {
         (1, 1, 2),
         "{s:?}"
     );
-    assert!(pool.drain(Duration::from_secs(5)));
+    assert!(pool.drain(Duration::from_secs(60)));
     assert_eq!(
         pool.stats().mapped,
         0,
@@ -373,7 +373,7 @@ fn release_dontneed_drops_pages_with_batched_process_madvise() {
         for t in ts {
             t.join().unwrap();
         }
-        wait_until("recycling", Duration::from_secs(10), || {
+        wait_until("recycling", Duration::from_secs(60), || {
             pool.stats().recycled == 16
         });
         // Phase 2: touch 256 KiB on each of those stacks (LIFO reuse is not
@@ -388,7 +388,7 @@ fn release_dontneed_drops_pages_with_batched_process_madvise() {
         assert_eq!(pool.stats().reused, 16);
         drop(ts);
         TOUCHED_GO.store(true, Ordering::Release);
-        wait_until("recycling", Duration::from_secs(10), || {
+        wait_until("recycling", Duration::from_secs(60), || {
             pool.stats().recycled == 32
         });
         let lows: Vec<usize> = slots.iter().map(|s| s.load(Ordering::Relaxed)).collect();
@@ -424,7 +424,7 @@ fn release_dontneed_drops_pages_with_batched_process_madvise() {
                 }
             }
         }
-        assert!(pool.drain(Duration::from_secs(5)));
+        assert!(pool.drain(Duration::from_secs(60)));
         TOUCHED_GO.store(false, Ordering::Release);
     }
 }
@@ -502,7 +502,7 @@ fn reclaimer_join_with_cancel_via_handle() {
     for t in owned {
         assert_eq!(t.join().unwrap(), usize::MAX as *mut c_void);
     }
-    assert!(pool.drain(Duration::from_secs(10)));
+    assert!(pool.drain(Duration::from_secs(60)));
     let s = pool.stats();
     assert_eq!(s.recycled, 40, "{s:?}");
     assert_eq!(s.exit_pushes, 20, "{s:?}");

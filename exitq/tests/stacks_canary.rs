@@ -131,7 +131,10 @@ extern "C" fn linger(p: *mut c_void) {
     // SAFETY: still our own stack (we are running on it).
     let canary = unsafe { &*(rec.canary.load(Ordering::Relaxed) as *const AtomicU64) };
     let mine = running(rec.token);
-    let end = Instant::now() + rec.linger.unwrap_or(Duration::from_secs(10));
+    // Without a set linger, until caught or 60 s (it was 10 s: the
+    // reclaimer that recycles the stack early may not run for seconds on a
+    // loaded machine, and the thread gave up: a false OUT_GAVE_UP).
+    let end = Instant::now() + rec.linger.unwrap_or(Duration::from_secs(60));
     let outcome = loop {
         if canary.load(Ordering::Relaxed) != mine {
             break OUT_CAUGHT;
@@ -265,8 +268,9 @@ fn storm(s: &Storm) -> Outcome {
         reap_wave(wave);
     }
     if s.unsound {
-        // Give every lingering thread the chance to be caught, then stop.
-        let end = Instant::now() + Duration::from_secs(20);
+        // Give every lingering thread the chance to be caught (each gives
+        // up after 60 s of its own), then stop.
+        let end = Instant::now() + Duration::from_secs(90);
         while recs
             .iter()
             .any(|r| r.outcome.load(Ordering::Relaxed) == OUT_NONE)
@@ -277,7 +281,7 @@ fn storm(s: &Storm) -> Outcome {
         STOP.store(true, Ordering::Relaxed);
     }
     assert!(
-        pool.drain(Duration::from_secs(30)),
+        pool.drain(Duration::from_secs(60)),
         "every stack came back: {:?}",
         pool.stats()
     );

@@ -132,6 +132,8 @@ fn ctrl_c_prints_the_partial_result_and_exits_130() {
         "0,1ms",
         "--load",
         "idle,busy",
+        // Minutes unless interrupted (four cells): a Ctrl-C that is not
+        // acted on fails `ctrl_c`'s bound of a minute.
         "--duration",
         "20s",
         "--no-perf",

@@ -88,8 +88,10 @@ fn gp_load_past_the_mapping_limit_is_refused_up_front() {
     assert_eq!(out.status.code(), Some(3), "{err}");
     assert!(err.contains("vm.max_map_count"), "{err}");
     assert!(err.contains("--load"), "{err}");
+    // A bound with room for a loaded machine (it was 10 s); the exit code
+    // above already tells a refusal from a run that created the threads.
     assert!(
-        start.elapsed() < Duration::from_secs(10),
+        start.elapsed() < Duration::from_secs(60),
         "{:?}",
         start.elapsed()
     );

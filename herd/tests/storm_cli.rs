@@ -73,9 +73,11 @@ fn every_backend_combination() {
                 continue; // refused, tested above
             }
             for reap in ["join", "detach", "leak"] {
-                // Cancelled threads sleep 20 s unless the cancel works;
-                // uncancelled ones sleep 10 ms.
-                let sleep = if cancel == "none" { "10" } else { "20000" };
+                // Cancelled threads sleep 120 s unless the cancel works;
+                // uncancelled ones sleep 10 ms. (It was 20 s against a
+                // bound of 15 s, which a loaded machine could exceed with
+                // a working cancel; now the bound is a minute.)
+                let sleep = if cancel == "none" { "10" } else { "120000" };
                 let t = Instant::now();
                 let mut args = small.to_vec();
                 args.extend([
@@ -91,7 +93,7 @@ fn every_backend_combination() {
                 let r = storm_json(&args);
                 let what = format!("{spawn}/{cancel}/{reap}");
                 assert!(
-                    t.elapsed() < Duration::from_secs(15),
+                    t.elapsed() < Duration::from_secs(60),
                     "{what}: stop requests did not work"
                 );
                 assert_eq!(metric(&r, "threads_created"), 48.0, "{what}");

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 mod common;
-use common::{ctrl_c, ctrl_c_partial_result, spawn_herd, spawn_herd_group, CtrlC};
+use common::{ctrl_c, ctrl_c_partial_result, spawn_herd, spawn_herd_group, CtrlC, Ready, PATIENCE};
 
 fn metric(r: &Value, name: &str) -> f64 {
     common::metric_opt(r, name)
@@ -31,7 +31,8 @@ const UNTIL_CTRL_C: &[&str] = &[
 
 #[test]
 fn ctrl_c_stops_cleanly_with_partial_results() {
-    let r = ctrl_c_partial_result(spawn_herd(UNTIL_CTRL_C), Duration::from_millis(1500));
+    // Once a storm thread exists: `threads_created > 0` by protocol.
+    let r = ctrl_c_partial_result(spawn_herd(UNTIL_CTRL_C), Ready::StormThreads(1));
     let created = r.metric("threads_created").unwrap();
     assert!(created > 0.0);
     assert_eq!(
@@ -66,15 +67,17 @@ fn ctrl_c_does_not_wait_for_threads_that_sleep_on() {
         "--json",
         "--no-perf",
     ]);
-    std::thread::sleep(Duration::from_millis(1000));
+    // All four threads sleep on (it was a 1 s sleep here: on a loaded
+    // machine the second wave, or the handler, could come later).
+    common::wait_ready(&mut child, Ready::StormThreads(4), CtrlC::Process);
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
     kill(pid, Signal::SIGINT).unwrap();
     let start = Instant::now();
     while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > Duration::from_secs(30) {
+        if start.elapsed() > PATIENCE {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("still running 30 s after Ctrl-C");
+            panic!("still running {PATIENCE:?} after Ctrl-C");
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -99,7 +102,7 @@ fn ctrl_c_stops_repetitions() {
     let args = [UNTIL_CTRL_C, &["-r", "5"]].concat();
     let out = ctrl_c(
         spawn_herd_group(&args),
-        Duration::from_millis(2000),
+        Ready::StormThreads(1),
         CtrlC::Group,
     );
     let set: Value = serde_json::from_slice(&out.stdout).unwrap();

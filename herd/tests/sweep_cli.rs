@@ -3,9 +3,8 @@
 use predicates::prelude::*;
 
 mod common;
-use std::time::Duration;
 
-use common::{ctrl_c, herd, spawn_herd_group, CtrlC, SMALL, SMALL_ANY_WAVE};
+use common::{ctrl_c, herd, spawn_herd_group, CtrlC, Ready, SMALL, SMALL_ANY_WAVE};
 
 #[test]
 fn sweep_writes_charts_and_data() {
@@ -112,7 +111,8 @@ fn ctrl_c_stops_the_sweep_and_keeps_what_ran() {
             "1000",
             "--no-perf",
         ]),
-        Duration::from_millis(2000),
+        // The first child run has a storm thread: its partial run is kept.
+        Ready::StormThreads(1),
         CtrlC::Group,
     );
     let text = String::from_utf8_lossy(&out.stdout);

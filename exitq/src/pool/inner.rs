@@ -34,6 +34,9 @@ pub(super) enum HookPoint {
     Popped(u32),
     /// In `notify_slot`: done with popped slot `i` (notified it or not).
     Checked(u32),
+    /// In `worker::idle_wait`: the keep-alive of the worker on slot `i`
+    /// expired, the worker still `IDLE`, before it begins to retire.
+    KeepAliveExpired(u32),
 }
 
 /// A test hook; called with the pool's `Inner` at each `HookPoint`.

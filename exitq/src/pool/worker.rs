@@ -143,6 +143,8 @@ fn idle_wait(inner: &Inner, i: u32, rng: &mut u64) -> AfterIdle {
             continue; // spurious wake-up or signal
         }
         // Keep-alive expired. Leave the notifiable state first.
+        #[cfg(test)]
+        inner.run_hook(super::inner::HookPoint::KeepAliveExpired(i));
         if !inner.slots.begin_retire(i) {
             slot.state.store(RUNNING, Ordering::Relaxed); // was NOTIFIED
             return AfterIdle::Woken;

@@ -189,11 +189,144 @@ pub enum CtrlC {
     Group,
 }
 
-/// Sends `child` SIGINT after `delay` (to it, or to its group), then checks
-/// that it stops within 10 s and exits 130; returns what it printed.
-pub fn ctrl_c(child: Child, delay: Duration, to: CtrlC) -> Output {
+/// What a test waits for before its Ctrl-C. A fixed delay after the start
+/// raced herd's start-up: on a loaded machine the signal could come before
+/// herd had installed its handler (killed by SIGINT, no partial result) or
+/// before the storm had created a thread (`threads_created > 0` failed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ready {
+    /// The measuring herd catches SIGINT; then `after` more, so that the
+    /// Ctrl-C lands in the middle of the run.
+    Handler { after: Duration },
+    /// The measuring herd, a storm with `--reap join` (the default),
+    /// catches SIGINT and has at least this many storm threads alive (so
+    /// that many were created before the Ctrl-C).
+    StormThreads(usize),
+}
+
+/// A plain delay: [`Ready::Handler`] with that delay after the handler.
+impl From<Duration> for Ready {
+    fn from(after: Duration) -> Ready {
+        Ready::Handler { after }
+    }
+}
+
+/// How long a test waits for herd to get ready or to stop: only a defect
+/// (or a machine far slower than any CI run) takes this long.
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+/// Polls `done` every 10 ms until it holds: `Err` naming `what` if it
+/// did not within [`PATIENCE`].
+pub fn wait_for(what: &str, mut done: impl FnMut() -> bool) -> Result<(), String> {
+    let start = Instant::now();
+    while !done() {
+        if start.elapsed() >= PATIENCE {
+            return Err(format!("{what}: not within {PATIENCE:?}"));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Ok(())
+}
+
+/// Whether process `pid` catches SIGINT (a handler installed: `SigCgt` in
+/// `/proc/PID/status`).
+pub fn catches_sigint(pid: u32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+        .is_some_and(|m| m & (1 << (libc::SIGINT - 1)) != 0)
+}
+
+/// The child processes of `pid` (`/proc/PID/task/*/children`).
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|c| {
+            c.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}
+
+/// The storm threads of herd process `pid` alive now, once its helper
+/// threads are named (`ctrl-c`, the Ctrl-C handler's, and `herd-reaper`:
+/// a storm with `--reap join`, the default, starts both before its first
+/// wave; until a thread names itself it has the process's name, as a
+/// storm thread keeps): its other threads that have the name `herd`, the
+/// main thread left out. `None` while a helper is not named yet.
+pub fn storm_threads(pid: u32) -> Option<usize> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let comms: Vec<String> = tasks
+        .flatten()
+        .filter(|t| t.file_name().to_str() != Some(&pid.to_string()))
+        .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+        .map(|c| c.trim_end().to_string())
+        .collect();
+    let named = |n: &str| comms.iter().any(|c| c == n);
+    (named("ctrl-c") && named("herd-reaper")).then(|| comms.iter().filter(|c| *c == "herd").count())
+}
+
+/// Waits until herd `child` is [`Ready`] for a Ctrl-C sent `to` it: the
+/// measuring process is herd itself, or with [`CtrlC::Group`] (`-r N`,
+/// sweep) its child run, and then herd too must catch SIGINT. If it does
+/// not get ready in time, kills it (a run until Ctrl-C would run on) and
+/// fails the test.
+pub fn wait_ready(child: &mut Child, ready: Ready, to: CtrlC) {
+    let pid = child.id();
+    let waited =
+        wait_for("herd installs its Ctrl-C handler", || catches_sigint(pid)).and_then(|()| {
+            let measuring = match to {
+                CtrlC::Process => pid,
+                CtrlC::Group => {
+                    let mut run = None;
+                    wait_for("herd starts a child run that catches Ctrl-C", || {
+                        run = children_of(pid).into_iter().find(|&c| catches_sigint(c));
+                        run.is_some()
+                    })?;
+                    run.unwrap()
+                }
+            };
+            match ready {
+                Ready::Handler { after } => {
+                    std::thread::sleep(after);
+                    Ok(())
+                }
+                Ready::StormThreads(n) => {
+                    wait_for(&format!("herd creates {n} storm threads"), || {
+                        storm_threads(measuring).is_some_and(|t| t >= n)
+                    })
+                }
+            }
+        });
+    if let Err(why) = waited {
+        if to == CtrlC::Group {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        let _ = child.kill();
+        let out = child.wait();
+        panic!("{why} (herd: {out:?})");
+    }
+}
+
+/// Sends `child` SIGINT once it is [`Ready`] (to it, or to its group), then
+/// checks that it stops within [`PATIENCE`] and exits 130; returns what it
+/// printed. (The runs interrupted here last minutes if not interrupted, so
+/// a Ctrl-C that is not acted on still fails the test.)
+pub fn ctrl_c(mut child: Child, ready: impl Into<Ready>, to: CtrlC) -> Output {
     use nix::sys::signal::{kill, killpg, Signal};
-    std::thread::sleep(delay);
+    wait_ready(&mut child, ready.into(), to);
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
     match to {
         CtrlC::Process => kill(pid, Signal::SIGINT),
@@ -203,7 +336,7 @@ pub fn ctrl_c(child: Child, delay: Duration, to: CtrlC) -> Output {
     let start = Instant::now();
     let out = child.wait_with_output().unwrap();
     assert!(
-        start.elapsed() < Duration::from_secs(10),
+        start.elapsed() < PATIENCE,
         "took {:?} to stop after Ctrl-C",
         start.elapsed()
     );
@@ -218,8 +351,8 @@ pub fn ctrl_c(child: Child, delay: Duration, to: CtrlC) -> Output {
 
 /// [`ctrl_c`] to the process alone, then checks that it printed a partial
 /// RunResult marked interrupted.
-pub fn ctrl_c_partial_result(child: Child, delay: Duration) -> RunResult {
-    let out = ctrl_c(child, delay, CtrlC::Process);
+pub fn ctrl_c_partial_result(child: Child, ready: impl Into<Ready>) -> RunResult {
+    let out = ctrl_c(child, ready, CtrlC::Process);
     let r: RunResult = serde_json::from_slice(&out.stdout).expect("partial result printed");
     assert!(r.interrupted);
     r
@@ -268,13 +401,14 @@ fn perf_skip_reason() -> Option<String> {
 
 /// Waits until the test harness's other threads are gone (process-scope
 /// counters count every thread of this process; the harness's main thread
-/// and this test's remain), so only this test's threads count.
+/// and this test's remain), so only this test's threads count. Up to
+/// [`PATIENCE`] (it was 5 s: a joined thread's task may linger a while
+/// on a loaded machine).
 pub fn quiesce() {
-    for _ in 0..500 {
-        if herd::host::own_threads().len() <= 2 {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
+    let ok = wait_for("the harness's other threads are gone", || {
+        herd::host::own_threads().len() <= 2
+    });
+    if let Err(why) = ok {
+        panic!("{why}: threads left over: {:?}", herd::host::own_threads());
     }
-    panic!("threads left over: {:?}", herd::host::own_threads());
 }
