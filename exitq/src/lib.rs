@@ -43,7 +43,9 @@
 //!   node now; when the thread exits (returns, `pthread_exit`, or
 //!   `pthread_cancel`) its exit destructor (a pthread key's) pushes the
 //!   node, together with the thread's batches, with one CAS: no lock, no
-//!   syscall, no allocation. See [`exit`].
+//!   syscall, no allocation (but a wait, spinning then yielding, if a
+//!   steal of the thread's batches is under way at that moment). See
+//!   [`exit`].
 //!
 //! The mechanisms live one per module, each with its protocol and every
 //! memory ordering written down: `grace` (the read side and grace
