@@ -9,34 +9,12 @@
 //! answer what the script asks before the download and then wait, as a
 //! slow download does, until the test sends SIGINT to the process group.
 
-use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::ctrl_c::{as_at_a_terminal, ctrl_c_and_wait, write_exe};
 use crate::vm_support::{herd_bin, skip, vm_run_sh};
-
-/// Makes `cmd` a process group of its own with SIGINT at its default, as
-/// a command started at a terminal: a test run started in the background
-/// (`cmd &` from a script, as a CI runner may) inherits SIGINT ignored,
-/// and a shell cannot trap a signal ignored at its start.
-pub(crate) fn as_at_a_terminal(cmd: &mut Command) {
-    cmd.process_group(0);
-    // SAFETY: signal(2) is async-signal-safe; the closure touches nothing
-    // of the parent's.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::signal(libc::SIGINT, libc::SIG_DFL);
-            Ok(())
-        });
-    }
-}
-
-pub(crate) fn write_exe(path: &Path, text: &str) {
-    std::fs::write(path, text).unwrap();
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
-}
 
 /// Runs vm-run.sh `args` with the stand-ins of `bin` first on the PATH,
 /// the cache `cache` and installing allowed (no HERD_NO_INSTALL: the
@@ -73,7 +51,6 @@ fn interrupt_the_fetch(bin: &Path, cache: &Path, args: &[&str]) -> Option<(ExitS
         .stderr(std::fs::File::create(&err_path).unwrap());
     as_at_a_terminal(&mut cmd);
     let mut child = cmd.spawn().unwrap();
-    let pgid = nix::unistd::Pid::from_raw(child.id() as i32);
     let stderr = || std::fs::read_to_string(&err_path).unwrap_or_default();
     let t0 = Instant::now();
     while !bin.join("waiting").exists() {
@@ -95,18 +72,7 @@ fn interrupt_the_fetch(bin: &Path, cache: &Path, args: &[&str]) -> Option<(ExitS
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGINT).unwrap();
-    let t0 = Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if t0.elapsed() > Duration::from_secs(30) {
-            let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
-            panic!("vm-run.sh did not end within 30 s of SIGINT: {}", stderr());
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let status = ctrl_c_and_wait(&mut child, stderr);
     Some((status, stderr()))
 }
 

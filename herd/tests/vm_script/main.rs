@@ -15,6 +15,7 @@
 #[path = "../vm_support/mod.rs"]
 mod vm_support;
 
+mod ctrl_c;
 mod fetch_interrupt;
 mod online_summary;
 mod qemu_args;
@@ -370,9 +371,8 @@ time.sleep(60)
     // in the background would never see the Ctrl-C (the stand-in qemu,
     // which sets its own handler, exits 1 and the script reports a failed
     // boot, 125).
-    fetch_interrupt::as_at_a_terminal(&mut cmd);
+    ctrl_c::as_at_a_terminal(&mut cmd);
     let mut child = cmd.spawn().unwrap();
-    let pgid = nix::unistd::Pid::from_raw(child.id() as i32);
     let stderr = || std::fs::read_to_string(&err_path).unwrap_or_default();
     // Until the stand-in qemu runs (packing the initramfs takes a second).
     let t0 = Instant::now();
@@ -401,18 +401,7 @@ time.sleep(60)
         .trim()
         .parse()
         .unwrap();
-    nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGINT).unwrap();
-    let t0 = Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if t0.elapsed() > Duration::from_secs(30) {
-            let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
-            panic!("vm-run.sh did not end within 30 s of SIGINT: {}", stderr());
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let status = ctrl_c::ctrl_c_and_wait(&mut child, stderr);
     let err = stderr();
     assert_eq!(status.code(), Some(130), "{err}");
     assert!(err.contains("interrupted"), "{err}");

@@ -14,7 +14,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::fetch_interrupt::{as_at_a_terminal, write_exe};
+use crate::ctrl_c::{as_at_a_terminal, ctrl_c_and_wait, write_exe};
 use crate::vm_support::{herd_bin, skip, vm_run_sh};
 
 /// A stand-in for `tool` (at `real`) that runs it, then, if an argument
@@ -76,7 +76,6 @@ fn ctrl_c_while_the_work_directory_is_made_leaves_none() {
         .stderr(std::fs::File::create(&err_path).unwrap());
     as_at_a_terminal(&mut cmd);
     let mut child = cmd.spawn().unwrap();
-    let pgid = nix::unistd::Pid::from_raw(child.id() as i32);
     let stderr = || std::fs::read_to_string(&err_path).unwrap_or_default();
     let t0 = Instant::now();
     while !bin.path().join("waiting").exists() {
@@ -99,18 +98,7 @@ fn ctrl_c_while_the_work_directory_is_made_leaves_none() {
         1,
         "the work directory exists while the stand-in waits"
     );
-    nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGINT).unwrap();
-    let t0 = Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if t0.elapsed() > Duration::from_secs(30) {
-            let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
-            panic!("vm-run.sh did not end within 30 s of SIGINT: {}", stderr());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = ctrl_c_and_wait(&mut child, stderr);
     let err = stderr();
     assert_eq!(status.code(), Some(130), "{err}");
     assert!(err.contains("interrupted"), "{err}");
