@@ -241,6 +241,7 @@ impl Inner {
             heavy_barriers: get(&c.heavy_barriers),
             passes: get(&c.passes),
             stolen_batches: get(&c.stolen_batches),
+            exit_handoffs: get(&c.exit_handoffs),
             backlog_waits: get(&c.backlog_waits),
             backlog_overruns: get(&c.backlog_overruns),
             participants: get(&c.participants),

@@ -60,6 +60,11 @@ pub struct DomainStats {
     /// Batches taken from another thread (idle for a flush latency, or by
     /// `barrier` and shutdown).
     pub stolen_batches: u64,
+    /// Thread exits handed to a stealer: the exiting thread found a
+    /// stealer (the reclaimer's idle steal, `barrier`, shutdown) holding
+    /// its record, left its work and exit hooks to it and went on without
+    /// waiting (`handshake`, "An owner's exit is handed off").
+    pub exit_handoffs: u64,
     /// Times a thread over the backlog limit waited or helped.
     pub backlog_waits: u64,
     /// Times the backlog limit was exceeded where waiting would deadlock
@@ -94,6 +99,7 @@ pub(crate) struct Counters {
     pub(crate) heavy_barriers: AtomicU64,
     pub(crate) passes: AtomicU64,
     pub(crate) stolen_batches: AtomicU64,
+    pub(crate) exit_handoffs: AtomicU64,
     pub(crate) backlog_waits: AtomicU64,
     pub(crate) backlog_overruns: AtomicU64,
     pub(crate) participants: AtomicU64,
