@@ -66,17 +66,14 @@ pub struct Pools {
 
 impl Pools {
     pub fn new() -> Arc<Pools> {
-        // No idle steal while the workers live (an hour's flush latency):
-        // a worker whose exit path found the reclaimer stealing its
-        // batches at that moment waited for it, spinning and then yielding
-        // the CPU (a `sched_yield`), and `check_exit_syscalls` failed. That
-        // happened only when the steal and the exit met (once in a dozen
-        // rayon runs under load); the steal-free path is the one that must
-        // make no syscall. Work the workers leave is handed over by their
-        // exit paths, and `exit_barrier` runs it.
+        // The default flush latency (10 ms): the reclaimer's idle steal
+        // may meet a worker's exit, which must make no syscall then too
+        // (until 2026-12-06 the exit waited for the stealer, spinning and
+        // then yielding, and `check_exit_syscalls` failed once in a dozen
+        // loaded rayon runs; these tests ran with an hour's flush latency
+        // meanwhile; now the exit hands itself off: `handshake`).
         let domain = Domain::builder()
             .exit_poll(Some(Duration::from_millis(1)))
-            .flush_latency(Duration::from_secs(3600))
             .build();
         Arc::new(Pools {
             live: RcuCell::new(&domain, Vec::new()),

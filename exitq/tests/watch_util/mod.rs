@@ -77,6 +77,7 @@ pub fn wait_child(pid: libc::pid_t, limit: Duration) -> i32 {
             return libc::WEXITSTATUS(status);
         }
         if start.elapsed() > limit {
+            let stuck = where_stuck(pid);
             // SAFETY: our child (not reaped yet: waitpid did not report it).
             unsafe { libc::kill(pid, libc::SIGKILL) };
             // SAFETY: reaps it, so no zombie is left behind.
@@ -85,11 +86,47 @@ pub fn wait_child(pid: libc::pid_t, limit: Duration) -> i32 {
                 "the forked child (pid {pid}) did not end within {limit:?}, so it was killed. \
                  Either what it tests hangs, or the child blocked on a lock another thread of \
                  this test process held at the fork (the child has only the forking thread): \
-                 see watch_util's docs for what a child may do"
+                 see watch_util's docs for what a child may do.\n{stuck}"
             );
         }
         thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// Where a hung child is: the kernel's view (its wait channel and
+/// system call) and, if gdb is installed, its stack, so that a hang seen
+/// once under load says which lock or call it was.
+fn where_stuck(pid: libc::pid_t) -> String {
+    let read = |f: &str| {
+        std::fs::read_to_string(format!("/proc/{pid}/{f}"))
+            .map(|s| s.trim().to_string())
+            .unwrap_or_else(|e| format!("({e})"))
+    };
+    let mut out = format!(
+        "child's wchan: {}; syscall: {}",
+        read("wchan"),
+        read("syscall")
+    );
+    let gdb = std::process::Command::new("timeout")
+        .args(["20", "gdb", "-batch", "-nx", "-p", &pid.to_string()])
+        .args(["-ex", "thread apply all bt"])
+        .stdin(std::process::Stdio::null())
+        .output();
+    match gdb {
+        Ok(o) if o.status.success() => {
+            let text = String::from_utf8_lossy(&o.stdout);
+            let frames: Vec<&str> = text
+                .lines()
+                .filter(|l| l.starts_with('#'))
+                .take(40)
+                .collect();
+            out.push_str("\nchild's stack (gdb):\n");
+            out.push_str(&frames.join("\n"));
+        }
+        Ok(o) => out.push_str(&format!("\n(gdb gave no stack: {})", o.status)),
+        Err(e) => out.push_str(&format!("\n(no gdb stack: {e})")),
+    }
+    out
 }
 
 /// The name of the signals a test child usually dies of.
