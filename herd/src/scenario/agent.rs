@@ -38,6 +38,7 @@ mod rayon_mode;
 mod report;
 mod runner;
 mod settle;
+mod spawn_panic;
 mod tokio_blocking;
 
 pub use mutex_pool::MutexPool;

@@ -12,6 +12,21 @@
 //! ([`address_space`]): `RLIMIT_AS` against the process's address space
 //! now (`VmSize`) plus the threads' stacks. Each caller words the findings
 //! for its report; the numbers and the comparisons are these.
+//!
+//! Not modelled: `RLIMIT_DATA` (`ulimit -d`), which does stop thread
+//! creation. Since Linux 4.7 it caps every private writable mapping
+//! (`is_data_mapping`), and glibc's `mprotect` of a new stack makes one,
+//! so each thread's stack counts in `VmData`. Checked on kernel 6.18
+//! (2026-12, a C program creating threads of 2 MiB stacks): with
+//! `ulimit -d` at 64 MiB the 32nd `pthread_create` failed with EAGAIN
+//! (`VmData` 63712 kB), at 16 MiB the 8th, and unlimited all 200 were
+//! created. `herd storm --waves 1 --per-wave 200` under `ulimit -d 204800`
+//! passes this pre-flight (it would refuse the same stacks under
+//! `RLIMIT_AS`) and then counts 176 failures, which exitq's diagnosis
+//! names (`EAGAIN (RLIMIT_DATA): RLIMIT_DATA 209715200 reached: ...
+//! (VmData)`). A data budget beside [`address_space`] (the limit from
+//! `HostFacts`, `VmData` now, the stack without its guard page plus std's
+//! signal stack per thread) would refuse it up front.
 
 use crate::host::{CgroupPids, HostFacts, Rlimit};
 

@@ -30,10 +30,11 @@
 //! `spawn_blocking` panics ("OS can't spawn worker thread"): that is
 //! counted as a spawn failure and the job runs on the submitter, taken
 //! back from the slot it was handed over in (an uncontended mutex per
-//! job, the price of losing nothing).
+//! job, the price of losing nothing). The panic is caught, and kept off
+//! stderr while the runtime lives (`spawn_panic.rs`): herd's warning
+//! gives tokio's message, where Rust's panic hook printed `thread ...
+//! panicked at` once per failed job.
 
-use std::any::Any;
-use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -42,6 +43,7 @@ use anyhow::{Context, Result};
 use crossbeam_queue::SegQueue;
 
 use super::churn::{Churn, SpawnNote};
+use super::spawn_panic::{self, QuietSpawnFailure};
 use super::Config;
 
 type Job = Box<dyn FnOnce() + Send + 'static>;
@@ -64,6 +66,9 @@ pub(super) struct TokioBlocking {
     ran_on_caller: AtomicU64,
     /// The last failure: when, and tokio's message.
     last_spawn_error: Mutex<Option<(Instant, String)>>,
+    /// tokio's panic at a failure kept off stderr until the runtime is
+    /// shut down (dropped last, after `rt`).
+    _quiet: QuietSpawnFailure,
 }
 
 impl TokioBlocking {
@@ -98,6 +103,7 @@ impl TokioBlocking {
             spawn_failures: AtomicU64::new(0),
             ran_on_caller: AtomicU64::new(0),
             last_spawn_error: Mutex::new(None),
+            _quiet: QuietSpawnFailure::install(),
         })
     }
 
@@ -106,19 +112,20 @@ impl TokioBlocking {
     pub(super) fn execute(&self, job: Job) {
         let slot: Slot = Arc::new(Mutex::new(Some(job)));
         let theirs = slot.clone();
-        let spawned = panic::catch_unwind(AssertUnwindSafe(|| {
+        let spawned = spawn_panic::catch(|| {
             drop(self.rt.handle().spawn_blocking(move || {
                 if let Some(job) = take(&theirs) {
                     job();
                 }
             }));
-        }));
+        });
         if let Err(payload) = spawned {
             self.spawn_failures.fetch_add(1, Ordering::Relaxed);
             *self
                 .last_spawn_error
                 .lock()
-                .unwrap_or_else(|e| e.into_inner()) = Some((Instant::now(), message(&*payload)));
+                .unwrap_or_else(|e| e.into_inner()) =
+                Some((Instant::now(), spawn_panic::message(&*payload)));
             if let Some(job) = take(&slot) {
                 self.ran_on_caller.fetch_add(1, Ordering::Relaxed);
                 job();
@@ -156,16 +163,5 @@ impl TokioBlocking {
             ran_on_caller: self.ran_on_caller.into_inner(),
             ..Churn::default()
         })
-    }
-}
-
-/// The text of a panic payload.
-fn message(payload: &(dyn Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "spawn_blocking panicked".to_string()
     }
 }
