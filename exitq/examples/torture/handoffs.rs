@@ -129,6 +129,11 @@ fn defer_one(i: usize, rng: &Rng) {
 /// Waits (at most 50 ms) until every thread of the wave arrived.
 fn arrive_and_wait(left: &AtomicUsize) {
     left.fetch_sub(1, Ordering::AcqRel);
+    released(left);
+}
+
+/// Waits (at most 50 ms) until the wave is released (`left` is 0).
+fn released(left: &AtomicUsize) {
     let since = Instant::now();
     while left.load(Ordering::Acquire) > 0 && since.elapsed() < Duration::from_millis(50) {
         thread::sleep(Duration::from_micros(20));
@@ -208,6 +213,7 @@ fn exiting_thread(seed: u64, left: &AtomicUsize) -> Vec<Tally> {
 pub(crate) fn handoff_spawner(id: usize, seed: u64) {
     let w = world();
     let rng = Rng::new(seed ^ 0x4A0D ^ (id as u64) << 36);
+    let own = own_slot();
     while !w.stop.load(Ordering::Relaxed) {
         if rng.chance(20) {
             dropped_wave(&rng);
@@ -221,6 +227,11 @@ pub(crate) fn handoff_spawner(id: usize, seed: u64) {
                 thread::spawn(move || exiting_thread(seed, &left))
             })
             .collect();
+        // Steals of every record while the wave exits.
+        released(&left);
+        for _ in 0..rng.below(4) {
+            checked_barrier(own);
+        }
         // Each checked as soon as it is joined, while the rest still exit.
         for h in handles {
             let tallies = h.join().expect("hand-off thread panicked");
@@ -238,6 +249,19 @@ pub(crate) fn handoff_spawner(id: usize, seed: u64) {
                 JOINED.lock().unwrap().extend(tallies);
             }
         }
+    }
+}
+
+/// `barrier` of shared slot `i`, checked: every counted callback
+/// deferred before it ran.
+fn checked_barrier(i: usize) {
+    let w = world();
+    let slot = &w.slots[i];
+    // Acquire: pairs with the Release after each counted defer.
+    let before = slot.issued.load(Ordering::Acquire);
+    slot.domain.barrier();
+    if slot.ran.load(Ordering::Relaxed) < before {
+        inc(&w.v.barrier_early);
     }
 }
 
@@ -261,12 +285,7 @@ pub(crate) fn barrier_looper(id: usize, seed: u64) {
             mine
         };
         if rng.chance(50) {
-            // Acquire: pairs with the Release after each counted defer.
-            let before = slot.issued.load(Ordering::Acquire);
-            slot.domain.barrier();
-            if slot.ran.load(Ordering::Relaxed) < before {
-                inc(&w.v.barrier_early);
-            }
+            checked_barrier(i);
         } else {
             slot.domain.exit_barrier();
         }
