@@ -153,7 +153,7 @@ impl Violations {
                 g(&self.payload_corrupt),
             ),
             (
-                "hand-off waves: no thread, retire_thread or domain drop (path not run)",
+                "hand-off waves: no thread, or in 2,000 threads no retire_thread or no domain drop (path not run)",
                 g(&self.handoffs_not_run),
             ),
         ]
