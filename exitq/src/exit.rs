@@ -6,8 +6,12 @@
 //! destructor hands the thread's work to the domain:
 //!
 //! 1. owner side of the steal handshake (two plain stores and a load, plus
-//!    a compiler fence; only while a stealer holds the record, a wait for
-//!    it: a spin, then `sched_yield`s, `handshake::wait_for_stealer`);
+//!    a compiler fence). Should a stealer hold the record (the reclaimer's
+//!    idle steal, `barrier`, shutdown), the exit does not wait for it: it
+//!    leaves its hooks in the record and hands the rest of the exit to
+//!    the stealer with one CAS, and returns (`handshake`, "An owner's exit
+//!    is handed off"; steps 2-4 are then the stealer's, and step 4 is
+//!    skipped for a record kept for a guard);
 //! 2. link the thread's sealed batches, its open batch and the
 //!    preallocated exit-hook chain together (pointer writes);
 //! 3. push the whole chain onto the domain's list: **one successful
@@ -16,8 +20,7 @@
 //! 4. release the record for reuse: one uncontended compare-and-swap on the
 //!    record's own cache line.
 //!
-//! No lock, no syscall (but the yields of a wait for a stealer that holds
-//! the record at that moment), no allocation, no free (the record keeps
+//! No lock, no syscall, no wait, no allocation, no free (the record keeps
 //! its spare batch for the next thread). The hooks then run on the reclaimer after a
 //! grace period (reverse registration order within a thread), with the
 //! batches. Because the exit path cannot wake the reclaimer (that would be
@@ -63,9 +66,11 @@ use std::mem;
 use std::sync::Arc;
 
 use crate::batch::Work;
+use crate::expedite::Fences;
+use crate::handshake;
 use crate::inner::Inner;
 use crate::llist::{Chain, Node};
-use crate::record::{Record, FREE, IN_USE, ORPHANED, RETIRED};
+use crate::record::{Local, Record, FREE, IN_USE, ORPHANED, RETIRED};
 use crate::sync::Ordering;
 use crate::wake;
 
@@ -99,23 +104,113 @@ pub(crate) unsafe fn retire(r: &Record) -> Retired {
     // SAFETY: a record in use keeps its domain alive (IN_USE: the domain has
     // not shut down; ORPHANED: the record holds a strong count).
     let inner: &Inner = unsafe { r.domain() };
+    // SAFETY: the caller's contract.
+    unsafe { retire_with(r, inner.gp.hot.fences, |work| inner.queue.push_chain(work)) }
+}
+
+/// [`retire`], pushing the work with `push` (the domain's queue; the loom
+/// model's own).
+///
+/// # Safety
+///
+/// As [`retire`].
+pub(crate) unsafe fn retire_with(
+    r: &Record,
+    fences: Fences,
+    push: impl FnOnce(Chain<Work>),
+) -> Retired {
     // SAFETY: `exits` is owner-only and we are the owner.
-    let mut chain: Chain<Work> = mem::take(unsafe { &mut *r.exits.get() });
-    r.with_local(inner.gp.hot.fences, |local| {
-        let mut work = local.take_queued();
-        if let Some(open) = local.open.take() {
-            // Keeps its counts: the runner settles them (`run`).
-            work.push_back(open);
+    let mut hooks: Chain<Work> = mem::take(unsafe { &mut *r.exits.get() });
+    loop {
+        if handshake::owner_begin(&r.busy, &r.steal, fences) {
+            // SAFETY: we own the record and are inside an owner section
+            // (no stealer touches `local` until we leave it).
+            let local = unsafe { &mut *r.local.get() };
+            let mut work = all_work(local, None);
+            work.append(hooks);
+            // Relaxed: hints for the reclaimer's idle steal.
+            r.open_epoch.store(0, Ordering::Relaxed);
+            r.active_epoch.store(0, Ordering::Relaxed);
+            // The one CAS of the exit path, inside the handshake (module
+            // docs, step 3).
+            push(work);
+            handshake::owner_end(&r.busy);
+            return keep_or_release(r);
         }
-        work.append(mem::take(&mut chain));
-        // Relaxed: hints for the reclaimer's idle steal.
-        r.open_epoch.store(0, Ordering::Relaxed);
-        r.active_epoch.store(0, Ordering::Relaxed);
-        // The one CAS of the exit path, inside the handshake (module
-        // docs, step 3).
-        inner.queue.push_chain(work);
-    });
-    keep_or_release(r)
+        match hand_off(r, hooks) {
+            Ok(retired) => return retired,
+            Err(back) => hooks = back,
+        }
+    }
+}
+
+/// Seals an open batch for the domain's queue (`reclaim::sealed_for_queue`).
+pub(crate) type Seal<'a> = dyn Fn(Box<Node<Work>>) -> Box<Node<Work>> + 'a;
+
+/// Everything a record's batches hold, oldest first: the ready and sealed
+/// batches, then the open one (sealed for the queue by `seal`, if given;
+/// otherwise it keeps its counts and the runner settles them, `run`).
+fn all_work(local: &mut Local, seal: Option<&Seal<'_>>) -> Chain<Work> {
+    let mut work = local.take_queued();
+    if let Some(open) = local.open.take() {
+        work.push_back(match seal {
+            Some(seal) => seal(open),
+            None => open,
+        });
+    }
+    work
+}
+
+/// A stealer holds the record: leave the exit to it (`handshake`, "An
+/// owner's exit is handed off") rather than wait. `Err` gives the hooks
+/// back if the stealer finished meanwhile (the caller enters as usual).
+fn hand_off(r: &Record, hooks: Chain<Work>) -> Result<Retired, Chain<Work>> {
+    // A guard of ours still open on the record keeps it, as in
+    // `keep_or_release`. The domain cannot be orphaned while a stealer
+    // holds the record (shutdown orphans after its own steal and the
+    // reclaimer's join, and no `barrier` can start once no handle is
+    // left), so that case does not arise here.
+    let keep = r.nesting() > 0;
+    // SAFETY: `handed` is ours until the hand-off succeeds: a stealer
+    // reads it only after seeing `LEFT`, which only our CAS sets, and the
+    // last life's stealer cleared it before the record was handed back.
+    unsafe { *r.handed.get() = hooks };
+    if !handshake::owner_hand_off(&r.steal, !keep) {
+        // SAFETY: as above: the CAS failed, no stealer reads the slot.
+        return Err(mem::take(unsafe { &mut *r.handed.get() }));
+    }
+    if keep {
+        // Owner fields only: the stealer touches the batches, `handed` and
+        // `steal`. The guard's release waits for the hand-off to finish
+        // (`release_main`).
+        r.flags.set(r.flags.get() | RETIRED);
+        r.mark_retired();
+        return Ok(Retired::Kept);
+    }
+    // The stealer releases the record: we must not look at it again.
+    Ok(Retired::Released(None))
+}
+
+/// Stealer side of a hand-off (`reclaim::steal`, under the steal lock,
+/// after [`handshake::stealer_done`] said `Left`): takes what the record
+/// still holds and the owner's hooks, in the order the exit path would
+/// have pushed them, and clears `steal`. `seal` seals an open batch for
+/// the queue. The caller pushes the chain, then, if the owner asked for
+/// it (`RELEASE`), hands the record back with [`release_main`]: the
+/// stealer is the record's releaser for that life.
+pub(crate) fn finish_hand_off(r: &Record, seal: &Seal<'_>) -> Chain<Work> {
+    // SAFETY: the owner left (its CAS set `LEFT`); until `stealer_finish`
+    // the batches and the `handed` slot are ours alone: the owner never
+    // enters again, and no later owner exists before the record is handed
+    // back, which waits for that clear.
+    let mut work = all_work(unsafe { &mut *r.local.get() }, Some(seal));
+    // SAFETY: as above.
+    work.append(mem::take(unsafe { &mut *r.handed.get() }));
+    // Relaxed: hints for the reclaimer's idle steal.
+    r.open_epoch.store(0, Ordering::Relaxed);
+    r.active_epoch.store(0, Ordering::Relaxed);
+    handshake::stealer_finish(&r.steal);
+    work
 }
 
 /// What [`keep_or_release`] (and so [`retire`]) did with a record.
@@ -159,6 +254,12 @@ pub(crate) fn keep_or_release(r: &Record) -> Retired {
 /// end of a retired record's last guard.
 #[must_use = "an orphan's strong count must be given back (`Orphan::release`)"]
 pub(crate) fn release_main(r: &Record) -> Option<Orphan> {
+    // A record kept for a guard at a hand-off goes back only once the
+    // stealer finished it (`handshake`): a load that finds `LEFT` clear
+    // everywhere else.
+    if handshake::hand_off_pending(&r.steal) {
+        handshake::wait_hand_off(&r.steal);
+    }
     // The thread cannot be inside a section any more.
     r.end_ownership();
     // AcqRel: Release hands the record (and our pushes) over to the next

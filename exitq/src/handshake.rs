@@ -36,7 +36,7 @@
 //!
 //! Work moves between places (the open batch, the sealed queue, the
 //! domain's queue, a run in progress) only inside one owner section or one
-//! steal: a batch is never "in the hands" of a thread outside both, where
+//! steal (a hand-off's work stays in the record until the steal moves it): a batch is never "in the hands" of a thread outside both, where
 //! `barrier` could miss it. So the owner pushes to the domain's queue
 //! (thread exit, [`Callbacks::Offload`](crate::Callbacks::Offload)) and
 //! marks a run of its own as in progress (`Record::run_seq`) before it
@@ -44,21 +44,65 @@
 //!
 //! The loom models in `tests/loom.rs` check these steps with two stealers
 //! and an owner.
+//!
+//! # An owner's exit is handed off, not waited for
+//!
+//! Anywhere else an owner that finds `steal` set waits for the stealer
+//! (it moves a few pointers, but it may first wait for a heavy barrier
+//! and for other owners). The thread-exit path must not wait (no lock,
+//! no syscall: a wait ends in `sched_yield`s), so an exiting owner that
+//! finds `steal` set leaves its exit to the stealer instead:
+//!
+//! * owner ([`owner_hand_off`]): its exit hooks go into the record's
+//!   `handed` slot, then one CAS `STEAL → STEAL | LEFT` (`| RELEASE` if no
+//!   guard of the thread still holds the record), and the exit path
+//!   returns: the record is no longer the thread's to touch (but for a
+//!   kept record's guard, which only releases it, below). The CAS fails
+//!   only if the stealer finished meanwhile (`steal` is 0): the owner
+//!   takes its hooks back and enters as usual.
+//! * stealer ([`stealer_done`]): a CAS `STEAL → 0` that fails on `LEFT`
+//!   tells it the owner left; it then takes what it had not taken yet
+//!   (every batch, whatever kind of steal it is) and the `handed` hooks,
+//!   clears `steal` ([`stealer_finish`]), pushes it all onto the domain's
+//!   queue, and, with `RELEASE`, hands the record back, all still under
+//!   the steal lock (`reclaim::steal`, `exit::finish_hand_off`).
+//!
+//! `LEFT` is set once per life (a thread exits once). A record with
+//! `LEFT` set is never handed back until the stealer cleared it: with
+//! `RELEASE` the stealer is the releaser; without, the guard that kept
+//! the record waits for the clear before its release, and a grace period
+//! that would release a leaked one leaves it for a later scan
+//! ([`hand_off_pending`]). So the `handed` slot is written by an owner
+//! only when no stealer is reading it: a later life's owner exists only
+//! after the release. What `barrier` relies on holds: the work is in the
+//! record until a stealer that holds the steal lock moves it to the
+//! queue; `exit_barrier` takes the steal lock once, so that a hand-off of
+//! a thread that exited before the call is on the queue when it passes.
 use crate::expedite::Fences;
-use crate::sync::{AtomicBool, AtomicU64, Ordering};
+use crate::sync::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+
+/// `steal`: a stealer holds or wants the record's batches.
+pub(crate) const STEAL: u8 = 1;
+/// `steal`, with `STEAL`: the owner exited meanwhile and left its exit to
+/// the stealer (module docs).
+pub(crate) const LEFT: u8 = 2;
+/// `steal`, with `LEFT`: the stealer also hands the record back (no guard
+/// of the owner thread holds it).
+pub(crate) const RELEASE: u8 = 4;
 
 /// Owner side, before touching its batches: true if it may; false if a
 /// steal is in progress (then `busy` is cleared again and the owner must
 /// [`wait_for_stealer`] and retry).
 #[inline(always)]
-pub(crate) fn owner_begin(busy: &AtomicBool, steal: &AtomicBool, fences: Fences) -> bool {
+pub(crate) fn owner_begin(busy: &AtomicBool, steal: &AtomicU8, fences: Fences) -> bool {
     // Relaxed: ordered before the load of `steal` by the light fence
     // (paired with the stealer's heavy barrier).
     busy.store(true, Ordering::Relaxed);
     fences.light();
     // Acquire: pairs with the stealer's Release of `steal = false`
-    // (`stealer_done`): its batch writes are visible to us.
-    if steal.load(Ordering::Acquire) {
+    // (`stealer_done`, `stealer_finish`): its batch writes are visible to
+    // us.
+    if steal.load(Ordering::Acquire) != 0 {
         owner_end(busy);
         return false;
     }
@@ -80,7 +124,7 @@ pub(crate) fn owner_end(busy: &AtomicBool) {
 #[inline]
 pub(crate) fn owner_section<R>(
     busy: &AtomicBool,
-    steal: &AtomicBool,
+    steal: &AtomicU8,
     fences: Fences,
     f: impl FnOnce() -> R,
 ) -> R {
@@ -94,16 +138,52 @@ pub(crate) fn owner_section<R>(
 
 /// Owner side: wait until the stealer is done.
 #[cold]
-pub(crate) fn wait_for_stealer(steal: &AtomicBool) {
-    // Acquire: pairs with `stealer_done`'s Release.
-    wait_while_set(steal);
+pub(crate) fn wait_for_stealer(steal: &AtomicU8) {
+    // Acquire: pairs with `stealer_done`'s and `stealer_finish`'s Release.
+    wait_until(|| steal.load(Ordering::Acquire) == 0);
 }
 
-/// Spins, then yields, while `flag` is set; each load is Acquire (the
-/// callers say what it pairs with).
-fn wait_while_set(flag: &AtomicBool) {
+/// Owner side, at thread exit, after [`owner_begin`] refused: leaves the
+/// exit to the stealer (module docs). The caller has put its hooks into
+/// the record's `handed` slot; `release` says whether the stealer hands
+/// the record back too. True if handed off: the caller returns without
+/// touching the record's batches or `handed` again. False if the stealer
+/// finished meanwhile: the caller takes its hooks back and enters.
+#[inline]
+pub(crate) fn owner_hand_off(steal: &AtomicU8, release: bool) -> bool {
+    let left = STEAL | LEFT | if release { RELEASE } else { 0 };
+    // Release on success: the `handed` hooks (and the owner's last
+    // writes) happen-before the stealer's Acquire in `stealer_done`.
+    // Acquire on failure: the stealer's Release of `steal = 0`
+    // (`stealer_done`): its batch writes are visible to our retry.
+    steal
+        .compare_exchange(STEAL, left, Ordering::Release, Ordering::Acquire)
+        .is_ok()
+}
+
+/// Whether a hand-off of the record's current life is still being
+/// finished (`LEFT` set): the record must not be handed back yet.
+#[inline]
+pub(crate) fn hand_off_pending(steal: &AtomicU8) -> bool {
+    // Acquire: pairs with `stealer_finish`'s Release: once clear, the
+    // stealer's writes to the batches happen-before the release that
+    // follows, and so before the next claimant's.
+    steal.load(Ordering::Acquire) & LEFT != 0
+}
+
+/// A record kept for a guard at a hand-off: its release waits until the
+/// stealer has finished the hand-off (it moves a few pointers under the
+/// steal lock). Not the exit path: a later destructor's guard drop.
+#[cold]
+pub(crate) fn wait_hand_off(steal: &AtomicU8) {
+    wait_until(|| !hand_off_pending(steal));
+}
+
+/// Spins, then yields, until `done()`; its loads are Acquire (the callers
+/// say what they pair with).
+fn wait_until(done: impl Fn() -> bool) {
     let backoff = crossbeam_utils::Backoff::new();
-    while flag.load(Ordering::Acquire) {
+    while !done() {
         if backoff.is_completed() {
             crate::sync::yield_now();
         } else {
@@ -114,11 +194,12 @@ fn wait_while_set(flag: &AtomicBool) {
 
 /// Stealer side, for each candidate, before one heavy barrier for all.
 #[inline]
-pub(crate) fn stealer_mark(steal: &AtomicBool) {
+pub(crate) fn stealer_mark(steal: &AtomicU8) {
     // Relaxed: ordered before our loads of `busy` by the heavy barrier
     // that follows (the owner's store of `busy` before its load of `steal`
-    // by its light fence).
-    steal.store(true, Ordering::Relaxed);
+    // by its light fence). Only stealers store here (one at a time: the
+    // steal lock), and only once the last one cleared the word.
+    steal.store(STEAL, Ordering::Relaxed);
 }
 
 /// Stealer side, after the heavy barrier: wait until the owner is out.
@@ -126,14 +207,46 @@ pub(crate) fn stealer_mark(steal: &AtomicBool) {
 pub(crate) fn stealer_wait(busy: &AtomicBool) {
     // Acquire: pairs with `owner_end`'s Release: the owner's batch writes
     // are visible to us.
-    wait_while_set(busy);
+    wait_until(|| !busy.load(Ordering::Acquire));
 }
 
-/// Stealer side: done with the batches.
+/// What the owner did while a stealer held its record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Done {
+    /// Nothing the stealer must finish: `steal` is clear again.
+    Cleared,
+    /// The owner exited and left its exit to the stealer, which takes
+    /// every batch and the `handed` hooks, then calls [`stealer_finish`]
+    /// (and, with `release`, hands the record back).
+    Left { release: bool },
+}
+
+/// Stealer side: done with the batches, unless the owner left its exit
+/// to us meanwhile.
 #[inline]
-pub(crate) fn stealer_done(steal: &AtomicBool) {
-    // Release: pairs with `owner_begin`'s Acquire load of `steal`.
-    steal.store(false, Ordering::Release);
+pub(crate) fn stealer_done(steal: &AtomicU8) -> Done {
+    // Release on success: pairs with `owner_begin`'s Acquire load of
+    // `steal` (and `owner_hand_off`'s failure). Acquire on failure: pairs
+    // with `owner_hand_off`'s Release: the `handed` hooks are visible.
+    match steal.compare_exchange(STEAL, 0, Ordering::Release, Ordering::Acquire) {
+        Ok(_) => Done::Cleared,
+        Err(word) => {
+            debug_assert_eq!(word & (STEAL | LEFT), STEAL | LEFT, "steal {word}");
+            Done::Left {
+                release: word & RELEASE != 0,
+            }
+        }
+    }
+}
+
+/// Stealer side, after [`Done::Left`]: the batches and the `handed` hooks
+/// are taken; clears `steal`.
+#[inline]
+pub(crate) fn stealer_finish(steal: &AtomicU8) {
+    // Release: pairs with the Acquire loads of a later owner of the record
+    // (`owner_begin`; `hand_off_pending` before a kept record's release):
+    // our writes to the batches and the slot happen-before their use.
+    steal.store(0, Ordering::Release);
 }
 
 /// Owner side, inside its section: it took work out of its record to run

@@ -50,6 +50,10 @@ pub(crate) struct Inner {
     /// Held by stealers from marking until what they took is on `queue`
     /// (one stealer at a time: `handshake`).
     pub(crate) steal_lock: Mutex<()>,
+    /// Unit tests: called by every stealer after its marks and heavy
+    /// barrier, before it waits for the owners (`reclaim::steal`).
+    #[cfg(test)]
+    pub(crate) steal_hook: Mutex<Option<std::sync::Arc<dyn Fn() + Send + Sync>>>,
     /// Sealed callbacks not yet run (the backlog).
     pub(crate) pending: CachePadded<AtomicUsize>,
     /// Batches held by threads (open or sealed): while any, the reclaimer
@@ -109,6 +113,8 @@ impl Inner {
             }),
             passes_cv: Condvar::new(),
             steal_lock: Mutex::new(()),
+            #[cfg(test)]
+            steal_hook: Mutex::new(None),
             pending: CachePadded::new(AtomicUsize::new(0)),
             held: CachePadded::new(AtomicUsize::new(0)),
             armed_exits: AtomicUsize::new(0),

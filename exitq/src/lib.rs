@@ -43,9 +43,9 @@
 //!   node now; when the thread exits (returns, `pthread_exit`, or
 //!   `pthread_cancel`) its exit destructor (a pthread key's) pushes the
 //!   node, together with the thread's batches, with one CAS: no lock, no
-//!   syscall, no allocation (but a wait, spinning then yielding, if a
-//!   steal of the thread's batches is under way at that moment). See
-//!   [`exit`].
+//!   syscall, no allocation, no wait (should a steal of the thread's
+//!   batches be under way at that moment, the exit is left to the stealer
+//!   with one CAS instead). See [`exit`].
 //!
 //! The mechanisms live one per module, each with its protocol and every
 //! memory ordering written down: `grace` (the read side and grace
@@ -448,6 +448,8 @@ pub mod expedite;
 mod fork;
 mod grace;
 mod guard;
+#[cfg(test)]
+mod handoff_tests;
 mod handshake;
 mod inner;
 pub mod limits;

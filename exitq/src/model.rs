@@ -8,7 +8,7 @@ use crate::expedite::Fences;
 use crate::section;
 use crate::sync::Ordering;
 use crate::{epoch, handshake, past, qsbr, record};
-pub use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
+pub use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8};
 
 const FENCES: Fences = Fences { membarrier: true };
 
@@ -95,27 +95,49 @@ pub fn start_grace_period(gp_ctr: &AtomicU64, g: u64) {
 pub fn holds_grace_period(ctr: &AtomicU64, g: u64) -> bool {
     epoch::holds_grace_period(ctr, g)
 }
-pub fn owner_begin(busy: &AtomicBool, steal: &AtomicBool) -> bool {
+pub fn owner_begin(busy: &AtomicBool, steal: &AtomicU8) -> bool {
     handshake::owner_begin(busy, steal, FENCES)
 }
 pub fn owner_end(busy: &AtomicBool) {
     handshake::owner_end(busy)
 }
-pub fn wait_for_stealer(steal: &AtomicBool) {
+pub fn wait_for_stealer(steal: &AtomicU8) {
     handshake::wait_for_stealer(steal)
 }
 /// One whole owner section around `f` (`Record::with_local`'s loop).
-pub fn owner_section<R>(busy: &AtomicBool, steal: &AtomicBool, f: impl FnOnce() -> R) -> R {
+pub fn owner_section<R>(busy: &AtomicBool, steal: &AtomicU8, f: impl FnOnce() -> R) -> R {
     handshake::owner_section(busy, steal, FENCES, f)
 }
-pub fn stealer_mark(steal: &AtomicBool) {
+pub fn stealer_mark(steal: &AtomicU8) {
     handshake::stealer_mark(steal)
 }
 pub fn stealer_wait(busy: &AtomicBool) {
     handshake::stealer_wait(busy)
 }
-pub fn stealer_done(steal: &AtomicBool) {
-    handshake::stealer_done(steal)
+/// `None`: the word is clear again; `Some(release)`: the owner left its
+/// exit to the stealer (`handshake::Done::Left`).
+pub fn stealer_done(steal: &AtomicU8) -> Option<bool> {
+    match handshake::stealer_done(steal) {
+        handshake::Done::Cleared => None,
+        handshake::Done::Left { release } => Some(release),
+    }
+}
+/// An exiting owner's hand-off (`exit::hand_off`'s CAS): true if handed.
+pub fn owner_hand_off(steal: &AtomicU8, release: bool) -> bool {
+    handshake::owner_hand_off(steal, release)
+}
+/// The stealer's clear after finishing a hand-off.
+pub fn stealer_finish(steal: &AtomicU8) {
+    handshake::stealer_finish(steal)
+}
+/// Whether a hand-off is still being finished (a kept record's release
+/// waits for it: `exit::release_main`).
+pub fn hand_off_pending(steal: &AtomicU8) -> bool {
+    handshake::hand_off_pending(steal)
+}
+/// A kept record's release: waits for the hand-off to finish.
+pub fn wait_hand_off(steal: &AtomicU8) {
+    handshake::wait_hand_off(steal)
 }
 /// The heavy barrier alone (a stealer's, between marking and waiting).
 pub fn heavy_barrier() {
@@ -250,6 +272,99 @@ impl Rec<'_> {
     }
     pub fn same(self, other: Rec<'_>) -> bool {
         std::ptr::eq(self.0, other.0)
+    }
+}
+
+/// A domain's queue for the exit hand-off models: every item is a closure
+/// (an exit hook, or one standing for a batch of callbacks).
+#[allow(missing_debug_implementations)]
+pub struct Queue(crate::llist::List<crate::batch::Work>);
+
+impl Queue {
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> Queue {
+        Queue(crate::llist::List::new())
+    }
+    /// Takes everything queued and runs it, in order; returns how many.
+    pub fn run_all(&self) -> usize {
+        let mut n = 0;
+        for node in record::ChainNodes(self.0.take_all()) {
+            match node.value {
+                crate::batch::Work::Exit(f) => f(),
+                crate::batch::Work::Batch(_) => unreachable!("the model queues closures"),
+            }
+            n += 1;
+        }
+        n
+    }
+}
+
+/// An item of the models' queue.
+fn item(f: impl FnOnce() + Send + 'static) -> Box<Node<crate::batch::Work>> {
+    Node::new(crate::batch::Work::Exit(Box::new(f)))
+}
+
+impl Rec<'_> {
+    /// The owner seals a batch holding `f` (one owner section).
+    pub fn defer(self, f: impl FnOnce() + Send + 'static) {
+        let node = item(f);
+        self.0
+            .with_local(FENCES, move |local| local.sealed.push_back(node));
+    }
+    /// The owner registers an exit hook (`exit::register`).
+    pub fn register_exit(self, f: impl FnOnce() + Send + 'static) {
+        // SAFETY: `exits` is owner-only, and the model's caller owns `self`.
+        unsafe { (*self.0.exits.get()).push_front(item(f)) }
+    }
+    /// The owner thread's exit (`exit::retire`, onto `queue`): true if the
+    /// record was released (by the owner, or by the stealer it handed its
+    /// exit off to); false if kept for the live guard.
+    pub fn exit_thread(self, queue: &Queue) -> bool {
+        // SAFETY: the model calls it once, from the owner thread, outside
+        // any run.
+        match unsafe { crate::exit::retire_with(self.0, FENCES, |w| queue.0.push_chain(w)) } {
+            crate::exit::Retired::Kept => false,
+            crate::exit::Retired::Released(orphan) => {
+                assert!(orphan.is_none(), "no shutdown in the model");
+                true
+            }
+        }
+    }
+    /// One stealer's steal of this record (`reclaim::steal`'s steps for
+    /// one record; the caller holds the model's steal lock): marks, the
+    /// heavy barrier, waits for the owner, takes every batch if `take`
+    /// (`barrier`) or none (an idle steal whose hints were stale), then
+    /// finishes a hand-off if the owner left its exit meanwhile: pushes
+    /// onto `queue`, and releases the record if asked. `between` runs
+    /// after the barrier, before the wait (a stealer held up there).
+    /// Returns whether it finished a hand-off.
+    pub fn steal(self, queue: &Queue, take: bool, between: impl FnOnce()) -> bool {
+        let r = self.0;
+        handshake::stealer_mark(&r.steal);
+        FENCES.heavy();
+        between();
+        handshake::stealer_wait(&r.busy);
+        let mut taken = crate::llist::Chain::new();
+        if take {
+            // SAFETY: handshake won, the only stealer (the caller's lock).
+            taken.append(unsafe { (*r.local.get()).take_queued() });
+        }
+        let mut release = false;
+        let left = match handshake::stealer_done(&r.steal) {
+            handshake::Done::Cleared => false,
+            handshake::Done::Left { release: r } => {
+                release = r;
+                true
+            }
+        };
+        if left {
+            taken.append(crate::exit::finish_hand_off(r, &|node| node));
+        }
+        queue.0.push_chain(taken);
+        if release {
+            assert!(crate::exit::release_main(r).is_none(), "no shutdown");
+        }
+        left
     }
 }
 

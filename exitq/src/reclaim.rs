@@ -44,10 +44,22 @@
 //!
 //! So `barrier` returns once every callback whose `defer` returned before
 //! it was called has run, whoever ran it.
+//!
+//! # Exits handed off
+//!
+//! A thread that exits while a stealer holds its record leaves its exit
+//! to the stealer (`handshake`, "An owner's exit is handed off"): the
+//! stealer, whichever kind, then takes every batch and the thread's exit
+//! hooks, pushes them with what it took, and hands the record back, all
+//! before it lets the steal lock go. So a `barrier` still finds the work
+//! (in the record, or on the queue once it has the lock), and
+//! `exit_barrier` takes the steal lock once before its pass: a thread
+//! that exited before the call has its work on the queue by then.
 use std::time::Duration;
 
 use crate::batch::Work;
 use crate::cancel::NoCancel;
+use crate::exit;
 use crate::handshake;
 use crate::inner::{lock, Inner};
 use crate::llist::{Chain, Node};
@@ -80,6 +92,19 @@ pub(crate) struct Running<'a> {
 /// them onto the queue. Returns how many batches were taken and, for
 /// `Steal::All`, the owners' runs seen in progress.
 pub(crate) fn steal(inner: &Inner, which: Steal) -> (usize, Vec<Running<'_>>) {
+    let (n, running, orphans) = steal_locked(inner, which);
+    // Not expected (`exit::hand_off`), but should a record handed back by
+    // a hand-off have been orphaned, its count goes back here, after the
+    // lock (giving it back runs what is queued).
+    for o in orphans {
+        o.release();
+    }
+    (n, running)
+}
+
+/// [`steal`] under the steal lock; also returns the strong counts of
+/// orphaned records it handed back.
+fn steal_locked(inner: &Inner, which: Steal) -> (usize, Vec<Running<'_>>, Vec<exit::Orphan>) {
     let _one_stealer = lock(&inner.steal_lock);
     let mut marked: Vec<&Record> = Vec::new();
     for r in inner.registry.iter() {
@@ -100,11 +125,19 @@ pub(crate) fn steal(inner: &Inner, which: Steal) -> (usize, Vec<Running<'_>>) {
         marked.push(r);
     }
     if marked.is_empty() {
-        return (0, Vec::new());
+        return (0, Vec::new(), Vec::new());
     }
     inner.gp.hot.fences.heavy();
+    #[cfg(test)]
+    {
+        let hook = lock(&inner.steal_hook).clone();
+        if let Some(hook) = hook {
+            hook();
+        }
+    }
     let mut taken = Chain::new();
     let mut running = Vec::new();
+    let mut handed_back = Vec::new();
     for r in marked {
         handshake::stealer_wait(&r.busy);
         // SAFETY: steal handshake won: the owner is outside its batch
@@ -135,16 +168,31 @@ pub(crate) fn steal(inner: &Inner, which: Steal) -> (usize, Vec<Running<'_>>) {
                 running.push(Running { record: r, seq });
             }
         }
-        handshake::stealer_done(&r.steal);
+        if let handshake::Done::Left { release } = handshake::stealer_done(&r.steal) {
+            // The owner exited meanwhile and left its exit to us.
+            taken.append(exit::finish_hand_off(r, &|node| {
+                sealed_for_queue(inner, node)
+            }));
+            Counters::add(&inner.stats.exit_handoffs, 1);
+            if release {
+                handed_back.push(r);
+            }
+        }
     }
     let n = taken.len();
     if n > 0 {
         Counters::add(&inner.stats.stolen_batches, n as u64);
         // Still under the steal lock: a later stealer (a `barrier`) sees
-        // these on the queue.
+        // these on the queue, and so does an `exit_barrier` (`drain`).
         inner.queue.push_chain(taken);
     }
-    (n, running)
+    // The records of owners that left their exit to us, once their work
+    // is on the queue.
+    let orphans = handed_back
+        .into_iter()
+        .filter_map(exit::release_main)
+        .collect();
+    (n, running, orphans)
 }
 
 /// One reclaim pass; returns the number of callbacks run.
@@ -252,6 +300,11 @@ pub(crate) fn drain(inner: &Inner, own: Option<&Record>, steal_all: bool) {
     let running = if steal_all {
         steal(inner, Steal::All).1
     } else {
+        // A thread that exited before the call may have left its exit to
+        // a stealer still under way: it pushes that work before it lets
+        // the steal lock go (`handshake`, "An owner's exit is handed
+        // off").
+        drop(lock(&inner.steal_lock));
         Vec::new()
     };
     let (id, _) = pass(inner);

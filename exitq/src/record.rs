@@ -20,6 +20,7 @@
 //! | `FREE` | claim: CAS `FREE → IN_USE` (Acquire), then [`Record::take_over`] resets **every** owner field (flags, kind, thread link, `retired`, reader word, hints, stall mark) and starts a new life | `IN_USE` | the claiming thread (`Registry::claim`): `thread` for a main record, `Domain::reader`, a guard taken during teardown |
 //! | `IN_USE` | read sections, `defer`, runs of its batches (the batches under the steal handshake) | `IN_USE` | the owner thread (a stealer takes batches, never the record) |
 //! | `IN_USE` | the owner's last use, outside any section and any run of its batches (`retire_thread` refuses inside a callback): thread exit or `retire_thread` (main, `exit::release_main`), `Reader` dropped, a temporary guard's section ended ([`Record::release`]); [`Record::end_ownership`] then the `state` store/CAS (Release) | `FREE` | the owner |
+//! | `IN_USE` | thread exit while a stealer holds the record (`steal` set): the owner hands its exit off with one CAS and returns (`handshake`, "An owner's exit is handed off"); the stealer takes the batches and the `handed` hooks, clears `steal`, and, asked to (`RELEASE`: no guard holds the record), releases it as above (`exit::finish_hand_off`) | `FREE` (without `RELEASE`: `IN_USE`, retired, below) | the stealer, for that life |
 //! | `IN_USE` | the owner thread is exiting and a section on the record may stay open: a main record retired under a live guard (`RETIRED` flag; an `ORPHANED` one is released instead, `exit::keep_or_release`: its section can only be leaked), every record of the thread's auxiliary list at its exit, a temporary record (claimed during teardown): [`Record::mark_retired`] (Release) | `IN_USE`, retired | the owner |
 //! | `IN_USE`, retired | the section's guard (or the `Reader`) is dropped after all, by a later destructor: release as above (`retired` back to 0) | `FREE` | the owner |
 //! | `IN_USE`, retired | the guard was leaked and the owner thread is gone: a grace period waiting for the record wins the CAS of `retired` back to 0 (Acquire), stores 0 into the reader word and CASes `IN_USE → FREE` ([`Record::release_leaked`]) | `FREE` | a grace-period leader |
@@ -27,7 +28,9 @@
 //! | `ORPHANED` | the owner's release CAS fails: it gives the count back after its last use of the record (`exit::Orphan`; the record is freed with the domain) | (freed) | the owner |
 //!
 //! **Exactly one releaser per life.** The owner releases while its thread
-//! lives; `release_leaked` only once `tgkill(tid, 0)` says the thread is
+//! lives (or the stealer it handed its exit off to, then never the owner;
+//! a record kept for a guard is released only once that hand-off is
+//! finished, `handshake::hand_off_pending`); `release_leaked` only once `tgkill(tid, 0)` says the thread is
 //! gone (its death happens-after its last write: the kernel's exit path
 //! and the lookup take the same locks), by a CAS of the `retired` word, so
 //! of two grace periods only one wins, and a mark left from an earlier
@@ -51,7 +54,10 @@
 //! gone by then); `busy`, `flags`, `kind`, `life`, `exits`, `spare`,
 //! `thread_next` and `run_seq` by the owner only; `local` by the owner or
 //! by a stealer that won the steal handshake
-//! ([`handshake`]); `steal` by stealers; the stealer
+//! ([`handshake`]); `steal` by stealers, and once by an exiting owner
+//! that hands its exit off; `handed` by that owner, then by the stealer
+//! that finishes the hand-off (with the record's release, if the owner
+//! asked: the stealer is then the releaser of that life); the stealer
 //! hints `open_epoch`/`active_epoch` by the owner inside its sections or by
 //! a stealer under the handshake; `state` and `retired` as in the table.
 use std::cell::{Cell, UnsafeCell};
@@ -63,7 +69,7 @@ use crate::batch::{OpenBatch, Work};
 use crate::expedite::Fences;
 use crate::handshake;
 use crate::llist::{Chain, Node};
-use crate::sync::{self, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use crate::sync::{self, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 /// Bits of a reader word (`Record::ctr`) that count nesting; the rest is
 /// the epoch seen at the outermost entry (see `grace`).
@@ -139,8 +145,9 @@ pub(crate) struct Record {
     pub(crate) kind: Cell<Kind>,
     /// Owner is inside an access to `local` (steal handshake).
     pub(crate) busy: AtomicBool,
-    /// A stealer wants `local` (steal handshake).
-    pub(crate) steal: AtomicBool,
+    /// A stealer wants `local`, and whether the owner left its exit to it
+    /// (steal handshake: `STEAL`, `LEFT`, `RELEASE`).
+    pub(crate) steal: AtomicU8,
     /// The thread's batches (steal handshake).
     pub(crate) local: UnsafeCell<Local>,
     /// The owner's runs (owner writes; stealers read under the handshake):
@@ -165,6 +172,10 @@ pub(crate) struct Record {
     pub(crate) active_epoch: AtomicU64,
     /// Exit hooks registered by the owner, preallocated (owner only).
     pub(crate) exits: UnsafeCell<Chain<Work>>,
+    /// The exit hooks of an owner that left its exit to a stealer: the
+    /// owner's until its hand-off CAS succeeds, then the stealer's until
+    /// it clears `steal` (`handshake`, "An owner's exit is handed off").
+    pub(crate) handed: UnsafeCell<Chain<Work>>,
     /// One emptied batch node kept for the owner's next batch (owner only:
     /// memory this core just wrote; kept across owners). Always a full one
     /// (`drain::keep_node`).
@@ -212,7 +223,7 @@ impl Record {
             flags: Cell::new(0),
             kind: Cell::new(kind),
             busy: AtomicBool::new(false),
-            steal: AtomicBool::new(false),
+            steal: AtomicU8::new(0),
             local: UnsafeCell::new(Local {
                 open: OpenBatch::new(),
                 sealed: Chain::new(),
@@ -222,6 +233,7 @@ impl Record {
             open_epoch: AtomicU64::new(0),
             active_epoch: AtomicU64::new(0),
             exits: UnsafeCell::new(Chain::new()),
+            handed: UnsafeCell::new(Chain::new()),
             spare: Cell::new(None),
             opened: Cell::new(false),
             state: AtomicU32::new(IN_USE),
@@ -261,6 +273,8 @@ impl Record {
         );
         // SAFETY: `exits` is owner-only, and we are the owner now.
         debug_assert!(unsafe { (*self.exits.get()).is_empty() }, "hooks left");
+        // SAFETY: no hand-off is under way on a free record (`handshake`).
+        debug_assert!(unsafe { (*self.handed.get()).is_empty() }, "handed");
         debug_assert!(self.run_seq.load(Ordering::Relaxed) % 2 == 0, "a run left");
         self.life.set(self.life.get().wrapping_add(1));
         self.kind.set(kind);
@@ -337,6 +351,11 @@ impl Record {
         // Relaxed: a hint; the CAS below decides.
         let mark = self.retired.load(Ordering::Relaxed);
         if mark == 0 || alive(mark as u32 as i32) {
+            return false;
+        }
+        // The owner left its exit to a stealer still finishing it: not
+        // yet (a later scan releases it; `handshake`).
+        if handshake::hand_off_pending(&self.steal) {
             return false;
         }
         // Acquire: pairs with `mark_retired`'s Release. One winner: the

@@ -11,7 +11,10 @@
 //! `Domain` runs, from `exitq::model`), including a reader that enters with
 //! a stale epoch across two grace periods and nested sections, a QSBR
 //! reader's quiescent states (stored or skipped) and going offline, the batch
-//! steal handshake, and a record's life (the release of a leaked record
+//! steal handshake, an exiting owner's hand-off to a stealer (against a
+//! stealer held up until the exit returned, against an idle steal and a
+//! `barrier`, and for a record kept for a guard, through the exit and
+//! record code itself), and a record's life (the release of a leaked record
 //! racing its owner's guard drop and a new owner's claim, through the
 //! record code itself). The mutex-protected sharing of grace periods
 //! between callers is plain locked code and is covered by the unit and
@@ -23,7 +26,7 @@ use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::sync::Arc;
 use loom::thread;
 
-use exitq::model::{self, AtomicBool, AtomicU64, Chain, List, Node, Records};
+use exitq::model::{self, AtomicBool, AtomicU64, AtomicU8, Chain, List, Node, Records};
 
 /// Clones of the named `Arc`s, for a thread about to be spawned.
 macro_rules! cloned {
@@ -274,7 +277,7 @@ fn a_qsbr_reader_is_waited_for_until_its_quiescent_state() {
 fn steal_handshake_is_exclusive() {
     loom::model(|| {
         let busy = Arc::new(AtomicBool::new(false));
-        let steal = Arc::new(AtomicBool::new(false));
+        let steal = Arc::new(AtomicU8::new(0));
         let batch = Arc::new(UnsafeCell::new(Vec::<u32>::new()));
 
         let owner = {
@@ -300,7 +303,7 @@ fn steal_handshake_is_exclusive() {
         model::stealer_wait(&busy);
         // SAFETY: the handshake admitted us (checked by loom's UnsafeCell).
         let mut stolen = batch.with_mut(|b| unsafe { std::mem::take(&mut *b) });
-        model::stealer_done(&steal);
+        assert_eq!(model::stealer_done(&steal), None, "no owner exits here");
 
         owner.join().unwrap();
         // SAFETY: the owner thread has been joined.
@@ -318,7 +321,7 @@ fn steal_handshake_is_exclusive() {
 fn two_stealers_take_each_item_exactly_once() {
     loom::model(|| {
         let busy = Arc::new(AtomicBool::new(false));
-        let steal = Arc::new(AtomicBool::new(false));
+        let steal = Arc::new(AtomicU8::new(0));
         let batch = Arc::new(UnsafeCell::new(Vec::<u32>::new()));
         let list = Arc::new(List::new());
         let steal_lock = Arc::new(loom::sync::Mutex::new(()));
@@ -348,7 +351,7 @@ fn two_stealers_take_each_item_exactly_once() {
                     model::stealer_wait(&busy);
                     // SAFETY: handshake won and the only stealer (lock).
                     let taken = batch.with_mut(|b| unsafe { std::mem::take(&mut *b) });
-                    model::stealer_done(&steal);
+                    assert_eq!(model::stealer_done(&steal), None, "no owner exits here");
                     for item in taken {
                         list.push(Node::new(item));
                     }
@@ -374,7 +377,7 @@ fn two_stealers_take_each_item_exactly_once() {
 fn barrier_finds_work_the_owner_moves_inside_its_section() {
     loom::model(|| {
         let busy = Arc::new(AtomicBool::new(false));
-        let steal = Arc::new(AtomicBool::new(false));
+        let steal = Arc::new(AtomicU8::new(0));
         let batch = Arc::new(UnsafeCell::new(Vec::<u32>::new()));
         let list = Arc::new(List::new());
         let issued = Arc::new(AtomicUsize::new(0));
@@ -404,7 +407,7 @@ fn barrier_finds_work_the_owner_moves_inside_its_section() {
         model::stealer_wait(&busy);
         // SAFETY: handshake won (single stealer here).
         let mut found = batch.with_mut(|b| unsafe { std::mem::take(&mut *b) });
-        model::stealer_done(&steal);
+        assert_eq!(model::stealer_done(&steal), None, "no owner exits here");
         found.extend(list.take_all());
         if seen_issued == 1 {
             assert_eq!(
@@ -425,7 +428,7 @@ fn barrier_finds_work_the_owner_moves_inside_its_section() {
 fn barrier_waits_for_an_owner_run_in_progress() {
     loom::model(|| {
         let busy = Arc::new(AtomicBool::new(false));
-        let steal = Arc::new(AtomicBool::new(false));
+        let steal = Arc::new(AtomicU8::new(0));
         let batch = Arc::new(UnsafeCell::new(Vec::<u32>::new()));
         let seq = Arc::new(AtomicU64::new(0));
         let issued = Arc::new(AtomicUsize::new(0));
@@ -461,7 +464,7 @@ fn barrier_waits_for_an_owner_run_in_progress() {
         // SAFETY: handshake won (single stealer here).
         let taken = batch.with_mut(|b| unsafe { std::mem::take(&mut *b) });
         let running = model::run_seen(&seq);
-        model::stealer_done(&steal);
+        assert_eq!(model::stealer_done(&steal), None, "no owner exits here");
         ran.fetch_add(taken.len(), Ordering::Relaxed); // the barrier's pass
         if let Some(s) = running {
             model::run_wait(&seq, s);
@@ -487,7 +490,7 @@ fn barrier_waits_for_an_owner_run_in_progress() {
 fn barrier_and_a_drain_tick_split_a_batch() {
     loom::model(|| {
         let busy = Arc::new(AtomicBool::new(false));
-        let steal = Arc::new(AtomicBool::new(false));
+        let steal = Arc::new(AtomicU8::new(0));
         // The ready batch: two callbacks, deferred before the barrier.
         let batch = Arc::new(UnsafeCell::new(vec![1u32, 2]));
         let seq = Arc::new(AtomicU64::new(0));
@@ -518,7 +521,7 @@ fn barrier_and_a_drain_tick_split_a_batch() {
         // SAFETY: handshake won (single stealer here).
         let rest = batch.with_mut(|b| unsafe { std::mem::take(&mut *b) });
         let running = model::run_seen(&seq);
-        model::stealer_done(&steal);
+        assert_eq!(model::stealer_done(&steal), None, "no owner exits here");
         for cb in rest {
             ran[cb as usize - 1].fetch_add(1, Ordering::Relaxed); // the pass
         }
@@ -914,5 +917,182 @@ fn back_online(way: Back) {
         };
         poll_and_free(&gp_ctr, &ctr, &current, &object);
         owner.join().unwrap();
+    });
+}
+
+/// Counts a model item's runs.
+fn counter() -> Arc<AtomicUsize> {
+    Arc::new(AtomicUsize::new(0))
+}
+
+/// An item that counts its runs in `c`.
+fn counting(c: &Arc<AtomicUsize>) -> impl FnOnce() + Send + 'static {
+    let c = c.clone();
+    move || {
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Spins (yielding to loom) until `flag` is set.
+fn wait_for(flag: &AtomicBool) {
+    while !flag.load(Ordering::Acquire) {
+        thread::yield_now();
+    }
+}
+
+/// The exit path against a stealer that holds the record until the exit
+/// has returned (`handshake`, "An owner's exit is handed off"): the exit
+/// returns whatever the interleaving (before the hand-off it waited for
+/// the stealer, which here waits for it: no interleaving could end), the
+/// record is released exactly once, by the owner or by the stealer, and
+/// an `exit_barrier` that starts after the exit returned (it takes the
+/// steal lock once) finds the thread's batch and exit hook run, each
+/// exactly once.
+#[test]
+fn an_exit_returns_while_a_stealer_holds_the_record() {
+    loom::model(|| {
+        let records = Arc::new(Records::new());
+        let queue = Arc::new(model::Queue::new());
+        let steal_lock = Arc::new(loom::sync::Mutex::new(()));
+        let exited = Arc::new(AtomicBool::new(false));
+        let (batch, hook) = (counter(), counter());
+        // This thread is the owner: a sealed batch and an exit hook.
+        let owner = records.claim();
+        owner.defer(counting(&batch));
+        owner.register_exit(counting(&hook));
+
+        let stealer = {
+            let (records, queue, lock, exited) = cloned!(records, queue, steal_lock, exited);
+            thread::spawn(move || {
+                let _one = lock.lock().unwrap();
+                // A `barrier`'s steal, held up after its heavy barrier
+                // until the owner's exit has returned.
+                records.oldest().steal(&queue, true, || wait_for(&exited))
+            })
+        };
+        assert!(owner.exit_thread(&queue), "no guard: released");
+        exited.store(true, Ordering::Release);
+
+        // `exit_barrier`, after the exit returned: the steal lock once,
+        // then a pass.
+        drop(steal_lock.lock().unwrap());
+        queue.run_all();
+        assert_eq!(
+            batch.load(Ordering::Relaxed),
+            1,
+            "exit_barrier missed the batch"
+        );
+        assert_eq!(
+            hook.load(Ordering::Relaxed),
+            1,
+            "exit_barrier missed the hook"
+        );
+
+        stealer.join().unwrap();
+        queue.run_all();
+        assert_eq!(batch.load(Ordering::Relaxed), 1, "batch ran exactly once");
+        assert_eq!(hook.load(Ordering::Relaxed), 1, "hook ran exactly once");
+        // Released exactly once: a new claim reuses the record.
+        let again = records.claim();
+        assert_eq!(records.count(), 1, "the record was not handed back");
+        again.release();
+    });
+}
+
+/// An exiting owner against two stealers, one after the other (the steal
+/// lock): the reclaimer's idle steal (it takes nothing of a busy owner)
+/// and a `barrier` (it takes everything, then runs the queue). Whichever
+/// the owner hands its exit to, or neither: a batch sealed before the
+/// barrier started has run when it returns, and at the end the batch and
+/// the hook have run exactly once and the record is free.
+#[test]
+fn a_hand_off_races_an_idle_steal_and_a_barrier() {
+    loom::model(|| {
+        let records = Arc::new(Records::new());
+        let queue = Arc::new(model::Queue::new());
+        let steal_lock = Arc::new(loom::sync::Mutex::new(()));
+        let issued = Arc::new(AtomicBool::new(false));
+        let (batch, hook) = (counter(), counter());
+        let owner = records.claim();
+        owner.register_exit(counting(&hook));
+
+        let stealers: Vec<_> = [false, true]
+            .into_iter()
+            .map(|is_barrier| {
+                let (records, queue, lock, issued, batch) =
+                    cloned!(records, queue, steal_lock, issued, batch);
+                thread::spawn(move || {
+                    let seen = issued.load(Ordering::Acquire);
+                    let _one = lock.lock().unwrap();
+                    records.oldest().steal(&queue, is_barrier, || {});
+                    if is_barrier {
+                        queue.run_all();
+                        if seen {
+                            assert_eq!(
+                                batch.load(Ordering::Relaxed),
+                                1,
+                                "the barrier missed a batch sealed before it"
+                            );
+                        }
+                    }
+                })
+            })
+            .collect();
+        owner.defer(counting(&batch));
+        issued.store(true, Ordering::Release);
+        assert!(owner.exit_thread(&queue), "no guard: released");
+        for s in stealers {
+            s.join().unwrap();
+        }
+        queue.run_all();
+        assert_eq!(batch.load(Ordering::Relaxed), 1, "batch ran exactly once");
+        assert_eq!(hook.load(Ordering::Relaxed), 1, "hook ran exactly once");
+        let again = records.claim();
+        assert_eq!(records.count(), 1, "the record was not handed back");
+        again.release();
+    });
+}
+
+/// A guard that outlives the thread's exit destructor, at a hand-off: the
+/// exit keeps the record for the guard (`RELEASE` not asked), the guard's
+/// drop releases it only once the stealer finished the hand-off, and a
+/// new owner that claims it meanwhile (and exits at once, itself possibly
+/// handing off) never shares the batches or the `handed` slot with the
+/// stealer: every item runs exactly once.
+#[test]
+fn a_record_kept_at_a_hand_off_goes_back_after_it() {
+    loom::model(|| {
+        let gp_ctr = Arc::new(AtomicU64::new(model::initial_epoch()));
+        let records = Arc::new(Records::new());
+        let queue = Arc::new(model::Queue::new());
+        let steal_lock = Arc::new(loom::sync::Mutex::new(()));
+        let (first, second) = (counter(), counter());
+        let owner = records.claim();
+        owner.enter(&gp_ctr); // a guard a later destructor still holds
+        owner.register_exit(counting(&first));
+
+        let stealer = {
+            let (records, queue, lock) = cloned!(records, queue, steal_lock);
+            thread::spawn(move || {
+                let _one = lock.lock().unwrap();
+                records.oldest().steal(&queue, false, || {})
+            })
+        };
+        assert!(!owner.exit_thread(&queue), "kept for the live guard");
+        owner.exit(); // the guard's drop: releases the record
+        let next = {
+            let (records, queue, second) = cloned!(records, queue, second);
+            thread::spawn(move || {
+                let mine = records.claim();
+                mine.register_exit(counting(&second));
+                assert!(mine.exit_thread(&queue), "no guard: released");
+            })
+        };
+        next.join().unwrap();
+        stealer.join().unwrap();
+        queue.run_all();
+        assert_eq!(first.load(Ordering::Relaxed), 1, "first owner's hook");
+        assert_eq!(second.load(Ordering::Relaxed), 1, "second owner's hook");
+        assert!(records.count() <= 2);
     });
 }

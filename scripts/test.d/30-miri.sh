@@ -13,6 +13,8 @@
 # drops at a cell's drop, one look per run's key and its overflow; and
 # exitq/tests/exit_walk.rs: exit hooks that use a domain during the exit
 # walk, whose old code miri caught reading a freed value; and
+# exitq/src/handoff_tests.rs: a thread's exit handed off to a barrier that
+# holds its record, the batches, hooks and record passed between them;
 # exitq/tests/miri_pool.rs: a pool's workers retiring and replaced, whose
 # exit walk miri caught reading a record a new worker had claimed; the
 # shared domain's reclaimer outlives main, hence -Zmiri-ignore-leaks): checks
@@ -41,6 +43,9 @@ MIRIFLAGS="${MIRIFLAGS:-} -Zmiri-strict-provenance" \
 echo "miri: cargo +nightly miri test -p exitq --lib cell::keep::tests" >&2
 MIRIFLAGS="${MIRIFLAGS:-} -Zmiri-strict-provenance" \
     cargo +nightly miri test -p exitq --lib --target-dir target/miri -- cell::keep::tests
+echo "miri: cargo +nightly miri test -p exitq --lib handoff_tests" >&2
+MIRIFLAGS="${MIRIFLAGS:-} -Zmiri-strict-provenance" \
+    cargo +nightly miri test -p exitq --lib --target-dir target/miri -- handoff_tests
 echo "miri: cargo +nightly miri test -p exitq --test miri_core" >&2
 MIRIFLAGS="${MIRIFLAGS:-} -Zmiri-strict-provenance" \
     cargo +nightly miri test -p exitq --test miri_core --target-dir target/miri
