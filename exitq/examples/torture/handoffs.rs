@@ -8,8 +8,9 @@
 //! They register exit hooks, sometimes defer inside a guard, sometimes
 //! `retire_thread` (and go on with a fresh record), sometimes leak a
 //! section (`leaks.rs`, as the exiters do), and all exit together, from at
-//! once to a millisecond after their last defer. Meanwhile the barrier
-//! loopers (`barrier_looper`) call `barrier` (a steal of every record) and
+//! once to a millisecond after their last defer, while a thread of the
+//! wave's calls `barrier` (a steal of every record) up to three times.
+//! Meanwhile the barrier loopers (`barrier_looper`) call `barrier` and
 //! `exit_barrier` on the same domains almost without pause. One wave in
 //! five uses a short-lived domain of its own, dropped while its threads
 //! exit (`handoff_drops.rs`).
@@ -227,11 +228,13 @@ pub(crate) fn handoff_spawner(id: usize, seed: u64) {
                 thread::spawn(move || exiting_thread(seed, &left))
             })
             .collect();
-        // Steals of every record while the wave exits.
-        released(&left);
-        for _ in 0..rng.below(4) {
-            checked_barrier(own);
-        }
+        // Steals of every record while the wave exits, from a thread of
+        // their own: under way while this one joins and checks.
+        let rounds = rng.below(4);
+        let stealer = thread::spawn(move || {
+            released(&left);
+            (0..rounds).for_each(|_| checked_barrier(own));
+        });
         // Each checked as soon as it is joined, while the rest still exit.
         for h in handles {
             let tallies = h.join().expect("hand-off thread panicked");
@@ -249,6 +252,7 @@ pub(crate) fn handoff_spawner(id: usize, seed: u64) {
                 JOINED.lock().unwrap().extend(tallies);
             }
         }
+        stealer.join().expect("hand-off stealer panicked");
     }
 }
 
