@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # exitq's torture test (exitq/examples/torture/): many threads mixing
-# every API at random on five domains, every guarantee checked, for about a
+# every API at random on seven domains (thread exits raced with steals too:
+# the hand-off waves), every guarantee checked, for about a
 # minute (EXITQ_TORTURE_SECONDS, default 60; HERD_TEST_QUICK=1: 10 s). It
 # prints its seed; a failure is rerun with
 #

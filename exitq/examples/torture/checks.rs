@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 use crate::world::{inc, world};
 use crate::Opts;
 
-/// Fails the run if some role stops making progress (the QSBR workers'
-/// waits for grace periods too, if there are any).
-pub(crate) fn watchdog(start: Instant, limit: Duration, qsbr: bool) {
+/// Fails the run if some role stops making progress (the hand-off waves
+/// and the QSBR workers' waits for grace periods too, if there are any).
+pub(crate) fn watchdog(start: Instant, limit: Duration, handoffs: bool, qsbr: bool) {
     let w = world();
     let snapshot = || {
         let o = &w.ops;
@@ -24,6 +24,8 @@ pub(crate) fn watchdog(start: Instant, limit: Duration, qsbr: bool) {
             o.churned_domains.load(Ordering::Relaxed),
             o.nested_rounds.load(Ordering::Relaxed),
             o.forks.load(Ordering::Relaxed),
+            o.handoff_threads.load(Ordering::Relaxed),
+            o.handoff_barriers.load(Ordering::Relaxed),
             o.qsbr_waits.load(Ordering::Relaxed),
         ]
     };
@@ -35,15 +37,19 @@ pub(crate) fn watchdog(start: Instant, limit: Duration, qsbr: bool) {
         "domain churn",
         "nested barriers",
         "forks",
+        "hand-off threads",
+        "hand-off barrier loops",
         "QSBR workers' waits",
     ];
-    let watched = if qsbr { names.len() } else { names.len() - 1 };
+    let mut watched = [true; 10];
+    watched[7..9].fill(handoffs);
+    watched[9] = qsbr;
     let mut last = snapshot();
-    let mut since = [Instant::now(); 8];
+    let mut since = [Instant::now(); 10];
     while !w.stop.load(Ordering::Relaxed) {
         thread::sleep(Duration::from_millis(200));
         let now = snapshot();
-        for k in 0..watched {
+        for k in (0..names.len()).filter(|&k| watched[k]) {
             if now[k] != last[k] {
                 since[k] = Instant::now();
             } else if since[k].elapsed() > limit {
@@ -162,7 +168,8 @@ pub(crate) fn report(opts: &Opts, took: Duration, role_panics: &HashMap<&str, u3
          {} forks with a held guard or QSBR reader, {} by a callback; {} cell writes; QSBR: {} reads, {} quiescent states, \
          {} offline periods, {} waits offline, {} readers rebuilt; {} streamer rounds ({} asleep offline); \
          cache readers: {} rounds of caches, {} reads, {} naps with caches kept, \
-         {} option reads ({} empty), {} option writes",
+         {} option reads ({} empty), {} option writes; hand-off waves: {} threads ({} retire_thread calls), \
+         {} domains dropped while threads exit ({} exit hand-offs in them before the drop), {} barrier-loop rounds",
         took.as_secs_f64(),
         g(&o.reads),
         g(&o.replaces_deferred),
@@ -197,12 +204,18 @@ pub(crate) fn report(opts: &Opts, took: Duration, role_panics: &HashMap<&str, u3
         g(&o.option_reads),
         g(&o.option_empty_reads),
         g(&o.option_writes),
+        g(&o.handoff_threads),
+        g(&o.handoff_retired),
+        g(&o.handoff_drops),
+        g(&o.dropped_domain_handoffs),
+        g(&o.handoff_barriers),
     );
     for slot in &w.slots {
         let s = slot.domain.stats();
         println!(
             "torture: domain '{}': {} grace periods ({} heavy barriers), {} callbacks run ({} batches, \
-             {} run by their thread), {} stolen, {} passes, {} panics caught, {} backlog waits, {} overruns",
+             {} run by their thread), {} stolen, {} exit hand-offs, {} passes, {} panics caught, {} backlog waits, \
+             {} overruns",
             slot.name,
             s.grace_periods,
             s.heavy_barriers,
@@ -210,6 +223,7 @@ pub(crate) fn report(opts: &Opts, took: Duration, role_panics: &HashMap<&str, u3
             s.batches,
             s.batches_run_locally,
             s.stolen_batches,
+            s.exit_handoffs,
             s.passes,
             s.callbacks_panicked,
             s.backlog_waits,

@@ -75,7 +75,7 @@ pub(crate) fn register_hook(domain: &Domain, finished: &Arc<AtomicBool>) {
 }
 
 /// [`register_hook`], the hook also running `then`.
-fn register_hook_then(
+pub(crate) fn register_hook_then(
     domain: &Domain,
     finished: &Arc<AtomicBool>,
     then: impl FnOnce() + Send + 'static,

@@ -6,13 +6,16 @@
 //!     cargo run --release -p exitq --example torture -- --seconds 60
 //!
 //! Options: `--seconds N` (default 10), `--threads N` (workers, default 12),
-//! `--qsbr N` (QSBR workers, default 3), `--seed N` (default: from the
-//! clock; printed, so a failure can be rerun). Exit 2 on bad usage.
+//! `--qsbr N` (QSBR workers, default 3), `--handoffs N` (hand-off wave
+//! spawners, default 1; 0: none, nor their two barrier loopers), `--seed N`
+//! (default: from the clock; printed, so a failure can be rerun). Exit 2
+//! on bad usage.
 //!
 //! What runs, on several domains at once (default; offloaded callbacks with
 //! batches of 2; the inline reclaimer with batches of 3; batches of 1 with
 //! a backlog limit of 8 and no first-check delay; fence mode with batches
-//! of 7), all with flush latencies of 100-200 µs except the default:
+//! of 7; batches of 4 with an exit poll of 100 µs, the hand-off waves'),
+//! all with flush latencies of 100-200 µs except the default:
 //!
 //! * readers, through `Domain::read` (nested at random) and `Reader`s,
 //!   load a domain's current object (a raw pointer, or a typed `RcuCell`'s
@@ -62,6 +65,16 @@
 //!   reclaimer kinds), lets threads use them, and drops the last handle
 //!   while those threads still live: their hooks must wait for their exit
 //!   and then run exactly once;
+//! * hand-off waves (`handoffs.rs`): threads that defer (counted, with
+//!   heap payloads, retirements), register hooks, sometimes
+//!   `retire_thread` or leak a section, and exit together about a flush
+//!   latency after their last defer, so the reclaimer's idle steal, and
+//!   the two barrier loopers' `barrier` and `exit_barrier`, hold their
+//!   records as they exit (the exit hand-off); once a thread is joined,
+//!   a later `exit_barrier` or `barrier` of a domain must find its hooks
+//!   there run; one wave in five drops its own domain's last handle while
+//!   its threads exit (`handoff_drops.rs`), and every callback and hook
+//!   must then have run once; each domain's exit hand-offs are reported;
 //! * streamers (`streams.rs`), the only users of one more domain
 //!   (`polled`), read, nest, retire and write inside their `Reader`
 //!   sections without pause, so its grace periods are started by their
@@ -87,7 +100,8 @@
 //! (readers, writers, barrier checkers), `qsbr.rs` (QSBR workers),
 //! `streams.rs` (the polled domain's streamers), `caches.rs` (cache
 //! readers), `exits.rs` (exiting, cancelled
-//! and churned threads), `leaks.rs` (what they leak), `nested.rs` (nested
+//! and churned threads), `handoffs.rs` (exits raced with steals) and
+//! `handoff_drops.rs` (with a domain's drop), `leaks.rs` (what they leak), `nested.rs` (nested
 //! barriers), `forker.rs` (fork with held guards), `checks.rs` (watchdog,
 //! final checks, report); this file parses the options, builds the
 //! domains and runs the roles.
@@ -96,6 +110,8 @@ mod caches;
 mod checks;
 mod exits;
 mod forker;
+mod handoff_drops;
+mod handoffs;
 mod leaks;
 mod nested;
 mod qsbr;
@@ -118,6 +134,7 @@ use caches::{cache_reader, CACHE_READERS};
 use checks::{final_checks, report, watchdog};
 use exits::{canceller, churner, exiter};
 use forker::forker;
+use handoffs::{barrier_looper, handoff_spawner};
 use nested::nester;
 use qsbr::qsbr_worker;
 use shared_counter::shared_counter;
@@ -130,6 +147,7 @@ pub(crate) struct Opts {
     pub(crate) seconds: u64,
     pub(crate) threads: usize,
     pub(crate) qsbr: usize,
+    pub(crate) handoffs: usize,
     pub(crate) seed: u64,
 }
 
@@ -138,6 +156,7 @@ fn parse() -> Result<Opts, String> {
         seconds: 10,
         threads: 12,
         qsbr: 3,
+        handoffs: 1,
         seed: Instant::now().elapsed().as_nanos() as u64
             ^ std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -154,16 +173,23 @@ fn parse() -> Result<Opts, String> {
             "--seconds" => o.seconds = value("--seconds")?,
             "--threads" => o.threads = value("--threads")? as usize,
             "--qsbr" => o.qsbr = value("--qsbr")? as usize,
+            "--handoffs" => o.handoffs = value("--handoffs")? as usize,
             "--seed" => o.seed = value("--seed")?,
             "-h" | "--help" => {
-                println!("usage: torture [--seconds N] [--threads N] [--qsbr N] [--seed N]");
+                println!(
+                    "usage: torture [--seconds N] [--threads N] [--qsbr N] [--handoffs N] [--seed N]"
+                );
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument '{other}' (try --help)")),
         }
     }
-    if o.seconds == 0 || o.threads == 0 || o.threads > 1024 || o.qsbr > 1024 {
-        return Err("--seconds must be positive, --threads in 1..=1024, --qsbr in 0..=1024".into());
+    if o.seconds == 0 || o.threads == 0 || o.threads > 1024 || o.qsbr > 1024 || o.handoffs > 64 {
+        return Err(
+            "--seconds must be positive, --threads in 1..=1024, --qsbr in 0..=1024, \
+             --handoffs in 0..=64"
+                .into(),
+        );
     }
     Ok(o)
 }
@@ -200,6 +226,13 @@ fn slots() -> Vec<Slot> {
                 .expedite(Expedite::Fallback)
                 .batch_size(7)
                 .flush_latency(fast),
+        ),
+        (
+            handoffs::SLOT_NAME,
+            Domain::builder()
+                .batch_size(4)
+                .flush_latency(fast)
+                .exit_poll(Some(fast)),
         ),
         // Last: used by the streamers only (`World::shared`).
         ("polled", Domain::builder().batch_size(16)),
@@ -305,6 +338,18 @@ fn main() -> ExitCode {
     roles.push(role("churner", "churner".into(), move || churner(seed)));
     roles.push(role("nester", "nester".into(), move || nester(seed)));
     roles.push(role("forker", "forker".into(), move || forker(seed)));
+    for id in 0..opts.handoffs {
+        roles.push(role(
+            "hand-off spawner",
+            format!("handoffs-{id}"),
+            move || handoff_spawner(id, seed),
+        ));
+    }
+    for id in 0..if opts.handoffs > 0 { 2 } else { 0 } {
+        roles.push(role("barrier looper", format!("looper-{id}"), move || {
+            barrier_looper(id, seed)
+        }));
+    }
     for id in 0..STREAMERS {
         roles.push(role("streamer", format!("streamer-{id}"), move || {
             streamer(id, seed)
@@ -315,8 +360,8 @@ fn main() -> ExitCode {
             cache_reader(id, seed)
         }));
     }
-    let qsbr = opts.qsbr > 0;
-    let dog = thread::spawn(move || watchdog(start, Duration::from_secs(60), qsbr));
+    let (handoffs, qsbr) = (opts.handoffs > 0, opts.qsbr > 0);
+    let dog = thread::spawn(move || watchdog(start, Duration::from_secs(60), handoffs, qsbr));
     thread::sleep(Duration::from_secs(opts.seconds));
     w.stop.store(true, Ordering::Relaxed);
     stopped_within(&roles, Duration::from_secs(120));
@@ -328,6 +373,7 @@ fn main() -> ExitCode {
     }
     dog.join().expect("watchdog");
     final_checks();
+    handoffs::final_check(handoffs);
     report(&opts, start.elapsed(), &role_panics)
 }
 

@@ -93,10 +93,13 @@ pub(crate) struct Violations {
     pub(crate) polled_never_barrier_free: AtomicU64,
     pub(crate) never_asleep_offline: AtomicU64,
     pub(crate) never_cached: AtomicU64,
+    pub(crate) hook_after_barrier: AtomicU64,
+    pub(crate) payload_corrupt: AtomicU64,
+    pub(crate) handoffs_not_run: AtomicU64,
 }
 
 impl Violations {
-    pub(crate) fn all(&self) -> [(&'static str, u64); 15] {
+    pub(crate) fn all(&self) -> [(&'static str, u64); 18] {
         let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
         [
             (
@@ -141,6 +144,18 @@ impl Violations {
                 "cache readers made no cache, or read none through a cell or an option cache (path not run)",
                 g(&self.never_cached),
             ),
+            (
+                "exit hook of a joined thread not run when a later exit_barrier, barrier or its domain's drop returned",
+                g(&self.hook_after_barrier),
+            ),
+            (
+                "a deferred callback's payload was corrupt (use after free)",
+                g(&self.payload_corrupt),
+            ),
+            (
+                "hand-off waves: no thread, or in 2,000 threads no retire_thread or no domain drop (path not run)",
+                g(&self.handoffs_not_run),
+            ),
         ]
     }
 }
@@ -183,6 +198,15 @@ pub(crate) struct Ops {
     pub(crate) option_reads: AtomicU64,
     pub(crate) option_empty_reads: AtomicU64,
     pub(crate) option_writes: AtomicU64,
+    /// Threads of the hand-off waves (`handoffs.rs`), their
+    /// `retire_thread` calls, the waves' domains dropped under exiting
+    /// threads, the exit hand-offs those showed before their drop, and
+    /// the barrier loopers' rounds.
+    pub(crate) handoff_threads: AtomicU64,
+    pub(crate) handoff_retired: AtomicU64,
+    pub(crate) handoff_drops: AtomicU64,
+    pub(crate) dropped_domain_handoffs: AtomicU64,
+    pub(crate) handoff_barriers: AtomicU64,
 }
 
 pub(crate) struct World {
