@@ -4,7 +4,7 @@
 //! [`HostFacts::read`] gathers what decides whether a storm can run: the
 //! online CPUs, NUMA nodes, kernel, the thread limits (`kernel.threads-max`,
 //! `kernel.pid_max`, `vm.max_map_count`, the cgroup's `pids.max`,
-//! `RLIMIT_NPROC`, `RLIMIT_STACK`, `RLIMIT_AS`) and whether perf counters
+//! `RLIMIT_NPROC`, `RLIMIT_STACK`, `RLIMIT_AS`, `RLIMIT_DATA`) and whether perf counters
 //! and tracefs are usable. A fact that cannot be read is `None` and shown
 //! as "unknown", never guessed. `herd env` prints them
 //! ([`crate::scenario::env`]).
@@ -109,6 +109,11 @@ pub(crate) struct HostFacts {
     pub rlimit_stack: Option<Rlimit>,
     /// `RLIMIT_AS`: address space; thread stacks count against it.
     pub rlimit_as: Option<Rlimit>,
+    /// `RLIMIT_DATA`: private writable memory (`VmData`); thread stacks
+    /// count against it too (Linux 4.7+), their guard pages do not.
+    /// Absent from results written before it was recorded.
+    #[serde(default)]
+    pub rlimit_data: Option<Rlimit>,
     /// glibc's default thread stack size (`pthread_getattr_default_np`).
     pub default_thread_stack_bytes: Option<u64>,
     /// Page size in bytes.
@@ -229,6 +234,7 @@ impl HostFacts {
             rlimit_nproc: Rlimit::read(libc::RLIMIT_NPROC),
             rlimit_stack: Rlimit::read(libc::RLIMIT_STACK),
             rlimit_as: Rlimit::read(libc::RLIMIT_AS),
+            rlimit_data: Rlimit::read(libc::RLIMIT_DATA),
             default_thread_stack_bytes: default_thread_stack(),
             page_size: if page > 0 { page as u64 } else { 4096 },
             perf_event_paranoid: paranoid,
@@ -316,6 +322,7 @@ impl HostFacts {
         rows.push(("RLIMIT_NPROC", nproc));
         rows.push(("RLIMIT_STACK", rl(&self.rlimit_stack, &bytes)));
         rows.push(("RLIMIT_AS", rl(&self.rlimit_as, &bytes)));
+        rows.push(("RLIMIT_DATA", rl(&self.rlimit_data, &bytes)));
         rows.push((
             "default thread stack",
             self.default_thread_stack_bytes
@@ -445,6 +452,20 @@ pub(crate) fn address_space_bytes() -> Option<u64> {
     Some(pages.saturating_mul(if page > 0 { page as u64 } else { 4096 }))
 }
 
+/// This process's private writable memory now, bytes (`VmData` of
+/// `/proc/self/status`), what `RLIMIT_DATA` is checked against.
+pub(crate) fn data_bytes() -> Option<u64> {
+    let status = fs::read_to_string("/proc/self/status").ok()?;
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmData:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    kb.checked_mul(1024)
+}
+
 /// The thread ids of this process now (`/proc/self/task`), sorted.
 ///
 /// One reading of `/proc/self/task` can miss a thread that is alive all
@@ -537,6 +558,14 @@ mod tests {
         let vm = address_space_bytes().unwrap();
         assert!(vm > 1 << 20, "{vm}");
         assert_eq!(vm % 4096, 0, "{vm}");
+    }
+
+    #[test]
+    fn data_is_read_in_bytes() {
+        // The test harness's heap and its threads' stacks are data.
+        let data = data_bytes().unwrap();
+        assert!(data > 1 << 20, "{data}");
+        assert_eq!(data % 1024, 0, "{data}");
     }
 
     #[test]

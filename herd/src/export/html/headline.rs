@@ -154,6 +154,10 @@ pub(crate) fn host_facts(h: &Value, config: &Value) -> Vec<(String, String)> {
         h.get("rlimit_as").and_then(|v| rlimit(v, human_bytes)),
     );
     put(
+        "RLIMIT_DATA",
+        h.get("rlimit_data").and_then(|v| rlimit(v, human_bytes)),
+    );
+    put(
         "perf",
         h.get("perf_usable").and_then(Value::as_bool).map(|u| {
             let paranoid = h
