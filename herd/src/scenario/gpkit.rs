@@ -209,6 +209,11 @@ const MAPPING_SLACK: u64 = 256;
 /// thread first allocates), the job log and perf's buffers fit in it.
 const ADDRESS_SLACK: u64 = 64 << 20;
 
+/// Private writable memory (`VmData`) [`preflight_threads`] keeps free
+/// for what is not a thread's stack or malloc arena: the job log, the
+/// heap's growth, the exitq domain.
+const DATA_SLACK: u64 = 32 << 20;
+
 /// Pre-flight of a scenario's std threads, before any is created: refuses
 /// (exit 3, [`crate::error::ResourceError`] about `flag`) when `threads`
 /// threads alive at once would not fit under the host's limits
@@ -224,9 +229,11 @@ pub fn preflight_threads(flag: &str, what: &str, threads: usize) -> Result<()> {
 /// `threads` std threads alive at once against `vm.max_map_count` (the
 /// mappings in use now, at [`crate::spawn::failure::STD_THREAD_MAPPINGS`]
 /// per thread), `RLIMIT_AS` (the address space in use now, at
-/// [`crate::spawn::failure::std_thread_bytes`] per thread),
-/// `RLIMIT_NPROC`, `kernel.threads-max`, `kernel.pid_max` and the
-/// cgroup's `pids.max`. Past the mapping or address-space wall, std's
+/// [`crate::spawn::failure::std_thread_bytes`] per thread), `RLIMIT_DATA`
+/// (`VmData` now, at [`crate::spawn::failure::std_thread_data_bytes`] per
+/// thread, and a malloc arena for each of the first threads,
+/// [`crate::spawn::fit::arena_data_bytes`]), `RLIMIT_NPROC`, `kernel.threads-max`, `kernel.pid_max` and the
+/// cgroup's `pids.max`. Past the mapping, address-space or data wall, std's
 /// start-up of a thread that was created aborts the whole process (it
 /// cannot map the thread's signal stack: "failed to allocate an
 /// alternative stack", then "fatal runtime error"); past the task limits
@@ -243,6 +250,11 @@ pub fn preflight_threads_problem(what: &str, threads: usize) -> Option<String> {
         bytes_now: crate::host::address_space_bytes()
             .unwrap_or(0)
             .saturating_add(ADDRESS_SLACK),
+        data_per_thread: crate::spawn::failure::std_thread_data_bytes(),
+        data_now: crate::host::data_bytes()
+            .unwrap_or(0)
+            .saturating_add(DATA_SLACK)
+            .saturating_add(crate::spawn::fit::arena_data_bytes(threads as u64)),
     };
     let problems = crate::spawn::failure::thread_limit_problems(&facts, threads as u64, cost);
     if problems.is_empty() {
@@ -250,8 +262,9 @@ pub fn preflight_threads_problem(what: &str, threads: usize) -> Option<String> {
     }
     Some(format!(
         "{what}: about {threads} threads alive at once, more than this host can create \
-         (counting {MAPPING_SLACK} mappings and {} of address space of slack): {}",
+         (counting {MAPPING_SLACK} mappings, {} of address space and {} of data of slack): {}",
         crate::host::human_bytes(ADDRESS_SLACK),
+        crate::host::human_bytes(DATA_SLACK),
         problems.join("; ")
     ))
 }

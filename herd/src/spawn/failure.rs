@@ -4,8 +4,9 @@
 //! ([`exitq::limits`]): right after the failure it reads each limit that
 //! can stop `pthread_create` (`vm.max_map_count`, `RLIMIT_NPROC`, the
 //! cgroup's `pids.max`, `kernel.threads-max`, `kernel.pid_max`,
-//! `RLIMIT_AS`) and the counter it caps, and names the one at its ceiling
-//! with both numbers, or lists them all when none is (memory). herd counts
+//! `RLIMIT_AS`, `RLIMIT_DATA`) and the counter it caps, and names the one
+//! at its ceiling with both numbers, or lists them all when none is
+//! (memory). herd counts
 //! the failures of a run by that limit ([`Failures`]) and diagnoses once
 //! per wave with a failure, so the cost (reading `/proc/self/maps`,
 //! scanning `/proc` for `RLIMIT_NPROC`) stays off the common path.
@@ -177,6 +178,14 @@ pub(crate) const STD_THREAD_MAPPINGS: u64 = 4;
 /// up: an allowance, not a measurement.
 pub(crate) const STD_THREAD_EXTRA_BYTES: u64 = 64 << 10;
 
+/// Private writable memory (`VmData`, what `RLIMIT_DATA` caps) one
+/// `std::thread` takes beyond its stack: std's alternate signal stack
+/// (measured 8 kB on kernel 6.18 and glibc 2.36: `SIGSTKSZ`; more with
+/// large vector registers, `AT_MINSIGSTKSZ`). Neither guard page counts
+/// (`PROT_NONE`); the thread's malloc arena is counted apart
+/// ([`super::fit::arena_data_bytes`]). Rounded up: an allowance.
+pub(crate) const STD_THREAD_DATA_EXTRA_BYTES: u64 = 64 << 10;
+
 /// The stack of a `std::thread` built without a size: std's default,
 /// 2 MiB, or `RUST_MIN_STACK`, which std reads the same way.
 pub(crate) fn std_stack_bytes() -> u64 {
@@ -192,9 +201,17 @@ pub(crate) fn std_thread_bytes() -> u64 {
     std_stack_bytes().saturating_add(STD_THREAD_EXTRA_BYTES)
 }
 
+/// The private writable memory one `std::thread` of this process
+/// takes: its stack ([`std_stack_bytes`]) and
+/// [`STD_THREAD_DATA_EXTRA_BYTES`].
+pub(crate) fn std_thread_data_bytes() -> u64 {
+    std_stack_bytes().saturating_add(STD_THREAD_DATA_EXTRA_BYTES)
+}
+
 /// What `threads` more threads alive at once take of the process: per
-/// thread, mappings (`vm.max_map_count`) and bytes of address space
-/// (`RLIMIT_AS`), and what the process holds of each already.
+/// thread, mappings (`vm.max_map_count`), bytes of address space
+/// (`RLIMIT_AS`) and of private writable memory (`RLIMIT_DATA`), and what
+/// the process holds of each already.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ThreadCost {
     /// Mappings per thread.
@@ -205,14 +222,21 @@ pub(crate) struct ThreadCost {
     pub bytes_per_thread: u64,
     /// Address space of the process now (`VmSize`, with any slack).
     pub bytes_now: u64,
+    /// Private writable memory per thread, bytes.
+    pub data_per_thread: u64,
+    /// Private writable memory of the process now (`VmData`, with any
+    /// slack).
+    pub data_now: u64,
 }
 
 /// The limits that `threads` more threads alive at once, each costing
 /// what `cost` says, would exceed, with the numbers (empty: they fit):
 /// [`super::fit`]'s task limits (`kernel.threads-max`, `kernel.pid_max`,
 /// the cgroup's `pids.max`, `RLIMIT_NPROC` unless root), `vm.max_map_count`
-/// minus the mappings the process has already, and `RLIMIT_AS` minus the
-/// address space it has already; `herd storm`'s pre-flight tests the same.
+/// minus the mappings the process has already, `RLIMIT_AS` minus the
+/// address space it has already, and `RLIMIT_DATA` minus the private
+/// writable memory it has already; `herd storm`'s pre-flight tests the
+/// same.
 pub(crate) fn thread_limit_problems(
     facts: &HostFacts,
     threads: u64,
@@ -223,6 +247,8 @@ pub(crate) fn thread_limit_problems(
         maps_now,
         bytes_per_thread,
         bytes_now,
+        data_per_thread,
+        data_now,
     } = cost;
     let mut p: Vec<String> = fit::task_limits(facts, threads)
         .into_iter()
@@ -261,6 +287,21 @@ pub(crate) fn thread_limit_problems(
                 crate::host::human_bytes(bytes_now),
                 crate::host::human_bytes(a.limit),
                 a.room
+            ));
+        }
+    }
+    if let Some(d) = fit::data(facts, threads, data_per_thread, data_now) {
+        if d.over {
+            p.push(format!(
+                "they need about {} of private writable memory ({} each: stack and signal \
+                 stack; guard pages do not count), the process has {} (VmData, with what it \
+                 keeps free for malloc's arenas and other data) and RLIMIT_DATA = {} \
+                 (ulimit -d) leaves room for about {} threads",
+                crate::host::human_bytes(d.need),
+                crate::host::human_bytes(data_per_thread),
+                crate::host::human_bytes(data_now),
+                crate::host::human_bytes(d.limit),
+                d.room
             ));
         }
     }

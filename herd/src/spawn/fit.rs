@@ -10,23 +10,25 @@
 //! Mappings ([`mappings`]): `vm.max_map_count` against the mappings the
 //! process has now plus the threads' own. Address space
 //! ([`address_space`]): `RLIMIT_AS` against the process's address space
-//! now (`VmSize`) plus the threads' stacks. Each caller words the findings
-//! for its report; the numbers and the comparisons are these.
-//!
-//! Not modelled: `RLIMIT_DATA` (`ulimit -d`), which does stop thread
-//! creation. Since Linux 4.7 it caps every private writable mapping
-//! (`is_data_mapping`), and glibc's `mprotect` of a new stack makes one,
-//! so each thread's stack counts in `VmData`. Checked on kernel 6.18
-//! (2026-12, a C program creating threads of 2 MiB stacks): with
-//! `ulimit -d` at 64 MiB the 32nd `pthread_create` failed with EAGAIN
-//! (`VmData` 63712 kB), at 16 MiB the 8th, and unlimited all 200 were
-//! created. `herd storm --waves 1 --per-wave 200` under `ulimit -d 204800`
-//! passes this pre-flight (it would refuse the same stacks under
-//! `RLIMIT_AS`) and then counts 176 failures, which exitq's diagnosis
-//! names (`EAGAIN (RLIMIT_DATA): RLIMIT_DATA 209715200 reached: ...
-//! (VmData)`). A data budget beside [`address_space`] (the limit from
-//! `HostFacts`, `VmData` now, the stack without its guard page plus std's
-//! signal stack per thread) would refuse it up front.
+//! now (`VmSize`) plus the threads' stacks.
+//! Private writable memory ([`data`]): `RLIMIT_DATA` (`ulimit -d`)
+//! against the process's `VmData` now plus the threads' stacks. Since
+//! Linux 4.7 it caps every private writable mapping (`is_data_mapping`),
+//! and glibc's `mprotect` of a new stack makes one, so each thread's
+//! stack counts in `VmData`, its guard page (`PROT_NONE`) not. Checked on
+//! kernel 6.18 (2026-12, a C program creating threads of 2 MiB stacks):
+//! with `ulimit -d` at 64 MiB the 32nd `pthread_create` failed with
+//! EAGAIN (`VmData` 63712 kB), at 16 MiB the 8th. Per thread, measured
+//! with `VmData` before and after 100 threads that wait on a barrier:
+//! the stack exactly (2048 kB for 2 MiB, with a 4 KiB, 1 MiB or no
+//! guard page alike), plus 8 kB for a Rust `std::thread` (its signal
+//! stack), plus 132 kB for each thread whose first `malloc` makes glibc
+//! a new arena (up to 8 per CPU; the arena's 64 MiB reservation is
+//! `PROT_NONE` and counts in `VmSize` only). Before this was modelled
+//! `herd storm --waves 1 --per-wave 200` under `ulimit -d 204800`
+//! passed the pre-flight and then counted 176 failures.
+//! Each caller words the findings for its report; the numbers and the
+//! comparisons are these.
 
 use crate::host::{CgroupPids, HostFacts, Rlimit};
 
@@ -161,6 +163,52 @@ pub(crate) fn address_space(
     })
 }
 
+/// `RLIMIT_DATA` for `threads` threads of `per_thread` bytes of private
+/// writable memory each, with `in_use` bytes of it (`VmData`) already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Data {
+    /// The threads' private writable memory.
+    pub need: u64,
+    /// `RLIMIT_DATA` (soft; its hard limit when the soft one is 0, the
+    /// kernel's allowance in `may_expand_vm`), bytes.
+    pub limit: u64,
+    /// Threads that fit in what is left.
+    pub room: u64,
+    /// `in_use + need` exceeds `limit`.
+    pub over: bool,
+}
+
+/// The data budget of `threads` threads (`None`: no `RLIMIT_DATA`).
+pub(crate) fn data(facts: &HostFacts, threads: u64, per_thread: u64, in_use: u64) -> Option<Data> {
+    let limit = match facts.rlimit_data? {
+        Rlimit {
+            soft: Some(0),
+            hard,
+        } => hard?,
+        Rlimit { soft, .. } => soft?,
+    };
+    let need = threads.saturating_mul(per_thread);
+    Some(Data {
+        need,
+        limit,
+        room: limit.saturating_sub(in_use) / per_thread.max(1),
+        over: in_use.saturating_add(need) > limit,
+    })
+}
+
+/// VmData glibc commits for a new malloc arena (its first heap's
+/// top), measured: 132 kB more per thread for the first threads that
+/// allocate, none past the arena limit.
+pub(crate) const ARENA_DATA_BYTES: u64 = 132 << 10;
+
+/// VmData the malloc arenas of `threads` new threads that allocate can
+/// take: one each, up to glibc's limit of 8 arenas per online CPU
+/// (64-bit; the main arena is one of them).
+pub(crate) fn arena_data_bytes(threads: u64) -> u64 {
+    let cpus = crate::host::online_cpus().len().max(1) as u64;
+    threads.min(8 * cpus).saturating_mul(ARENA_DATA_BYTES)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -244,5 +292,39 @@ mod tests {
         assert!(address_space(&f, 101, 2 << 20, 100 << 20).unwrap().over);
         assert!(address_space(&f, u64::MAX, 2 << 20, 0).unwrap().over);
         assert_eq!(address_space(&f, 1, 2 << 20, u64::MAX).unwrap().room, 0);
+    }
+
+    #[test]
+    fn data_room() {
+        let mut f = facts();
+        f.rlimit_data = None;
+        assert_eq!(data(&f, 1000, 2 << 20, 0), None);
+        f.rlimit_data = Some(Rlimit {
+            soft: Some(64 << 20),
+            hard: None,
+        });
+        // 4 MiB in use leaves 60 MiB: 30 stacks of 2 MiB, not 31.
+        let d = data(&f, 30, 2 << 20, 4 << 20).unwrap();
+        assert_eq!(
+            (d.need, d.limit, d.room, d.over),
+            (60 << 20, 64 << 20, 30, false)
+        );
+        assert!(data(&f, 31, 2 << 20, 4 << 20).unwrap().over);
+        assert!(data(&f, u64::MAX, 2 << 20, 0).unwrap().over);
+        assert_eq!(data(&f, 1, 2 << 20, u64::MAX).unwrap().room, 0);
+        // A soft limit of 0 allows up to the hard one (the kernel's
+        // allowance); 0 with no hard limit is no limit.
+        f.rlimit_data = Some(Rlimit {
+            soft: Some(0),
+            hard: Some(16 << 20),
+        });
+        assert_eq!(data(&f, 1, 2 << 20, 0).unwrap().limit, 16 << 20);
+        f.rlimit_data = Some(Rlimit {
+            soft: Some(0),
+            hard: None,
+        });
+        assert_eq!(data(&f, 1, 2 << 20, 0), None);
+        assert_eq!(arena_data_bytes(0), 0);
+        assert_eq!(arena_data_bytes(1), ARENA_DATA_BYTES);
     }
 }

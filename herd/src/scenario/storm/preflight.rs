@@ -4,11 +4,14 @@
 //! of live threads (tasks) and of stack mappings, and compares them with
 //! every limit that can stop `pthread_create`: `kernel.threads-max`,
 //! `kernel.pid_max`, the cgroup's `pids.max`, `RLIMIT_NPROC` (not for
-//! root), `vm.max_map_count`, `RLIMIT_AS` and memory.
+//! root), `vm.max_map_count`, `RLIMIT_AS`, `RLIMIT_DATA` and memory.
 //!
 //! The task and mapping limits are tested as for every herd scenario
 //! ([`crate::spawn::fit`]); this module words them for the storm and adds
 //! its own (the leak mode's mapping wall, `RLIMIT_AS`, memory).
+//! `RLIMIT_DATA` is [`fit::data`]: the stacks (without their guard pages,
+//! with std's signal stack for `--spawn std`) on top of the process's
+//! `VmData` now and a malloc arena for each of the first threads.
 //!
 //! The model: a retired wave is cancelled and exits, so with `--cancel
 //! pthread|flag` about `(lag + 2) x per-wave` threads are alive at once
@@ -144,6 +147,35 @@ pub fn check_with_maps(cfg: &Config, facts: &HostFacts, maps_now: u64) -> Prefli
             }
         }
     }
+    // Private writable memory: each stack counts (not its guard page), so
+    // does std's signal stack, and each of the first threads' malloc arena.
+    let data_per_stack = match cfg.spawn {
+        Backend::Pthread => stack,
+        Backend::Std => stack.saturating_add(crate::spawn::failure::STD_THREAD_DATA_EXTRA_BYTES),
+    };
+    let data_now = crate::host::data_bytes()
+        .unwrap_or(0)
+        .saturating_add(fit::arena_data_bytes(live));
+    if let Some(d) = fit::data(facts, stacks_mapped, data_per_stack, data_now) {
+        if d.over {
+            let msg = format!(
+                "{stacks_mapped} stacks of {} need {} of private writable memory, the process has {} \
+                 (VmData, with malloc's arenas) and RLIMIT_DATA = {} (ulimit -d) leaves room for \
+                 about {} threads",
+                human_bytes(stack),
+                human_bytes(d.need),
+                human_bytes(data_now),
+                human_bytes(d.limit),
+                d.room
+            );
+            if cfg.reap == Reap::Leak {
+                p.warnings
+                    .push(format!("{msg}; creation will fail once it is used up"));
+            } else {
+                p.problems.push(msg);
+            }
+        }
+    }
     if let Some(mem) = facts.mem_total_bytes {
         if stack > mem {
             p.problems.push(format!(
@@ -192,6 +224,7 @@ mod tests {
         f.cgroup_pids = None;
         f.max_map_count = Some(1_000_000);
         f.rlimit_as = None;
+        f.rlimit_data = None;
         f.root = true;
         f
     }
@@ -262,6 +295,33 @@ mod tests {
         });
         let p = check(&cfg(10, 100, 5, Reap::Join), &f);
         assert!(p.problems.iter().any(|m| m.contains("RLIMIT_AS")), "{p:?}");
+        // 700 stacks of 64 KiB alive at once need 43.8 MiB of data: refused
+        // under 32 MiB, naming how many fit; fine under 1 GiB.
+        let mut f = facts();
+        f.rlimit_data = Some(Rlimit {
+            soft: Some(32 << 20),
+            hard: None,
+        });
+        let p = check(&cfg(10, 100, 5, Reap::Join), &f);
+        assert!(
+            p.problems
+                .iter()
+                .any(|m| m.contains("RLIMIT_DATA = 32.0 MiB") && m.contains("room for about")),
+            "{p:?}"
+        );
+        // The leak mode is warned, its failures counted.
+        let p = check(&cfg(10, 100, 5, Reap::Leak), &f);
+        assert!(p.problems.is_empty(), "{p:?}");
+        assert!(
+            p.warnings.iter().any(|m| m.contains("RLIMIT_DATA")),
+            "{p:?}"
+        );
+        f.rlimit_data = Some(Rlimit {
+            soft: Some(1 << 30),
+            hard: None,
+        });
+        let p = check(&cfg(10, 100, 5, Reap::Join), &f);
+        assert!(p.problems.is_empty(), "{p:?}");
     }
 
     #[test]
