@@ -1,8 +1,9 @@
-//! `herd agent` under an address space (`RLIMIT_AS`) that runs out after a
-//! few dozen 2 MiB stacks: every mode is refused up front (exit 3, the
-//! limit named with its numbers); with `--force` past the pre-flight, a
-//! worker thread that cannot be created is explained with the limit hit
-//! and its numbers.
+//! `herd agent` under an address space (`RLIMIT_AS`) or a data limit
+//! (`RLIMIT_DATA`, which thread stacks count against since Linux 4.7)
+//! that runs out after a few dozen 2 MiB stacks: every mode is refused up
+//! front (exit 3, the limit named with its numbers); a run that fits is
+//! not; with `--force` past the pre-flight, a worker thread that cannot be
+//! created is explained with the limit hit and its numbers.
 
 use std::process::{Command, Output};
 
@@ -174,6 +175,129 @@ fn a_rayon_pool_that_cannot_start_names_the_limit() {
         "the limit is not named with its numbers: {err}"
     );
     assert!(!err.contains("panicked"), "{err}");
+}
+
+/// The data limit of the `RLIMIT_DATA` tests: 256 MiB, room for about a
+/// hundred 2 MiB stacks (herd itself has a few MiB of `VmData`).
+const DATA_LIMIT: u64 = 256 << 20;
+
+/// `herd agent --no-perf ARGS` (one wave unless ARGS say) under an
+/// `RLIMIT_DATA` of [`DATA_LIMIT`], malloc kept to one arena grown 64 MiB
+/// ahead as under `RLIMIT_AS` ([`agent_under_rlimit_as`]): a thread that
+/// did start then never needs more data for a small allocation, only the
+/// stacks run into the limit.
+fn agent_under_rlimit_data(args: &[&str]) -> Output {
+    let mut all = vec!["agent", "--no-perf", "--gap-ms", "1"];
+    if !args.contains(&"--waves") {
+        all.extend(["--waves", "1"]);
+    }
+    all.extend(args);
+    common::herd_under_rlimit_data(&all, DATA_LIMIT)
+        .env(
+            "GLIBC_TUNABLES",
+            "glibc.malloc.arena_max=1:glibc.malloc.top_pad=67108864",
+        )
+        .output()
+        .unwrap()
+}
+
+/// The `N` of "RLIMIT_DATA = ... leaves room for about N threads".
+fn data_room(err: &str) -> u64 {
+    let at = err.find("RLIMIT_DATA = ").expect("RLIMIT_DATA named");
+    let rest = &err[at..];
+    let from = rest.find("leaves room for about ").expect("room named") + 22;
+    rest[from..]
+        .split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no thread count: {err}"))
+}
+
+/// Every mode is refused before its first thread under `RLIMIT_DATA`
+/// (exit 3 about the flag that sets the threads, naming `RLIMIT_DATA` with
+/// its numbers and how many threads fit). Before the pre-flight modelled
+/// it, each ran: the thread mode counted hundreds of failed creations,
+/// the others aborted or ran with the workers they could create.
+#[test]
+fn every_mode_past_rlimit_data_is_refused_up_front() {
+    for (mode, flag) in [
+        ("tokio-blocking", "--max-workers"),
+        ("mutex-pool", "--max-workers"),
+        ("exitq-pool", "--max-workers"),
+        ("rayon", "--max-workers"),
+        ("thread", "--jobs"),
+    ] {
+        let workers: &[&str] = if mode == "thread" {
+            &[]
+        } else {
+            &["--max-workers", "1000"]
+        };
+        let mut args = vec!["--mode", mode, "--jobs", "1000", "--job-us", "2000"];
+        args.extend(workers);
+        let out = agent_under_rlimit_data(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{mode}: {err}");
+        assert!(err.contains(flag), "{mode}: {err}");
+        assert!(
+            err.contains("RLIMIT_DATA = 256.0 MiB (ulimit -d)")
+                && err.contains("of private writable memory"),
+            "{mode}: the limit is not named with its numbers: {err}"
+        );
+        assert!(!err.contains("RLIMIT_AS"), "{mode}: {err}");
+        // 256 MiB, less herd's own data and the slack, in stacks of
+        // 2 MiB and 64 KiB: fewer than 128, and not none.
+        let room = data_room(&err);
+        assert!((40..128).contains(&room), "{mode}: room for {room}: {err}");
+        assert!(
+            !err.contains("panicked") && !err.contains("fatal runtime error"),
+            "{mode}: {err}"
+        );
+    }
+}
+
+/// Under the same `RLIMIT_DATA` a run whose threads fit is not refused,
+/// and creates them all.
+#[test]
+fn a_run_that_fits_under_rlimit_data_is_not_refused() {
+    for (mode, workers) in [("thread", None), ("mutex-pool", Some("20"))] {
+        let mut args = vec!["--mode", mode, "--jobs", "20", "--job-us", "1000", "--json"];
+        if let Some(w) = workers {
+            args.extend(["--max-workers", w]);
+        }
+        let out = agent_under_rlimit_data(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{mode}: {err}");
+        assert!(!err.contains("pre-flight"), "{mode}: {err}");
+        let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            common::metric_opt(&r, "spawn_failures").unwrap_or(0.0),
+            0.0,
+            "{mode}: {err}"
+        );
+    }
+}
+
+/// Thread per job forced past the `RLIMIT_DATA` pre-flight: it runs
+/// (exit 0, the refusal given as a warning), and its failed creations are
+/// counted under `rlimit_data`, exitq's diagnosis.
+#[test]
+fn thread_per_job_forced_past_rlimit_data_counts_the_failures() {
+    let out = agent_under_rlimit_data(&[
+        "--force", "--mode", "thread", "--jobs", "300", "--job-us", "1000", "--json",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("--force: run past the pre-flight") && err.contains("RLIMIT_DATA = "),
+        "{err}"
+    );
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let failed = common::metric_opt(&r, "spawn_failures").expect("creations failed");
+    assert!(failed > 0.0, "{err}");
+    let groups = r["details"]["failures"]
+        .as_array()
+        .expect("failures by cause");
+    assert_eq!(groups[0]["limit"], "rlimit_data", "{groups:?}");
 }
 
 /// `--waves` x `--jobs` whose job log cannot fit in memory is refused

@@ -38,6 +38,8 @@ fn env_json_has_the_facts() {
     assert!(f["kernel"].as_str().unwrap().len() > 3);
     assert!(f["rlimit_stack"].is_object());
     assert!(f["rlimit_nproc"].is_object());
+    assert!(f["rlimit_as"].is_object());
+    assert!(f["rlimit_data"].is_object());
     assert!(f["perf_usable"].is_boolean());
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
@@ -67,6 +69,8 @@ fn env_table_lists_every_limit() {
         "vm.max_map_count",
         "RLIMIT_NPROC",
         "RLIMIT_STACK",
+        "RLIMIT_AS",
+        "RLIMIT_DATA",
         "perf_event_paranoid",
         "perf counters",
         "tracefs",

@@ -580,6 +580,59 @@ fn rlimit_as_is_predicted_and_named() {
     assert_eq!(f["limit"], "rlimit_as", "{f}");
 }
 
+/// Stacks past RLIMIT_DATA (private writable memory: each stack, not its
+/// guard page): refused before the first thread (exit 3, naming the limit
+/// and how many fit), then, with `--force`, counted under `rlimit_data`.
+/// herd used to pass the pre-flight and count the failures.
+#[test]
+fn rlimit_data_is_predicted_and_named() {
+    let run = |per_wave: &str, extra: &[&str]| {
+        let storm = [
+            "storm",
+            "--waves",
+            "2",
+            "--per-wave",
+            per_wave,
+            "--lag",
+            "1",
+            "--stack-size",
+            "64M",
+            "--sleep-ms",
+            "2000",
+            "--no-perf",
+        ];
+        let all: Vec<&str> = storm.iter().chain(extra).copied().collect();
+        common::herd_under_rlimit_data(&all, 768 << 20)
+            .output()
+            .unwrap()
+    };
+    let out = run("20", &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "a resource refusal: {err}");
+    assert!(
+        err.contains("40 stacks of 64.0 MiB need 2.5 GiB of private writable memory")
+            && err.contains("RLIMIT_DATA = 768.0 MiB (ulimit -d) leaves room for about 11 threads"),
+        "{err}"
+    );
+    // 2 waves of 4 alive at once: 8 stacks, 512 MiB, fit.
+    let out = run("4", &["--json"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(metric(&r, "threads_created"), 8.0, "{err}");
+    let out = run("20", &["--force", "--json"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(metric(&r, "threads_failed") > 0.0);
+    assert_eq!(
+        metric(&r, "threads_created") + metric(&r, "threads_failed"),
+        40.0
+    );
+    let f = &r["details"]["failures"][0];
+    assert_eq!(f["limit"], "rlimit_data", "{f}");
+}
+
 /// `herd storm --json | head -1`: a closed stdout is not a panic.
 #[test]
 fn closed_stdout_is_not_a_panic() {

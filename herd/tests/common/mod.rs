@@ -146,6 +146,23 @@ pub fn herd_into_closed_pipe(args: &[&str]) -> Output {
 /// `herd ARGS`, not yet run, under an address-space limit (`RLIMIT_AS`,
 /// soft and hard) of `bytes`, set in the child before it execs.
 pub fn herd_under_rlimit_as(args: &[&str], bytes: u64) -> std::process::Command {
+    herd_under_rlimit(libc::RLIMIT_AS, args, bytes)
+}
+
+/// `herd ARGS`, not yet run, under a data limit (`RLIMIT_DATA`: private
+/// writable memory, thread stacks included; soft and hard) of `bytes`, set
+/// in the child before it execs.
+pub fn herd_under_rlimit_data(args: &[&str], bytes: u64) -> std::process::Command {
+    herd_under_rlimit(libc::RLIMIT_DATA, args, bytes)
+}
+
+/// `herd ARGS`, not yet run, under `resource` (soft and hard) of `bytes`,
+/// set in the child before it execs.
+fn herd_under_rlimit(
+    resource: libc::__rlimit_resource_t,
+    args: &[&str],
+    bytes: u64,
+) -> std::process::Command {
     use std::os::unix::process::CommandExt;
     let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("herd"));
     cmd.args(args);
@@ -157,7 +174,7 @@ pub fn herd_under_rlimit_as(args: &[&str], bytes: u64) -> std::process::Command 
                 rlim_cur: bytes,
                 rlim_max: bytes,
             };
-            if libc::setrlimit(libc::RLIMIT_AS, &rl) != 0 {
+            if libc::setrlimit(resource, &rl) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
             Ok(())
