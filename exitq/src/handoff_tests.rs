@@ -69,6 +69,23 @@ fn exiting_thread(
     (tid_rx.recv().unwrap(), go, t)
 }
 
+/// After a `barrier` that finished a thread's handed-off exit: its
+/// callback and hook ran once each, the domain counted the hand-off, and
+/// the record went back (a new thread reuses it).
+fn handed_off_once(d: &Domain, ran: &AtomicUsize, hooked: &AtomicUsize) {
+    assert_eq!(ran.load(Ordering::Relaxed), 1, "the callback ran once");
+    assert_eq!(hooked.load(Ordering::Relaxed), 1, "the hook ran once");
+    assert!(d.stats().exit_handoffs >= 1, "{:?}", d.stats());
+    let before = d.stats().participants;
+    let d2 = d.clone();
+    thread::spawn(move || drop(d2.read())).join().unwrap();
+    assert_eq!(
+        d.stats().participants,
+        before,
+        "the handed-off record leaked"
+    );
+}
+
 /// Sets `d`'s steal hook: the first call from `on` runs `f`.
 fn hook_once(d: &Domain, on: thread::ThreadId, f: impl FnOnce() + Send + 'static) {
     let f = Mutex::new(Some(f));
@@ -103,18 +120,7 @@ fn an_exit_is_handed_to_a_barrier_that_holds_the_record() {
         "the thread did not end while a barrier held its record (its exit waited)"
     );
     t.join().unwrap();
-    assert_eq!(ran.load(Ordering::Relaxed), 1, "the callback ran once");
-    assert_eq!(hooked.load(Ordering::Relaxed), 1, "the hook ran once");
-    assert!(d.stats().exit_handoffs >= 1, "{:?}", d.stats());
-    // The record went back: a new thread reuses it.
-    let before = d.stats().participants;
-    let d2 = d.clone();
-    thread::spawn(move || drop(d2.read())).join().unwrap();
-    assert_eq!(
-        d.stats().participants,
-        before,
-        "the handed-off record leaked"
-    );
+    handed_off_once(&d, &ran, &hooked);
     d.barrier();
     assert_eq!(ran.load(Ordering::Relaxed), 1, "the callback ran once");
     assert_eq!(hooked.load(Ordering::Relaxed), 1, "the hook ran once");
@@ -178,17 +184,7 @@ fn a_barrier_joins_a_thread_whose_record_it_holds() {
         t.join().unwrap();
     });
     d.barrier();
-    assert_eq!(ran.load(Ordering::Relaxed), 1, "the callback ran once");
-    assert_eq!(hooked.load(Ordering::Relaxed), 1, "the hook ran once");
-    assert!(d.stats().exit_handoffs >= 1, "{:?}", d.stats());
-    let before = d.stats().participants;
-    let d2 = d.clone();
-    thread::spawn(move || drop(d2.read())).join().unwrap();
-    assert_eq!(
-        d.stats().participants,
-        before,
-        "the handed-off record leaked"
-    );
+    handed_off_once(&d, &ran, &hooked);
 }
 
 /// Whether thread `tid` of this process is asleep (state `S` in

@@ -940,6 +940,23 @@ fn wait_for(flag: &AtomicBool) {
     }
 }
 
+/// The end of a hand-off model, every thread joined: what is left on the
+/// queue runs, the owner's batch and hook have run exactly once, and the
+/// owner's record was handed back exactly once (a new claim reuses it).
+fn all_ran_once_and_released(
+    queue: &model::Queue,
+    records: &Records,
+    batch: &AtomicUsize,
+    hook: &AtomicUsize,
+) {
+    queue.run_all();
+    assert_eq!(batch.load(Ordering::Relaxed), 1, "batch ran exactly once");
+    assert_eq!(hook.load(Ordering::Relaxed), 1, "hook ran exactly once");
+    let again = records.claim();
+    assert_eq!(records.count(), 1, "the record was not handed back");
+    again.release();
+}
+
 /// The exit path against a stealer that holds the record until the exit
 /// has returned (`handshake`, "An owner's exit is handed off"): the exit
 /// returns whatever the interleaving (before the hand-off it waited for
@@ -989,13 +1006,7 @@ fn an_exit_returns_while_a_stealer_holds_the_record() {
         );
 
         stealer.join().unwrap();
-        queue.run_all();
-        assert_eq!(batch.load(Ordering::Relaxed), 1, "batch ran exactly once");
-        assert_eq!(hook.load(Ordering::Relaxed), 1, "hook ran exactly once");
-        // Released exactly once: a new claim reuses the record.
-        let again = records.claim();
-        assert_eq!(records.count(), 1, "the record was not handed back");
-        again.release();
+        all_ran_once_and_released(&queue, &records, &batch, &hook);
     });
 }
 
@@ -1044,12 +1055,7 @@ fn a_hand_off_races_an_idle_steal_and_a_barrier() {
         for s in stealers {
             s.join().unwrap();
         }
-        queue.run_all();
-        assert_eq!(batch.load(Ordering::Relaxed), 1, "batch ran exactly once");
-        assert_eq!(hook.load(Ordering::Relaxed), 1, "hook ran exactly once");
-        let again = records.claim();
-        assert_eq!(records.count(), 1, "the record was not handed back");
-        again.release();
+        all_ran_once_and_released(&queue, &records, &batch, &hook);
     });
 }
 

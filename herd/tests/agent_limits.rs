@@ -36,6 +36,28 @@ fn agent_under_rlimit_as(args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// Every agent mode with the arguments that ask it for 1,000 threads, and
+/// the flag that sets them.
+fn every_mode_asking_1000_threads() -> Vec<(&'static str, &'static str, Vec<&'static str>)> {
+    let modes = [
+        ("tokio-blocking", "--max-workers"),
+        ("mutex-pool", "--max-workers"),
+        ("exitq-pool", "--max-workers"),
+        ("rayon", "--max-workers"),
+        ("thread", "--jobs"),
+    ];
+    modes
+        .into_iter()
+        .map(|(mode, flag)| {
+            let mut args = vec!["--mode", mode, "--jobs", "1000", "--job-us", "2000"];
+            if mode != "thread" {
+                args.extend(["--max-workers", "1000"]);
+            }
+            (mode, flag, args)
+        })
+        .collect()
+}
+
 /// Every mode is refused before its first thread (exit 3 about the flag
 /// that sets the threads, naming `RLIMIT_AS` with its numbers and the
 /// threads that would fit). tokio's blocking pool used to abort the
@@ -46,20 +68,7 @@ fn agent_under_rlimit_as(args: &[&str]) -> Output {
 /// (220 MiB here).
 #[test]
 fn every_mode_past_rlimit_as_is_refused_up_front() {
-    for (mode, flag) in [
-        ("tokio-blocking", "--max-workers"),
-        ("mutex-pool", "--max-workers"),
-        ("exitq-pool", "--max-workers"),
-        ("rayon", "--max-workers"),
-        ("thread", "--jobs"),
-    ] {
-        let workers: &[&str] = if mode == "thread" {
-            &[]
-        } else {
-            &["--max-workers", "1000"]
-        };
-        let mut args = vec!["--mode", mode, "--jobs", "1000", "--job-us", "2000"];
-        args.extend(workers);
+    for (mode, flag, args) in every_mode_asking_1000_threads() {
         let out = agent_under_rlimit_as(&args);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(3), "{mode}: {err}");
@@ -220,20 +229,7 @@ fn data_room(err: &str) -> u64 {
 /// the others aborted or ran with the workers they could create.
 #[test]
 fn every_mode_past_rlimit_data_is_refused_up_front() {
-    for (mode, flag) in [
-        ("tokio-blocking", "--max-workers"),
-        ("mutex-pool", "--max-workers"),
-        ("exitq-pool", "--max-workers"),
-        ("rayon", "--max-workers"),
-        ("thread", "--jobs"),
-    ] {
-        let workers: &[&str] = if mode == "thread" {
-            &[]
-        } else {
-            &["--max-workers", "1000"]
-        };
-        let mut args = vec!["--mode", mode, "--jobs", "1000", "--job-us", "2000"];
-        args.extend(workers);
+    for (mode, flag, args) in every_mode_asking_1000_threads() {
         let out = agent_under_rlimit_data(&args);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(3), "{mode}: {err}");
