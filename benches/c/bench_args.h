@@ -78,17 +78,19 @@ static const char *cgroup_pids_max(char *buf, size_t n)
 
 static void thread_error(const char *prog, uint64_t which, int e)
 {
-	char nproc[32], as[32], tmax[64], maps[64], cg[64];
+	char nproc[32], as[32], data[32], tmax[64], maps[64], cg[64];
+	/* RLIMIT_DATA: thread stacks count as data since Linux 4.7. */
 	fprintf(stderr,
 		"%s: cannot create thread %llu: %s (%s; the limits: RLIMIT_NPROC %s%s, "
-		"cgroup pids.max %s, kernel.threads-max %s, vm.max_map_count %s, RLIMIT_AS %s)\n",
+		"cgroup pids.max %s, kernel.threads-max %s, vm.max_map_count %s, RLIMIT_AS %s, "
+		"RLIMIT_DATA %s)\n",
 		prog, (unsigned long long)which, strerror(e),
 		e == EAGAIN ? "EAGAIN" : e == ENOMEM ? "ENOMEM" : e == EPERM ? "EPERM" : "E?",
 		rlimit_text(RLIMIT_NPROC, nproc, sizeof(nproc)),
 		getuid() == 0 ? " (not applied to root)" : "", cgroup_pids_max(cg, sizeof(cg)),
 		first_line("/proc/sys/kernel/threads-max", tmax, sizeof(tmax)),
 		first_line("/proc/sys/vm/max_map_count", maps, sizeof(maps)),
-		rlimit_text(RLIMIT_AS, as, sizeof(as)));
+		rlimit_text(RLIMIT_AS, as, sizeof(as)), rlimit_text(RLIMIT_DATA, data, sizeof(data)));
 }
 
 #endif

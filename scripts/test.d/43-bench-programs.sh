@@ -122,6 +122,18 @@ if [ $c_ok = 1 ]; then
     nolimit "$tmp/urcu_qsbr_defer_free" global 200 1000
     nolimit "$tmp/urcu_churn" urcu 2 200 1
 fi
+# RLIMIT_DATA well below what 200 thread stacks take (thread stacks count
+# as data since Linux 4.7): the limit is named too.
+limited_data() { (ulimit -d 200000 && exec "$@"); }
+nodata() {
+    expect_rc 3 "$*" -- limited_data "$@"
+    grep -q "RLIMIT_DATA" "$tmp/err" || { cat "$tmp/err"; fail "$*: RLIMIT_DATA is not named"; }
+    ! grep -q "panicked" "$tmp/err" || { cat "$tmp/err"; fail "$*: a panic"; }
+}
+nodata "$ex/defer_free" floor 200 1000
+if [ $c_ok = 1 ]; then
+    nodata "$tmp/urcu_defer_free" global 200 1000
+fi
 ok "a thread the benchmark programs cannot create: exit 3 naming the limits"
 
 # --- scripts/bench-defer-free.sh over them: every liburcu variant reported --
