@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use exitq::{Domain, Reclaimer};
 
-use crate::handoffs::{exit_delay, hook, payload_defer, tally, verify};
+use crate::handoff_kit::{exit_delay, hook, payload_defer, tally, verify};
 use crate::world::{inc, world, Rng};
 
 /// `Tally::slot` of a wave's own, dropped domain.

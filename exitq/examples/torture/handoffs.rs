@@ -23,18 +23,16 @@
 //! half, the final checks what is left); a `barrier` returns after every
 //! counted callback deferred before it; payloads arrive intact.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use exitq::Domain;
-
-use crate::exits::register_hook_then;
 use crate::handoff_drops::dropped_wave;
+use crate::handoff_kit::{exit_delay, hook, payload_defer, tally, verify, Tally};
 use crate::leaks;
 use crate::workers::{check_current, counted_defer};
-use crate::world::{inc, new_obj, not_in_child, retire, world, Rng};
+use crate::world::{inc, new_obj, retire, world, Rng};
 
 /// The name of the slot built for this file (`main::slots`).
 pub(crate) const SLOT_NAME: &str = "hand-offs, flush 100 µs";
@@ -47,62 +45,9 @@ fn own_slot() -> usize {
         .expect("built")
 }
 
-/// A thread's hooks on one domain: how many it registered, how many ran.
-pub(crate) struct Tally {
-    slot: usize,
-    registered: u32,
-    ran: Arc<AtomicU32>,
-    /// Set when the hooks registered so far may run (the thread ended, or
-    /// is about to `retire_thread`).
-    pub(crate) finished: Arc<AtomicBool>,
-}
-
 /// Tallies of joined threads, checked by the loopers after their next
 /// barrier of the tally's slot (or by `final_check`).
 static JOINED: Mutex<Vec<Tally>> = Mutex::new(Vec::new());
-
-/// Counts the hooks of joined threads that had not run: call after an
-/// `exit_barrier`, `barrier` or drop that started after the joins.
-pub(crate) fn verify(tallies: impl IntoIterator<Item = Tally>) {
-    for t in tallies {
-        // Acquire: pairs with the hooks' Release.
-        if t.ran.load(Ordering::Acquire) < t.registered {
-            inc(&world().v.hook_after_barrier);
-        }
-    }
-}
-
-/// Registers a hook on `domain` counted in `t`.
-pub(crate) fn hook(domain: &Domain, t: &mut Tally) {
-    t.registered += 1;
-    let ran = t.ran.clone();
-    register_hook_then(domain, &t.finished, move || {
-        ran.fetch_add(1, Ordering::Release);
-    });
-}
-
-pub(crate) fn tally(slot: usize) -> Tally {
-    Tally {
-        slot,
-        registered: 0,
-        ran: Arc::new(AtomicU32::new(0)),
-        finished: Arc::new(AtomicBool::new(false)),
-    }
-}
-
-/// Defers a callback that owns a heap payload (1 to 64 words of a
-/// pattern): it checks the pattern, then calls `ran`.
-pub(crate) fn payload_defer(domain: &Domain, rng: &Rng, ran: impl FnOnce() + Send + 'static) {
-    let tag = rng.next();
-    let payload: Vec<u64> = (0..1 + rng.below(64)).map(|k| tag ^ k).collect();
-    domain.defer(move || {
-        not_in_child();
-        if (0..).zip(&payload).any(|(k, &v)| v != tag ^ k) {
-            inc(&world().v.payload_corrupt);
-        }
-        ran();
-    });
-}
 
 /// One callback into shared slot `i`: counted, with a payload (counted
 /// too), or the retirement of the slot's object.
@@ -138,17 +83,6 @@ fn released(left: &AtomicUsize) {
     let since = Instant::now();
     while left.load(Ordering::Acquire) > 0 && since.elapsed() < Duration::from_millis(50) {
         thread::sleep(Duration::from_micros(20));
-    }
-}
-
-/// The exit's timing: at once, after a spin, or after a sleep around the
-/// flush latency (the idle steal's age) or up to a millisecond.
-pub(crate) fn exit_delay(rng: &Rng) {
-    match rng.below(4) {
-        0 => {}
-        1 => (0..rng.below(3000)).for_each(|_| std::hint::spin_loop()),
-        2 => thread::sleep(Duration::from_micros(80 + rng.below(100))),
-        _ => thread::sleep(Duration::from_micros(rng.below(1000))),
     }
 }
 

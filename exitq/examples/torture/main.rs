@@ -111,6 +111,7 @@ mod checks;
 mod exits;
 mod forker;
 mod handoff_drops;
+mod handoff_kit;
 mod handoffs;
 mod leaks;
 mod nested;
