@@ -540,26 +540,31 @@ fn rlimit_nproc_is_predicted_and_named() {
     assert!(err.contains("RLIMIT_NPROC"), "{err}");
 }
 
+/// Two waves of `per_wave` threads on 64 MiB stacks that sleep 2 s, no
+/// perf, then `extra`: the storm the address-space and data limits refuse.
+fn big_stack_storm<'a>(per_wave: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let storm = [
+        "storm",
+        "--waves",
+        "2",
+        "--per-wave",
+        per_wave,
+        "--lag",
+        "1",
+        "--stack-size",
+        "64M",
+        "--sleep-ms",
+        "2000",
+        "--no-perf",
+    ];
+    storm.iter().chain(extra).copied().collect()
+}
+
 /// A stack that cannot be mapped under RLIMIT_AS: refused, then counted.
 #[test]
 fn rlimit_as_is_predicted_and_named() {
     let run = |extra: &[&str]| {
-        let storm = [
-            "storm",
-            "--waves",
-            "2",
-            "--per-wave",
-            "20",
-            "--lag",
-            "1",
-            "--stack-size",
-            "64M",
-            "--sleep-ms",
-            "2000",
-            "--no-perf",
-        ];
-        let all: Vec<&str> = storm.iter().chain(extra).copied().collect();
-        common::herd_under_rlimit_as(&all, 768 << 20)
+        common::herd_under_rlimit_as(&big_stack_storm("20", extra), 768 << 20)
             .output()
             .unwrap()
     };
@@ -587,22 +592,7 @@ fn rlimit_as_is_predicted_and_named() {
 #[test]
 fn rlimit_data_is_predicted_and_named() {
     let run = |per_wave: &str, extra: &[&str]| {
-        let storm = [
-            "storm",
-            "--waves",
-            "2",
-            "--per-wave",
-            per_wave,
-            "--lag",
-            "1",
-            "--stack-size",
-            "64M",
-            "--sleep-ms",
-            "2000",
-            "--no-perf",
-        ];
-        let all: Vec<&str> = storm.iter().chain(extra).copied().collect();
-        common::herd_under_rlimit_data(&all, 768 << 20)
+        common::herd_under_rlimit_data(&big_stack_storm(per_wave, extra), 768 << 20)
             .output()
             .unwrap()
     };

@@ -109,12 +109,16 @@ ok "bad input to the benchmark programs: exit 2 naming the argument, no panic, n
 # --- a thread that cannot be created: exit 3 with the limits -------------------
 # RLIMIT_AS well below what 200 thread stacks map (root is not exempt
 # from it, unlike RLIMIT_NPROC).
-limited() { (ulimit -v 300000 && exec "$@"); }
-nolimit() {
-    expect_rc 3 "$*" -- limited "$@"
-    grep -q "RLIMIT_AS" "$tmp/err" || { cat "$tmp/err"; fail "$*: the limits are not named"; }
+# refused ULIMIT_FLAG KB LIMIT_NAME PROGRAM ARGS...: exit 3 under the
+# limit, naming it, without a panic.
+refused() {
+    local flag=$1 kb=$2 name=$3
+    shift 3
+    expect_rc 3 "$*" -- bash -c 'ulimit "$0" "$1" && exec "${@:2}"' "$flag" "$kb" "$@"
+    grep -q "$name" "$tmp/err" || { cat "$tmp/err"; fail "$*: $name is not named"; }
     ! grep -q "panicked" "$tmp/err" || { cat "$tmp/err"; fail "$*: a panic"; }
 }
+nolimit() { refused -v 300000 RLIMIT_AS "$@"; }
 nolimit "$ex/defer_free" floor 200 1000
 nolimit "$ex/churn" none 2 200 1
 if [ $c_ok = 1 ]; then
@@ -124,12 +128,7 @@ if [ $c_ok = 1 ]; then
 fi
 # RLIMIT_DATA well below what 200 thread stacks take (thread stacks count
 # as data since Linux 4.7): the limit is named too.
-limited_data() { (ulimit -d 200000 && exec "$@"); }
-nodata() {
-    expect_rc 3 "$*" -- limited_data "$@"
-    grep -q "RLIMIT_DATA" "$tmp/err" || { cat "$tmp/err"; fail "$*: RLIMIT_DATA is not named"; }
-    ! grep -q "panicked" "$tmp/err" || { cat "$tmp/err"; fail "$*: a panic"; }
-}
+nodata() { refused -d 200000 RLIMIT_DATA "$@"; }
 nodata "$ex/defer_free" floor 200 1000
 if [ $c_ok = 1 ]; then
     nodata "$tmp/urcu_defer_free" global 200 1000

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::world::{inc, world};
+use crate::world::{count_unrun_or_twice, inc, world};
 use crate::Opts;
 
 /// Fails the run if some role stops making progress (the hand-off waves
@@ -94,18 +94,10 @@ pub(crate) fn final_checks() {
     let w = world();
     for slot in &w.slots {
         slot.domain.barrier();
-        let (issued, ran) = (
+        count_unrun_or_twice(
             slot.issued.load(Ordering::Relaxed),
             slot.ran.load(Ordering::Relaxed),
         );
-        if ran < issued {
-            w.v.callback_missing
-                .fetch_add(issued - ran, Ordering::Relaxed);
-        }
-        if ran > issued {
-            w.v.callback_twice
-                .fetch_add(ran - issued, Ordering::Relaxed);
-        }
         // Retire callbacks defer the final free: a second barrier runs it.
         slot.domain.barrier();
         let s = slot.domain.stats();

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use exitq::{Domain, Reclaimer};
 
 use crate::handoff_kit::{exit_delay, hook, payload_defer, tally, verify};
-use crate::world::{inc, world, Rng};
+use crate::world::{count_unrun_or_twice, inc, world, Rng};
 
 /// `Tally::slot` of a wave's own, dropped domain.
 const DROPPED: usize = usize::MAX;
@@ -80,15 +80,7 @@ pub(crate) fn dropped_wave(rng: &Rng) {
         .collect();
     // Every handle dropped, every thread joined: all ran, once.
     verify(tallies);
-    let (issued, ran) = (issued.load(Ordering::Relaxed), ran.load(Ordering::Relaxed));
-    if ran < issued {
-        w.v.callback_missing
-            .fetch_add(issued - ran, Ordering::Relaxed);
-    }
-    if ran > issued {
-        w.v.callback_twice
-            .fetch_add(ran - issued, Ordering::Relaxed);
-    }
+    count_unrun_or_twice(issued.load(Ordering::Relaxed), ran.load(Ordering::Relaxed));
     w.ops.handoff_threads.fetch_add(n, Ordering::Relaxed);
     inc(&w.ops.handoff_drops);
 }

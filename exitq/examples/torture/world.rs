@@ -262,6 +262,19 @@ pub(crate) fn inc(a: &AtomicU64) {
     a.fetch_add(1, Ordering::Relaxed);
 }
 
+/// Counts callbacks that never ran (`ran < issued`) or ran twice
+/// (`ran > issued`), once every one of them should have run.
+pub(crate) fn count_unrun_or_twice(issued: u64, ran: u64) {
+    let v = &world().v;
+    if ran < issued {
+        v.callback_missing
+            .fetch_add(issued - ran, Ordering::Relaxed);
+    }
+    if ran > issued {
+        v.callback_twice.fetch_add(ran - issued, Ordering::Relaxed);
+    }
+}
+
 /// Set in a fork child only (`forker.rs`).
 pub(crate) static IN_FORK_CHILD: AtomicBool = AtomicBool::new(false);
 
