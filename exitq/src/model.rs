@@ -330,41 +330,37 @@ impl Rec<'_> {
             }
         }
     }
-    /// One stealer's steal of this record (`reclaim::steal`'s steps for
+    /// One stealer's steal of this record (`reclaim::steal_locked` for
     /// one record; the caller holds the model's steal lock): marks, the
-    /// heavy barrier, waits for the owner, takes every batch if `take`
-    /// (`barrier`) or none (an idle steal whose hints were stale), then
-    /// finishes a hand-off if the owner left its exit meanwhile: pushes
-    /// onto `queue`, and releases the record if asked. `between` runs
-    /// after the barrier, before the wait (a stealer held up there).
-    /// Returns whether it finished a hand-off.
+    /// heavy barrier, then the real per-record step
+    /// (`reclaim::steal_marked`: waits for the owner, takes every batch
+    /// if `take` (`barrier`) or none (an idle steal that finds the owner
+    /// active), finishes a hand-off if the owner left its exit
+    /// meanwhile), pushes onto `queue`, and releases the record if asked.
+    /// `between` runs after the barrier, before the wait (a stealer held
+    /// up there). Returns whether it finished a hand-off.
     pub fn steal(self, queue: &Queue, take: bool, between: impl FnOnce()) -> bool {
         let r = self.0;
         handshake::stealer_mark(&r.steal);
         FENCES.heavy();
         between();
-        handshake::stealer_wait(&r.busy);
-        let mut taken = crate::llist::Chain::new();
-        if take {
-            // SAFETY: handshake won, the only stealer (the caller's lock).
-            taken.append(unsafe { (*r.local.get()).take_queued() });
-        }
-        let mut release = false;
-        let left = match handshake::stealer_done(&r.steal) {
-            handshake::Done::Cleared => false,
-            handshake::Done::Left { release: r } => {
-                release = r;
-                true
-            }
+        // `reclaim::steal_locked`'s step for one record, the same code:
+        // `Steal::All` takes the sealed queue (the model's owner defers
+        // there); `Steal::Idle(0)` finds every hint fresh and takes
+        // nothing.
+        let which = if take {
+            crate::reclaim::Steal::All
+        } else {
+            crate::reclaim::Steal::Idle(0)
         };
-        if left {
-            taken.append(crate::exit::finish_hand_off(r, &|node| node));
-        }
+        let mut taken = crate::llist::Chain::new();
+        let stole = crate::reclaim::steal_marked(r, which, &mut taken, &|node| node);
+        assert!(stole.running.is_none(), "the model's owner runs nothing");
         queue.0.push_chain(taken);
-        if release {
+        if stole.handed == Some(true) {
             assert!(crate::exit::release_main(r).is_none(), "no shutdown");
         }
-        left
+        stole.handed.is_some()
     }
 }
 

@@ -139,40 +139,11 @@ fn steal_locked(inner: &Inner, which: Steal) -> (usize, Vec<Running<'_>>, Vec<ex
     let mut running = Vec::new();
     let mut handed_back = Vec::new();
     for r in marked {
-        handshake::stealer_wait(&r.busy);
-        // SAFETY: steal handshake won: the owner is outside its batch
-        // access and will not enter it until `steal` clears; we are the
-        // only stealer (steal lock).
-        let local = unsafe { &mut *r.local.get() };
-        // Relaxed (hints): written by the owner inside its sections, which
-        // happened-before our Acquire of `busy`.
-        let (take_open, take_sealed) = match which {
-            Steal::All => (true, true),
-            Steal::Idle(before) => (
-                stale(r.open_epoch.load(Ordering::Relaxed), before),
-                stale(r.active_epoch.load(Ordering::Relaxed), before),
-            ),
-        };
-        if take_sealed {
-            taken.append(local.take_queued());
-            // Relaxed: a hint.
-            r.active_epoch.store(0, Ordering::Relaxed);
+        let stole = steal_marked(r, which, &mut taken, &|node| sealed_for_queue(inner, node));
+        if let Some(seq) = stole.running {
+            running.push(Running { record: r, seq });
         }
-        if let Some(node) = take_open.then(|| local.open.take()).flatten() {
-            taken.push_back(sealed_for_queue(inner, node));
-            // Relaxed: a hint.
-            r.open_epoch.store(0, Ordering::Relaxed);
-        }
-        if which == Steal::All {
-            if let Some(seq) = handshake::run_seen(&r.run_seq) {
-                running.push(Running { record: r, seq });
-            }
-        }
-        if let handshake::Done::Left { release } = handshake::stealer_done(&r.steal) {
-            // The owner exited meanwhile and left its exit to us.
-            taken.append(exit::finish_hand_off(r, &|node| {
-                sealed_for_queue(inner, node)
-            }));
+        if let Some(release) = stole.handed {
             Counters::add(&inner.stats.exit_handoffs, 1);
             if release {
                 handed_back.push(r);
@@ -270,6 +241,69 @@ fn sealed_for_queue(inner: &Inner, mut node: Box<Node<Work>>) -> Box<Node<Work>>
     }
     Counters::add(&inner.stats.batches, 1);
     node
+}
+
+/// What [`steal_marked`] found in a record besides the batches it took.
+pub(crate) struct Stole {
+    /// The owner's run in progress (its odd `run_seq`), for `Steal::All`.
+    pub(crate) running: Option<u64>,
+    /// `Some(release)`: the owner exited meanwhile and left its exit to
+    /// the stealer, which finished it here (its batches and hooks are in
+    /// `taken`); the record is then the caller's to release if `release`
+    /// (`exit::release_main`, after the push).
+    pub(crate) handed: Option<bool>,
+}
+
+/// The stealer's part of the handshake for one record it marked, after
+/// the heavy barrier: waits until the owner is outside its section, takes
+/// what `which` says into `taken` (an open batch sealed by `seal`),
+/// notes the owner's run in progress (`Steal::All`), and clears the
+/// record's `steal` word, finishing the owner's exit if it handed it off
+/// meanwhile. [`steal_locked`] runs it for every record it marked; the
+/// loom models (`model::Rec::steal`) run this same function.
+pub(crate) fn steal_marked(
+    r: &Record,
+    which: Steal,
+    taken: &mut Chain<Work>,
+    seal: &exit::Seal<'_>,
+) -> Stole {
+    handshake::stealer_wait(&r.busy);
+    // SAFETY: steal handshake won: the owner is outside its batch access
+    // and will not enter it until `steal` clears; the caller is the only
+    // stealer (the steal lock).
+    let local = unsafe { &mut *r.local.get() };
+    // Relaxed (hints): written by the owner inside its sections, which
+    // happened-before our Acquire of `busy`.
+    let (take_open, take_sealed) = match which {
+        Steal::All => (true, true),
+        Steal::Idle(before) => (
+            stale(r.open_epoch.load(Ordering::Relaxed), before),
+            stale(r.active_epoch.load(Ordering::Relaxed), before),
+        ),
+    };
+    if take_sealed {
+        taken.append(local.take_queued());
+        // Relaxed: a hint.
+        r.active_epoch.store(0, Ordering::Relaxed);
+    }
+    if let Some(node) = take_open.then(|| local.open.take()).flatten() {
+        taken.push_back(seal(node));
+        // Relaxed: a hint.
+        r.open_epoch.store(0, Ordering::Relaxed);
+    }
+    let running = match which {
+        Steal::All => handshake::run_seen(&r.run_seq),
+        Steal::Idle(_) => None,
+    };
+    let handed = match handshake::stealer_done(&r.steal) {
+        handshake::Done::Cleared => None,
+        handshake::Done::Left { release } => {
+            // The owner exited meanwhile and left its exit to us.
+            taken.append(exit::finish_hand_off(r, seal));
+            Some(release)
+        }
+    };
+    Stole { running, handed }
 }
 
 /// Pushes the calling thread's own batches onto the queue (owner side of
