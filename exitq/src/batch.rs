@@ -225,39 +225,50 @@ impl Batch {
         }
     }
 
-    /// Moves up to `max` callbacks, oldest first, out of the sealed batch
-    /// into `out`, advancing the drain cursor; returns how many. Each is
+    /// Moves callbacks, oldest first, out of the sealed batch into `out`
+    /// (as many as it has slots, or as the batch has left), advancing the
+    /// drain cursor; returns how many (the first slots written). Each is
     /// then the caller's to run (`Item::run`), whatever happens to the
     /// batch meanwhile.
-    pub(crate) fn take_some(&mut self, max: usize, mut out: impl FnMut(Item)) -> usize {
+    ///
+    /// The drain tick's hot loop (`drain::take`): a run's callbacks are
+    /// copied in one loop per closure width, the cursor kept in locals and
+    /// stored once.
+    pub(crate) fn take_some(&mut self, out: &mut [MaybeUninit<Item>]) -> usize {
         let base = self.buf.as_mut_ptr().cast::<usize>();
-        let mut n = 0;
-        while n < max && self.at < self.used {
+        let (mut at, mut in_run, mut n) = (self.at, self.in_run, 0);
+        while n < out.len() && at < self.used {
             // SAFETY: `at` is the start of a run (the encoding written by
             // `OpenBatch`): its entry point, then its count word.
-            let call: Call = unsafe { ptr::read(base.add(self.at).cast::<Call>()) };
+            let call: Call = unsafe { ptr::read(base.add(at).cast::<Call>()) };
             // SAFETY: as above.
-            let header = unsafe { *base.add(self.at + 1) };
+            let header = unsafe { *base.add(at + 1) };
             let (count, words) = (header >> 2, header & 3);
-            if self.in_run == count {
-                self.at += 2 + count * words;
-                self.in_run = 0;
+            if in_run == count {
+                at += 2 + count * words;
+                in_run = 0;
                 continue;
             }
-            let mut data = MaybeUninit::<[usize; INLINE_WORDS]>::uninit();
-            // SAFETY: closure `in_run` of this run, not yet taken (the
-            // cursor moves past it now, so it is moved out exactly once);
-            // `words` words, at most `INLINE_WORDS`, into `data`.
+            let k = (count - in_run).min(out.len() - n);
+            let slots = &mut out[n..n + k];
+            // SAFETY: closures `in_run..in_run + k` of this run, not yet
+            // taken (the cursor moves past them below, so each is moved out
+            // exactly once), `words` words each, at most `INLINE_WORDS`.
             unsafe {
-                let item = base.add(self.at + 2 + self.in_run * words);
-                copy_words(item, data.as_mut_ptr().cast::<usize>(), words);
+                let src = base.add(at + 2 + in_run * words);
+                match words {
+                    0 => take_run::<0>(call, src, slots),
+                    1 => take_run::<1>(call, src, slots),
+                    2 => take_run::<2>(call, src, slots),
+                    _ => take_run::<INLINE_WORDS>(call, src, slots),
+                }
             }
-            self.in_run += 1;
-            self.taken += 1;
-            n += 1;
-            out(Item { call, data });
+            in_run += k;
+            n += k;
         }
-        self.prefetch_next(max);
+        (self.at, self.in_run) = (at, in_run);
+        self.taken += n;
+        self.prefetch_next(out.len());
         n
     }
 
@@ -273,12 +284,12 @@ impl Batch {
         // SAFETY: `at` is the start of a run (as in `take_some`).
         let header = unsafe { *base.add(self.at + 1) };
         let (count, words) = (header >> 2, header & 3);
-        for k in self.in_run..count.min(self.in_run + n) {
-            // SAFETY: closure `k` of this run, written by `OpenBatch` and
-            // not taken (`k >= in_run`): `words` words inside `buf`, which
-            // the caller owns (`&self`, in its owner section).
-            unsafe { prefetch::targets(base.add(self.at + 2 + k * words), words) };
-        }
+        let next = count.saturating_sub(self.in_run).min(n);
+        // SAFETY: closures `in_run..in_run + next` of this run, written by
+        // `OpenBatch` and not taken: `next * words` consecutive words
+        // inside `buf`, which the caller owns (`&self`, in its owner
+        // section).
+        unsafe { prefetch::targets(base.add(self.at + 2 + self.in_run * words), next * words) };
     }
 
     /// Whether every callback was taken out (`take_some`).
@@ -593,6 +604,25 @@ unsafe fn copy_words(src: *const usize, dst: *mut usize, words: usize) {
                 ptr::write(dst.cast::<[W; 3]>(), ptr::read(src.cast::<[W; 3]>()))
             }
         }
+    }
+}
+
+/// Moves `slots.len()` closures of `W` words each, starting at `src`, into
+/// `slots` as [`Item`]s with entry point `call` (`Batch::take_some`).
+///
+/// # Safety
+///
+/// `src` holds `slots.len()` consecutive closures of one run (entry point
+/// `call`, `W` words each, `W <= INLINE_WORDS`), not yet moved out; the
+/// caller's cursor moves past them.
+#[inline(always)]
+unsafe fn take_run<const W: usize>(call: Call, src: *const usize, slots: &mut [MaybeUninit<Item>]) {
+    for (j, slot) in slots.iter_mut().enumerate() {
+        let mut data = MaybeUninit::<[usize; INLINE_WORDS]>::uninit();
+        // SAFETY: closure `j` of the caller's range: `W` words inside the
+        // batch, into `data` (`W <= INLINE_WORDS`).
+        unsafe { copy_words(src.add(j * W), data.as_mut_ptr().cast::<usize>(), W) };
+        slot.write(Item { call, data });
     }
 }
 

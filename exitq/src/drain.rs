@@ -97,11 +97,7 @@ pub(crate) fn take(r: &Record, local: &mut Local, drain: &mut Drain) {
         let Some(Work::Batch(b)) = local.ready.front_mut() else {
             break;
         };
-        let (items, len) = (&mut drain.items, &mut drain.len);
-        b.take_some(TICK - *len, |item| {
-            items[*len].write(item);
-            *len += 1;
-        });
+        drain.len += b.take_some(&mut drain.items[drain.len..]);
         if b.drained() {
             let node = local.ready.pop_front().expect("front exists");
             drain.finished.push_back(node);

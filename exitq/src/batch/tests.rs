@@ -229,7 +229,7 @@ fn a_batch_drained_in_pieces_then_run_runs_each_callback_once_in_order() {
     };
     let mut taken = Vec::new();
     for n in [1, 7, 3] {
-        assert_eq!(batch.take_some(n, |item| taken.push(item)), n);
+        assert_eq!(take_some(batch, n, &mut taken), n);
     }
     assert!(!batch.drained());
     for item in taken {
@@ -257,9 +257,9 @@ fn a_batch_drained_to_the_end_runs_nothing_more() {
         unreachable!()
     };
     let mut taken = Vec::new();
-    assert_eq!(batch.take_some(100, |item| taken.push(item)), 10);
+    assert_eq!(take_some(batch, 100, &mut taken), 10);
     assert!(batch.drained());
-    assert_eq!(batch.take_some(5, |item| taken.push(item)), 0);
+    assert_eq!(take_some(batch, 5, &mut taken), 0);
     taken.into_iter().for_each(Item::run);
     assert_eq!(
         batch.run(|| false),
@@ -353,4 +353,14 @@ fn the_typed_fast_path_and_the_deferred_one_share_a_run() {
     assert_eq!(*log.lock().unwrap(), (0..n).collect::<Vec<_>>());
     assert_eq!(Arc::strong_count(&log), 1);
     assert_eq!(Arc::strong_count(&other), 1);
+}
+
+/// `Batch::take_some` into `max` fresh slots, the items taken appended to
+/// `taken`; returns how many.
+fn take_some(batch: &mut Batch, max: usize, taken: &mut Vec<Item>) -> usize {
+    let mut slots: Vec<MaybeUninit<Item>> = (0..max).map(|_| MaybeUninit::uninit()).collect();
+    let n = batch.take_some(&mut slots);
+    // SAFETY: `take_some` wrote the first `n` slots; each is read once.
+    taken.extend(slots[..n].iter().map(|s| unsafe { s.assume_init_read() }));
+    n
 }
