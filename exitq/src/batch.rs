@@ -167,7 +167,7 @@ pub(crate) struct Batch {
 
 /// One callback taken out of a batch: its entry point and its words,
 /// moved out of the batch memory (which may then be run, stolen or reused
-/// by others). It must be [`run`](Item::run) (dropping it leaks the
+/// by others). It must be run ([`Item::run_in`]; dropping it leaks the
 /// closure).
 pub(crate) struct Item {
     call: Call,
@@ -175,13 +175,21 @@ pub(crate) struct Item {
 }
 
 impl Item {
-    /// Runs the callback, consuming it (also if it panics).
+    /// Runs the callback in `slot` where it lies, consuming it (also if it
+    /// panics): a drain tick's callbacks run from its array without a
+    /// copy each (`run::run_items_and_chain`).
+    ///
+    /// # Safety
+    ///
+    /// `slot` holds an `Item` not run yet; afterwards the slot is dead:
+    /// nothing reads or runs it as an `Item` again.
     #[inline]
-    pub(crate) fn run(mut self) {
-        // SAFETY: `data` holds the closure's words, moved out of the batch
-        // by `take_some` and not consumed since (an `Item` runs once: `run`
-        // takes it by value); `call` is its entry point.
-        unsafe { (self.call)(self.data.as_mut_ptr().cast::<usize>()) }
+    pub(crate) unsafe fn run_in(slot: &mut MaybeUninit<Item>) {
+        let item = slot.as_mut_ptr();
+        // SAFETY: the caller's contract: an `Item` whose `data` holds the
+        // closure's words, not consumed yet, with `call` its entry point;
+        // consumed here, once.
+        unsafe { ((*item).call)(ptr::addr_of_mut!((*item).data).cast::<usize>()) }
     }
 }
 
@@ -228,7 +236,7 @@ impl Batch {
     /// Moves callbacks, oldest first, out of the sealed batch into `out`
     /// (as many as it has slots, or as the batch has left), advancing the
     /// drain cursor; returns how many (the first slots written). Each is
-    /// then the caller's to run (`Item::run`), whatever happens to the
+    /// then the caller's to run (`Item::run_in`), whatever happens to the
     /// batch meanwhile.
     ///
     /// The drain tick's hot loop (`drain::take`): a run's callbacks are

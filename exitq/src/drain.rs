@@ -128,12 +128,14 @@ pub(crate) fn run(inner: &Inner, r: &Record, drain: &mut Drain) {
         return;
     }
     let len = std::mem::take(&mut drain.len);
-    let items = &mut drain.items[..len];
-    // SAFETY: `take` initialised the first `len` items; each is read once
-    // (and `len` was reset, so never again).
-    let items = items.iter_mut().map(|i| unsafe { i.assume_init_read() });
     let finished = std::mem::take(&mut drain.finished);
-    let ran = run::run_items_and_chain(inner.id, items, finished, |node| keep_node(inner, r, node));
+    // SAFETY: `take` initialised the first `len` items, none run yet;
+    // `len` was reset, so they are never read again.
+    let ran = unsafe {
+        run::run_items_and_chain(inner.id, &mut drain.items[..len], finished, |node| {
+            keep_node(inner, r, node)
+        })
+    };
     inner.settle(&ran);
     if ran.batches > 0 {
         Counters::add(&inner.stats.batches_run_locally, ran.batches);

@@ -10,6 +10,7 @@
 //! callbacks of other domains run nested in between, and a callback that
 //! defers does not start running batches recursively).
 use std::cell::Cell;
+use std::mem::MaybeUninit;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 
@@ -110,16 +111,23 @@ pub(crate) fn run_chain(
     chain: Chain<Work>,
     recycle: impl FnMut(Box<Node<Work>>),
 ) -> Ran {
-    run_items_and_chain(domain_id, std::iter::empty(), chain, recycle)
+    // SAFETY: no items.
+    unsafe { run_items_and_chain(domain_id, &mut [], chain, recycle) }
 }
 
 /// Runs `items` (callbacks a drain tick took out of batches, `drain.rs`),
-/// then `chain` as [`run_chain`] does, under one cancellation disable and
-/// one frame. A batch of `chain` whose callbacks were all taken out runs
-/// nothing and only settles its counts.
-pub(crate) fn run_items_and_chain(
+/// each where it lies, then `chain` as [`run_chain`] does, under one
+/// cancellation disable and one frame. A batch of `chain` whose callbacks
+/// were all taken out runs nothing and only settles its counts.
+///
+/// # Safety
+///
+/// Every slot of `items` holds an [`Item`] not run yet; all are consumed
+/// here (run, or leaked in a fork child): the caller never reads them as
+/// `Item`s again.
+pub(crate) unsafe fn run_items_and_chain(
     domain_id: u64,
-    mut items: impl Iterator<Item = Item>,
+    items: &mut [MaybeUninit<Item>],
     mut chain: Chain<Work>,
     mut recycle: impl FnMut(Box<Node<Work>>),
 ) -> Ran {
@@ -136,13 +144,17 @@ pub(crate) fn run_items_and_chain(
     // after it, leaks the rest (the parent runs it) and panics (`abandon`).
     let fork_gen = fork::current();
     let mut ran = Ran::default();
+    let mut next = 0;
     loop {
         // Several items per `catch_unwind`; after a panic, go on with the
-        // item after the one that panicked (it was consumed: `Item::run`
-        // takes it by value).
+        // item after the one that panicked (it was consumed: the cursor
+        // moves past an item before it runs).
         let done = catch_unwind(AssertUnwindSafe(|| {
-            for item in items.by_ref() {
-                item.run();
+            while let Some(slot) = items.get_mut(next) {
+                next += 1;
+                // SAFETY: the caller's contract; `next` moved past the
+                // slot, so it runs once, also if it panics.
+                unsafe { Item::run_in(slot) };
                 if fork::is_child(fork_gen) {
                     break;
                 }
@@ -154,8 +166,8 @@ pub(crate) fn run_items_and_chain(
             drop_payload(payload);
         }
         if fork::is_child(fork_gen) {
-            // The items left are words without a destructor: dropping the
-            // iterator runs none of them.
+            // The items left are words without a destructor: leaving
+            // them in their slots runs none of them.
             abandon(chain);
         }
         if finished {

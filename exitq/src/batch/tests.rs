@@ -232,9 +232,7 @@ fn a_batch_drained_in_pieces_then_run_runs_each_callback_once_in_order() {
         assert_eq!(take_some(batch, n, &mut taken), n);
     }
     assert!(!batch.drained());
-    for item in taken {
-        item.run();
-    }
+    run_all(taken);
     assert_eq!(*log.lock().unwrap(), (0..11).collect::<Vec<_>>());
     // The rest, resumed at the cursor; the count is the whole batch's.
     assert_eq!(batch.run(|| false), (30, 0));
@@ -260,7 +258,7 @@ fn a_batch_drained_to_the_end_runs_nothing_more() {
     assert_eq!(take_some(batch, 100, &mut taken), 10);
     assert!(batch.drained());
     assert_eq!(take_some(batch, 5, &mut taken), 0);
-    taken.into_iter().for_each(Item::run);
+    run_all(taken);
     assert_eq!(
         batch.run(|| false),
         (10, 0),
@@ -355,12 +353,64 @@ fn the_typed_fast_path_and_the_deferred_one_share_a_run() {
     assert_eq!(Arc::strong_count(&other), 1);
 }
 
-/// `Batch::take_some` into `max` fresh slots, the items taken appended to
-/// `taken`; returns how many.
-fn take_some(batch: &mut Batch, max: usize, taken: &mut Vec<Item>) -> usize {
+/// `Batch::take_some` into `max` fresh slots, the slots it filled
+/// appended to `taken`; returns how many.
+fn take_some(batch: &mut Batch, max: usize, taken: &mut Vec<MaybeUninit<Item>>) -> usize {
     let mut slots: Vec<MaybeUninit<Item>> = (0..max).map(|_| MaybeUninit::uninit()).collect();
     let n = batch.take_some(&mut slots);
-    // SAFETY: `take_some` wrote the first `n` slots; each is read once.
-    taken.extend(slots[..n].iter().map(|s| unsafe { s.assume_init_read() }));
+    slots.truncate(n);
+    taken.append(&mut slots);
     n
+}
+
+/// Runs every item `take_some` put in `taken`, in order.
+fn run_all(mut taken: Vec<MaybeUninit<Item>>) {
+    for slot in &mut taken {
+        // SAFETY: `take_some` filled the slot; it is run once (the vector
+        // is dropped after, and a `MaybeUninit` drops nothing).
+        unsafe { Item::run_in(slot) };
+    }
+}
+
+#[test]
+fn a_ticks_items_run_in_place_each_once_past_panics() {
+    // A drain tick's run (`run::run_items_and_chain`): the items run where
+    // they lie in the tick's array; one that panics is counted and the
+    // run goes on with the next, none run twice or skipped.
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let mut b = open(16);
+    for i in 0..7usize {
+        let log = log.clone();
+        let ok = if i % 3 == 2 {
+            // Three words (a heap string: its drop checked by miri).
+            let s = format!("{i}");
+            push(&mut b, move || {
+                let i = s.parse::<usize>().unwrap();
+                log.lock().unwrap().push(i);
+                if i == 5 {
+                    panic!("item {i} panics on purpose");
+                }
+            })
+        } else {
+            push(&mut b, move || {
+                log.lock().unwrap().push(i);
+                assert_ne!(i, 0, "item 0 panics on purpose");
+            })
+        };
+        assert!(ok);
+    }
+    let mut node = b.take().expect("open");
+    let Work::Batch(batch) = &mut node.value else {
+        unreachable!()
+    };
+    let mut slots: [MaybeUninit<Item>; 7] = [const { MaybeUninit::uninit() }; 7];
+    assert_eq!(batch.take_some(&mut slots), 7);
+    assert!(batch.drained());
+    // SAFETY: `take_some` filled all 7 slots; they are not read again.
+    let ran =
+        unsafe { crate::run::run_items_and_chain(0, &mut slots, crate::llist::Chain::new(), drop) };
+    assert_eq!(ran.panicked, 2, "items 0 and 5");
+    assert_eq!(*log.lock().unwrap(), (0..7).collect::<Vec<_>>());
+    assert_eq!(batch.run(|| false), (7, 0), "nothing left to run");
+    assert_eq!(Arc::strong_count(&log), 1, "every closure was consumed");
 }
