@@ -21,9 +21,11 @@
 //!
 //! # Inside the handshake
 //!
-//! The callbacks of a tick are moved out of the ready batch (its drain
-//! cursor advances, `Batch::take_some`) inside the owner section, with
-//! `run_seq` made odd there, and run after it: a `barrier` that steals the
+//! The callbacks of a tick are moved out of the ready batch into the
+//! tick's array (its drain cursor advances, `Batch::take_some`, one copy
+//! loop per closure width) inside the owner section, with `run_seq` made
+//! odd there, and run after it, where they lie in the array
+//! (`Item::run_in`): a `barrier` that steals the
 //! rest of the batch meanwhile finds the tick's callbacks gone and waits
 //! for the owner's run, as for a whole batch (`handshake`). A stealer
 //! takes a partly drained batch as it is; whoever runs it resumes at its
