@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::opts::Opts;
 use crate::world::{count_unrun_or_twice, inc, world};
-use crate::Opts;
 
 /// Fails the run if some role stops making progress (the hand-off waves
 /// and the QSBR workers' waits for grace periods too, if there are any).

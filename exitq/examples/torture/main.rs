@@ -96,18 +96,21 @@
 //!
 //! Layout: `world.rs` (the shared state and counters, and `retire`, the
 //! callback that poisons an object and frees it a grace period later,
-//! which `Tracked`'s drop calls too), `workers.rs`
-//! (readers, writers, barrier checkers), `qsbr.rs` (QSBR workers),
-//! `streams.rs` (the polled domain's streamers), `caches.rs` (cache
-//! readers), `exits.rs` (exiting, cancelled
-//! and churned threads), `handoffs.rs` (exits raced with steals) and
-//! `handoff_drops.rs` (with a domain's drop), `leaks.rs` (what they leak), `nested.rs` (nested
-//! barriers), `forker.rs` (fork with held guards), `checks.rs` (watchdog,
-//! final checks, report); this file parses the options, builds the
-//! domains and runs the roles.
+//! which `Tracked`'s drop calls too), `domains.rs` (the domains and their
+//! configurations), `roles.rs` (spawning the roles, stopping them),
+//! `opts.rs` (the command line), `workers.rs` (readers, writers, barrier
+//! checkers), `qsbr.rs` (QSBR workers), `streams.rs` (the polled
+//! domain's streamers), `caches.rs` (cache readers), `exits.rs` (exiting,
+//! cancelled and churned threads), `handoffs.rs` (exits raced with
+//! steals) and `handoff_drops.rs` (with a domain's drop), `handoff_kit.rs`
+//! (what those two share), `leaks.rs` (what they leak), `nested.rs`
+//! (nested barriers), `forker.rs` (fork with held guards), `checks.rs`
+//! (watchdog, final checks, report); this file sets up the world and
+//! runs the roles for the time asked.
 
 mod caches;
 mod checks;
+mod domains;
 mod exits;
 mod forker;
 mod handoff_drops;
@@ -115,7 +118,9 @@ mod handoff_kit;
 mod handoffs;
 mod leaks;
 mod nested;
+mod opts;
 mod qsbr;
+mod roles;
 #[path = "../../tests/watch_util/shared_counter.rs"]
 mod shared_counter;
 mod streams;
@@ -124,138 +129,16 @@ mod world;
 
 use std::collections::HashMap;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use exitq::{Callbacks, Domain, Expedite, RcuCell, RcuOption, Reclaimer};
-
-use caches::{cache_reader, CACHE_READERS};
 use checks::{final_checks, report, watchdog};
-use exits::{canceller, churner, exiter};
-use forker::forker;
-use handoffs::{barrier_looper, handoff_spawner};
-use nested::nester;
-use qsbr::qsbr_worker;
+use opts::parse;
 use shared_counter::shared_counter;
-use streams::{streamer, STREAMERS};
-use workers::{checker, worker, Bomb};
-use world::{new_obj, world, Ops, Slot, Tracked, Violations, World, IN_FORK_CHILD, WORLD};
-
-/// Parsed options.
-pub(crate) struct Opts {
-    pub(crate) seconds: u64,
-    pub(crate) threads: usize,
-    pub(crate) qsbr: usize,
-    pub(crate) handoffs: usize,
-    pub(crate) seed: u64,
-}
-
-fn parse() -> Result<Opts, String> {
-    let mut o = Opts {
-        seconds: 10,
-        threads: 12,
-        qsbr: 3,
-        handoffs: 1,
-        seed: Instant::now().elapsed().as_nanos() as u64
-            ^ std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(7, |d| d.as_nanos() as u64),
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        let mut value = |name: &str| -> Result<u64, String> {
-            let v = args.next().ok_or_else(|| format!("{name} needs a value"))?;
-            v.parse::<u64>()
-                .map_err(|_| format!("{name}: not a number: '{v}'"))
-        };
-        match a.as_str() {
-            "--seconds" => o.seconds = value("--seconds")?,
-            "--threads" => o.threads = value("--threads")? as usize,
-            "--qsbr" => o.qsbr = value("--qsbr")? as usize,
-            "--handoffs" => o.handoffs = value("--handoffs")? as usize,
-            "--seed" => o.seed = value("--seed")?,
-            "-h" | "--help" => {
-                println!(
-                    "usage: torture [--seconds N] [--threads N] [--qsbr N] [--handoffs N] [--seed N]"
-                );
-                std::process::exit(0);
-            }
-            other => return Err(format!("unknown argument '{other}' (try --help)")),
-        }
-    }
-    if o.seconds == 0 || o.threads == 0 || o.threads > 1024 || o.qsbr > 1024 || o.handoffs > 64 {
-        return Err(
-            "--seconds must be positive, --threads in 1..=1024, --qsbr in 0..=1024, \
-             --handoffs in 0..=64"
-                .into(),
-        );
-    }
-    Ok(o)
-}
-
-fn slots() -> Vec<Slot> {
-    let fast = Duration::from_micros(100);
-    let configs: Vec<(&'static str, exitq::DomainBuilder)> = vec![
-        ("default", Domain::builder()),
-        (
-            "offload, batch 2",
-            Domain::builder()
-                .callbacks(Callbacks::Offload)
-                .batch_size(2)
-                .flush_latency(fast),
-        ),
-        (
-            "inline, batch 3",
-            Domain::builder()
-                .reclaimer(Reclaimer::Inline)
-                .batch_size(3)
-                .flush_latency(fast),
-        ),
-        (
-            "batch 1, backlog 8",
-            Domain::builder()
-                .batch_size(1)
-                .backlog_limit(8)
-                .first_check_delay(Duration::ZERO)
-                .flush_latency(Duration::from_micros(200)),
-        ),
-        (
-            "fences, batch 7",
-            Domain::builder()
-                .expedite(Expedite::Fallback)
-                .batch_size(7)
-                .flush_latency(fast),
-        ),
-        (
-            handoffs::SLOT_NAME,
-            Domain::builder()
-                .batch_size(4)
-                .flush_latency(fast)
-                .exit_poll(Some(fast)),
-        ),
-        // Last: used by the streamers only (`World::shared`).
-        ("polled", Domain::builder().batch_size(16)),
-    ];
-    configs
-        .into_iter()
-        .enumerate()
-        .map(|(i, (name, b))| {
-            let domain = b.stall_timeout(Duration::from_secs(30)).build();
-            Slot {
-                name,
-                cell: RcuCell::new(&domain, Tracked::new(i, 0)),
-                option: RcuOption::new(&domain, Some(Tracked::new(i, 0))),
-                domain,
-                current: AtomicPtr::new(new_obj(0)),
-                issued: AtomicU64::new(0),
-                ran: AtomicU64::new(0),
-                panics: AtomicU64::new(0),
-            }
-        })
-        .collect()
-}
+use workers::Bomb;
+use world::{world, Ops, Violations, World, IN_FORK_CHILD, WORLD};
 
 fn main() -> ExitCode {
     let opts = match parse() {
@@ -283,14 +166,14 @@ fn main() -> ExitCode {
         // a fork child, whose copy of a role ends quietly; not while the
         // thread's locals are torn down).
         if !IN_FORK_CHILD.load(Ordering::Relaxed) {
-            let _ = LAST_PANIC.try_with(|l| *l.borrow_mut() = Some(info.to_string()));
+            roles::note_panic(info.to_string());
         }
     }));
     // Before any domain: its destructor runs before exitq's exit path.
     exits::create_elder_key();
     WORLD
         .set(World {
-            slots: slots(),
+            slots: domains::slots(),
             stop: AtomicBool::new(false),
             v: Violations::default(),
             ops: Ops::default(),
@@ -315,57 +198,12 @@ fn main() -> ExitCode {
             .join("; ")
     );
     let start = Instant::now();
-    let mut roles: Vec<(&str, thread::JoinHandle<()>)> = Vec::new();
-    let seed = opts.seed;
-    for id in 0..opts.threads {
-        roles.push(role("worker", format!("worker-{id}"), move || {
-            worker(id, seed)
-        }));
-    }
-    for id in 0..opts.qsbr {
-        roles.push(role("qsbr", format!("qsbr-{id}"), move || {
-            qsbr_worker(id, seed)
-        }));
-    }
-    for id in 0..2 {
-        roles.push(role("checker", format!("checker-{id}"), move || {
-            checker(id, seed)
-        }));
-    }
-    roles.push(role("exiter", "exiter".into(), move || exiter(seed)));
-    roles.push(role("canceller", "canceller".into(), move || {
-        canceller(seed)
-    }));
-    roles.push(role("churner", "churner".into(), move || churner(seed)));
-    roles.push(role("nester", "nester".into(), move || nester(seed)));
-    roles.push(role("forker", "forker".into(), move || forker(seed)));
-    for id in 0..opts.handoffs {
-        roles.push(role(
-            "hand-off spawner",
-            format!("handoffs-{id}"),
-            move || handoff_spawner(id, seed),
-        ));
-    }
-    for id in 0..if opts.handoffs > 0 { 2 } else { 0 } {
-        roles.push(role("barrier looper", format!("looper-{id}"), move || {
-            barrier_looper(id, seed)
-        }));
-    }
-    for id in 0..STREAMERS {
-        roles.push(role("streamer", format!("streamer-{id}"), move || {
-            streamer(id, seed)
-        }));
-    }
-    for id in 0..CACHE_READERS {
-        roles.push(role("cache reader", format!("cache-{id}"), move || {
-            cache_reader(id, seed)
-        }));
-    }
+    let roles = roles::spawn_all(&opts);
     let (handoffs, qsbr) = (opts.handoffs > 0, opts.qsbr > 0);
     let dog = thread::spawn(move || watchdog(start, Duration::from_secs(60), handoffs, qsbr));
     thread::sleep(Duration::from_secs(opts.seconds));
     w.stop.store(true, Ordering::Relaxed);
-    stopped_within(&roles, Duration::from_secs(120));
+    roles::stopped_within(&roles, Duration::from_secs(120));
     let mut role_panics = HashMap::new();
     for (name, h) in roles {
         if h.join().is_err() {
@@ -376,57 +214,4 @@ fn main() -> ExitCode {
     final_checks();
     handoffs::final_check(handoffs);
     report(&opts, start.elapsed(), &role_panics)
-}
-
-/// Fails the run if some role has not stopped within `limit` of being
-/// told to (a hang the watchdog, which stops with the roles, would miss).
-fn stopped_within(roles: &[(&str, thread::JoinHandle<()>)], limit: Duration) {
-    let since = Instant::now();
-    while let Some((name, _)) = roles.iter().find(|(_, h)| !h.is_finished()) {
-        if since.elapsed() > limit {
-            eprintln!("torture: FAILURE: a {name} thread did not stop within {limit:?}: a hang");
-            checks::hang_exit();
-        }
-        thread::sleep(Duration::from_millis(50));
-    }
-}
-
-thread_local! {
-    /// The calling thread's last panic, as the hook saw it (with its
-    /// location): the hook stays quiet for the kinds roles catch
-    /// themselves, so a role that one of them ends says it here.
-    static LAST_PANIC: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
-}
-
-/// Spawns a role's thread (named `thread_name`); a panic that ends it is
-/// reported with its message and location, then counted by `main`.
-fn role(
-    kind: &'static str,
-    thread_name: String,
-    body: impl FnOnce() + Send + 'static,
-) -> (&'static str, thread::JoinHandle<()>) {
-    let h = thread::Builder::new()
-        .name(thread_name.clone())
-        .spawn(move || {
-            if let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
-                if IN_FORK_CHILD.load(Ordering::Relaxed) {
-                    // A fork child's copy of this role, stopped by exitq
-                    // (`run::abandon`): it ends quietly, as it always did
-                    // (printing could wait on a lock the parent held).
-                    std::panic::resume_unwind(payload);
-                }
-                let what = LAST_PANIC
-                    .with(|l| l.borrow_mut().take())
-                    .unwrap_or_default();
-                eprintln!("torture: the {kind} thread {thread_name} ended in a panic: {what}");
-                if payload.downcast_ref::<Bomb>().is_some() {
-                    // A `Bomb` panics when dropped outside a panic.
-                    std::mem::forget(payload);
-                    std::panic::resume_unwind(Box::new("a Bomb"));
-                }
-                std::panic::resume_unwind(payload);
-            }
-        })
-        .unwrap_or_else(|e| panic!("torture: cannot spawn a {kind} thread: {e}"));
-    (kind, h)
 }
