@@ -221,11 +221,11 @@ const DATA_SLACK: u64 = 32 << 20;
 pub fn preflight_threads(flag: &str, what: &str, threads: usize) -> Result<()> {
     match preflight_threads_problem(what, threads) {
         None => Ok(()),
-        Some(why) => Err(crate::error::resource(flag, why)),
+        Some(why) => Err(crate::error::resource(flag, why.text)),
     }
 }
 
-/// What [`preflight_threads`] refuses, worded (`None`: the threads fit):
+/// What [`preflight_threads`] refuses (`None`: the threads fit):
 /// `threads` std threads alive at once against `vm.max_map_count` (the
 /// mappings in use now, at [`crate::spawn::failure::STD_THREAD_MAPPINGS`]
 /// per thread), `RLIMIT_AS` (the address space in use now, at
@@ -238,7 +238,7 @@ pub fn preflight_threads(flag: &str, what: &str, threads: usize) -> Result<()> {
 /// cannot map the thread's signal stack: "failed to allocate an
 /// alternative stack", then "fatal runtime error"); past the task limits
 /// thread creation fails half-way through.
-pub fn preflight_threads_problem(what: &str, threads: usize) -> Option<String> {
+pub fn preflight_threads_problem(what: &str, threads: usize) -> Option<ThreadsProblem> {
     let facts = crate::host::HostFacts::read();
     // Slack for what the run maps besides its threads' stacks (malloc
     // arenas, perf buffers, the exitq domain): a request just under the
@@ -256,17 +256,36 @@ pub fn preflight_threads_problem(what: &str, threads: usize) -> Option<String> {
             .saturating_add(DATA_SLACK)
             .saturating_add(crate::spawn::fit::arena_data_bytes(threads as u64)),
     };
+    let mapping_wall =
+        crate::spawn::fit::mappings(&facts, threads as u64, cost.maps_per_thread, cost.maps_now)
+            .is_some_and(|m| m.over);
     let problems = crate::spawn::failure::thread_limit_problems(&facts, threads as u64, cost);
     if problems.is_empty() {
         return None;
     }
-    Some(format!(
+    let text = format!(
         "{what}: about {threads} threads alive at once, more than this host can create \
          (counting {MAPPING_SLACK} mappings, {} of address space and {} of data of slack): {}",
         crate::host::human_bytes(ADDRESS_SLACK),
         crate::host::human_bytes(DATA_SLACK),
         problems.join("; ")
-    ))
+    );
+    Some(ThreadsProblem { text, mapping_wall })
+}
+
+/// A refusal of [`preflight_threads_problem`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThreadsProblem {
+    /// The refusal, worded with every limit in the way.
+    pub text: String,
+    /// One of them is `vm.max_map_count`. Running past it anyway would
+    /// most likely abort the process: a thread whose stack still got its
+    /// two mappings then needs two more for the signal stack std maps in
+    /// its start-up, and std aborts when it cannot ("failed to allocate
+    /// an alternative stack"). Past `RLIMIT_AS` or `RLIMIT_DATA` the 2 MiB
+    /// stack fails first but for the last few KiB of room (the signal
+    /// stack's size).
+    pub mapping_wall: bool,
 }
 
 /// Explains a failed thread creation: the errno and the limit behind it,

@@ -111,6 +111,20 @@ fn refuse_or_warn(cfg: &Config, pre: &preflight::Preflight, print: bool) -> Resu
             eprintln!("herd: warning: {w}");
         }
     }
+    if !pre.fatal.is_empty() {
+        return Err(resource(
+            "",
+            format!(
+                "pre-flight: this storm cannot run on this host:\n  - {}",
+                pre.fatal
+                    .iter()
+                    .chain(&pre.problems)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join("\n  - ")
+            ),
+        ));
+    }
     if pre.problems.is_empty() {
         return Ok(());
     }

@@ -49,6 +49,12 @@ pub struct Preflight {
     pub problems: Vec<String>,
     /// Problems that are only warnings (leak mode's mapping wall).
     pub warnings: Vec<String>,
+    /// Problems `--force` does not run past: `--spawn std` at the mapping
+    /// wall, where a thread whose stack still got its mappings cannot map
+    /// the signal stack std gives it and std aborts the process ("failed
+    /// to allocate an alternative stack"; 4 runs in 4 aborted, exit 134).
+    #[serde(default)]
+    pub fatal: Vec<String>,
 }
 
 /// The stack a thread of `cfg` maps.
@@ -83,11 +89,17 @@ pub fn check_with_maps(cfg: &Config, facts: &HostFacts, maps_now: u64) -> Prefli
         .saturating_mul((cfg.lag + 2).min(cfg.waves))
         .min(total);
     let stacks_mapped = if cfg.reap == Reap::Leak { total } else { live };
+    // A stack is two mappings (stack and guard page); a std thread's
+    // signal stack two more while it runs.
+    let maps_per_thread = match cfg.spawn {
+        Backend::Pthread => 2,
+        Backend::Std => crate::spawn::failure::STD_THREAD_MAPPINGS,
+    };
     let mut p = Preflight {
         stack_bytes: stack,
         peak_live_threads: live,
         peak_is_lower_bound: cfg.cancel == Cancel::None,
-        peak_mappings: maps_now.saturating_add(stacks_mapped.saturating_mul(2)),
+        peak_mappings: maps_now.saturating_add(stacks_mapped.saturating_mul(maps_per_thread)),
         ..Default::default()
     };
     for l in fit::task_limits(facts, live) {
@@ -106,19 +118,29 @@ pub fn check_with_maps(cfg: &Config, facts: &HostFacts, maps_now: u64) -> Prefli
             ),
         });
     }
-    // Two mappings per stack (stack and guard page).
-    if let Some(m) = fit::mappings(facts, stacks_mapped, 2, maps_now) {
+    if let Some(m) = fit::mappings(facts, stacks_mapped, maps_per_thread, maps_now) {
         let (max, room) = (m.max, m.room);
         if cfg.reap == Reap::Leak {
             p.leak_thread_capacity = Some(room);
         }
         if m.over {
             let msg = format!(
-                "{} keeps {stacks_mapped} stacks mapped (2 mappings each) but vm.max_map_count = {max} \
-                 leaves room for about {room} threads: after that pthread_create fails with EAGAIN",
-                if cfg.reap == Reap::Leak { "--reap leak" } else { "this run" }
+                "{} keeps {stacks_mapped} stacks mapped ({maps_per_thread} mappings each) but \
+                 vm.max_map_count = {max} leaves room for about {room} threads: after that \
+                 pthread_create fails with EAGAIN",
+                if cfg.reap == Reap::Leak {
+                    "--reap leak"
+                } else {
+                    "this run"
+                }
             );
-            if cfg.reap == Reap::Leak {
+            if cfg.spawn == Backend::Std {
+                p.fatal.push(format!(
+                    "{msg}, or a thread that was created cannot map the signal stack std gives \
+                     it and std aborts the whole process: with --spawn std even --force does \
+                     not run past this wall (--spawn pthread counts the failures)"
+                ));
+            } else if cfg.reap == Reap::Leak {
                 p.warnings.push(format!(
                     "{msg}; the failures will be counted (use --reap join or detach to run them all)"
                 ));
@@ -239,6 +261,39 @@ mod tests {
             check(&cfg(2, 100, 5, Reap::Join), &facts()).peak_live_threads,
             200
         );
+    }
+
+    #[test]
+    fn std_threads_at_the_mapping_wall_are_fatal_even_forced() {
+        // 700 live threads; room for 300 of 2 mappings or 150 of 4.
+        let mut f = facts();
+        let now = 500;
+        f.max_map_count = Some(now + 600);
+        for reap in [Reap::Join, Reap::Leak] {
+            let mut c = cfg(1000, 100, 5, reap);
+            c.force = true;
+            let p = check_with_maps(&c, &f, now);
+            assert!(p.fatal.is_empty(), "pthread, {reap:?}: {p:?}");
+            c.spawn = Backend::Std;
+            let p = check_with_maps(&c, &f, now);
+            assert!(
+                p.fatal.len() == 1
+                    && p.fatal[0].contains("vm.max_map_count")
+                    && p.fatal[0].contains("4 mappings each")
+                    && p.fatal[0].contains("about 150 threads")
+                    && p.fatal[0].contains("std aborts"),
+                "std, {reap:?}: {p:?}"
+            );
+            assert!(
+                !p.warnings.iter().any(|w| w.contains("vm.max_map_count")),
+                "{p:?}"
+            );
+        }
+        // Room for the std threads' four mappings each: nothing fatal.
+        f.max_map_count = Some(now + 4 * 700);
+        let mut c = cfg(1000, 100, 5, Reap::Join);
+        c.spawn = Backend::Std;
+        assert!(check_with_maps(&c, &f, now).fatal.is_empty());
     }
 
     #[test]
