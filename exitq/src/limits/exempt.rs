@@ -11,9 +11,12 @@
 //! * `INIT_USER` is the user of the kernel's uid 0: the real uid 0 of the
 //!   initial user namespace, or, in a child user namespace, a real uid
 //!   that its `uid_map` maps to uid 0 outside (exact when that outside is
-//!   the initial namespace, the usual container; deeper nesting is read as
-//!   one level). uid 0 of a rootless container maps elsewhere: it is
-//!   limited.
+//!   the initial namespace, the usual container). Deeper nesting is read
+//!   as one level, and cannot be read further from inside: a process in
+//!   the namespace sees `uid_map` relative to its parent namespace only
+//!   (user_namespaces(7)), so whether the parent's uid 0 is the kernel's
+//!   is not visible to it. uid 0 of a rootless container maps elsewhere:
+//!   it is limited.
 //! * `capable()` asks for the capability in the initial user namespace,
 //!   in the effective set of the thread that calls `clone`: a process
 //!   that kept `CAP_SYS_RESOURCE` or `CAP_SYS_ADMIN` past a `setuid` is
