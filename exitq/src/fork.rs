@@ -20,8 +20,7 @@
 //! `getpid()` would be a system call on every check (glibc no longer
 //! caches it). The same handler forgets the forking thread's cached tid
 //! (`record`): the child's copy of that thread has a tid of its own.
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Once;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Forks survived by this process image (advanced in each child).
 static GENERATION: AtomicU64 = AtomicU64::new(0);
@@ -38,16 +37,33 @@ extern "C" fn in_child() {
 }
 
 /// The current fork generation, registering the child handler on first use.
+///
+/// Lock-free, and no thread waits for another: a `std::sync::Once` did,
+/// and a `fork()` while another thread of the parent was inside it (the
+/// process's first domain being built) left it "running" for ever in the
+/// child, whose own first domain then never got built (a forked test
+/// child hung in `Pool::new`: `tests/red_fork.rs`). Threads that find the
+/// handler not yet registered each register it; a handler registered
+/// twice advances the generation twice per fork, which changes nothing
+/// (generations are only compared for equality), and its other steps are
+/// idempotent. So does a child forked between a parent thread's
+/// `pthread_atfork` and its store below: it registers again.
 pub(crate) fn generation() -> u64 {
-    static REGISTER: Once = Once::new();
-    REGISTER.call_once(|| {
+    static REGISTERED: AtomicBool = AtomicBool::new(false);
+    // Acquire: pairs with the Release store below: the handler that
+    // stored it is registered (in this process, or in the parent before
+    // the fork that made it, whose registrations the child keeps).
+    if !REGISTERED.load(Ordering::Acquire) {
         #[cfg(not(any(miri, exitq_loom)))]
         // SAFETY: `in_child` is an `extern "C"` function that only touches
-        // an atomic (async-signal-safe, as a fork handler must be).
+        // atomics and a thread-local cell (async-signal-safe, as a fork
+        // handler must be).
         unsafe {
             libc::pthread_atfork(None, None, Some(in_child));
         }
-    });
+        // Release: see the load above.
+        REGISTERED.store(true, Ordering::Release);
+    }
     // Relaxed: see `in_child`.
     GENERATION.load(Ordering::Relaxed)
 }

@@ -78,7 +78,8 @@
 use std::cell::Cell;
 use std::ffi::c_void;
 use std::ptr::{self, NonNull};
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+use std::sync::Arc;
 
 use crate::exit;
 use crate::fork;
@@ -136,9 +137,19 @@ impl Drop for ExitTrigger {
     }
 }
 
-/// The process's exit key (`None` if `pthread_key_create` failed: no keys
-/// left). Never deleted: threads may be armed until the process ends.
-static EXIT_KEY: OnceLock<Option<libc::pthread_key_t>> = OnceLock::new();
+/// The process's exit key, once created: 0 not yet, [`NO_KEY`] when
+/// `pthread_key_create` failed (no keys left), else the key plus 2. Never
+/// deleted: threads may be armed until the process ends.
+///
+/// An atomic, not a `OnceLock`: a `fork()` while another thread of the
+/// parent was initializing the `OnceLock` (building the process's first
+/// domain) left it "being initialized" for ever in the child, whose own
+/// first domain then never got built (a forked test child hung in
+/// `Pool::new`: `tests/red_fork.rs`). Now no thread waits for another.
+static EXIT_KEY: AtomicU64 = AtomicU64::new(0);
+
+/// [`EXIT_KEY`]'s value when no key could be created.
+const NO_KEY: u64 = 1;
 
 /// Creates the exit key if no domain did yet (a failure is kept: threads
 /// then fall back to the thread-local destructor), and notes the main
@@ -150,17 +161,38 @@ pub(crate) fn create_exit_key() {
 }
 
 fn exit_key() -> Option<libc::pthread_key_t> {
-    *EXIT_KEY.get_or_init(|| {
-        // Once per process (a fork child notes its own in its handler).
-        crate::record::note_main_thread();
-        pin_own_object();
-        let mut key: libc::pthread_key_t = 0;
-        // SAFETY: `key` is writable; `exit_destructor` has the signature
-        // glibc expects and does not unwind (an `extern "C"` function
-        // aborts instead).
-        let rc = unsafe { libc::pthread_key_create(&mut key, Some(exit_destructor)) };
-        (rc == 0).then_some(key)
-    })
+    let decode = |v: u64| (v != NO_KEY).then(|| (v - 2) as libc::pthread_key_t);
+    // Acquire: pairs with the AcqRel CAS below: the key it published was
+    // created (and the main thread noted) before.
+    let known = EXIT_KEY.load(AtomicOrdering::Acquire);
+    if known != 0 {
+        return decode(known);
+    }
+    // Once per process, but threads that get here at once each do it (the
+    // steps are idempotent, and the losers' keys are deleted below); so
+    // does a fork child whose parent was here at the fork (a child notes
+    // its own main thread in its fork handler too).
+    crate::record::note_main_thread();
+    pin_own_object();
+    let mut key: libc::pthread_key_t = 0;
+    // SAFETY: `key` is writable; `exit_destructor` has the signature
+    // glibc expects and does not unwind (an `extern "C"` function
+    // aborts instead).
+    let rc = unsafe { libc::pthread_key_create(&mut key, Some(exit_destructor)) };
+    let mine = if rc == 0 { u64::from(key) + 2 } else { NO_KEY };
+    // AcqRel: the Release half publishes the key (see the load above);
+    // the Acquire half, on failure, reads the winner's as that load does.
+    match EXIT_KEY.compare_exchange(0, mine, AtomicOrdering::AcqRel, AtomicOrdering::Acquire) {
+        Ok(_) => decode(mine),
+        Err(winner) => {
+            if rc == 0 {
+                // SAFETY: our own key, just created, never set or
+                // published.
+                unsafe { libc::pthread_key_delete(key) };
+            }
+            decode(winner)
+        }
+    }
 }
 
 /// Makes the shared object holding exitq (if it is one: a plugin, a JNI
