@@ -147,7 +147,10 @@ fn a_capability_that_lifts_rlimit_nproc_is_seen() {
         assert!(!can_create_a_thread(), "RLIMIT_NPROC stops nobody");
         let d = diagnose(libc::EAGAIN, None);
         assert_eq!(d.limit, Limit::RlimitNproc, "{d}");
-        assert!(thread_limit_util::names_rlimit_nproc(&d.detail, 1), "{d}");
+        assert!(
+            thread_limit_util::names_rlimit_nproc(&d.detail, 1, NOBODY),
+            "{d}"
+        );
         0
     });
     assert_eq!(code, 0, "no capability");

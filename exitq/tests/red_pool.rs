@@ -148,21 +148,22 @@ fn limit_address_space_to_current_plus(extra: u64) -> bool {
 /// (`RLIMIT_NPROC, kernel.threads-max, pid_max or a cgroup pids.max
 /// limit`), and a domain's own `try_build` none. Now each names the limit
 /// that stopped it, with its numbers, read right after the failure
-/// (`exitq::limits`): here `RLIMIT_NPROC 1 reached: user 65534 has 1 task`
-/// (a forked child as `nobody` with `RLIMIT_NPROC` = 1, which needs root),
+/// (`exitq::limits`): here `RLIMIT_NPROC 1 reached: user <uid> has 1 task`
+/// (a forked child as a user of its own with `RLIMIT_NPROC` = 1, which
+/// needs root),
 /// at build, for a domain's reclaimer, and for a worker started by a
 /// submit (`last_spawn_error`).
 #[test]
 fn a_thread_that_cannot_be_created_is_explained_by_the_limit_reached() {
-    if !thread_limit_util::root_or_skip("to run a child as nobody with RLIMIT_NPROC = 1") {
+    if !thread_limit_util::root_or_skip("to run a child as another user with RLIMIT_NPROC = 1") {
         return;
     }
     let code = fork_child(LIMIT, || {
-        thread_limit_util::become_nobody_with_task_limit(1);
+        let uid = thread_limit_util::become_lone_user_with_task_limit(1);
         let reached = |what: &str, m: &str| {
             assert!(
-                thread_limit_util::names_rlimit_nproc(m, 1),
-                "{what} does not name RLIMIT_NPROC 1 with nobody's tasks: {m}"
+                thread_limit_util::names_rlimit_nproc(m, 1, uid),
+                "{what} does not name RLIMIT_NPROC 1 with user {uid}'s tasks: {m}"
             );
         };
         // The fork child builds its own shared domain: its reclaimer

@@ -97,30 +97,30 @@ fn an_unbounded_pool_cap_is_not_an_abort() {
 /// limits EAGAIN may stand for, as a pooled thread's `SpawnError::Create`
 /// did. Now both name the limit that stopped the thread, with its
 /// numbers, read right after the failure (`exitq::limits`): here
-/// `RLIMIT_NPROC 1 reached: user 65534 has 1 task` for the reclaimer (a
-/// forked child as `nobody` with `RLIMIT_NPROC` = 1), and `RLIMIT_NPROC 2
-/// reached: user 65534 has 2 tasks` for a pooled thread (the child and the
-/// reclaimer under a limit of 2). Needs root.
+/// `RLIMIT_NPROC 1 reached: user <uid> has 1 task` for the reclaimer (a
+/// forked child as a user of its own with `RLIMIT_NPROC` = 1), and
+/// `RLIMIT_NPROC 2 reached: user <uid> has 2 tasks` for a pooled thread
+/// (the child and the reclaimer under a limit of 2). Needs root.
 #[test]
 fn a_thread_that_cannot_be_created_is_explained_by_the_limit_reached() {
-    if !thread_limit_util::root_or_skip("to run a child as nobody with a low RLIMIT_NPROC") {
+    if !thread_limit_util::root_or_skip("to run a child as another user with a low RLIMIT_NPROC") {
         return;
     }
     let code = fork_child(PATIENCE, || {
-        thread_limit_util::become_nobody_with_task_limit(1);
+        let uid = thread_limit_util::become_lone_user_with_task_limit(1);
         let e = small_pool().expect_err("the reclaimer started");
         let m = e.to_string();
         assert!(m.contains("exitq-stacks"), "{m}");
-        assert!(thread_limit_util::names_rlimit_nproc(&m, 1), "{m}");
+        assert!(thread_limit_util::names_rlimit_nproc(&m, 1, uid), "{m}");
         0
     });
     assert_eq!(code, 0);
     let code = fork_child(PATIENCE, || {
-        thread_limit_util::become_nobody_with_task_limit(2);
-        let pool = small_pool().expect("the reclaimer is nobody's second task");
+        let uid = thread_limit_util::become_lone_user_with_task_limit(2);
+        let pool = small_pool().expect("the reclaimer is the user's second task");
         // SAFETY: `identity` is a plain function; joined through the handle.
         let e = unsafe { pool.spawn(identity, std::ptr::null_mut(), Reap::Owner) }
-            .expect_err("a third task of nobody");
+            .expect_err("a third task of the user");
         assert_eq!(e.errno(), libc::EAGAIN, "{e}");
         assert_eq!(e.limit(), "RLIMIT_NPROC", "{e}");
         let m = e.to_string();
@@ -128,7 +128,7 @@ fn a_thread_that_cannot_be_created_is_explained_by_the_limit_reached() {
             m.starts_with("pthread_create on a pooled stack failed"),
             "{m}"
         );
-        assert!(thread_limit_util::names_rlimit_nproc(&m, 2), "{m}");
+        assert!(thread_limit_util::names_rlimit_nproc(&m, 2, uid), "{m}");
         0
     });
     assert_eq!(code, 0);
