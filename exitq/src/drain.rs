@@ -22,8 +22,10 @@
 //! # Inside the handshake
 //!
 //! The callbacks of a tick are moved out of the ready batch into the
-//! tick's array (its drain cursor advances, `Batch::take_some`, one copy
-//! loop per closure width) inside the owner section, with `run_seq` made
+//! tick's array (its drain cursor advances: `Batch::take_tick`, one
+//! unrolled copy when the current run holds the whole tick, else
+//! `Batch::take_some`, one copy loop per closure width) inside the owner
+//! section, with `run_seq` made
 //! odd there, and run after it, where they lie in the array
 //! (`Item::run_in`): a `barrier` that steals the
 //! rest of the batch meanwhile finds the tick's callbacks gone and waits
@@ -99,7 +101,10 @@ pub(crate) fn take(r: &Record, local: &mut Local, drain: &mut Drain) {
         let Some(Work::Batch(b)) = local.ready.front_mut() else {
             break;
         };
-        drain.len += b.take_some(&mut drain.items[drain.len..]);
+        drain.len += match drain.len {
+            0 => b.take_tick(&mut drain.items),
+            n => b.take_some(&mut drain.items[n..]),
+        };
         if b.drained() {
             let node = local.ready.pop_front().expect("front exists");
             drain.finished.push_back(node);

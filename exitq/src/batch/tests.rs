@@ -414,3 +414,68 @@ fn a_ticks_items_run_in_place_each_once_past_panics() {
     assert_eq!(batch.run(|| false), (7, 0), "nothing left to run");
     assert_eq!(Arc::strong_count(&log), 1, "every closure was consumed");
 }
+
+#[test]
+fn whole_ticks_come_from_one_run_and_the_rest_across_runs_each_once_in_order() {
+    // `Batch::take_tick`: a tick the current run holds whole is taken in
+    // one unrolled copy (with the next tick hinted when the run holds that
+    // too), any other through `take_some`; the cursor stays the one
+    // `take_some` and `run` use. Runs of widths 1, 0, 3 and 2, with
+    // lengths that end runs inside ticks.
+    static ZST_RAN: AtomicUsize = AtomicUsize::new(0);
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let mut b = open(64);
+    let mut logged = 0;
+    for i in 0..17usize {
+        let log = log.clone();
+        assert!(push(&mut b, move || log.lock().unwrap().push(i)));
+        logged += 1;
+    }
+    for _ in 0..9 {
+        assert!(push(&mut b, || {
+            ZST_RAN.fetch_add(1, Ordering::Relaxed);
+        }));
+    }
+    for i in 17..22usize {
+        let (log, s) = (log.clone(), format!("{i}"));
+        assert!(push(&mut b, move || log
+            .lock()
+            .unwrap()
+            .push(s.parse().unwrap())));
+        logged += 1;
+    }
+    for i in 22..38u32 {
+        let (log, x) = (log.clone(), u64::from(i));
+        assert!(push(&mut b, move || log.lock().unwrap().push(x as usize)));
+        logged += 1;
+    }
+    let total = logged + 9;
+    let mut node = b.take().expect("open");
+    let Work::Batch(batch) = &mut node.value else {
+        unreachable!()
+    };
+    let mut sizes = Vec::new();
+    loop {
+        let mut slots: [MaybeUninit<Item>; 7] = [const { MaybeUninit::uninit() }; 7];
+        let n = batch.take_tick(&mut slots);
+        if n == 0 {
+            break;
+        }
+        sizes.push(n);
+        for slot in &mut slots[..n] {
+            // SAFETY: `take_tick` filled the first `n` slots; each is run
+            // once.
+            unsafe { Item::run_in(slot) };
+        }
+    }
+    assert_eq!(sizes, [7, 7, 7, 7, 7, 7, 5], "every tick full but the last");
+    assert!(batch.drained());
+    assert_eq!(*log.lock().unwrap(), (0..38).collect::<Vec<_>>());
+    assert_eq!(ZST_RAN.load(Ordering::Relaxed), 9);
+    assert_eq!(
+        batch.run(|| false),
+        (total as u64, 0),
+        "counted whole, none run twice"
+    );
+    assert_eq!(Arc::strong_count(&log), 1, "every closure was consumed");
+}
