@@ -71,11 +71,16 @@ use std::time::{Duration, Instant};
 mod exempt;
 mod read;
 mod readings;
+mod room;
 
 pub use read::{
     cgroup_pids, map_count, max_map_count, pid_max, tasks_now, threads_max, user_tasks, CgroupPids,
 };
 pub use readings::Readings;
+pub use room::{
+    spawn_std, std_stack_bytes, Claim, Claims, NoRoom, ThreadRoom, ARENA_DATA_BYTES,
+    ARENA_RESERVE_BYTES, MARGIN_BYTES,
+};
 
 /// The limit that explains a thread-creation failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

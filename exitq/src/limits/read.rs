@@ -188,9 +188,25 @@ pub(super) fn real_uid() -> u32 {
 pub(super) fn address_space() -> Option<u64> {
     let mut buf = [0u8; 128];
     let pages = leading_u64(read_into("/proc/self/statm", &mut buf)?)?;
+    pages.checked_mul(page_size())
+}
+
+/// The page size, bytes (4096 if it cannot be read).
+pub(super) fn page_size() -> u64 {
     // SAFETY: sysconf has no preconditions.
-    let page = u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).ok()?;
-    pages.checked_mul(page)
+    u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+        .ok()
+        .filter(|&p| p > 0)
+        .unwrap_or(4096)
+}
+
+/// `RLIMIT_DATA`'s soft limit, or its hard one when the soft one is 0
+/// (`may_expand_vm`'s allowance); `None`: unlimited.
+pub(super) fn rlimit_data() -> Option<u64> {
+    match rlimit(libc::RLIMIT_DATA) {
+        Some(0) => rlimit_max(libc::RLIMIT_DATA),
+        soft => soft,
+    }
 }
 
 /// The hard limit of `resource` (`None`: unlimited, or unreadable).

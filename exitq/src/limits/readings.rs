@@ -159,11 +159,7 @@ impl Readings {
         let uid = read::real_uid();
         let rlimit_nproc = read::rlimit(libc::RLIMIT_NPROC);
         let rlimit_as = read::rlimit(libc::RLIMIT_AS);
-        let rlimit_data = match read::rlimit(libc::RLIMIT_DATA) {
-            // `may_expand_vm`'s allowance for a soft limit of 0.
-            Some(0) => read::rlimit_max(libc::RLIMIT_DATA),
-            soft => soft,
-        };
+        let rlimit_data = read::rlimit_data();
         let overcommit_memory = read::overcommit_memory();
         let strict = overcommit_memory == Some(2);
         let rlimit_memlock = read::rlimit(libc::RLIMIT_MEMLOCK);

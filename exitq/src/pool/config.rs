@@ -73,6 +73,7 @@ pub struct PoolBuilder {
     stack_size: Option<usize>,
     on_retire: Option<RetireCallback>,
     domain: Option<crate::Domain>,
+    thread_room: Option<crate::limits::ThreadRoom>,
 }
 
 impl fmt::Debug for PoolBuilder {
@@ -89,6 +90,7 @@ impl fmt::Debug for PoolBuilder {
             .field("stack_size", &self.stack_size)
             .field("on_retire", &self.on_retire.is_some())
             .field("domain", &self.domain.is_some())
+            .field("thread_room", &self.thread_room.is_some())
             .finish()
     }
 }
@@ -107,6 +109,7 @@ impl Default for PoolBuilder {
             stack_size: None,
             on_retire: None,
             domain: None,
+            thread_room: None,
         }
     }
 }
@@ -203,6 +206,18 @@ impl PoolBuilder {
         self
     }
 
+    /// Checks the room under `RLIMIT_AS` and `RLIMIT_DATA` before each
+    /// worker is created ([`ThreadRoom`](crate::limits::ThreadRoom)): a
+    /// worker that might get its stack but not the signal stack std maps
+    /// for it (where std aborts the process) is not created, and counts as
+    /// a failed creation, explained ([`Pool::last_spawn_error`](super::Pool::last_spawn_error)).
+    /// For a process that runs up to those limits on purpose; each
+    /// creation then reads `/proc/self/statm`. Default: no check.
+    pub fn thread_room(mut self, room: crate::limits::ThreadRoom) -> Self {
+        self.thread_room = Some(room);
+        self
+    }
+
     fn jitter(&self) -> Duration {
         // `keep_alive / 2` cannot overflow; `into_config` bounds the sum.
         self.keep_alive_jitter.unwrap_or(self.keep_alive / 2)
@@ -277,6 +292,7 @@ impl PoolBuilder {
             thread_name: self.thread_name,
             stack_size: self.stack_size,
             on_retire: self.on_retire,
+            thread_room: self.thread_room,
         };
         Ok((cfg, domain))
     }
@@ -295,6 +311,8 @@ pub(super) struct Config {
     pub(super) thread_name: String,
     pub(super) stack_size: Option<usize>,
     pub(super) on_retire: Option<RetireCallback>,
+    /// See [`PoolBuilder::thread_room`].
+    pub(super) thread_room: Option<crate::limits::ThreadRoom>,
 }
 
 /// The domain shared by pools built without [`PoolBuilder::domain`].

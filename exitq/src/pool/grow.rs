@@ -16,6 +16,9 @@
 //! the limit that stopped it, read from the system right then and named
 //! with its numbers ([`crate::limits`]; [`Pool::last_spawn_error`](super::Pool::last_spawn_error)),
 //! and if no worker exists at all, the caller runs every queued job itself.
+//! A worker refused for want of room for std's signal stack
+//! ([`PoolBuilder::thread_room`](super::PoolBuilder::thread_room)) fails
+//! the same way, its refusal the explanation.
 //! Every one, not only its own: while `spawn` runs, the new worker is
 //! counted in `waking` (so its `arrived` cannot come first), and a
 //! concurrent submitter that reads that count skips its wake-up; if the
@@ -148,7 +151,12 @@ impl Inner {
         // orders the worker's `arrived` after it. The undo below pairs with
         // the same loads.
         self.waking.fetch_add(1, Ordering::SeqCst);
-        match b.spawn(move || worker::main(me, slot)) {
+        // With a room to check, a worker refused for want of it fails here
+        // as one `pthread_create` refused.
+        let room = self.cfg.thread_room.as_ref();
+        let stack = self.cfg.stack_size.map(|s| s as u64);
+        let spawned = crate::limits::spawn_std(room, b, stack, move || worker::main(me, slot));
+        match spawned {
             // The worker detaches itself (`worker::main`): dropping the
             // handle would call `pthread_detach` here, and glibc's detach
             // of a thread that finishes exiting meanwhile (a worker that

@@ -1,0 +1,544 @@
+//! Room for one more `std::thread` under `RLIMIT_AS` and `RLIMIT_DATA`,
+//! checked before it is created ([`ThreadRoom`], [`spawn_std`]).
+//!
+//! # Why
+//!
+//! A std thread maps two things: its stack (glibc, in `pthread_create`:
+//! the stack and its guard page) and, first thing in the new thread, the
+//! alternate signal stack std gives it (`SIGSTKSZ` or the kernel's
+//! `AT_MINSIGSTKSZ`, whichever is larger, plus a guard page; 12 KiB on
+//! x86-64). When the stack cannot be mapped, `pthread_create` fails with
+//! EAGAIN and `Builder::spawn` returns the error: a failure the caller
+//! can count. When the stack fits but the signal stack does not (less
+//! than those 12 KiB left beside it), std panics in the new thread
+//! ("failed to allocate an alternative stack") outside any `catch_unwind`
+//! and the whole process aborts. Measured on kernel 6.18 and glibc 2.36
+//! with `herd agent --mode thread --force` under `prlimit --as`: of 9
+//! limits one page apart at the edge, 3 aborted (exit 134), 4 counted the
+//! failure, 2 created the thread.
+//!
+//! So a caller that runs threads up to those limits on purpose asks
+//! first: [`ThreadRoom::claim`] reads the limits and the process's usage
+//! and refuses ([`NoRoom`], a [`Diagnosis`] naming the limit, with EAGAIN,
+//! what `pthread_create` says at that limit) unless the whole thread fits
+//! with a margin. A thread not created is then counted like one
+//! `pthread_create` refused.
+//!
+//! # What a thread needs
+//!
+//! Under `RLIMIT_AS` (the `mmap`s, `may_expand_vm`): the stack, its guard
+//! page, the signal stack and its guard page, and a malloc arena's
+//! reservation ([`ARENA_RESERVE_BYTES`], `PROT_NONE`): a new thread's
+//! first `malloc` (glibc's `pthread_getattr_np` in std's start-up, before
+//! the signal stack is mapped) makes it an arena of its own while fewer
+//! than glibc's limit exist (8 per CPU). Under `RLIMIT_DATA` (private
+//! writable mappings): the stack, the signal stack with its guard page
+//! (mapped writable, then the guard made `PROT_NONE`), and the arena's
+//! first heap ([`ARENA_DATA_BYTES`]). With `MALLOC_ARENA_MAX=1` glibc
+//! makes no arena beyond the main one, and none is counted. On top, a
+//! margin ([`MARGIN_BYTES`]) for what the process maps meanwhile that is
+//! not a thread (a large `malloc`, the heap growing).
+//!
+//! # Threads being created at once
+//!
+//! The usage is read from `/proc/self/statm` (`VmSize`, and data plus
+//! stack, which is `VmData` and the main thread's stack: a little more
+//! than `RLIMIT_DATA` counts, so the check errs towards refusing). It does
+//! not show what threads being created will map: the stack of one whose
+//! `pthread_create` is under way, the signal stack of one that has not
+//! run yet (on 2 CPUs a spawner makes several before they run). So every
+//! claim is added to a process-wide count of bytes promised ([`Claims`])
+//! *before* the usage is read, and the check is `usage + promised +
+//! margin <= limit`: of two claims racing, each sees the other's promise
+//! or its mapping, or both (counted twice: a refusal too many, never an
+//! abort). A promise ends in two parts: the stack's when the spawn call
+//! returned (the stack is then mapped and in `VmSize`, or never will be),
+//! the rest when the new thread runs its closure (std mapped the signal
+//! stack before it) and has allocated once (its arena is made).
+//!
+//! # Cost
+//!
+//! Two `getrlimit` and one read of `/proc/self/statm` per claim: 8 to
+//! 10 µs a claim measured (release build, 20,000 claims in a loop, on a
+//! shared 2-CPU VM), against tens of µs for the creation. Only for
+//! callers that ask: herd in runs forced past its
+//! pre-flight (`--force`) under a finite limit, `exitq::pool` when given a
+//! room ([`crate::pool::PoolBuilder::thread_room`]).
+//!
+//! # Not covered
+//!
+//! Mappings of other code beyond the margin while a thread starts (a
+//! `malloc` of more than [`MARGIN_BYTES`] that misses the heap), and
+//! threads created without a claim (a library's own), can still take the
+//! last room between a check and a signal stack.
+
+use std::fmt;
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread;
+
+use super::read;
+use super::{Diagnosis, Limit, DEFAULT_STACK};
+
+/// Address space a new glibc malloc arena reserves (`HEAP_MAX_SIZE` on
+/// 64-bit: twice the largest mmap threshold, 2 x 32 MiB), `PROT_NONE`:
+/// counted by `RLIMIT_AS`, not by `RLIMIT_DATA`.
+pub const ARENA_RESERVE_BYTES: u64 = 64 << 20;
+
+/// Private writable memory a new glibc malloc arena commits at once (its
+/// first heap's top), measured: 132 kB more `VmData` per thread for the
+/// first threads that allocate, none past the arena limit.
+pub const ARENA_DATA_BYTES: u64 = 132 << 10;
+
+/// Room kept free beyond a thread's own needs, under each limit, for what
+/// the process maps meanwhile that is not a thread (module docs).
+pub const MARGIN_BYTES: u64 = 1 << 20;
+
+/// Address space promised to threads being created (module docs).
+static PROMISED_AS: AtomicU64 = AtomicU64::new(0);
+/// Private writable memory promised to threads being created.
+static PROMISED_DATA: AtomicU64 = AtomicU64::new(0);
+
+/// Checks the room for std threads under `RLIMIT_AS` and `RLIMIT_DATA`
+/// before they are created (module docs).
+#[derive(Debug, Clone, Copy)]
+pub struct ThreadRoom {
+    /// The stack of a thread built without a size: std's (2 MiB, or
+    /// `RUST_MIN_STACK`, read once as std does).
+    default_stack: u64,
+    /// A new thread may make a malloc arena of its own (not with
+    /// `MALLOC_ARENA_MAX=1`).
+    arena: bool,
+    /// The page size.
+    page: u64,
+    /// std's signal stack, without its guard page.
+    sigstack: u64,
+}
+
+/// What one thread takes under each limit, in the two parts a promise
+/// ends in (module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Need {
+    /// Address space and data of the stack.
+    stack: (u64, u64),
+    /// Address space and data of the rest: signal stack, arena.
+    start: (u64, u64),
+}
+
+impl ThreadRoom {
+    /// A check for this process, or `None` when neither `RLIMIT_AS` nor
+    /// `RLIMIT_DATA` is finite now (then there is nothing to check).
+    pub fn new() -> Option<ThreadRoom> {
+        if read::rlimit(libc::RLIMIT_AS).is_none() && read::rlimit_data().is_none() {
+            return None;
+        }
+        Some(ThreadRoom::here())
+    }
+
+    /// The check with this process's sizes, whatever the limits.
+    fn here() -> ThreadRoom {
+        // SAFETY: getauxval has no preconditions.
+        let minsig = unsafe { libc::getauxval(libc::AT_MINSIGSTKSZ) };
+        let page = read::page_size();
+        ThreadRoom {
+            default_stack: std_stack_bytes(),
+            arena: std::env::var("MALLOC_ARENA_MAX").ok().as_deref() != Some("1"),
+            page,
+            // What std maps (`stack_overflow::sigstack_size`).
+            sigstack: round_up((libc::SIGSTKSZ as u64).max(minsig), page),
+        }
+    }
+
+    /// What a thread of `stack` bytes (`None`: std's default) needs.
+    fn need(&self, stack: Option<u64>) -> Need {
+        let stack = round_up(stack.unwrap_or(self.default_stack), self.page);
+        let page = self.page;
+        let (arena_as, arena_data) = if self.arena {
+            (ARENA_RESERVE_BYTES, ARENA_DATA_BYTES)
+        } else {
+            (0, 0)
+        };
+        Need {
+            stack: (stack + page, stack),
+            start: (
+                self.sigstack + page + arena_as,
+                self.sigstack + page + arena_data,
+            ),
+        }
+    }
+
+    /// Claims the room for one thread of `stack` bytes (`None`: std's
+    /// default), or says which limit leaves too little. Reads both limits
+    /// now and `/proc/self/statm`.
+    pub fn claim(&self, stack: Option<u64>) -> Result<Claims, NoRoom> {
+        let need = self.need(stack);
+        // Promised before the usage is read (module docs).
+        let claims = Claims {
+            stack: Claim::promise(need.stack),
+            start: Claim::promise(need.start),
+        };
+        let usage = Usage::now();
+        let promised = (
+            PROMISED_AS.load(Ordering::SeqCst),
+            PROMISED_DATA.load(Ordering::SeqCst),
+        );
+        let limits = (read::rlimit(libc::RLIMIT_AS), read::rlimit_data());
+        match self.verdict(need, limits, usage, promised) {
+            None => Ok(claims),
+            Some(d) => Err(NoRoom(d)),
+        }
+    }
+
+    /// `None` when a thread needing `need` fits under `limits` (`RLIMIT_AS`,
+    /// `RLIMIT_DATA`) beside `usage` and the bytes `promised` (its own
+    /// included), else the diagnosis of the first limit it does not fit.
+    fn verdict(
+        &self,
+        need: Need,
+        limits: (Option<u64>, Option<u64>),
+        usage: Usage,
+        promised: (u64, u64),
+    ) -> Option<Diagnosis> {
+        let checks = [
+            (
+                Limit::RlimitAs,
+                limits.0,
+                usage.address_space,
+                promised.0,
+                need.stack.0 + need.start.0,
+                "of address space in use (VmSize)",
+            ),
+            (
+                Limit::RlimitData,
+                limits.1,
+                usage.data,
+                promised.1,
+                need.stack.1 + need.start.1,
+                "of private writable memory and stack in use (VmData + VmStk)",
+            ),
+        ];
+        for (limit, lim, used, promised, own, what) in checks {
+            let (Some(lim), Some(used)) = (lim, used) else {
+                continue;
+            };
+            let want = used.saturating_add(promised).saturating_add(MARGIN_BYTES);
+            if want <= lim {
+                continue;
+            }
+            let others = promised.saturating_sub(own);
+            let left = lim.saturating_sub(used.saturating_add(others));
+            let detail = format!(
+                "{name} {lim} nearly reached: {used} bytes {what} and {others} promised to \
+                 threads being created leave {left}, and a std thread needs {own} ({parts}) \
+                 plus {MARGIN_BYTES} kept for other mappings: not created, as std aborts the \
+                 whole process when a thread gets its stack but not its signal stack",
+                name = limit.name(),
+                parts = self.parts(limit, need),
+            );
+            return Some(Diagnosis {
+                errno: libc::EAGAIN,
+                limit,
+                detail,
+            });
+        }
+        None
+    }
+
+    /// What a thread needs under `limit`, in words.
+    fn parts(&self, limit: Limit, need: Need) -> String {
+        let stack = need.stack.1;
+        let sig = self.sigstack;
+        let arena = match (self.arena, limit) {
+            (false, _) => String::new(),
+            (true, Limit::RlimitAs) => {
+                format!(", a malloc arena's reservation {ARENA_RESERVE_BYTES}")
+            }
+            (true, _) => format!(", a malloc arena's first heap {ARENA_DATA_BYTES}"),
+        };
+        match limit {
+            Limit::RlimitAs => format!(
+                "stack {stack} and guard page, std's signal stack {sig} and guard page{arena}"
+            ),
+            _ => format!("stack {stack}, std's signal stack {sig} and its guard page{arena}"),
+        }
+    }
+}
+
+/// The process's usage that the limits cap, from one read of
+/// `/proc/self/statm`.
+#[derive(Debug, Clone, Copy, Default)]
+struct Usage {
+    /// `VmSize`, bytes (`RLIMIT_AS`).
+    address_space: Option<u64>,
+    /// Data and stack, bytes (`RLIMIT_DATA` caps the data part).
+    data: Option<u64>,
+}
+
+impl Usage {
+    fn now() -> Usage {
+        let mut buf = [0u8; 128];
+        let Some(text) = read::read_into("/proc/self/statm", &mut buf) else {
+            return Usage::default();
+        };
+        Usage::parse(text, read::page_size())
+    }
+
+    /// `size resident shared text lib data dt`, in pages.
+    fn parse(statm: &[u8], page: u64) -> Usage {
+        let field = |i: usize| {
+            let f = statm.split(|&b| b == b' ').nth(i)?;
+            let f = std::str::from_utf8(f).ok()?.trim();
+            f.parse::<u64>().ok()?.checked_mul(page)
+        };
+        Usage {
+            address_space: field(0),
+            data: field(5),
+        }
+    }
+}
+
+/// The stack of a `std::thread` built without a size: std's default,
+/// 2 MiB, or `RUST_MIN_STACK`, which std reads the same way.
+pub fn std_stack_bytes() -> u64 {
+    std::env::var("RUST_MIN_STACK")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(DEFAULT_STACK)
+}
+
+fn round_up(n: u64, page: u64) -> u64 {
+    n.div_ceil(page).saturating_mul(page)
+}
+
+/// The room claimed for one thread, in the two parts it is given back in
+/// (module docs).
+#[derive(Debug)]
+#[must_use = "dropping the claims gives the room back at once"]
+pub struct Claims {
+    /// The stack's: drop it once the spawn call has returned.
+    pub stack: Claim,
+    /// The rest: move it into the new thread and call
+    /// [`Claim::started`] there first thing (dropped with the closure
+    /// when the thread is not created).
+    pub start: Claim,
+}
+
+/// Bytes promised to a thread being created, given back on drop.
+#[derive(Debug)]
+pub struct Claim {
+    address_space: u64,
+    data: u64,
+}
+
+impl Claim {
+    fn promise((address_space, data): (u64, u64)) -> Claim {
+        // SeqCst: a claim's promise and its read of the usage are ordered
+        // against every other claim's (module docs).
+        PROMISED_AS.fetch_add(address_space, Ordering::SeqCst);
+        PROMISED_DATA.fetch_add(data, Ordering::SeqCst);
+        Claim {
+            address_space,
+            data,
+        }
+    }
+
+    /// On the new thread, first thing: std has mapped its signal stack;
+    /// one allocation gives it its malloc arena; then the room is given
+    /// back, now counted in the usage.
+    pub fn started(self) {
+        drop(std::hint::black_box(Box::new(0u64)));
+        drop(self);
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        PROMISED_AS.fetch_sub(self.address_space, Ordering::SeqCst);
+        PROMISED_DATA.fetch_sub(self.data, Ordering::SeqCst);
+    }
+}
+
+/// A std thread not created: it might not have had room for its signal
+/// stack ([`ThreadRoom::claim`]). As an [`io::Error`] (kind
+/// `OutOfMemory`, no OS error number) it reads as its diagnosis;
+/// [`NoRoom::of`] finds it in one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NoRoom(pub Diagnosis);
+
+impl NoRoom {
+    /// The refusal inside `e`, if `e` is one.
+    pub fn of(e: &io::Error) -> Option<&NoRoom> {
+        e.get_ref()?.downcast_ref::<NoRoom>()
+    }
+}
+
+impl fmt::Display for NoRoom {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for NoRoom {}
+
+impl From<NoRoom> for io::Error {
+    fn from(r: NoRoom) -> io::Error {
+        io::Error::new(io::ErrorKind::OutOfMemory, r)
+    }
+}
+
+/// `builder.spawn(f)`, after claiming the room for the thread when `room`
+/// is given (`stack`: the size given to `builder`, `None`: std's
+/// default). Not created for want of room, the error is a [`NoRoom`].
+pub fn spawn_std<F, T>(
+    room: Option<&ThreadRoom>,
+    builder: thread::Builder,
+    stack: Option<u64>,
+    f: F,
+) -> io::Result<thread::JoinHandle<T>>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let Some(room) = room else {
+        return builder.spawn(f);
+    };
+    let Claims { stack, start } = room.claim(stack)?;
+    let spawned = builder.spawn(move || {
+        start.started();
+        f()
+    });
+    // The stack is mapped now (and in the usage), or never will be.
+    drop(stack);
+    spawned
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn room(arena: bool) -> ThreadRoom {
+        ThreadRoom {
+            default_stack: 2 << 20,
+            arena,
+            page: 4096,
+            sigstack: 8192,
+        }
+    }
+
+    const MIB: u64 = 1 << 20;
+
+    #[test]
+    fn a_thread_needs_its_stack_signal_stack_guards_and_arena() {
+        let n = room(true).need(None);
+        assert_eq!(n.stack, (2 * MIB + 4096, 2 * MIB));
+        assert_eq!(
+            n.start,
+            (12288 + ARENA_RESERVE_BYTES, 12288 + ARENA_DATA_BYTES)
+        );
+        // A size is rounded up to pages; no arena with MALLOC_ARENA_MAX=1.
+        let n = room(false).need(Some(100_000));
+        assert_eq!(n.stack, (102_400 + 4096, 102_400));
+        assert_eq!(n.start, (12288, 12288));
+    }
+
+    /// At the edge: room for the stack but not the signal stack is
+    /// refused, naming the limit with its numbers; a page more than the
+    /// thread and the margin fits. Others' promises count.
+    #[test]
+    fn the_edge_of_each_limit() {
+        let r = room(false);
+        let need = r.need(None);
+        let own = need.stack.0 + need.start.0;
+        let used = 20 * MIB;
+        let usage = Usage {
+            address_space: Some(used),
+            data: Some(used),
+        };
+        let fits = used + own + MARGIN_BYTES;
+        let v = |lim_as, lim_data, promised| r.verdict(need, (lim_as, lim_data), usage, promised);
+        assert_eq!(v(Some(fits), None, (own, 0)), None);
+        let d = v(Some(fits - 4096), None, (own, 0)).unwrap();
+        assert_eq!((d.errno, d.limit), (libc::EAGAIN, Limit::RlimitAs));
+        assert!(
+            d.detail.starts_with(&format!(
+                "RLIMIT_AS {} nearly reached: {used} bytes of address space in use (VmSize) \
+                 and 0 promised to threads being created leave {}, and a std thread needs {own} \
+                 (stack 2097152 and guard page, std's signal stack 8192 and guard page) plus \
+                 1048576 kept for other mappings: not created, as std aborts",
+                fits - 4096,
+                own + MARGIN_BYTES - 4096
+            )),
+            "{}",
+            d.detail
+        );
+        // Another thread's promise takes room.
+        let d = v(Some(fits), None, (2 * own, 0)).unwrap();
+        assert!(d.detail.contains(&format!("and {own} promised")), "{d:?}");
+        // RLIMIT_DATA: the stack and the signal stack with its guard.
+        let own_data = need.stack.1 + need.start.1;
+        let fits = used + own_data + MARGIN_BYTES;
+        assert_eq!(v(None, Some(fits), (0, own_data)), None);
+        let d = v(None, Some(fits - 1), (0, own_data)).unwrap();
+        assert_eq!(d.limit, Limit::RlimitData);
+        assert!(d.detail.contains("RLIMIT_DATA"), "{d:?}");
+        // Unknown usage or no limit: nothing to refuse.
+        let unknown = Usage::default();
+        assert_eq!(r.verdict(need, (Some(1), Some(1)), unknown, (0, 0)), None);
+    }
+
+    #[test]
+    fn statm_is_read_in_pages() {
+        let u = Usage::parse(b"5000 300 200 10 0 1200 0\n", 4096);
+        assert_eq!(u.address_space, Some(5000 * 4096));
+        assert_eq!(u.data, Some(1200 * 4096));
+        let u = Usage::parse(b"garbage", 4096);
+        assert_eq!((u.address_space, u.data), (None, None));
+        let u = Usage::now();
+        assert!(u.address_space.unwrap() > 0 && u.data.unwrap() > 0);
+    }
+
+    /// A claim's room is given back whatever happens to it, and a refusal
+    /// reads as its diagnosis through an io::Error.
+    #[test]
+    fn claims_are_given_back_and_refusals_read_as_their_diagnosis() {
+        // No other test of this binary claims room.
+        let r = room(true);
+        let c = r.need(None);
+        let promised = || {
+            (
+                PROMISED_AS.load(Ordering::SeqCst),
+                PROMISED_DATA.load(Ordering::SeqCst),
+            )
+        };
+        let before = promised();
+        let claims = Claims {
+            stack: Claim::promise(c.stack),
+            start: Claim::promise(c.start),
+        };
+        let all = (c.stack.0 + c.start.0, c.stack.1 + c.start.1);
+        assert_eq!(promised(), (before.0 + all.0, before.1 + all.1));
+        let t = thread::spawn(move || claims.start.started());
+        drop(claims.stack);
+        t.join().unwrap();
+        assert_eq!(promised(), before);
+        let d = Diagnosis {
+            errno: libc::EAGAIN,
+            limit: Limit::RlimitAs,
+            detail: "x".into(),
+        };
+        let e = io::Error::from(NoRoom(d.clone()));
+        assert_eq!(e.raw_os_error(), None);
+        assert_eq!(NoRoom::of(&e), Some(&NoRoom(d)));
+        assert_eq!(e.to_string(), "EAGAIN: x");
+        assert_eq!(crate::limits::explain_thread_error(&e, None), "EAGAIN: x");
+        assert!(NoRoom::of(&io::Error::from_raw_os_error(libc::EAGAIN)).is_none());
+        // No room asked: a plain spawn.
+        let h = spawn_std(None, thread::Builder::new(), None, || 7).unwrap();
+        assert_eq!(h.join().unwrap(), 7);
+        let h = spawn_std(Some(&room(false)), thread::Builder::new(), None, || 8);
+        // Under this test's limits (none, normally) it is created.
+        if let Ok(h) = h {
+            assert_eq!(h.join().unwrap(), 8);
+        }
+    }
+}
