@@ -509,7 +509,16 @@ pub fn run(args: &Args) -> Result<u8> {
     if args.out.runs > 1 && !child::is_child() {
         return repeat("agent", &args.out, &notes);
     }
-    let mut result = measure(args, &cfg)?;
+    // Forced under a finite RLIMIT_AS or RLIMIT_DATA: every std thread
+    // of the run claims its room first (`exitq::limits::ThreadRoom`), so
+    // one that might get its stack but not std's signal stack is counted
+    // as a failure instead of aborting the process.
+    let room = if args.force {
+        exitq::limits::ThreadRoom::new()
+    } else {
+        None
+    };
+    let mut result = measure(args, &cfg, room)?;
     result.warnings.extend(notes);
     if let Some(p) = perf::Report::from_json(&result.perf) {
         result.checks_failed.extend(p.checks());
@@ -523,13 +532,17 @@ pub fn run(args: &Args) -> Result<u8> {
 
 /// One measurement in this process: set up, the waves inside the counters
 /// and getrusage, the runner's shutdown, the report.
-fn measure(args: &Args, cfg: &Config) -> Result<RunResult> {
+fn measure(
+    args: &Args,
+    cfg: &Config,
+    room: Option<exitq::limits::ThreadRoom>,
+) -> Result<RunResult> {
     // The CPUs this process may run on (not 0..count: `taskset -c 4-7`
     // gives 4 CPUs that are not 0-3), for system-scope counters.
     let cpus = crate::host::allowed_cpus().unwrap_or_else(crate::host::online_cpus);
     let ncpu = cpus.len();
     let cleanup = Cleanup::start(&cfg.cleanup)?;
-    let run = AgentRun::set_up(cfg, cleanup.as_ref().map(Cleanup::hooks))?;
+    let run = AgentRun::set_up(cfg, cleanup.as_ref().map(Cleanup::hooks), room)?;
     let mut session = perf::Session::open(&args.perf, &cpus)?;
     let ru0 = Usage::process();
     let t0 = Instant::now();
@@ -585,7 +598,11 @@ struct Waves {
 impl<'a> AgentRun<'a> {
     /// The job log (one preallocated slot per job), the runner, the
     /// submitter threads.
-    fn set_up(cfg: &'a Config, hooks: Option<crate::cleanup::Hooks>) -> Result<AgentRun<'a>> {
+    fn set_up(
+        cfg: &'a Config,
+        hooks: Option<crate::cleanup::Hooks>,
+        room: Option<exitq::limits::ThreadRoom>,
+    ) -> Result<AgentRun<'a>> {
         let total = cfg.waves * cfg.jobs;
         let log = Arc::new(JobLog {
             started_ns: (0..total).map(|_| AtomicU64::new(0)).collect(),
@@ -596,8 +613,8 @@ impl<'a> AgentRun<'a> {
         });
         let submitted: Arc<Vec<AtomicU64>> =
             Arc::new((0..total).map(|_| AtomicU64::new(0)).collect());
-        let runner = Arc::new(Runner::start(cfg, hooks)?);
-        let submitters = Submitters::start(cfg, &runner, &log, &submitted)?;
+        let runner = Arc::new(Runner::start(cfg, hooks, room)?);
+        let submitters = Submitters::start(cfg, &runner, &log, &submitted, room.as_ref())?;
         Ok(AgentRun {
             cfg,
             log,

@@ -70,7 +70,7 @@ use crate::runner;
 use crate::spawn::detach::Detacher;
 use crate::spawn::failure::{DiagContext, Failures};
 use crate::spawn::recycled::{Recycled, Stacks};
-use crate::spawn::{now_ns, Body, Cancel, Handle, Hooks, Reap, Spawner, ThreadRec, NO_PIN};
+use crate::spawn::{now_ns, Body, Cancel, Failed, Handle, Hooks, Reap, Spawner, ThreadRec, NO_PIN};
 use crate::usage::Usage;
 use collect::{harvest, Collector};
 use reaper::Reaper;
@@ -302,7 +302,12 @@ impl<'a> StormRun<'a> {
             .context("cannot bind to --cpus")?;
         let reaping = Reaping {
             reaper: match cfg.reap {
-                Reap::Join => Some(Reaper::start()?),
+                // Claims its room as the storm's std threads do.
+                Reap::Join => Some(Reaper::start(if cfg.force {
+                    exitq::limits::ThreadRoom::new()
+                } else {
+                    None
+                })?),
                 Reap::Detach | Reap::Leak => None,
             },
             detacher: Detacher::default(),
@@ -404,11 +409,16 @@ impl<'a> StormRun<'a> {
                     self.counts.created += 1;
                     wave.handles.push(h);
                 }
-                Err(errno) => {
+                Err(failed) => {
                     // No thread uses the record: drop it.
                     wave.recs.pop();
-                    self.failures
-                        .record(errno, w as u32, self.counts.created, &self.diag);
+                    let (wave_no, created) = (w as u32, self.counts.created);
+                    match failed {
+                        Failed::Errno(errno) => {
+                            self.failures.record(errno, wave_no, created, &self.diag)
+                        }
+                        Failed::NoRoom(r) => self.failures.record_refused(&r, wave_no, created),
+                    }
                 }
             }
         }
@@ -533,6 +543,12 @@ impl<'a> StormRun<'a> {
 fn spawner(cfg: &Config) -> Result<Spawner> {
     let mut spawner = Spawner::new(cfg.spawn, cfg.stack_size.map(|s| s as usize))
         .with_context(|| format!("cannot prepare thread attributes ({:?})", cfg.stack_size))?;
+    // Forced under a finite RLIMIT_AS or RLIMIT_DATA, std threads claim
+    // their room first: one that might get its stack but not std's signal
+    // stack is counted as a failure instead of aborting the process.
+    if cfg.force {
+        spawner.check_room(exitq::limits::ThreadRoom::new());
+    }
     if cfg.stacks == Stacks::Recycled {
         // Keep every stack the ring (and a reaper running behind) can hand
         // back at once, so the steady state does not unmap and remap.

@@ -149,7 +149,10 @@ mod tests {
 
     fn spawner(std: bool) -> Spawner {
         if std {
-            Spawner::Std(StdSpawner { stack_size: None })
+            Spawner::Std(StdSpawner {
+                stack_size: None,
+                room: None,
+            })
         } else {
             Spawner::Pthread(PthreadSpawner::new(None).unwrap())
         }

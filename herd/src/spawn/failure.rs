@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use exitq::limits::{errno_name, Limit};
-use exitq::limits::{Diagnosis, Readings};
+use exitq::limits::{Diagnosis, NoRoom, Readings};
 
 use super::fit::{self, TaskLimit};
 use crate::host::HostFacts;
@@ -104,10 +104,30 @@ impl Failures {
             .cached
             .entry(errno)
             .or_insert_with(|| (wave, created, Readings::default().diagnose(errno, None)));
+        Self::count(&mut self.groups, d, wave, created);
+    }
+
+    /// Records a creation herd did not attempt, for want of room for
+    /// std's signal stack ([`exitq::limits::NoRoom`]: its diagnosis came
+    /// with the refusal, read from `/proc/self/statm`): counted with the
+    /// failures of its errno and limit, and not kept for the next failure
+    /// of its errno, whose cause it may not be.
+    pub fn record_refused(&mut self, refused: &NoRoom, wave: u32, created: u64) {
+        Self::count(&mut self.groups, &refused.0, wave, created);
+    }
+
+    /// One more failure in the group of `d`'s errno and limit.
+    fn count(
+        groups: &mut BTreeMap<(i32, Limit), FailureGroup>,
+        d: &Diagnosis,
+        wave: u32,
+        created: u64,
+    ) {
+        let errno = d.errno;
         // The evidence is copied only into a new group: past a limit every
         // creation fails (the leak mode: hundreds of thousands), and this
         // runs once per failure, in the measured phase.
-        self.groups
+        groups
             .entry((errno, d.limit))
             .or_insert_with(|| FailureGroup {
                 errno,
@@ -188,12 +208,7 @@ pub(crate) const STD_THREAD_DATA_EXTRA_BYTES: u64 = 64 << 10;
 
 /// The stack of a `std::thread` built without a size: std's default,
 /// 2 MiB, or `RUST_MIN_STACK`, which std reads the same way.
-pub(crate) fn std_stack_bytes() -> u64 {
-    std::env::var("RUST_MIN_STACK")
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(2 << 20)
-}
+pub(crate) use exitq::limits::std_stack_bytes;
 
 /// The address space one `std::thread` of this process takes: its stack
 /// ([`std_stack_bytes`]) and [`STD_THREAD_EXTRA_BYTES`].

@@ -199,7 +199,7 @@ pub(crate) fn data(facts: &HostFacts, threads: u64, per_thread: u64, in_use: u64
 /// VmData glibc commits for a new malloc arena (its first heap's
 /// top), measured: 132 kB more per thread for the first threads that
 /// allocate, none past the arena limit.
-pub(crate) const ARENA_DATA_BYTES: u64 = 132 << 10;
+pub(crate) use exitq::limits::ARENA_DATA_BYTES;
 
 /// VmData the malloc arenas of `threads` new threads that allocate can
 /// take: one each, up to glibc's limit of 8 arenas per online CPU

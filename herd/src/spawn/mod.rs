@@ -525,6 +525,16 @@ impl Handle {
     }
 }
 
+/// Why a storm thread was not created.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failed {
+    /// The creation failed with this error number.
+    Errno(i32),
+    /// Not attempted: it might not have had room for std's signal stack
+    /// (its diagnosis names the limit).
+    NoRoom(exitq::limits::NoRoom),
+}
+
 /// Creates storm threads with one backend.
 #[derive(Debug)]
 pub enum Spawner {
@@ -540,24 +550,36 @@ impl Spawner {
     pub fn new(backend: Backend, stack_size: Option<usize>) -> std::io::Result<Spawner> {
         Ok(match backend {
             Backend::Pthread => Spawner::Pthread(pthread::PthreadSpawner::new(stack_size)?),
-            Backend::Std => Spawner::Std(std_thread::StdSpawner { stack_size }),
+            Backend::Std => Spawner::Std(std_thread::StdSpawner {
+                stack_size,
+                room: None,
+            }),
         })
     }
 
+    /// std threads claim `room` before each creation (`None`: no check;
+    /// the pthread backend maps no signal stack and needs none).
+    pub fn check_room(&mut self, room: Option<exitq::limits::ThreadRoom>) {
+        if let Spawner::Std(s) = self {
+            s.room = room;
+        }
+    }
+
     /// Creates one thread running `rec`. On failure returns the error
-    /// number (EAGAIN, ENOMEM, EINVAL, ...); the record is then unused.
+    /// number (EAGAIN, ENOMEM, EINVAL, ...) or the refusal for want of
+    /// room ([`Spawner::check_room`]); the record is then unused.
     ///
     /// # Safety
     /// On success, `*rec` must stay valid (not moved or freed) until
     /// [`ThreadRec::exited`] returns true; if the thread never gets there
     /// (a drain timeout), the record must be leaked.
-    pub unsafe fn spawn(&mut self, rec: *const ThreadRec) -> Result<Handle, i32> {
+    pub unsafe fn spawn(&mut self, rec: *const ThreadRec) -> Result<Handle, Failed> {
         // The process-wide key is created before the first thread, outside
         // any timed section.
         let _ = exit_key();
         match self {
             // SAFETY: the caller's contract is passed on unchanged.
-            Spawner::Pthread(s) => unsafe { s.spawn(rec) },
+            Spawner::Pthread(s) => unsafe { s.spawn(rec) }.map_err(Failed::Errno),
             // SAFETY: as above.
             Spawner::Std(s) => unsafe { s.spawn(rec) },
         }

@@ -18,7 +18,11 @@
 //! the run; the submitter that saw a new one explains it after releasing
 //! the lock, right away (while the limit is still at its ceiling: after
 //! the run the workers are gone and nothing would be). Later failures of
-//! the same error number are counted only.
+//! the same error number are counted only. Given a room to claim
+//! ([`MutexPool::with_room`]: forced runs under a finite `RLIMIT_AS` or
+//! `RLIMIT_DATA`), a worker that might get its stack but not std's signal
+//! stack is not created: a failure like the others, its refusal the
+//! explanation (no OS error number: one group of its own).
 
 use std::collections::VecDeque;
 use std::io;
@@ -64,6 +68,7 @@ struct Inner {
     condvar: Condvar,
     max: usize,
     keep_alive: Duration,
+    room: Option<exitq::limits::ThreadRoom>,
 }
 
 /// A pool with mutex bookkeeping and a plain keep-alive.
@@ -86,6 +91,16 @@ fn lock(m: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
 impl MutexPool {
     /// A pool of at most `max` workers that retire after `keep_alive` idle.
     pub fn new(max: usize, keep_alive: Duration) -> Self {
+        Self::with_room(max, keep_alive, None)
+    }
+
+    /// As [`MutexPool::new`], each worker created after claiming `room`
+    /// if given ([`exitq::limits::ThreadRoom`]).
+    pub fn with_room(
+        max: usize,
+        keep_alive: Duration,
+        room: Option<exitq::limits::ThreadRoom>,
+    ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 shared: Mutex::new(Shared {
@@ -102,6 +117,7 @@ impl MutexPool {
                 condvar: Condvar::new(),
                 max,
                 keep_alive,
+                room,
             }),
         }
     }
@@ -117,10 +133,9 @@ impl MutexPool {
         } else if g.num_th < self.inner.max {
             let id = g.stats.spawned;
             let inner = self.inner.clone();
-            match std::thread::Builder::new()
-                .name(format!("mutex-pool-{id}"))
-                .spawn(move || worker(inner))
-            {
+            let b = std::thread::Builder::new().name(format!("mutex-pool-{id}"));
+            let room = self.inner.room.as_ref();
+            match exitq::limits::spawn_std(room, b, None, move || worker(inner)) {
                 Ok(h) => {
                     g.num_th += 1;
                     g.stats.spawned += 1;

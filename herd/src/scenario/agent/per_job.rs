@@ -11,10 +11,18 @@
 //! `/proc`, under the lock the other submitters wait on. The diagnosis
 //! runs off that lock, right after the failure (while the limit is still
 //! at its ceiling); the lock only counts.
+//!
+//! In a run forced past its pre-flight under a finite `RLIMIT_AS` or
+//! `RLIMIT_DATA`, each creation first claims its room there
+//! ([`exitq::limits::ThreadRoom`]): a thread that might get its stack but
+//! not std's signal stack (std would abort the process) is not created,
+//! and counts as a failure with that refusal as its diagnosis.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
+
+use exitq::limits::{NoRoom, ThreadRoom};
 
 use super::churn::Churn;
 use crate::spawn::failure::{DiagContext, Failures};
@@ -33,11 +41,18 @@ pub(super) struct ThreadPerJob {
     ran_on_caller: AtomicU64,
     hooks: Option<crate::cleanup::Hooks>,
     diag: DiagContext,
+    /// The room each creation claims first (forced runs under a finite
+    /// limit).
+    room: Option<ThreadRoom>,
 }
 
 impl ThreadPerJob {
-    /// No thread yet; `hooks` run on each job thread.
-    pub(super) fn new(hooks: Option<crate::cleanup::Hooks>) -> ThreadPerJob {
+    /// No thread yet; `hooks` run on each job thread, each created after
+    /// claiming `room` if given.
+    pub(super) fn new(
+        hooks: Option<crate::cleanup::Hooks>,
+        room: Option<ThreadRoom>,
+    ) -> ThreadPerJob {
         ThreadPerJob {
             handles: Mutex::new(Vec::new()),
             created: AtomicU64::new(0),
@@ -45,13 +60,14 @@ impl ThreadPerJob {
             ran_on_caller: AtomicU64::new(0),
             hooks,
             diag: DiagContext::new(crate::spawn::failure::std_stack_bytes()),
+            room,
         }
     }
 
     /// Runs `f` (a job of wave `wave`) on a new thread, or here when the
     /// thread cannot be created.
     pub(super) fn submit(&self, f: Job, wave: usize) {
-        match spawn_or_return(f, &self.hooks) {
+        match spawn_or_return(f, &self.hooks, self.room.as_ref()) {
             Ok(h) => {
                 self.created.fetch_add(1, Ordering::Relaxed);
                 self.handles
@@ -70,9 +86,13 @@ impl ThreadPerJob {
     /// Counts a failed creation; diagnoses it, off the lock, when it is
     /// the first of its errno in this wave.
     fn failed(&self, e: &std::io::Error, wave: u32) {
-        let errno = e.raw_os_error().unwrap_or(0);
         let created = self.created.load(Ordering::Relaxed);
         let lock = || self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(refused) = NoRoom::of(e) {
+            lock().record_refused(refused, wave, created);
+            return;
+        }
+        let errno = e.raw_os_error().unwrap_or(0);
         let fresh = if lock().needs_diagnosis(errno, wave, created) {
             Some(self.diag.diagnose(errno))
         } else {
@@ -125,13 +145,14 @@ impl ThreadPerJob {
 fn spawn_or_return(
     f: Job,
     hooks: &Option<crate::cleanup::Hooks>,
+    room: Option<&ThreadRoom>,
 ) -> std::result::Result<thread::JoinHandle<()>, (Job, std::io::Error)> {
     // The closure is parked in a slot the thread takes it from, so a failed
     // spawn (which drops the thread's closure) does not lose the job.
     let slot = Arc::new(Mutex::new(Some(f)));
     let s2 = slot.clone();
     let hooks = hooks.clone();
-    match thread::Builder::new().spawn(move || {
+    let spawned = exitq::limits::spawn_std(room, thread::Builder::new(), None, move || {
         let f = s2.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(h) = &hooks {
             h.thread_start();
@@ -142,7 +163,8 @@ fn spawn_or_return(
         if let Some(h) = &hooks {
             h.thread_exit();
         }
-    }) {
+    });
+    match spawned {
         Ok(h) => Ok(h),
         Err(e) => {
             let f = slot

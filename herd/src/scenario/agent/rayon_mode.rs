@@ -31,6 +31,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
+use exitq::limits::ThreadRoom;
+
 use super::churn::Churn;
 use super::settle;
 use super::Config;
@@ -51,8 +53,9 @@ pub(super) struct RayonPool {
 }
 
 impl RayonPool {
-    /// Builds the pool; rayon starts every worker now.
-    pub(super) fn start(cfg: &Config) -> Result<RayonPool> {
+    /// Builds the pool; rayon starts every worker now, each after
+    /// claiming `room` if given.
+    pub(super) fn start(cfg: &Config, room: Option<ThreadRoom>) -> Result<RayonPool> {
         let started = Arc::new(AtomicU64::new(0));
         let stopped = Arc::new(AtomicU64::new(0));
         let (s, e) = (started.clone(), stopped.clone());
@@ -72,8 +75,11 @@ impl RayonPool {
                     b = b.stack_size(size);
                 }
                 // Dropping the handle detaches the worker, as rayon's
-                // default spawn handler does.
-                match b.spawn(|| t.run()) {
+                // default spawn handler does. With a room to claim, a
+                // worker refused for want of it fails as one
+                // `pthread_create` refused, its refusal the explanation.
+                let stack = t.stack_size().map(|s| s as u64);
+                match exitq::limits::spawn_std(room.as_ref(), b, stack, || t.run()) {
                     Ok(_) => Ok(()),
                     Err(e) => {
                         let why = exitq::limits::explain_thread_error(&e, None);
@@ -204,7 +210,7 @@ mod tests {
             exit_poll_ms: None,
             cleanup: Default::default(),
         };
-        let pool = RayonPool::start(&cfg).unwrap();
+        let pool = RayonPool::start(&cfg, None).unwrap();
         let started = pool.started.load(Ordering::Relaxed);
         let asleep = settle::asleep(THREAD_PREFIX).unwrap();
         assert_eq!((started, asleep), (300, 300));

@@ -10,6 +10,7 @@ use std::thread::{self, Thread};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use exitq::limits::ThreadRoom;
 
 use super::churn::{Churn, SpawnNote};
 use super::per_job::ThreadPerJob;
@@ -90,12 +91,19 @@ impl Runner {
 
 impl Runner {
     /// The runner of `cfg.mode`, started (the pools' minimum workers too).
-    pub(super) fn start(cfg: &Config, hooks: Option<crate::cleanup::Hooks>) -> Result<Runner> {
+    /// Each std thread it creates claims `room` first, if given (tokio's
+    /// pool never runs with one: `--force` is refused there).
+    pub(super) fn start(
+        cfg: &Config,
+        hooks: Option<crate::cleanup::Hooks>,
+        room: Option<ThreadRoom>,
+    ) -> Result<Runner> {
         Ok(match cfg.mode {
-            Mode::Thread => Runner::Thread(ThreadPerJob::new(hooks)),
-            Mode::MutexPool => Runner::MutexPool(MutexPool::new(
+            Mode::Thread => Runner::Thread(ThreadPerJob::new(hooks, room)),
+            Mode::MutexPool => Runner::MutexPool(MutexPool::with_room(
                 cfg.max_workers,
                 Duration::from_millis(cfg.keep_alive_ms),
+                room,
             )),
             Mode::ExitqPool => {
                 let exits = Arc::new(Mutex::new(Vec::new()));
@@ -108,6 +116,9 @@ impl Runner {
                         .try_build()
                         .context("cannot build the exitq domain")?;
                     builder = builder.domain(domain);
+                }
+                if let Some(room) = room {
+                    builder = builder.thread_room(room);
                 }
                 let pool = builder
                     .min_workers(cfg.min_workers)
@@ -129,7 +140,7 @@ impl Runner {
                 Runner::ExitqPool(pool, exits)
             }
             Mode::TokioBlocking => Runner::TokioBlocking(TokioBlocking::start(cfg)?),
-            Mode::Rayon => Runner::Rayon(RayonPool::start(cfg)?),
+            Mode::Rayon => Runner::Rayon(RayonPool::start(cfg, room)?),
         })
     }
 
@@ -218,12 +229,14 @@ pub(super) struct Submitters {
 }
 
 impl Submitters {
-    /// Starts `cfg.submitters - 1` helper threads.
+    /// Starts `cfg.submitters - 1` helper threads, each after claiming
+    /// `room` if given.
     pub(super) fn start(
         cfg: &Config,
         runner: &Arc<Runner>,
         log: &Arc<JobLog>,
         submitted: &Arc<Vec<AtomicU64>>,
+        room: Option<&ThreadRoom>,
     ) -> Result<Submitters> {
         let start = Arc::new(Barrier::new(cfg.submitters));
         let end = Arc::new(Barrier::new(cfg.submitters));
@@ -239,18 +252,17 @@ impl Submitters {
                     wave_no.clone(),
                 );
                 let cfg = cfg.clone();
-                thread::Builder::new()
-                    .name(format!("submitter-{s}"))
-                    .spawn(move || loop {
-                        start.wait();
-                        let w = wave_no.load(Ordering::SeqCst);
-                        if w == usize::MAX {
-                            return;
-                        }
-                        submit_share(&runner, &log, &sub, &cfg, w, s);
-                        end.wait();
-                    })
-                    .context("cannot create a submitter thread")
+                let b = thread::Builder::new().name(format!("submitter-{s}"));
+                exitq::limits::spawn_std(room, b, None, move || loop {
+                    start.wait();
+                    let w = wave_no.load(Ordering::SeqCst);
+                    if w == usize::MAX {
+                        return;
+                    }
+                    submit_share(&runner, &log, &sub, &cfg, w, s);
+                    end.wait();
+                })
+                .context("cannot create a submitter thread")
             })
             .collect::<Result<_>>()?;
         Ok(Submitters {

@@ -19,27 +19,27 @@ pub(super) struct Reaper {
 }
 
 impl Reaper {
-    /// Starts the reaper thread.
-    pub(super) fn start() -> Result<Reaper> {
+    /// Starts the reaper thread, after claiming `room` if given
+    /// ([`exitq::limits::ThreadRoom`]).
+    pub(super) fn start(room: Option<exitq::limits::ThreadRoom>) -> Result<Reaper> {
         let (tx, rx) = channel::<Vec<Handle>>();
         let reaped = Arc::new(AtomicU64::new(0));
         let failed = Arc::new(AtomicU64::new(0));
         let (ok, bad) = (Arc::clone(&reaped), Arc::clone(&failed));
-        let thread = std::thread::Builder::new()
-            .name("herd-reaper".into())
-            .spawn(move || {
-                for batch in rx {
-                    for h in batch {
-                        // Relaxed: read after this thread is joined.
-                        if h.join() {
-                            ok.fetch_add(1, Ordering::Relaxed);
-                        } else {
-                            bad.fetch_add(1, Ordering::Relaxed);
-                        }
+        let b = std::thread::Builder::new().name("herd-reaper".into());
+        let thread = exitq::limits::spawn_std(room.as_ref(), b, None, move || {
+            for batch in rx {
+                for h in batch {
+                    // Relaxed: read after this thread is joined.
+                    if h.join() {
+                        ok.fetch_add(1, Ordering::Relaxed);
+                    } else {
+                        bad.fetch_add(1, Ordering::Relaxed);
                     }
                 }
-            })
-            .context("cannot start the reaper thread")?;
+            }
+        })
+        .context("cannot start the reaper thread")?;
         Ok(Reaper {
             tx: Some(tx),
             thread: Some(thread),
