@@ -13,8 +13,7 @@
 //! thread, so the child's address space at its first creation moves by a
 //! page or two at most from run to run, less than the window.
 
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Output};
+use std::process::Output;
 
 mod common;
 
@@ -23,21 +22,8 @@ const PAGE: u64 = 4096;
 /// herd with `args` under `limit` = `bytes` (soft and hard), set in the
 /// child before exec.
 fn herd_under(limit: libc::__rlimit_resource_t, bytes: u64, args: &[&str]) -> Output {
-    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("herd"));
-    cmd.args(args).env("MALLOC_ARENA_MAX", "1");
-    // SAFETY: the closure only calls setrlimit, async-signal-safe.
-    unsafe {
-        cmd.pre_exec(move || {
-            let rl = libc::rlimit {
-                rlim_cur: bytes,
-                rlim_max: bytes,
-            };
-            if libc::setrlimit(limit, &rl) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    let mut cmd = common::herd_under_rlimit(limit, args, bytes);
+    cmd.env("MALLOC_ARENA_MAX", "1");
     // A run takes well under a second; one that has not ended in two
     // minutes hung (on the old code a thread whose signal stack could
     // not be mapped under RLIMIT_DATA sometimes deadlocked in its panic

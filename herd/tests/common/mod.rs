@@ -158,7 +158,7 @@ pub fn herd_under_rlimit_data(args: &[&str], bytes: u64) -> std::process::Comman
 
 /// `herd ARGS`, not yet run, under `resource` (soft and hard) of `bytes`,
 /// set in the child before it execs.
-fn herd_under_rlimit(
+pub fn herd_under_rlimit(
     resource: libc::__rlimit_resource_t,
     args: &[&str],
     bytes: u64,
