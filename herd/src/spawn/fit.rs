@@ -201,12 +201,144 @@ pub(crate) fn data(facts: &HostFacts, threads: u64, per_thread: u64, in_use: u64
 /// allocate, none past the arena limit.
 pub(crate) use exitq::limits::ARENA_DATA_BYTES;
 
+/// Address space a new glibc malloc arena reserves (`PROT_NONE`, 64 MiB:
+/// counted by `RLIMIT_AS`, not by `RLIMIT_DATA`).
+pub(crate) use exitq::limits::ARENA_RESERVE_BYTES;
+
+/// glibc's `arena_test` (`NARENAS_FROM_NCORES (1)` on 64-bit): the
+/// arenas made before the per-CPU limit is first computed.
+const GLIBC_ARENA_TEST: u64 = 8;
+
+/// The `glibc.malloc.arena_max` glibc 2.36 takes from its environment,
+/// given the values of `MALLOC_ARENA_MAX` and `GLIBC_TUNABLES` (`None`:
+/// unset, or no valid value: then the per-CPU default holds). Pure, for
+/// tests; [`arena_limit`] reads this process's environment.
+///
+/// Checked in glibc 2.36's source (tag `glibc-2.36`: `elf/dl-tunables.c`,
+/// `elf/dl-tunables.list`, `elf/dl-misc.c`, `malloc/arena.c`):
+/// `MALLOC_ARENA_MAX` is the tunable's environment alias; `__tunables_init`
+/// skips an alias whose tunable is already set, and `parse_tunables` sets
+/// a tunable from `GLIBC_TUNABLES` whether or not its alias set it first,
+/// so a valid `glibc.malloc.arena_max` in `GLIBC_TUNABLES` wins, in
+/// either order, and of several the last one. A value is read by
+/// `_dl_strtoul` (leading blanks, a sign, `0x` hex or `0` octal, digits
+/// up to the first other character, the rest ignored: `4x` is 4,
+/// garbage is 0) and dropped when below the tunable's `minval` of 1, as
+/// if unset (so an invalid tunable leaves `MALLOC_ARENA_MAX` in force).
+pub(crate) fn glibc_arena_max(
+    malloc_arena_max: Option<&str>,
+    tunables: Option<&str>,
+) -> Option<u64> {
+    let valid = |v: &str| Some(dl_strtoul(v)).filter(|&n| n >= 1);
+    let tunable = tunables.and_then(|t| {
+        // The last valid one: read from the end.
+        t.rsplit(':')
+            .filter_map(|pair| pair.split_once('='))
+            .filter(|(name, _)| *name == "glibc.malloc.arena_max")
+            .find_map(|(_, v)| valid(v))
+    });
+    tunable.or_else(|| malloc_arena_max.and_then(valid))
+}
+
+/// glibc's `_dl_strtoul` (`elf/dl-misc.c`, 2.36): what it makes of a
+/// tunable's value.
+fn dl_strtoul(s: &str) -> u64 {
+    let s = s.trim_start_matches([' ', '\t']);
+    let (negative, s) = match s.as_bytes().first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let (base, digits) = if let Some(hex) = s.strip_prefix("0x").or(s.strip_prefix("0X")) {
+        (16, hex)
+    } else if s.starts_with('0') {
+        (8, s)
+    } else {
+        (10, s)
+    };
+    if !s.starts_with(|c: char| c.is_ascii_digit()) {
+        return 0;
+    }
+    let mut n: u64 = 0;
+    for d in digits.chars().map_while(|c| c.to_digit(base)) {
+        let d = u64::from(d);
+        if n >= (u64::MAX - d) / u64::from(base) {
+            return u64::MAX;
+        }
+        n = n * u64::from(base) + d;
+    }
+    if negative {
+        n.wrapping_neg()
+    } else {
+        n
+    }
+}
+
+/// The most malloc arenas glibc 2.36 keeps (the main one among them),
+/// given `arena_max` ([`glibc_arena_max`]) and `cpus`, the CPUs of the
+/// affinity mask of the thread that first needs the limit (glibc's
+/// `__get_nprocs_sched`). `arena_get2` (`malloc/arena.c`): with
+/// `arena_max` set, that many; else no limit until more than
+/// `arena_test` (8) exist, then 8 per CPU: at least 9 on one CPU.
+pub(crate) fn glibc_arena_limit(arena_max: Option<u64>, cpus: u64) -> u64 {
+    arena_max.unwrap_or_else(|| {
+        cpus.max(1)
+            .saturating_mul(GLIBC_ARENA_TEST)
+            .max(GLIBC_ARENA_TEST + 1)
+    })
+}
+
+/// The arena limit of this process: [`glibc_arena_limit`] with its
+/// environment (what glibc read at exec, unless herd changed it since,
+/// which it does not) and its affinity mask now (all online CPUs when
+/// it cannot be read). A thread pinned later sees fewer CPUs, so fewer
+/// arenas: this is the most.
+pub(crate) fn arena_limit() -> u64 {
+    let var = |k: &str| std::env::var(k).ok();
+    let cpus = crate::host::allowed_cpus()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(crate::host::online_cpus)
+        .len() as u64;
+    glibc_arena_limit(
+        glibc_arena_max(
+            var("MALLOC_ARENA_MAX").as_deref(),
+            var("GLIBC_TUNABLES").as_deref(),
+        ),
+        cpus,
+    )
+}
+
+/// The new malloc arenas `threads` new threads can make under an arena
+/// limit of `limit` (the main arena is one): one each for the first
+/// that allocate while fewer than `limit` exist; then glibc hands out
+/// existing ones (and when a new one cannot be mapped it reuses one).
+/// Arenas that exist already beside the main one are not subtracted:
+/// glibc has no public count of them (`malloc_info`'s XML lists them),
+/// the pre-flights run before the run's threads, when few exist, and an
+/// arena counted twice (in `VmSize` now and as a new one) errs towards
+/// refusing. Arenas of exited threads are reused, so threads over a run
+/// make no more than this either.
+pub(crate) fn new_arenas_under(limit: u64, threads: u64) -> u64 {
+    threads.min(limit.saturating_sub(1))
+}
+
+/// [`new_arenas_under`] this process's [`arena_limit`].
+pub(crate) fn new_arenas(threads: u64) -> u64 {
+    new_arenas_under(arena_limit(), threads)
+}
+
 /// VmData the malloc arenas of `threads` new threads that allocate can
-/// take: one each, up to glibc's limit of 8 arenas per online CPU
-/// (64-bit; the main arena is one of them).
+/// take: [`ARENA_DATA_BYTES`] for each of [`new_arenas`].
 pub(crate) fn arena_data_bytes(threads: u64) -> u64 {
-    let cpus = crate::host::online_cpus().len().max(1) as u64;
-    threads.min(8 * cpus).saturating_mul(ARENA_DATA_BYTES)
+    new_arenas(threads).saturating_mul(ARENA_DATA_BYTES)
+}
+
+/// Address space the malloc arenas of `threads` new threads that
+/// allocate can reserve: [`ARENA_RESERVE_BYTES`] for each of
+/// [`new_arenas`] (on 2 CPUs up to 15, 960 MiB; none with
+/// `MALLOC_ARENA_MAX=1`).
+pub(crate) fn arena_reserve_bytes(threads: u64) -> u64 {
+    new_arenas(threads).saturating_mul(ARENA_RESERVE_BYTES)
 }
 
 #[cfg(test)]
@@ -325,6 +457,65 @@ mod tests {
         });
         assert_eq!(data(&f, 1, 2 << 20, 0), None);
         assert_eq!(arena_data_bytes(0), 0);
-        assert_eq!(arena_data_bytes(1), ARENA_DATA_BYTES);
+        assert_eq!(arena_data_bytes(1), new_arenas(1) * ARENA_DATA_BYTES);
+        assert_eq!(arena_reserve_bytes(1), new_arenas(1) * ARENA_RESERVE_BYTES);
+    }
+
+    #[test]
+    fn arena_max_as_glibc_reads_it() {
+        let max = glibc_arena_max;
+        assert_eq!(max(None, None), None);
+        assert_eq!(max(Some("1"), None), Some(1));
+        assert_eq!(max(Some("4"), None), Some(4));
+        // _dl_strtoul: blanks, a prefix of digits, hex and octal.
+        assert_eq!(max(Some(" 4x"), None), Some(4));
+        assert_eq!(max(Some("0x10"), None), Some(16));
+        assert_eq!(max(Some("010"), None), Some(8));
+        // Garbage and 0 are below minval 1: as if unset.
+        assert_eq!(max(Some("many"), None), None);
+        assert_eq!(max(Some(""), None), None);
+        assert_eq!(max(Some("0"), None), None);
+        // The tunable among others wins over the alias; of several the last.
+        let t =
+            "glibc.malloc.tcache_count=0:glibc.malloc.arena_max=2:glibc.malloc.top_pad=67108864";
+        assert_eq!(max(Some("4"), Some(t)), Some(2));
+        assert_eq!(max(None, Some(t)), Some(2));
+        assert_eq!(
+            max(
+                None,
+                Some("glibc.malloc.arena_max=3:glibc.malloc.arena_max=5")
+            ),
+            Some(5)
+        );
+        // An invalid tunable leaves MALLOC_ARENA_MAX in force; others and
+        // names that only start alike do not count.
+        assert_eq!(max(Some("4"), Some("glibc.malloc.arena_max=x")), Some(4));
+        assert_eq!(
+            max(
+                Some("4"),
+                Some("glibc.malloc.arena_max_=1:arena_max=1:glibc.malloc.arena_test=1")
+            ),
+            Some(4)
+        );
+        assert_eq!(max(None, Some("glibc.malloc.arena_max")), None);
+    }
+
+    #[test]
+    fn new_arenas_up_to_the_limit() {
+        // The default: 8 per CPU, at least 9 (arena_test + 1); the main
+        // arena is one of them.
+        assert_eq!(glibc_arena_limit(None, 1), 9);
+        assert_eq!(glibc_arena_limit(None, 2), 16);
+        assert_eq!(glibc_arena_limit(None, 0), 9);
+        assert_eq!(glibc_arena_limit(Some(4), 2), 4);
+        assert_eq!(glibc_arena_limit(Some(1), 64), 1);
+        let on2 = glibc_arena_limit(None, 2);
+        assert_eq!(new_arenas_under(on2, 0), 0);
+        assert_eq!(new_arenas_under(on2, 10), 10);
+        assert_eq!(new_arenas_under(on2, 1000), 15);
+        // MALLOC_ARENA_MAX=1: none; =4: three.
+        assert_eq!(new_arenas_under(glibc_arena_limit(Some(1), 2), 1000), 0);
+        assert_eq!(new_arenas_under(glibc_arena_limit(Some(4), 2), 1000), 3);
+        assert_eq!(new_arenas_under(u64::MAX, u64::MAX), u64::MAX - 1);
     }
 }
