@@ -204,10 +204,19 @@ pub fn host_facts() -> serde_json::Value {
 /// Mappings [`preflight_threads`] keeps free for what is not a thread.
 const MAPPING_SLACK: u64 = 256;
 
-/// Address space [`preflight_threads`] keeps free for what is not a
-/// thread's stack: one glibc malloc arena (64 MiB, reserved whole when a
-/// thread first allocates), the job log and perf's buffers fit in it.
-const ADDRESS_SLACK: u64 = 64 << 20;
+/// Address space [`preflight_threads`] keeps free for what is neither a
+/// thread's stack nor a malloc arena the threads make (those are counted,
+/// [`crate::spawn::fit::arena_reserve_bytes`]): perf's rings (1 MiB and a
+/// page per CPU and sampled event), the job log's growth (32 bytes a
+/// job: 16 MiB is half a million jobs), the exitq domain.
+const ADDRESS_SLACK: u64 = 16 << 20;
+
+/// Address space kept free, beside the arenas, while glibc makes them:
+/// `new_heap` (`malloc/arena.c`, 2.36) maps twice an arena's 64 MiB to
+/// find an aligned one, then unmaps the rest, so for a moment an arena
+/// being made holds 128 MiB (a thread whose stack is mapped in that
+/// moment could fail, or abort for its signal stack).
+const ARENA_TRANSIENT: u64 = crate::spawn::fit::ARENA_RESERVE_BYTES;
 
 /// Private writable memory (`VmData`) [`preflight_threads`] keeps free
 /// for what is not a thread's stack or malloc arena: the job log, the
@@ -229,7 +238,9 @@ pub fn preflight_threads(flag: &str, what: &str, threads: usize) -> Result<()> {
 /// `threads` std threads alive at once against `vm.max_map_count` (the
 /// mappings in use now, at [`crate::spawn::failure::STD_THREAD_MAPPINGS`]
 /// per thread), `RLIMIT_AS` (the address space in use now, at
-/// [`crate::spawn::failure::std_thread_bytes`] per thread), `RLIMIT_DATA`
+/// [`crate::spawn::failure::std_thread_bytes`] per thread, and the 64 MiB
+/// each new malloc arena reserves, [`crate::spawn::fit::arena_reserve_bytes`]),
+/// `RLIMIT_DATA`
 /// (`VmData` now, at [`crate::spawn::failure::std_thread_data_bytes`] per
 /// thread, and a malloc arena for each of the first threads,
 /// [`crate::spawn::fit::arena_data_bytes`]), `RLIMIT_NPROC`, `kernel.threads-max`, `kernel.pid_max` and the
@@ -240,16 +251,24 @@ pub fn preflight_threads(flag: &str, what: &str, threads: usize) -> Result<()> {
 /// thread creation fails half-way through.
 pub fn preflight_threads_problem(what: &str, threads: usize) -> Option<ThreadsProblem> {
     let facts = crate::host::HostFacts::read();
-    // Slack for what the run maps besides its threads' stacks (malloc
-    // arenas, perf buffers, the exitq domain): a request just under the
-    // wall would otherwise pass and still abort.
+    // Each of the first threads that allocate makes glibc a malloc arena
+    // of 64 MiB (up to its arena limit): counted in the address space in
+    // use, with the moment one being made maps twice that.
+    let arenas = crate::spawn::fit::new_arenas(threads as u64);
+    let arena_bytes = crate::spawn::fit::arena_reserve_bytes(threads as u64)
+        .saturating_add(if arenas > 0 { ARENA_TRANSIENT } else { 0 });
+    // Slack for what the run maps besides its threads' stacks and arenas
+    // (perf buffers, the job log, the exitq domain): a request just under
+    // the wall would otherwise pass and still abort.
     let cost = crate::spawn::failure::ThreadCost {
         maps_per_thread: crate::spawn::failure::STD_THREAD_MAPPINGS,
         maps_now: crate::host::map_count().unwrap_or(0) + MAPPING_SLACK,
         bytes_per_thread: crate::spawn::failure::std_thread_bytes(),
         bytes_now: crate::host::address_space_bytes()
             .unwrap_or(0)
-            .saturating_add(ADDRESS_SLACK),
+            .saturating_add(ADDRESS_SLACK)
+            .saturating_add(arena_bytes),
+        arenas,
         data_per_thread: crate::spawn::failure::std_thread_data_bytes(),
         data_now: crate::host::data_bytes()
             .unwrap_or(0)
@@ -265,7 +284,8 @@ pub fn preflight_threads_problem(what: &str, threads: usize) -> Option<ThreadsPr
     }
     let text = format!(
         "{what}: about {threads} threads alive at once, more than this host can create \
-         (counting {MAPPING_SLACK} mappings, {} of address space and {} of data of slack): {}",
+         (counting {MAPPING_SLACK} mappings, {} of address space and {} of data of slack, \
+         and {arenas} new malloc arenas): {}",
         crate::host::human_bytes(ADDRESS_SLACK),
         crate::host::human_bytes(DATA_SLACK),
         problems.join("; ")

@@ -235,8 +235,13 @@ pub(crate) struct ThreadCost {
     pub maps_now: u64,
     /// Address space per thread, bytes.
     pub bytes_per_thread: u64,
-    /// Address space of the process now (`VmSize`, with any slack).
+    /// Address space of the process now (`VmSize`, with any slack and
+    /// the malloc arenas counted in `arenas`).
     pub bytes_now: u64,
+    /// New malloc arenas the threads can make ([`super::fit::new_arenas`]),
+    /// whose reservations (64 MiB each) `bytes_now` counts: named in the
+    /// `RLIMIT_AS` finding with the ways out.
+    pub arenas: u64,
     /// Private writable memory per thread, bytes.
     pub data_per_thread: u64,
     /// Private writable memory of the process now (`VmData`, with any
@@ -262,6 +267,7 @@ pub(crate) fn thread_limit_problems(
         maps_now,
         bytes_per_thread,
         bytes_now,
+        arenas,
         data_per_thread,
         data_now,
     } = cost;
@@ -293,10 +299,22 @@ pub(crate) fn thread_limit_problems(
     }
     if let Some(a) = fit::address_space(facts, threads, bytes_per_thread, bytes_now) {
         if a.over {
+            let arena_note = if arenas == 0 {
+                String::new()
+            } else {
+                format!(
+                    ", {arenas} malloc arenas ({} each: {}) that glibc reserves for the first                      {arenas} new threads that allocate",
+                    crate::host::human_bytes(fit::ARENA_RESERVE_BYTES),
+                    crate::host::human_bytes(arenas.saturating_mul(fit::ARENA_RESERVE_BYTES))
+                )
+            };
+            let ways_out = if arenas == 0 {
+                ""
+            } else {
+                " (MALLOC_ARENA_MAX=1 makes glibc reserve no arena per thread; herd agent's                  --force runs anyway, checking each thread's room before creating it)"
+            };
             p.push(format!(
-                "they need about {} of address space ({} each: stack, guard page and signal \
-                 stack), the process has {} (with what it keeps free for other mappings) and \
-                 RLIMIT_AS = {} (ulimit -v) leaves room for about {} threads",
+                "they need about {} of address space ({} each: stack, guard page and signal                  stack), the process has {} (VmSize now{arena_note}, and what it keeps free for                  other mappings) and RLIMIT_AS = {} (ulimit -v) leaves room for about {}                  threads{ways_out}",
                 crate::host::human_bytes(a.need),
                 crate::host::human_bytes(bytes_per_thread),
                 crate::host::human_bytes(bytes_now),

@@ -9,7 +9,12 @@
 //! The task and mapping limits are tested as for every herd scenario
 //! ([`crate::spawn::fit`]); this module words them for the storm and adds
 //! its own (the leak mode's mapping wall, `RLIMIT_AS`, memory).
-//! `RLIMIT_DATA` is [`fit::data`]: the stacks (without their guard pages,
+//! `RLIMIT_AS` is [`fit::address_space`]: the stacks (with std's guard and
+//! signal stack for `--spawn std`) on top of the process's `VmSize` now,
+//! 16 MiB of slack and the 64 MiB each new malloc arena reserves
+//! ([`fit::arena_reserve_bytes`]: std threads and herd's helpers make
+//! them, up to glibc's arena limit; the pthread backend's threads never
+//! allocate). `RLIMIT_DATA` is [`fit::data`]: the stacks (without their guard pages,
 //! with std's signal stack for `--spawn std`) on top of the process's
 //! `VmData` now and a malloc arena for each of the first threads.
 //!
@@ -28,9 +33,19 @@
 use serde::{Deserialize, Serialize};
 
 use super::options::Config;
-use crate::host::{human_bytes, map_count, HostFacts, Rlimit};
+use crate::host::{human_bytes, map_count, HostFacts};
 use crate::spawn::fit::{self, TaskLimit};
 use crate::spawn::{Backend, Cancel, Reap};
+
+/// Threads of herd's own beside the storm's that may allocate, and so
+/// make a malloc arena each: the reaper (`--spawn std`), perf's reader
+/// and sampler drain, the method probe.
+const HELPER_THREADS: u64 = 4;
+
+/// Address space the pre-flight keeps free for what is neither a stack
+/// nor a malloc arena: perf's rings (1 MiB and a page per CPU and sampled
+/// event), the run's records.
+const ADDRESS_SLACK: u64 = 16 << 20;
 
 /// What pre-flight predicted and decided.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -149,18 +164,51 @@ pub fn check_with_maps(cfg: &Config, facts: &HostFacts, maps_now: u64) -> Prefli
             }
         }
     }
-    if let Some(Rlimit {
-        soft: Some(lim), ..
-    }) = facts.rlimit_as
-    {
-        let need = stack.saturating_mul(stacks_mapped);
-        if need > lim {
-            let msg = format!(
-                "{stacks_mapped} stacks of {} need {} of address space, RLIMIT_AS = {}",
+    // Address space: the stacks (with std's guard and signal stack for
+    // `--spawn std`) on top of `VmSize` now, the malloc arenas glibc makes
+    // for the first threads that allocate (a std thread does in its
+    // start-up; the pthread backend's threads never allocate, herd's own
+    // helpers do) with the moment one being made maps twice its 64 MiB,
+    // and a slack for the rest (perf's rings, the result).
+    let allocating = match cfg.spawn {
+        Backend::Pthread => HELPER_THREADS,
+        Backend::Std => live.saturating_add(HELPER_THREADS),
+    };
+    let arenas = fit::new_arenas(allocating);
+    let as_now = crate::host::address_space_bytes()
+        .unwrap_or(0)
+        .saturating_add(ADDRESS_SLACK)
+        .saturating_add(fit::arena_reserve_bytes(allocating))
+        .saturating_add(if arenas > 0 {
+            fit::ARENA_RESERVE_BYTES
+        } else {
+            0
+        });
+    let as_per_stack = match cfg.spawn {
+        Backend::Pthread => stack,
+        Backend::Std => stack.saturating_add(crate::spawn::failure::STD_THREAD_EXTRA_BYTES),
+    };
+    if let Some(a) = fit::address_space(facts, stacks_mapped, as_per_stack, as_now) {
+        if a.over {
+            let mut msg = format!(
+                "{stacks_mapped} stacks of {} need {} of address space, the process has {} \
+                 (VmSize now, {arenas} malloc arenas of {} each that glibc reserves for the \
+                 first threads that allocate, and {} kept free) and RLIMIT_AS = {} (ulimit -v) \
+                 leaves room for about {} threads",
                 human_bytes(stack),
-                human_bytes(need),
-                human_bytes(lim)
+                human_bytes(a.need),
+                human_bytes(as_now),
+                human_bytes(fit::ARENA_RESERVE_BYTES),
+                human_bytes(ADDRESS_SLACK),
+                human_bytes(a.limit),
+                a.room
             );
+            if arenas > 0 {
+                msg.push_str(
+                    " (MALLOC_ARENA_MAX=1 makes glibc reserve no arena per thread; --force runs \
+                     anyway, each std thread checking its room before it is created)",
+                );
+            }
             if cfg.reap == Reap::Leak {
                 p.warnings
                     .push(format!("{msg}; creation will fail once it is used up"));
@@ -213,6 +261,7 @@ pub fn check_with_maps(cfg: &Config, facts: &HostFacts, maps_now: u64) -> Prefli
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::host::Rlimit;
     use crate::scenario::storm::options::{Pin, Preset};
 
     fn cfg(waves: u64, per_wave: u64, lag: u64, reap: Reap) -> Config {
