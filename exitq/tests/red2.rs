@@ -644,21 +644,5 @@ fn a_child_builds_its_own_domain_while_the_parent_registers_membarrier() {
     if !cfg!(target_arch = "x86_64") {
         return skip_util::skip("the SIGSYS handler sets an x86_64 register");
     }
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "fork_helper_first_registration",
-            "--exact",
-            "--ignored",
-            "--test-threads=1",
-        ])
-        .env(FORK_HELPER, "1")
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && text.contains("1 passed"),
-        "the helper failed ({}):\n{text}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    watch_util::run_ignored_alone("fork_helper_first_registration", FORK_HELPER, "1");
 }

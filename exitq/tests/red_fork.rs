@@ -149,23 +149,7 @@ fn fork_helper_held_in_first_domain() {
 
 /// Runs [`fork_helper_held_in_first_domain`] holding `hold`.
 fn run_helper(hold: &str) {
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "fork_helper_held_in_first_domain",
-            "--exact",
-            "--ignored",
-            "--test-threads=1",
-        ])
-        .env(HELPER, hold)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && text.contains("1 passed"),
-        "the helper failed ({}):\n{text}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    watch_util::run_ignored_alone("fork_helper_held_in_first_domain", HELPER, hold);
 }
 
 /// The exit key was a `OnceLock`: forked while another thread was

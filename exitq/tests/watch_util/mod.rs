@@ -288,3 +288,22 @@ impl Drop for Bomb {
         }
     }
 }
+
+/// Runs this test binary's ignored test `name` alone, in a fresh process
+/// with `key=value` in its environment (a scenario that needs a process
+/// where nothing ran yet, no domain built, no other test's thread), and
+/// fails the calling test with the helper's output unless it passed.
+pub fn run_ignored_alone(name: &str, key: &str, value: &str) {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([name, "--exact", "--ignored", "--test-threads=1"])
+        .env(key, value)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("1 passed"),
+        "the helper {name} failed ({}):\n{text}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
