@@ -68,11 +68,13 @@ use std::sync::Mutex;
 #[cfg(any(feature = "pool", feature = "stacks"))]
 use std::time::{Duration, Instant};
 
+mod arena;
 mod exempt;
 mod read;
 mod readings;
 mod room;
 
+pub use arena::{arena_limit, glibc_arena_limit, glibc_arena_max};
 pub use read::{
     cgroup_pids, map_count, max_map_count, pid_max, tasks_now, threads_max, user_tasks, CgroupPids,
 };
