@@ -80,7 +80,7 @@ pub use read::{
 };
 pub use readings::Readings;
 pub use room::{
-    spawn_std, std_stack_bytes, Claim, Claims, NoRoom, ThreadRoom, ARENA_DATA_BYTES,
+    spawn_std, std_stack_bytes, Claim, Claims, NoRoom, Started, ThreadRoom, ARENA_DATA_BYTES,
     ARENA_RESERVE_BYTES, MARGIN_BYTES,
 };
 

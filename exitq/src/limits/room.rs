@@ -34,10 +34,38 @@
 //! than glibc's limit exist (8 per CPU). Under `RLIMIT_DATA` (private
 //! writable mappings): the stack, the signal stack with its guard page
 //! (mapped writable, then the guard made `PROT_NONE`), and the arena's
-//! first heap ([`ARENA_DATA_BYTES`]). With `MALLOC_ARENA_MAX=1` glibc
-//! makes no arena beyond the main one, and none is counted. On top, a
-//! margin ([`MARGIN_BYTES`]) for what the process maps meanwhile that is
-//! not a thread (a large `malloc`, the heap growing).
+//! first heap ([`ARENA_DATA_BYTES`]). On top, a margin ([`MARGIN_BYTES`])
+//! for what the process maps meanwhile that is not a thread (a large
+//! `malloc`, the heap growing).
+//!
+//! # Arenas
+//!
+//! The arena is counted only while glibc may still make one. It makes at
+//! most `limit - 1` in the process's life ([`super::arena_limit`]: 8 per
+//! CPU, at least 9, or `glibc.malloc.arena_max` from `GLIBC_TUNABLES`,
+//! else `MALLOC_ARENA_MAX`; 1: none), never frees one, and below the
+//! limit gives each new thread an arena no other thread is attached to:
+//! a new one, or one of an exited thread (`arena_get2`: the free list
+//! first; `reused_arena` shares one only once the limit is reached). So
+//! when `n` claimed threads are alive at once, each allocating from an
+//! arena other than the main one ([`Claim::started`] allocates once and
+//! reads the chunk's `NON_MAIN_ARENA` bit), either the limit was reached
+//! or glibc has made at least `n` arenas: at most `limit - 1 - n` are
+//! left to make, with `n` the most such threads alive at once so far
+//! ([`Started`] counts them). This is an upper bound of the truth:
+//! arenas made by threads not claimed, or held by threads no longer
+//! alive, only make the truth smaller. (Counting every claimed thread
+//! that started would not be: a thread that took an exited thread's
+//! arena made none.) Threads being created each promise one arena, and
+//! together no more than are left.
+//!
+//! Still conservative: while arenas are left, every claim counts one
+//! though its thread may take a freed arena, and under a limit too small
+//! for all of them (on 2 CPUs 15 arenas reserve 960 MiB) glibc's arena
+//! `mmap` fails at the edge, the thread runs without one, and arenas stay
+//! "left": each claim keeps counting 64 MiB, so threads are refused from
+//! about 64 MiB below the limit, where a thread without an arena would
+//! fit. With `MALLOC_ARENA_MAX=1` (or the tunable) none is counted.
 //!
 //! # Threads being created at once
 //!
@@ -48,10 +76,11 @@
 //! `pthread_create` is under way, the signal stack of one that has not
 //! run yet (on 2 CPUs a spawner makes several before they run). So every
 //! claim is added to a process-wide count of bytes promised ([`Claims`])
-//! *before* the usage is read, and the check is `usage + promised +
-//! margin <= limit`: of two claims racing, each sees the other's promise
-//! or its mapping, or both (counted twice: a refusal too many, never an
-//! abort). A promise ends in two parts: the stack's when the spawn call
+//! *before* the promises and then the usage are read, and the check is
+//! `usage + promised + margin <= limit`: of two claims racing, each sees
+//! the other's promise or its mapping, or both (counted twice: a refusal
+//! too many, never an abort); a promise given back after its mapping is
+//! made is seen, or else its mapping is (the usage is read after). A promise ends in two parts: the stack's when the spawn call
 //! returned (the stack is then mapped and in `VmSize`, or never will be),
 //! the rest when the new thread runs its closure (std mapped the signal
 //! stack before it) and has allocated once (its arena is made).
@@ -70,7 +99,9 @@
 //! Mappings of other code beyond the margin while a thread starts (a
 //! `malloc` of more than [`MARGIN_BYTES`] that misses the heap), and
 //! threads created without a claim (a library's own), can still take the
-//! last room between a check and a signal stack.
+//! last room between a check and a signal stack. So can an arena made
+//! later by a claimed thread whose first one could not be mapped (glibc
+//! tries again at its next `malloc`, outside any promise).
 
 use std::fmt;
 use std::io;
@@ -94,10 +125,37 @@ pub const ARENA_DATA_BYTES: u64 = 132 << 10;
 /// the process maps meanwhile that is not a thread (module docs).
 pub const MARGIN_BYTES: u64 = 1 << 20;
 
-/// Address space promised to threads being created (module docs).
+/// Address space promised to threads being created (module docs), less
+/// their arenas ([`STARTING`]).
 static PROMISED_AS: AtomicU64 = AtomicU64::new(0);
-/// Private writable memory promised to threads being created.
+/// Private writable memory promised to threads being created, less
+/// their arenas.
 static PROMISED_DATA: AtomicU64 = AtomicU64::new(0);
+/// Claimed threads being created that have not allocated yet: each may
+/// make one arena, while [`arenas_left`] allows (module docs).
+static STARTING: AtomicU64 = AtomicU64::new(0);
+/// Claimed threads alive that allocate from an arena other than the main
+/// one ([`Started`]).
+static HOLDERS: AtomicU64 = AtomicU64::new(0);
+/// The most [`HOLDERS`] at once so far: at least that many arenas beside
+/// the main one have been made (module docs).
+static HOLDERS_PEAK: AtomicU64 = AtomicU64::new(0);
+
+/// The new malloc arenas glibc may still make, at most, under an arena
+/// limit of `limit` ([`super::arena_limit`], the main arena one of them)
+/// when `peak` claimed threads alive at once have allocated from arenas
+/// of their own: glibc made at least `peak` arenas beside the main one
+/// (module docs), and makes no more than `limit - 1` in the process's
+/// life.
+fn arenas_left(limit: u64, peak: u64) -> u64 {
+    limit.saturating_sub(1).saturating_sub(peak)
+}
+
+/// The arenas `starting` claimed threads being created can still make:
+/// one each, and no more than are `left` ([`arenas_left`]).
+fn arenas_promised(starting: u64, left: u64) -> u64 {
+    starting.min(left)
+}
 
 /// Checks the room for std threads under `RLIMIT_AS` and `RLIMIT_DATA`
 /// before they are created (module docs).
@@ -106,9 +164,9 @@ pub struct ThreadRoom {
     /// The stack of a thread built without a size: std's (2 MiB, or
     /// `RUST_MIN_STACK`, read once as std does).
     default_stack: u64,
-    /// A new thread may make a malloc arena of its own (not with
-    /// `MALLOC_ARENA_MAX=1`).
-    arena: bool,
+    /// glibc's malloc arena limit, the main arena one of them
+    /// ([`super::arena_limit`]; 1: no thread makes an arena).
+    arena_limit: u64,
     /// The page size.
     page: u64,
     /// std's signal stack, without its guard page.
@@ -121,8 +179,26 @@ pub struct ThreadRoom {
 struct Need {
     /// Address space and data of the stack.
     stack: (u64, u64),
-    /// Address space and data of the rest: signal stack, arena.
+    /// Address space and data of the rest: signal stack and guard.
     start: (u64, u64),
+    /// A malloc arena ([`ARENA_RESERVE_BYTES`], [`ARENA_DATA_BYTES`]):
+    /// while glibc may still make one.
+    arena: bool,
+}
+
+impl Need {
+    /// Address space and data, all told.
+    fn all(&self) -> (u64, u64) {
+        let (arena_as, arena_data) = if self.arena {
+            (ARENA_RESERVE_BYTES, ARENA_DATA_BYTES)
+        } else {
+            (0, 0)
+        };
+        (
+            self.stack.0 + self.start.0 + arena_as,
+            self.stack.1 + self.start.1 + arena_data,
+        )
+    }
 }
 
 impl ThreadRoom {
@@ -142,28 +218,22 @@ impl ThreadRoom {
         let page = read::page_size();
         ThreadRoom {
             default_stack: std_stack_bytes(),
-            arena: std::env::var("MALLOC_ARENA_MAX").ok().as_deref() != Some("1"),
+            arena_limit: super::arena_limit(),
             page,
             // What std maps (`stack_overflow::sigstack_size`).
             sigstack: round_up((libc::SIGSTKSZ as u64).max(minsig), page),
         }
     }
 
-    /// What a thread of `stack` bytes (`None`: std's default) needs.
-    fn need(&self, stack: Option<u64>) -> Need {
+    /// What a thread of `stack` bytes (`None`: std's default) needs, when
+    /// glibc may still make `arenas_left` new arenas.
+    fn need(&self, stack: Option<u64>, arenas_left: u64) -> Need {
         let stack = round_up(stack.unwrap_or(self.default_stack), self.page);
         let page = self.page;
-        let (arena_as, arena_data) = if self.arena {
-            (ARENA_RESERVE_BYTES, ARENA_DATA_BYTES)
-        } else {
-            (0, 0)
-        };
         Need {
             stack: (stack + page, stack),
-            start: (
-                self.sigstack + page + arena_as,
-                self.sigstack + page + arena_data,
-            ),
+            start: (self.sigstack + page, self.sigstack + page),
+            arena: arenas_left > 0,
         }
     }
 
@@ -171,17 +241,29 @@ impl ThreadRoom {
     /// default), or says which limit leaves too little. Reads both limits
     /// now and `/proc/self/statm`.
     pub fn claim(&self, stack: Option<u64>) -> Result<Claims, NoRoom> {
-        let need = self.need(stack);
-        // Promised before the usage is read (module docs).
+        let bare = self.need(stack, 0);
+        // Promised, then the promises read, then the usage (module docs).
         let claims = Claims {
-            stack: Claim::promise(need.stack),
-            start: Claim::promise(need.start),
+            stack: Claim::promise(bare.stack, false),
+            start: Claim::promise(bare.start, true),
         };
-        let usage = Usage::now();
         let promised = (
             PROMISED_AS.load(Ordering::SeqCst),
             PROMISED_DATA.load(Ordering::SeqCst),
         );
+        let starting = STARTING.load(Ordering::SeqCst);
+        let left = arenas_left(self.arena_limit, HOLDERS_PEAK.load(Ordering::SeqCst));
+        let need = self.need(stack, left);
+        let arenas = arenas_promised(starting, left);
+        let promised = (
+            promised
+                .0
+                .saturating_add(arenas.saturating_mul(ARENA_RESERVE_BYTES)),
+            promised
+                .1
+                .saturating_add(arenas.saturating_mul(ARENA_DATA_BYTES)),
+        );
+        let usage = Usage::now();
         let limits = (read::rlimit(libc::RLIMIT_AS), read::rlimit_data());
         match self.verdict(need, limits, usage, promised) {
             None => Ok(claims),
@@ -191,7 +273,7 @@ impl ThreadRoom {
 
     /// `None` when a thread needing `need` fits under `limits` (`RLIMIT_AS`,
     /// `RLIMIT_DATA`) beside `usage` and the bytes `promised` (its own
-    /// included), else the diagnosis of the first limit it does not fit.
+    /// included, arenas too), else the diagnosis of the first limit it does not fit.
     fn verdict(
         &self,
         need: Need,
@@ -199,13 +281,14 @@ impl ThreadRoom {
         usage: Usage,
         promised: (u64, u64),
     ) -> Option<Diagnosis> {
+        let own = need.all();
         let checks = [
             (
                 Limit::RlimitAs,
                 limits.0,
                 usage.address_space,
                 promised.0,
-                need.stack.0 + need.start.0,
+                own.0,
                 "of address space in use (VmSize)",
             ),
             (
@@ -213,7 +296,7 @@ impl ThreadRoom {
                 limits.1,
                 usage.data,
                 promised.1,
-                need.stack.1 + need.start.1,
+                own.1,
                 "of private writable memory and stack in use (VmData + VmStk)",
             ),
         ];
@@ -248,7 +331,7 @@ impl ThreadRoom {
     fn parts(&self, limit: Limit, need: Need) -> String {
         let stack = need.stack.1;
         let sig = self.sigstack;
-        let arena = match (self.arena, limit) {
+        let arena = match (need.arena, limit) {
             (false, _) => String::new(),
             (true, Limit::RlimitAs) => {
                 format!(", a malloc arena's reservation {ARENA_RESERVE_BYTES}")
@@ -328,26 +411,39 @@ pub struct Claims {
 pub struct Claim {
     address_space: u64,
     data: u64,
+    /// Counted in [`STARTING`]: the thread may still make an arena.
+    starting: bool,
 }
 
 impl Claim {
-    fn promise((address_space, data): (u64, u64)) -> Claim {
-        // SeqCst: a claim's promise and its read of the usage are ordered
-        // against every other claim's (module docs).
+    fn promise((address_space, data): (u64, u64), starting: bool) -> Claim {
+        // SeqCst: a claim's promise and its reads of the promises and the
+        // usage are ordered against every other claim's and every
+        // thread's start (module docs).
         PROMISED_AS.fetch_add(address_space, Ordering::SeqCst);
         PROMISED_DATA.fetch_add(data, Ordering::SeqCst);
+        if starting {
+            STARTING.fetch_add(1, Ordering::SeqCst);
+        }
         Claim {
             address_space,
             data,
+            starting,
         }
     }
 
     /// On the new thread, first thing: std has mapped its signal stack;
-    /// one allocation gives it its malloc arena; then the room is given
-    /// back, now counted in the usage.
-    pub fn started(self) {
-        drop(std::hint::black_box(Box::new(0u64)));
+    /// one allocation gives it its malloc arena (or finds it); then the
+    /// room is given back, now counted in the usage. Keep what it returns
+    /// until the thread ends.
+    pub fn started(self) -> Started {
+        let holder = allocates_from_own_arena();
+        if holder {
+            let now = HOLDERS.fetch_add(1, Ordering::SeqCst) + 1;
+            HOLDERS_PEAK.fetch_max(now, Ordering::SeqCst);
+        }
         drop(self);
+        Started { holder }
     }
 }
 
@@ -355,7 +451,63 @@ impl Drop for Claim {
     fn drop(&mut self) {
         PROMISED_AS.fetch_sub(self.address_space, Ordering::SeqCst);
         PROMISED_DATA.fetch_sub(self.data, Ordering::SeqCst);
+        if self.starting {
+            STARTING.fetch_sub(1, Ordering::SeqCst);
+        }
     }
+}
+
+/// A claimed thread that has started ([`Claim::started`]): while it is
+/// kept, the thread counts among those holding an arena of their own if
+/// it does (module docs). Drop it when the thread's work is done.
+#[derive(Debug)]
+#[must_use = "keep it until the thread ends"]
+pub struct Started {
+    holder: bool,
+}
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        if self.holder {
+            HOLDERS.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Bytes asked of `malloc` to see which arena serves this thread: above
+/// the tcache's sizes (1032 bytes by default), so it is carved from the
+/// thread's arena, not a chunk another thread freed here.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+const PROBE_BYTES: usize = 4096;
+
+/// Allocates once (which gives a new thread its arena) and says whether
+/// the memory came from a glibc arena other than the main one: the
+/// `NON_MAIN_ARENA` bit (4) of the chunk's size word, just before the
+/// memory, set, `IS_MMAPPED` (2) not (`malloc/malloc.c`; a thread whose
+/// new arena could not be mapped gets `mmap`ed chunks, one served by the
+/// main arena neither bit).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn allocates_from_own_arena() -> bool {
+    // SAFETY: glibc's malloc returns memory just after its chunk's size
+    // word, which stays mapped and readable while the chunk is allocated;
+    // the memory is freed once, by free.
+    unsafe {
+        let p = libc::malloc(PROBE_BYTES).cast::<usize>();
+        if p.is_null() {
+            return false;
+        }
+        let size = p.sub(1).read();
+        libc::free(p.cast());
+        size & 0b110 == 0b100
+    }
+}
+
+/// Not glibc: allocates once, and counts no arena as held (so arenas are
+/// counted for every claim while the limit allows).
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn allocates_from_own_arena() -> bool {
+    drop(std::hint::black_box(Box::new(0u64)));
+    false
 }
 
 /// A std thread not created: it might not have had room for its signal
@@ -404,7 +556,7 @@ where
     };
     let Claims { stack, start } = room.claim(stack)?;
     let spawned = builder.spawn(move || {
-        start.started();
+        let _started = start.started();
         f()
     });
     // The stack is mapped now (and in the usage), or never will be.
@@ -419,7 +571,7 @@ mod tests {
     fn room(arena: bool) -> ThreadRoom {
         ThreadRoom {
             default_stack: 2 << 20,
-            arena,
+            arena_limit: if arena { 16 } else { 1 },
             page: 4096,
             sigstack: 8192,
         }
@@ -429,16 +581,69 @@ mod tests {
 
     #[test]
     fn a_thread_needs_its_stack_signal_stack_guards_and_arena() {
-        let n = room(true).need(None);
+        let n = room(true).need(None, 1);
         assert_eq!(n.stack, (2 * MIB + 4096, 2 * MIB));
-        assert_eq!(
-            n.start,
-            (12288 + ARENA_RESERVE_BYTES, 12288 + ARENA_DATA_BYTES)
-        );
-        // A size is rounded up to pages; no arena with MALLOC_ARENA_MAX=1.
-        let n = room(false).need(Some(100_000));
-        assert_eq!(n.stack, (102_400 + 4096, 102_400));
         assert_eq!(n.start, (12288, 12288));
+        assert_eq!(
+            n.all(),
+            (
+                2 * MIB + 16384 + ARENA_RESERVE_BYTES,
+                2 * MIB + 12288 + ARENA_DATA_BYTES
+            )
+        );
+        // A size is rounded up to pages; no arena when none is left.
+        let n = room(true).need(Some(100_000), 0);
+        assert_eq!(n.stack, (102_400 + 4096, 102_400));
+        assert_eq!(n.all(), (102_400 + 16384, 102_400 + 12288));
+    }
+
+    /// glibc makes at most limit - 1 arenas; `peak` claimed threads alive
+    /// at once in arenas of their own made that many at least; threads
+    /// being created make one each, of those left.
+    #[test]
+    fn arenas_left_and_promised() {
+        // 2 CPUs: 16, the main arena one of them.
+        assert_eq!(arenas_left(16, 0), 15);
+        assert_eq!(arenas_left(16, 6), 9);
+        assert_eq!(arenas_left(16, 15), 0);
+        assert_eq!(arenas_left(16, 200), 0);
+        // MALLOC_ARENA_MAX=1 (or the tunable): none; =4: three.
+        assert_eq!(arenas_left(1, 0), 0);
+        assert_eq!(arenas_left(4, 0), 3);
+        assert_eq!(arenas_left(0, 0), 0);
+        assert_eq!(arenas_promised(40, 9), 9);
+        assert_eq!(arenas_promised(3, 9), 3);
+        assert_eq!(arenas_promised(3, 0), 0);
+        // A thread counts an arena only while one is left, and says so.
+        let r = room(true);
+        let usage = Usage {
+            address_space: Some(20 * MIB),
+            data: None,
+        };
+        let lim = Some(40 * MIB);
+        let with = r.need(None, 1);
+        let d = r
+            .verdict(with, (lim, None), usage, (with.all().0, 0))
+            .unwrap();
+        assert!(
+            d.detail.contains("a malloc arena's reservation 67108864"),
+            "{d:?}"
+        );
+        let without = r.need(None, 0);
+        assert_eq!(
+            r.verdict(without, (lim, None), usage, (without.all().0, 0)),
+            None
+        );
+    }
+
+    /// A new thread allocates from an arena of its own (or a shared one
+    /// past the limit), not the main one; with an arena limit of 1 from
+    /// the main one.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[test]
+    fn a_new_thread_allocates_from_an_arena_of_its_own() {
+        let own = thread::spawn(allocates_from_own_arena).join().unwrap();
+        assert_eq!(own, crate::limits::arena_limit() > 1);
     }
 
     /// At the edge: room for the stack but not the signal stack is
@@ -447,8 +652,8 @@ mod tests {
     #[test]
     fn the_edge_of_each_limit() {
         let r = room(false);
-        let need = r.need(None);
-        let own = need.stack.0 + need.start.0;
+        let need = r.need(None, 0);
+        let own = need.all().0;
         let used = 20 * MIB;
         let usage = Usage {
             address_space: Some(used),
@@ -475,7 +680,7 @@ mod tests {
         let d = v(Some(fits), None, (2 * own, 0)).unwrap();
         assert!(d.detail.contains(&format!("and {own} promised")), "{d:?}");
         // RLIMIT_DATA: the stack and the signal stack with its guard.
-        let own_data = need.stack.1 + need.start.1;
+        let own_data = need.all().1;
         let fits = used + own_data + MARGIN_BYTES;
         assert_eq!(v(None, Some(fits), (0, own_data)), None);
         let d = v(None, Some(fits - 1), (0, own_data)).unwrap();
@@ -503,24 +708,35 @@ mod tests {
     fn claims_are_given_back_and_refusals_read_as_their_diagnosis() {
         // No other test of this binary claims room.
         let r = room(true);
-        let c = r.need(None);
+        let c = r.need(None, 0);
         let promised = || {
             (
                 PROMISED_AS.load(Ordering::SeqCst),
                 PROMISED_DATA.load(Ordering::SeqCst),
+                STARTING.load(Ordering::SeqCst),
             )
         };
         let before = promised();
         let claims = Claims {
-            stack: Claim::promise(c.stack),
-            start: Claim::promise(c.start),
+            stack: Claim::promise(c.stack, false),
+            start: Claim::promise(c.start, true),
         };
-        let all = (c.stack.0 + c.start.0, c.stack.1 + c.start.1);
-        assert_eq!(promised(), (before.0 + all.0, before.1 + all.1));
-        let t = thread::spawn(move || claims.start.started());
+        let all = c.all();
+        assert_eq!(
+            promised(),
+            (before.0 + all.0, before.1 + all.1, before.2 + 1)
+        );
+        let holders = HOLDERS.load(Ordering::SeqCst);
+        let t = thread::spawn(move || {
+            let started = claims.start.started();
+            // Alive in an arena of its own: counted, the peak with it.
+            assert!(HOLDERS_PEAK.load(Ordering::SeqCst) >= HOLDERS.load(Ordering::SeqCst));
+            drop(started);
+        });
         drop(claims.stack);
         t.join().unwrap();
         assert_eq!(promised(), before);
+        assert_eq!(HOLDERS.load(Ordering::SeqCst), holders);
         let d = Diagnosis {
             errno: libc::EAGAIN,
             limit: Limit::RlimitAs,
