@@ -117,15 +117,16 @@ fn a_mutex_pool_worker_that_cannot_be_created_is_explained() {
     assert!(!err.contains("last:"), "{err}");
 }
 
-/// Thread per job, forced past the pre-flight: the failed creations of a
-/// wave are counted by cause and diagnosed once per error number and wave
-/// (each diagnosis reads the limits and `/proc`; this mode diagnosed
-/// every failure, about 600 of them here, in the measured phase: a
-/// wave's stacks stay mapped until it is joined at its end), and the
-/// warning gives each cause with its count and first wave (it gave
-/// `last:` and one explanation).
+/// Thread per job, forced past the pre-flight under RLIMIT_AS: every
+/// creation that might not fit is refused by exitq's `ThreadRoom` before
+/// it is tried, each refusal carrying its own diagnosis. They are counted
+/// by cause (RLIMIT_AS), recorded as refusals (`failure_refusals`), with
+/// at most one diagnosis per error number and wave for any other
+/// failure, and the warning says the refusals explain themselves (it
+/// said `(0 diagnoses: one per error number and wave)`, as if nothing
+/// was explained).
 #[test]
-fn thread_per_job_diagnoses_once_per_wave() {
+fn thread_per_job_refusals_explain_themselves() {
     let args = [
         "--force", "--mode", "thread", "--waves", "3", "--jobs", "300", "--job-us", "1000",
     ];
@@ -142,10 +143,11 @@ fn thread_per_job_diagnoses_once_per_wave() {
     assert_eq!(groups[0]["limit"], "rlimit_as", "{groups:?}");
     let counted: f64 = groups.iter().map(|g| g["count"].as_f64().unwrap()).sum();
     assert_eq!(counted, failed, "{groups:?}");
+    let refused = r["details"]["failure_refusals"].as_f64().unwrap();
     let diagnoses = r["details"]["failure_diagnoses"].as_f64().unwrap();
     assert!(
-        diagnoses >= 1.0 && diagnoses <= 3.0 * groups.len() as f64 && failed > 10.0 * diagnoses,
-        "{diagnoses} diagnoses for {failed} failures in 3 waves"
+        refused >= 1.0 && refused <= failed && diagnoses <= 3.0 * groups.len() as f64,
+        "{refused} refused, {diagnoses} diagnoses for {failed} failures in 3 waves"
     );
     let out = agent_under_rlimit_as(&args);
     let err = String::from_utf8_lossy(&out.stderr);
@@ -153,8 +155,11 @@ fn thread_per_job_diagnoses_once_per_wave() {
     assert!(
         err.contains("ran on the submitter instead), by cause: ")
             && err.contains("with EAGAIN (RLIMIT_AS): RLIMIT_AS ")
+            && err.contains("nearly reached")
             && err.contains("first in wave 0 after ")
-            && err.contains("diagnoses: one per error number and wave)"),
+            && err.contains("refused for want of room")
+            && err.contains("each refusal explaining itself")
+            && !err.contains("(0 diagnoses"),
         "{err}"
     );
     assert!(!err.contains("last:"), "{err}");

@@ -68,6 +68,8 @@ pub struct Failures {
     cached: BTreeMap<i32, (u32, u64, Diagnosis)>,
     /// Diagnoses made (each reads the limits and counters).
     diagnoses: u64,
+    /// Creations refused for want of room ([`Failures::record_refused`]).
+    refused: u64,
 }
 
 impl Failures {
@@ -113,6 +115,7 @@ impl Failures {
     /// failures of its errno and limit, and not kept for the next failure
     /// of its errno, whose cause it may not be.
     pub fn record_refused(&mut self, refused: &NoRoom, wave: u32, created: u64) {
+        self.refused += 1;
         Self::count(&mut self.groups, &refused.0, wave, created);
     }
 
@@ -145,6 +148,12 @@ impl Failures {
     /// Diagnoses made so far (at most one per errno and wave).
     pub fn diagnoses(&self) -> u64 {
         self.diagnoses
+    }
+
+    /// Creations refused for want of room, each with its own diagnosis
+    /// (not among [`Failures::diagnoses`]).
+    pub fn refused(&self) -> u64 {
+        self.refused
     }
 
     /// Total failures.

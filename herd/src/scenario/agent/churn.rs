@@ -16,6 +16,9 @@ pub(super) struct Churn {
     pub(super) failure_groups: Vec<FailureGroup>,
     /// Thread per job: diagnoses made (at most one per errno and wave).
     pub(super) diagnoses: u64,
+    /// Thread per job: creations refused for want of room, each
+    /// explained by its refusal (not among `diagnoses`).
+    pub(super) refused: u64,
     /// The pools: what they can say of their failed creations, worded to
     /// say which failure it explains and when (`SpawnNote`).
     pub(super) spawn_note: Option<SpawnNote>,

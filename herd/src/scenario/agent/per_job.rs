@@ -131,6 +131,7 @@ impl ThreadPerJob {
             spawn_failures: failures.total(),
             failure_groups: failures.groups(),
             diagnoses: failures.diagnoses(),
+            refused: failures.refused(),
             exits_ns,
             ran_on_caller,
             ..Churn::default()

@@ -173,6 +173,7 @@ fn push_churn(r: &mut RunResult, m: &Measured<'_>) {
             r.details["failures"] =
                 serde_json::to_value(&churn.failure_groups).unwrap_or(serde_json::Value::Null);
             r.details["failure_diagnoses"] = churn.diagnoses.into();
+            r.details["failure_refusals"] = churn.refused.into();
         }
     }
 }
@@ -200,14 +201,35 @@ fn failure_warning(churn: &Churn) -> String {
             })
             .collect();
         return format!(
-            "{head}, by cause: {} ({} diagnoses: one per error number and wave)",
+            "{head}, by cause: {} ({})",
             causes.join("; "),
-            churn.diagnoses
+            explained(churn)
         );
     }
     match &churn.spawn_note {
         Some(n) => format!("{head}; {}: {}", n.which, n.why),
         None => format!("{head}; no explanation recorded"),
+    }
+}
+
+/// How the failures of thread per job were explained: diagnoses made
+/// (one per error number and wave) and refusals for want of room, which
+/// explain themselves.
+fn explained(churn: &Churn) -> String {
+    let diagnosed = churn.spawn_failures.saturating_sub(churn.refused);
+    let diagnoses = format!(
+        "{} diagnoses: one per error number and wave",
+        churn.diagnoses
+    );
+    match (churn.refused, diagnosed) {
+        (0, _) => diagnoses,
+        (r, 0) => format!(
+            "{r} refused for want of room for the thread, each refusal explaining itself: no \
+             diagnosis needed"
+        ),
+        (r, _) => {
+            format!("{diagnoses}; {r} refused for want of room, each refusal explaining itself")
+        }
     }
 }
 
@@ -324,6 +346,41 @@ mod tests {
             "{w}"
         );
         assert!(!w.contains("last:"), "{w}");
+        // Refusals for want of room explain themselves.
+        let refusal = exitq::limits::NoRoom(exitq::limits::Diagnosis {
+            errno: libc::EAGAIN,
+            limit: exitq::limits::Limit::RlimitAs,
+            detail: "RLIMIT_AS 1 nearly reached".into(),
+        });
+        let mut f = Failures::default();
+        for _ in 0..4 {
+            f.record_refused(&refusal, 0, 6);
+        }
+        let refused = |f: &Failures| Churn {
+            spawn_failures: f.total(),
+            failure_groups: f.groups(),
+            diagnoses: f.diagnoses(),
+            refused: f.refused(),
+            ..Churn::default()
+        };
+        let w = failure_warning(&refused(&f));
+        assert!(
+            w.contains("4 with EAGAIN (RLIMIT_AS): RLIMIT_AS 1 nearly reached; first in wave 0")
+                && w.ends_with(
+                    "(4 refused for want of room for the thread, each refusal explaining \
+                     itself: no diagnosis needed)"
+                ),
+            "{w}"
+        );
+        f.record(libc::EAGAIN, 1, 30, &ctx);
+        let w = failure_warning(&refused(&f));
+        assert!(
+            w.ends_with(
+                "(1 diagnoses: one per error number and wave; 4 refused for want of room, \
+                 each refusal explaining itself)"
+            ),
+            "{w}"
+        );
         let pool = Churn {
             spawn_failures: 3,
             spawn_note: Some(super::super::churn::SpawnNote {
