@@ -477,7 +477,12 @@ impl Drop for Started {
 /// Bytes asked of `malloc` to see which arena serves this thread: above
 /// the tcache's sizes (1032 bytes by default), so it is carved from the
 /// thread's arena, not a chunk another thread freed here.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[cfg(all(
+    target_os = "linux",
+    target_env = "gnu",
+    any(target_arch = "x86_64", target_arch = "aarch64"),
+    not(miri)
+))]
 const PROBE_BYTES: usize = 4096;
 
 /// Allocates once (which gives a new thread its arena) and says whether
@@ -486,25 +491,78 @@ const PROBE_BYTES: usize = 4096;
 /// memory, set, `IS_MMAPPED` (2) not (`malloc/malloc.c`; a thread whose
 /// new arena could not be mapped gets `mmap`ed chunks, one served by the
 /// main arena neither bit).
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[cfg(all(
+    target_os = "linux",
+    target_env = "gnu",
+    any(target_arch = "x86_64", target_arch = "aarch64"),
+    not(miri)
+))]
 fn allocates_from_own_arena() -> bool {
-    // SAFETY: glibc's malloc returns memory just after its chunk's size
-    // word, which stays mapped and readable while the chunk is allocated;
-    // the memory is freed once, by free.
-    unsafe {
-        let p = libc::malloc(PROBE_BYTES).cast::<usize>();
-        if p.is_null() {
-            return false;
-        }
-        let size = p.sub(1).read();
-        libc::free(p.cast());
-        size & 0b110 == 0b100
+    // SAFETY: a plain allocation, checked for null, freed once below.
+    let p = unsafe { libc::malloc(PROBE_BYTES) };
+    if p.is_null() {
+        return false;
     }
+    // SAFETY: glibc's malloc returns memory just after its chunk's size
+    // word, which stays mapped and readable while the chunk is allocated
+    // (until the `free` below).
+    let size = unsafe { word_before(p) };
+    // SAFETY: `p` came from `malloc` and is freed once.
+    unsafe { libc::free(p) };
+    size & 0b110 == 0b100
 }
 
-/// Not glibc: allocates once, and counts no arena as held (so arenas are
-/// counted for every claim while the limit allows).
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+/// The 8 bytes just before `p`, read in assembly: they are glibc's chunk
+/// header, outside the allocation `malloc` returned, which Rust code must
+/// not read through `p` (an out-of-bounds read: undefined behaviour,
+/// whatever the memory is); the instruction only reads bytes.
+///
+/// # Safety
+///
+/// The 8 bytes before `p` are mapped and readable, and no other thread
+/// writes them meanwhile.
+#[cfg(all(
+    target_os = "linux",
+    target_env = "gnu",
+    any(target_arch = "x86_64", target_arch = "aarch64"),
+    not(miri)
+))]
+#[inline]
+unsafe fn word_before(p: *const libc::c_void) -> usize {
+    let w: usize;
+    // SAFETY: one 8-byte read at `p - 8` (the caller's contract); nothing
+    // is written, the stack and flags are untouched.
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        core::arch::asm!(
+            "mov {w}, qword ptr [{p} - 8]",
+            p = in(reg) p,
+            w = out(reg) w,
+            options(nostack, readonly, preserves_flags),
+        );
+    }
+    // SAFETY: as above (`ldur`: the unscaled, signed-offset load).
+    #[cfg(target_arch = "aarch64")]
+    unsafe {
+        core::arch::asm!(
+            "ldur {w}, [{p}, #-8]",
+            p = in(reg) p,
+            w = out(reg) w,
+            options(nostack, readonly, preserves_flags),
+        );
+    }
+    w
+}
+
+/// Not glibc on x86-64 or AArch64 (or miri, which runs no assembly):
+/// allocates once, and counts no arena as held (so arenas are counted for
+/// every claim while the limit allows).
+#[cfg(not(all(
+    target_os = "linux",
+    target_env = "gnu",
+    any(target_arch = "x86_64", target_arch = "aarch64"),
+    not(miri)
+)))]
 fn allocates_from_own_arena() -> bool {
     drop(std::hint::black_box(Box::new(0u64)));
     false
@@ -639,7 +697,12 @@ mod tests {
     /// A new thread allocates from an arena of its own (or a shared one
     /// past the limit), not the main one; with an arena limit of 1 from
     /// the main one.
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[cfg(all(
+        target_os = "linux",
+        target_env = "gnu",
+        any(target_arch = "x86_64", target_arch = "aarch64"),
+        not(miri)
+    ))]
     #[test]
     fn a_new_thread_allocates_from_an_arena_of_its_own() {
         let own = thread::spawn(allocates_from_own_arena).join().unwrap();
