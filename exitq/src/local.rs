@@ -174,34 +174,39 @@ fn defer_contended(inner: &Inner, r: &Record, d: Deferred) {
 #[inline(never)]
 fn slow_visit(inner: &Inner, r: &Record) {
     let allowed = may_run(inner);
-    {
+    let mut drain = Drain::default();
+    let ticked = {
         // SAFETY: still inside the owner section `defer` began; this
         // borrow ends before `owner_end`.
         let local = unsafe { &mut *r.local.get() };
         local.open.untick();
-        if local.open.left() != 0 && allowed && inner.config.reclaimer != Reclaimer::Inline {
-            // A drain tick, not a seal: take the tick and run it, nothing
-            // else (the rest was 3.5% of a steady producer's
-            // instructions, docs/exitq.md). A sealed batch
-            // whose grace period completes meanwhile becomes ready at the
-            // next seal (`promote`), flush or steal: at most a batch's
-            // worth of `defer`s later. What `finish` does after a seal
-            // (ask for a grace period, poll it, relieve a backlog) follows
-            // a seal only. The inline reclaimer, which waits for grace
-            // periods at ticks too (outside sections), keeps the full
-            // path.
-            let mut drain = Drain::default();
+        // A drain tick, not a seal: take the tick and run it, nothing else
+        // (the rest was 3.5% of a steady producer's instructions,
+        // docs/exitq.md). A sealed batch whose grace period completes
+        // meanwhile becomes ready at the next seal (`promote`), flush or
+        // steal: at most a batch's worth of `defer`s later. What `finish`
+        // does after a seal (ask for a grace period, poll it, relieve a
+        // backlog) follows a seal only. The inline reclaimer, which waits
+        // for grace periods at ticks too (outside sections), keeps the
+        // full path.
+        let tick_only =
+            local.open.left() != 0 && allowed && inner.config.reclaimer != Reclaimer::Inline;
+        if tick_only {
             drain::take(r, local, &mut drain);
             update_sealed_hint(inner, r, local);
-            handshake::owner_end(&r.busy);
-            if inner.forked() {
-                drain.forget();
-                inner.check_fork();
-                unreachable!("check_fork panics in a child");
-            }
-            drain::run(inner, r, &mut drain);
-            return;
         }
+        tick_only
+    };
+    if ticked {
+        handshake::owner_end(&r.busy);
+        if inner.forked() {
+            // As in `finish`: nothing of the parent's runs in a child.
+            drain.forget();
+            inner.check_fork();
+            unreachable!("check_fork panics in a child");
+        }
+        drain::run(inner, r, &mut drain);
+        return;
     }
     let mut after = After::default();
     {
