@@ -3,7 +3,9 @@
 //! that runs out after a few dozen 2 MiB stacks: every mode is refused up
 //! front (exit 3, the limit named with its numbers); a run that fits is
 //! not; with `--force` past the pre-flight, a worker thread that cannot be
-//! created is explained with the limit hit and its numbers.
+//! created is explained with the limit hit and its numbers. And thread
+//! per job in a cgroup whose `pids.max` stops it, as root: its failures
+//! diagnosed once per error number and wave.
 
 use std::process::{Command, Output};
 
@@ -117,6 +119,24 @@ fn a_mutex_pool_worker_that_cannot_be_created_is_explained() {
     assert!(!err.contains("last:"), "{err}");
 }
 
+/// A forced agent run's JSON result (exit 0), the creations that failed,
+/// and their groups by cause, the first of them `limit`'s, which together
+/// count every failure.
+fn failures_by_cause(out: Output, limit: &str) -> (serde_json::Value, f64, Vec<serde_json::Value>) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let failed = common::metric_opt(&r, "spawn_failures").expect("creations failed");
+    let groups = r["details"]["failures"]
+        .as_array()
+        .expect("failures by cause")
+        .clone();
+    assert_eq!(groups[0]["limit"], limit, "{groups:?}");
+    let counted: f64 = groups.iter().map(|g| g["count"].as_f64().unwrap()).sum();
+    assert_eq!(counted, failed, "{groups:?}");
+    (r, failed, groups)
+}
+
 /// Thread per job, forced past the pre-flight under RLIMIT_AS: every
 /// creation that might not fit is refused by exitq's `ThreadRoom` before
 /// it is tried, each refusal carrying its own diagnosis. They are counted
@@ -132,17 +152,7 @@ fn thread_per_job_refusals_explain_themselves() {
     ];
     let mut with_json = args.to_vec();
     with_json.push("--json");
-    let out = agent_under_rlimit_as(&with_json);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{err}");
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let failed = common::metric_opt(&r, "spawn_failures").expect("creations failed");
-    let groups = r["details"]["failures"]
-        .as_array()
-        .expect("failures by cause");
-    assert_eq!(groups[0]["limit"], "rlimit_as", "{groups:?}");
-    let counted: f64 = groups.iter().map(|g| g["count"].as_f64().unwrap()).sum();
-    assert_eq!(counted, failed, "{groups:?}");
+    let (r, failed, groups) = failures_by_cause(agent_under_rlimit_as(&with_json), "rlimit_as");
     let refused = r["details"]["failure_refusals"].as_f64().unwrap();
     let diagnoses = r["details"]["failure_diagnoses"].as_f64().unwrap();
     assert!(
@@ -324,4 +334,168 @@ fn a_job_log_larger_than_memory_is_refused() {
         !err.contains("panicked") && !err.contains("memory allocation"),
         "{err}"
     );
+}
+
+/// A pids cgroup (v2 where it offers `pids`, else v1's hierarchy) made
+/// for one test and removed when dropped.
+struct PidsCgroup {
+    dir: std::path::PathBuf,
+}
+
+impl PidsCgroup {
+    /// The cgroup with `pids.max` = `max`, or `None` with the reason
+    /// given (`common::skip`: not root, no pids cgroup hierarchy; a
+    /// failure under the test command as root).
+    fn create_or_skip(max: u64) -> Option<PidsCgroup> {
+        let skip = |why: String| {
+            common::skip(&format!("thread_per_job_diagnoses_once_per_wave: {why}"));
+            None
+        };
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return skip("needs root to make a pids cgroup".into());
+        }
+        // cgroup v2 where it offers `pids` (its children get it once the
+        // root enables it), else the v1 `pids` hierarchy.
+        let mut why = Vec::new();
+        let mut made = None;
+        for root in [
+            "/sys/fs/cgroup",
+            "/sys/fs/cgroup/unified",
+            "/sys/fs/cgroup/pids",
+        ] {
+            let root = std::path::Path::new(root);
+            if let Ok(c) = std::fs::read_to_string(root.join("cgroup.controllers")) {
+                if !c.split_whitespace().any(|c| c == "pids") {
+                    why.push(format!("cgroup v2 at {} has no pids", root.display()));
+                    continue;
+                }
+                if let Err(e) = std::fs::write(root.join("cgroup.subtree_control"), "+pids") {
+                    why.push(format!("cannot enable pids below {}: {e}", root.display()));
+                    continue;
+                }
+            } else if !root.join("tasks").exists() {
+                why.push(format!("no cgroup hierarchy at {}", root.display()));
+                continue;
+            }
+            let dir = root.join(format!("herd-test-{}-pids", std::process::id()));
+            match std::fs::create_dir(&dir) {
+                Ok(()) => {
+                    made = Some(dir);
+                    break;
+                }
+                Err(e) => why.push(format!("cannot make {}: {e}", dir.display())),
+            }
+        }
+        let Some(dir) = made else {
+            return skip(format!(
+                "no pids cgroup can be made here: {}",
+                why.join("; ")
+            ));
+        };
+        let cg = PidsCgroup { dir };
+        std::fs::write(cg.dir.join("pids.max"), max.to_string()).expect("pids.max");
+        Some(cg)
+    }
+
+    /// `herd ARGS`, not yet run, moved into the cgroup before it execs.
+    fn herd(&self, args: &[&str]) -> Command {
+        use std::os::unix::process::CommandExt;
+        let procs = std::ffi::CString::new(
+            self.dir
+                .join("cgroup.procs")
+                .into_os_string()
+                .into_encoded_bytes(),
+        )
+        .unwrap();
+        let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("herd"));
+        cmd.args(args);
+        // SAFETY: the closure runs in the forked child before exec and only
+        // makes system calls (open, write, close) on memory prepared before
+        // the fork.
+        unsafe {
+            cmd.pre_exec(move || {
+                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
+                if fd < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // "0": the writing process itself.
+                let ok = libc::write(fd, b"0".as_ptr().cast(), 1) == 1;
+                let err = std::io::Error::last_os_error();
+                libc::close(fd);
+                if ok {
+                    Ok(())
+                } else {
+                    Err(err)
+                }
+            });
+        }
+        cmd
+    }
+}
+
+impl Drop for PidsCgroup {
+    /// Removes the cgroup once its process was reaped (the kernel lets go
+    /// of its tasks a moment later).
+    fn drop(&mut self) {
+        let start = std::time::Instant::now();
+        while std::fs::remove_dir(&self.dir).is_err()
+            && start.elapsed() < std::time::Duration::from_secs(5)
+        {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+}
+
+/// Thread per job, forced past the pre-flight in a cgroup whose
+/// `pids.max` stops its threads: a limit exitq's room check does not
+/// cover, so `pthread_create` itself fails (EAGAIN; 30-55 times in 3
+/// waves here: an exited thread frees its pid at once, and each failed
+/// job runs on the submitter meanwhile), and each failure is counted
+/// while a diagnosis (the limits and `/proc` read) runs at most once per
+/// error number and wave, off the submitters' lock (a diagnosis per
+/// failure fails it: "37 diagnoses for 37 failures"); the warning gives the cause with its count and first
+/// wave (it gave `last:` and one explanation). Under RLIMIT_AS, where
+/// this was tested before, the room check now refuses first
+/// (`thread_per_job_refusals_explain_themselves`).
+#[test]
+fn thread_per_job_diagnoses_once_per_wave() {
+    let Some(cg) = PidsCgroup::create_or_skip(40) else {
+        return;
+    };
+    let args = [
+        "agent",
+        "--no-perf",
+        "--gap-ms",
+        "1",
+        "--force",
+        "--mode",
+        "thread",
+        "--waves",
+        "3",
+        "--jobs",
+        "300",
+        "--job-us",
+        "1000",
+    ];
+    let mut with_json = args.to_vec();
+    with_json.push("--json");
+    let out = cg.herd(&with_json).output().unwrap();
+    let (r, failed, groups) = failures_by_cause(out, "cgroup_pids_max");
+    let diagnoses = r["details"]["failure_diagnoses"].as_f64().unwrap();
+    assert!(
+        diagnoses >= 1.0 && diagnoses <= 3.0 * groups.len() as f64 && failed > 2.0 * diagnoses,
+        "{diagnoses} diagnoses for {failed} failures in 3 waves"
+    );
+    let out = cg.herd(&args).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("ran on the submitter instead), by cause: ")
+            && err.contains("with EAGAIN (cgroup pids.max): cgroup ")
+            && err.contains("first in wave 0 after ")
+            && err.contains("diagnoses: one per error number and wave)"),
+        "{err}"
+    );
+    assert!(!err.contains("last:"), "{err}");
 }
