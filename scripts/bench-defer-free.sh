@@ -40,7 +40,7 @@ ops=4000000
 threads="1 2 4"
 seize_batches=""
 qsbr_periods=""
-cmp_qsbr_periods="1 256"  # the comparison's (docs/exitq.md, "The three jobs of issue 26")
+cmp_qsbr_periods="1 256"  # the comparison's (docs/results-exitq.md, "The three jobs of issue 26")
 while [[ $# -gt 0 ]]; do
     case "$1" in
         -n) [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]{0,4}$ ]] || { echo "bench-defer-free: -n needs a count of rounds in 1-99999" >&2; exit 2; }

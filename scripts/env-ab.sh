@@ -19,7 +19,7 @@
 # -h, --help this text. Exit status: 0; 1 the build or a run failed; 2
 # usage error.
 #
-# Example (an idle registered thread, online and offline, docs/exitq.md):
+# Example (an idle registered thread, online and offline, docs/results-exitq.md):
 #   scripts/env-ab.sh -n 61 --env "" --env EXITQ_IDLE=1 --env EXITQ_IDLE=offline -- defer_free exitq 2 4000000
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -25,10 +25,10 @@
 # --layouts builds each side once per loop alignment (bytes; 0: the
 # compiler's default, -C llvm-args=-align-loops=N otherwise) in its own
 # target directory (target/rev-ab/SHA-layout-N): a loop of 20 instructions
-# moves 15-30% with its placement alone (docs/exitq.md). REV is built in a
+# moves 15-30% with its placement alone (docs/results-exitq.md). REV is built in a
 # temporary git worktree, removed afterwards.
 #
-# Example (the reclaimer's looks, docs/exitq.md):
+# Example (the reclaimer's looks, docs/results-exitq.md):
 #   scripts/rev-ab.sh ef5ea74 -n 9 --layouts "0 32" --rate 4 -- read_mostly exitq-qsbr 2 1 10
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -25,7 +25,7 @@
 //!   the `Arc` inside (one allocation per operation), in a `Collector`
 //!   with the batch size that suits this host (`SEIZE_BATCH`, default 256:
 //!   seize's default of 32, one membarrier per batch, is 2-8x slower on
-//!   this VM, see docs/exitq.md); `reclaim_all` once the producers have
+//!   this VM, see docs/results-exitq.md); `reclaim_all` once the producers have
 //!   exited;
 //! * `floor`: the same loop freeing at once (a read section, no
 //!   reclamation at all): what no deferred scheme can beat.

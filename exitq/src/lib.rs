@@ -316,7 +316,7 @@
 //! | [`thread_offline`] | a store per domain the thread has used; its next use of each takes the slow lookup and a full fence (back online) |
 //! | `barrier()` | one membarrier to take every thread's batches, one reclaim pass, waits for passes and threads' runs that took earlier work |
 //!
-//! Figures and the commands that reproduce them: `docs/exitq.md#benchmarks`
+//! Figures and the commands that reproduce them: `docs/results-exitq.md#benchmarks`
 //! in the repository.
 //!
 //! # Cancellation

@@ -21,7 +21,7 @@
 //! allocations and stay in glibc's 7-chunk per-thread cache, measured
 //! slower here in every setting: the extra slow-path visits and read
 //! section ends cost more than the shared-bin atomics they saved; see
-//! docs/exitq.md, "Benchmarks".)
+//! docs/results-exitq.md, "Benchmarks".)
 //!
 //! **Also inside the thread's own read sections**, as crossbeam-epoch
 //! collects inside `pin` and sdd inside `Guard::new`: `defer` is nearly
@@ -182,7 +182,7 @@ fn slow_visit(inner: &Inner, r: &Record) {
         local.open.untick();
         // A drain tick, not a seal: take the tick and run it, nothing else
         // (the rest was 3.5% of a steady producer's instructions,
-        // docs/exitq.md). A sealed batch whose grace period completes
+        // docs/results-exitq.md). A sealed batch whose grace period completes
         // meanwhile becomes ready at the next seal (`promote`), flush or
         // steal: at most a batch's worth of `defer`s later. What `finish`
         // does after a seal (ask for a grace period, poll it, relieve a

@@ -21,7 +21,7 @@
 //!   of its seals over and over, led a grace period each time (148
 //!   membarrier(2) calls a second, each an IPI to every CPU running the
 //!   process) and woke every `lag` to look (1,100 wake-ups a second;
-//!   `docs/exitq.md`, "The reclaimer's looks").
+//!   `docs/results-exitq.md`, "The reclaimer's looks").
 //! * **A grace period that polls started and nobody leads** is led once
 //!   it was seen in progress for [`UNLED`] (at least `lag`), polls or
 //!   not: polls only check the readers, and the leader's other duties

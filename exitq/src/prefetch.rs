@@ -5,7 +5,7 @@
 //! is preempted inside its read section), tens of thousands of callbacks
 //! become ready at once, and the objects they free have left the cache:
 //! `free`'s first read of the chunk header was 37% of the time of
-//! `defer_free` at 4 threads on 2 CPUs (docs/exitq.md, "What was tried").
+//! `defer_free` at 4 threads on 2 CPUs (docs/results-exitq.md, "What was tried").
 //! sdd and crossbeam-epoch pay the same miss, walking their lists.
 //!
 //! exitq knows what runs next: the closures queued after the ones a drain

@@ -12,7 +12,7 @@
 //! held, `sched_yield(2)` lets the scheduler run a preempted thread, which
 //! ends its section, and the grace period completes at the next poll.
 //!
-//! Measured (`docs/exitq.md`, "What was tried"): `defer_free exitq 4`
+//! Measured (`docs/results-exitq.md`, "What was tried"): `defer_free exitq 4`
 //! (4 producers on 2 CPUs) 1.15x faster than without (1.26x in a first
 //! one-binary comparison), 1.06x at 2 producers, neutral at 1 and on
 //! reads and churn, where nothing runnable waits and `sched_yield`

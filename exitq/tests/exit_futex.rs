@@ -35,7 +35,7 @@
 //! Needs root (or `kernel.perf_event_paranoid <= 1`) and a mounted tracefs;
 //! otherwise it prints `SKIPPED: <why>` to stderr and returns, except
 //! under `scripts/test.sh` as root (CI), which mounts tracefs: there it
-//! fails (`skip_util`). Reproduce the figures in `docs/exitq.md#tests` with
+//! fails (`skip_util`). Reproduce the figures in `docs/exitq-tests.md#tests` with
 //! `cargo test -p exitq --release --test exit_futex -- --nocapture`.
 //!
 //! This file holds the phases and what each must show; the counters, the

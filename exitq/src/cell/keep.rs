@@ -44,7 +44,7 @@
 //! A writer at full speed retires a value per store, and the check above
 //! loads every slot for each value: lines the caches write at each miss,
 //! so one miss per value on the writer's side (13% of the writer's
-//! samples in a profile with one cache reading, `docs/exitq.md`).
+//! samples in a profile with one cache reading, `docs/results-exitq.md`).
 //! Callbacks run in *runs* (`run.rs`): a run's callbacks are fixed before
 //! it starts, each deferred after its value's W, so every W of a run's
 //! values happens before the run starts (a run's callbacks are ready
@@ -82,7 +82,7 @@
 //! anything was parked, and with three threads on two CPUs one reader,
 //! preempted keeping a value, made the other re-park that value at each
 //! of its misses, a fence pair and a node allocation per write
-//! (`docs/exitq.md`). A value parked behind a cache that never loads
+//! (`docs/results-exitq.md`). A value parked behind a cache that never loads
 //! again stays parked (as an `Arc` a `Cache` of `arc-swap` holds), until
 //! the cell and every callback of it are gone, when the last handle of
 //! the `Keepers` frees what is left.

@@ -182,7 +182,7 @@ pub fn futex_wake() {
 /// (`start_thread` sets `exiting` under it), then waits for it with a futex
 /// call and wakes with another: 0 to 2 futex calls per cancelled thread,
 /// hook or not, by timing alone. Waiting here takes that race out so the
-/// comparison is exact; the raced figure is in `docs/exitq.md#tests`.
+/// comparison is exact; the raced figure is in `docs/exitq-tests.md#tests`.
 pub struct AwaitCanceller(Option<Arc<Slot>>);
 
 impl Drop for AwaitCanceller {
