@@ -15,13 +15,16 @@
 //! freed object goes back to the allocator cache of the thread that
 //! allocated it, and the lines a callback touches stay on that core.
 //!
-//! A thread runs its ready batches whole, when it seals a batch, flushes,
-//! or leaves the read section it sealed one in. (Draining them a few
-//! callbacks per `defer` instead, so that frees interleave with the
-//! allocations and stay in glibc's 7-chunk per-thread cache, measured
-//! slower here in every setting: the extra slow-path visits and read
-//! section ends cost more than the shared-bin atomics they saved; see
-//! docs/results-exitq.md, "Benchmarks".)
+//! A thread's ready batches go to its record's `ready` queue, and it runs
+//! them a few callbacks at a time, a drain tick of [`drain::TICK`] per
+//! `TICK` `defer`s, so that its frees interleave with its allocations and
+//! stay in glibc's 7-chunk per-thread cache ([`drain`]); a flush runs
+//! them whole. A tick that is not a seal does nothing but take and run
+//! (`slow_visit`); promoting batches whose grace period completed,
+//! asking for the next grace period and the backlog check follow seals.
+//! (Run whole, a batch's 256 frees overflowed that cache: `malloc` and
+//! `free` took 45% of a 1-thread producer's time, 12% with the ticks;
+//! docs/results-exitq.md, "What was tried".)
 //!
 //! **Also inside the thread's own read sections**, as crossbeam-epoch
 //! collects inside `pin` and sdd inside `Guard::new`: `defer` is nearly
