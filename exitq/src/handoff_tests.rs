@@ -3,10 +3,13 @@
 //! thread's record (the domain's test hook in `reclaim::steal`) while
 //! that thread exits. Before the hand-off, the exit waited for the
 //! stealer, so the thread could not end until the steal did.
-use std::sync::atomic::{AtomicBool, AtomicUsize};
+#[cfg(not(miri))]
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::AtomicUsize;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread;
+#[cfg(not(miri))]
 use std::time::{Duration, Instant};
 
 use crate::sync::Ordering;

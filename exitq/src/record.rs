@@ -430,6 +430,7 @@ pub(crate) fn note_main_thread() {
     MAIN_TID.store(pid, Ordering::Relaxed);
 }
 
+#[cfg(not(miri))]
 extern "C" {
     // In glibc's libc.so since 2.34 (librt before); the `libc` crate does
     // not declare it for Linux.
