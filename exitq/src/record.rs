@@ -134,9 +134,11 @@ impl Local {
 /// One participant's record in one domain.
 #[repr(align(128))]
 pub(crate) struct Record {
-    /// Reader word (owner writes, grace periods read): 0 outside any read
-    /// section; otherwise the epoch loaded on entry above the nesting
-    /// depth (`NEST_BITS`).
+    /// Reader word (owner writes, grace periods read): the epoch loaded on
+    /// entry above the nesting depth (`NEST_BITS`); outside any read
+    /// section the nesting is 0 and the epoch stays (an idle word,
+    /// `past.rs`), or the word is `past::OFFLINE`, or 0 (a fresh or
+    /// released record).
     pub(crate) ctr: AtomicU64,
     /// `RETIRED`, `TEMPORARY` (owner-only; next to `ctr`, so a guard's
     /// outermost exit reads it from the line it just wrote).
