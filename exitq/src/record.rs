@@ -57,7 +57,7 @@
 //! ([`handshake`]); `steal` by stealers, and once by an exiting owner
 //! that hands its exit off; `handed` by that owner, then by the stealer
 //! that finishes the hand-off (with the record's release, if the owner
-//! asked: the stealer is then the releaser of that life); the stealer
+//! asked: the stealer is then the releaser of that life); the idle-steal
 //! hints `open_epoch`/`active_epoch` by the owner inside its sections or by
 //! a stealer under the handshake; `state` and `retired` as in the table.
 use std::cell::{Cell, UnsafeCell};
@@ -381,8 +381,6 @@ impl Record {
         true
     }
 
-    /// Hands the record back for reuse (a reader's or a temporary guard's:
-    /// never orphaned, a live guard or reader holds a domain handle).
     /// Whether the record has no owner (a grace period's scan: `past.rs`).
     #[inline]
     pub(crate) fn is_free(&self) -> bool {
@@ -391,6 +389,8 @@ impl Record {
         self.state.load(Ordering::Acquire) == FREE
     }
 
+    /// Hands the record back for reuse (a reader's or a temporary guard's:
+    /// never orphaned, a live guard or reader holds a domain handle).
     #[cold]
     pub(crate) fn release(&self) {
         self.end_ownership();
