@@ -14,9 +14,10 @@
 //!
 //! A batch is a [`Node`] of the domain's lock-free list carrying
 //! [`Work::Batch`], so the same node moves, without copying or allocating,
-//! from the thread's open batch to its sealed queue, to the domain's queue
-//! (at thread exit, or when another thread takes it), and back to a pool
-//! of empty batches once it has run.
+//! from the thread's open batch to its sealed queue, then to its ready
+//! queue or to the domain's queue (at thread exit, or when another thread
+//! takes it), and back to a pool of empty batches (or the record's spare)
+//! once it has run.
 //!
 //! A thread's first batch is small ([`FIRST_BATCH`] callbacks, 0.8 KB
 //! against 6 KB at the default batch size of 256), its later ones full:

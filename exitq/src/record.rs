@@ -157,7 +157,7 @@ pub(crate) struct Record {
     /// | value | meaning |
     /// |---|---|
     /// | even  | no run in progress |
-    /// | odd   | the owner took ready batches out of `local` (inside its section: `handshake::run_begin`) and runs them; advanced to even when they have run (`run_end`, Release) |
+    /// | odd   | the owner took ready batches, or a drain tick's callbacks, out of `local` (inside its section: `handshake::run_begin`) and runs them; advanced to even when they have run (`run_end`, Release) |
     ///
     /// A `barrier` that sees an odd value waits until it changes.
     pub(crate) run_seq: AtomicU64,
