@@ -340,7 +340,7 @@ impl GracePeriods {
         let _no_cancel = NoCancel::new();
         // Full fence: orders the caller's removals before the grace period
         // it will wait for (pairs with the readers' fences / the leader's
-        // membarrier; see the module docs, fallback-mode argument).
+        // membarrier; see the module docs, "Why one pass is enough").
         sync::full_fence();
         let mut st = self.lock();
         let target = st.started + 1;
