@@ -62,12 +62,12 @@
 //! # Inside the handshake
 //!
 //! Every access to the record's batches is one owner section of the steal
-//! handshake ([`handshake`]), and every move of work
-//! happens inside one: sealing into the queue, pushing onto the domain's
-//! list, and taking ready batches to run, with `run_seq` made odd in the
-//! same section, so a `barrier` that finds them gone knows a run is in
-//! progress and waits for it. Callbacks run after
-//! the section ends, so a callback may defer, flush or be stolen from.
+//! handshake ([`handshake`]), and every move of work happens inside one:
+//! sealing into the queue, pushing onto the domain's list, and taking ready
+//! batches (or a drain tick's callbacks) to run, with `run_seq` made odd in
+//! the same section, so a `barrier` that finds them gone knows a run is in
+//! progress and waits for it. Callbacks run after the section ends, so a
+//! callback may defer, flush or be stolen from.
 
 use crate::batch::{fits_inline, Deferred, Work};
 use crate::cancel::NoCancel;
