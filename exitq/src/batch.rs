@@ -14,9 +14,10 @@
 //!
 //! A batch is a [`Node`] of the domain's lock-free list carrying
 //! [`Work::Batch`], so the same node moves, without copying or allocating,
-//! from the thread's open batch to its sealed queue, to the domain's queue
-//! (at thread exit, or when another thread takes it), and back to a pool
-//! of empty batches once it has run.
+//! from the thread's open batch to its sealed queue, then to its ready
+//! queue or to the domain's queue (at thread exit, or when another thread
+//! takes it), and back to a pool of empty batches (or the record's spare)
+//! once it has run.
 //!
 //! A thread's first batch is small ([`FIRST_BATCH`] callbacks, 0.8 KB
 //! against 6 KB at the default batch size of 256), its later ones full:
@@ -270,7 +271,7 @@ impl Batch {
                 let done = catch_unwind(AssertUnwindSafe(|| {
                     while next < count {
                         // SAFETY: closure `next` of this run, written by
-                        // `OpenBatch::push` and not yet consumed; `next`
+                        // `OpenBatch` and not yet consumed; `next`
                         // moves past it before the call, so it is consumed
                         // exactly once even if it panics.
                         let item = unsafe { data.add(next * words) };
@@ -316,8 +317,9 @@ impl Batch {
 
 /// A thread's open batch and its write cursor (in the participant record;
 /// the owner writes it, a stealer takes it under the steal handshake).
-/// The fast path of `defer` checks three words of it and writes the
-/// closure at `cur`.
+/// The fast path of `defer` checks it (`joins_run`: the open run's entry
+/// point and width, `left`, the room between `cur` and `end`) and writes
+/// the closure at `cur`.
 pub(crate) struct OpenBatch {
     node: Option<Box<Node<Work>>>,
     /// Entry point of the open run (as an address; 0: no open run).
@@ -566,9 +568,9 @@ pub(crate) fn drop_payload(payload: Box<dyn Any + Send>) {
     }
 }
 
-/// The batch encoding on its own (no threads, so miri runs it too:
-/// `scripts/test.d/30-miri.sh`).
 mod take;
 
+/// The batch encoding on its own (no threads, so miri runs it too:
+/// `scripts/test.d/30-miri.sh`).
 #[cfg(test)]
 mod tests;

@@ -22,9 +22,9 @@
 //!   `defer`/`flush`, a reclaim pass, the reclaimer).
 //!
 //! Elsewhere exitq calls no cancellation point: the one system call the
-//! fast paths may make, waking the reclaimer (`doorbell.rs`, from the
-//! first `defer` of a batch or the first `register_exit`), is made with
-//! `syscall(2)`, not glibc's `write` (`tests/red2.rs`).
+//! fast paths may make, waking the reclaimer (`doorbell.rs`, from a
+//! `defer` that opens or seals a batch, or from `register_exit`), is made
+//! with `syscall(2)`, not glibc's `write` (`tests/red2.rs`).
 //!
 //! A cancellation request that arrives meanwhile stays pending and acts at
 //! the thread's next cancellation point after exitq returns (the previous
@@ -39,7 +39,8 @@
 //!
 //! `pthread_setcancelstate` is not a system call (glibc updates a word in
 //! the thread descriptor), so disabling costs a few nanoseconds, paid once
-//! per wait or per run of a batch, never per callback.
+//! per wait or per run (a batch, a pass, a drain tick's 7 callbacks),
+//! never per callback.
 
 /// glibc's values (`<pthread.h>`); the libc crate does not bind
 /// `pthread_setcancelstate`.

@@ -204,8 +204,9 @@ impl<T> RcuCell<T> {
     }
 
     /// The current value (liburcu's `rcu_dereference`), for as long as
-    /// `guard` (a [`Guard`](crate::Guard) or a
-    /// [`ReaderGuard`](crate::ReaderGuard)) and the cell are borrowed.
+    /// `guard` (a [`Guard`](crate::Guard), a
+    /// [`ReaderGuard`](crate::ReaderGuard) or a
+    /// [`QsbrReader`](crate::QsbrReader)) and the cell are borrowed.
     ///
     /// # Panics
     ///

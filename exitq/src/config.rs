@@ -11,15 +11,16 @@ use crate::expedite::Expedite;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Reclaimer {
-    /// A dedicated thread (the default). It runs grace periods while any
-    /// thread waits for one, takes the work of exited threads at most once
-    /// per `exit_poll` (one grace period for all the threads that exited
-    /// meanwhile), polls every `flush_latency` while some thread holds
-    /// batches (to take those of idle threads) and every `exit_poll` while
-    /// exit hooks are armed (the exit path makes no syscall, so it cannot
-    /// wake it), and sleeps without a timeout once idle for two polls. It
-    /// sleeps on an eventfd, so neither its polls nor its wake-ups are
-    /// futex calls.
+    /// A dedicated thread (the default). It leads the grace periods that
+    /// threads wait for when they stop driving them (a thread whose sealed
+    /// batches wait drives their grace period at its seals), takes the work of
+    /// exited threads at most once per `exit_poll` (one grace period for all
+    /// the threads that exited meanwhile), polls every `flush_latency` while
+    /// some thread holds batches (to take those of idle threads) and every
+    /// `exit_poll` while exit hooks are armed (the exit path makes no syscall,
+    /// so it cannot wake it), and sleeps without a timeout once idle for two
+    /// polls. It sleeps on an eventfd, so neither its polls nor its wake-ups
+    /// are futex calls.
     #[default]
     Thread,
     /// No thread: the thread that seals a batch runs the grace period it
@@ -38,16 +39,15 @@ pub enum Reclaimer {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Callbacks {
-    /// On the thread that deferred them (the default), as the kernel runs
-    /// RCU callbacks on the CPU that queued them: once a sealed batch's
-    /// grace period has passed, the thread runs it from its next `defer`
-    /// that seals a batch (also inside a read section: see
-    /// [`Domain::defer`](crate::Domain::defer)), [`flush`](crate::Domain::flush),
-    /// or the end of its outermost `Domain::read` section. A freed object
-    /// goes back to the allocator cache of the
-    /// thread that allocated it, and nothing a callback touches crosses
-    /// cores. The reclaimer runs the batches of threads that exited, went
-    /// idle, or left ready batches unrun for a flush latency.
+    /// On the thread that deferred them (the default), as the kernel runs RCU
+    /// callbacks on the CPU that queued them: once a later seal finds a sealed
+    /// batch's grace period passed, the thread runs its callbacks a few at a
+    /// time from its next `defer`s (also inside a read section: see
+    /// [`Domain::defer`](crate::Domain::defer)), or all at once at
+    /// [`flush`](crate::Domain::flush). A freed object goes back to the
+    /// allocator cache of the thread that allocated it, and nothing a callback
+    /// touches crosses cores. The reclaimer runs the batches of threads that
+    /// exited, went idle, or left ready batches unrun for a flush latency.
     #[default]
     Local,
     /// Every callback on the reclaimer (the kernel's `rcu_nocbs`,

@@ -417,10 +417,10 @@ impl Domain {
 
     /// Runs `f` after a grace period: once every read section that started
     /// before this call has ended. Exactly once: by default on this thread
-    /// (see [`Callbacks`](crate::Callbacks)), from a later `defer` that
-    /// seals a batch, [`flush`](Domain::flush) or the end of its read
-    /// section; on the reclaimer if this thread exits, goes idle or
-    /// leaves it unrun for a flush latency.
+    /// (see [`Callbacks`](crate::Callbacks)), a few callbacks per later
+    /// `defer` once a seal found its batch ready, or at
+    /// [`flush`](Domain::flush); on the reclaimer if this thread exits,
+    /// goes idle or leaves it unrun for a flush latency.
     ///
     /// The closure goes into this thread's batch (no shared atomic per call;
     /// closures up to three words are stored inline, larger ones boxed). A

@@ -12,19 +12,21 @@
 //!    the stealer with one CAS, and returns (`handshake`, "An owner's exit
 //!    is handed off"; steps 2-4 are then the stealer's, and step 4 is
 //!    skipped for a record kept for a guard);
-//! 2. link the thread's sealed batches, its open batch and the
+//! 2. link the thread's ready and sealed batches, its open batch and the
 //!    preallocated exit-hook chain together (pointer writes);
 //! 3. push the whole chain onto the domain's list: **one successful
 //!    compare-and-swap**, still inside the handshake, so a concurrent
 //!    `barrier` sees the work either in the record or on the list;
-//! 4. release the record for reuse: one uncontended compare-and-swap on the
-//!    record's own cache line.
+//! 4. release the record for reuse: an atomic read-modify-write of its
+//!    state (`keep_or_release`: against shutdown's orphan marking), then
+//!    one compare-and-swap, both uncontended, on the record's own cache
+//!    line.
 //!
 //! No lock, no syscall, no wait, no allocation, no free (the record keeps
 //! its spare batch for the next thread). The hooks then run on the reclaimer after a
 //! grace period (reverse registration order within a thread), with the
 //! batches. Because the exit path cannot wake the reclaimer (that would be
-//! a futex syscall), an idle reclaimer polls every
+//! a system call, a `write` to its doorbell), an idle reclaimer polls every
 //! [`exit_poll`](crate::DomainBuilder::exit_poll) while hooks are armed; any
 //! reclaim pass, `barrier` or `exit_barrier` also picks the hooks up.
 //!

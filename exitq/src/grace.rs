@@ -112,11 +112,12 @@ pub(crate) struct Hot {
     /// The epoch word readers copy on entry ([`epoch_word`]).
     pub(crate) gp_ctr: AtomicU64,
     pub(crate) fences: Fences,
-    /// A reader word's value outside any section (0) when an outermost
-    /// entry needs only a compiler fence (membarrier mode); in fence mode a
-    /// value the word never holds (nesting `NEST_MASK` is refused). One
-    /// comparison then finds "outermost entry, and the fast kind", and
-    /// everything else takes [`reader_enter`](crate::section::reader_enter).
+    /// A reader word's nesting bits outside any section (0), compared with
+    /// the word's `NEST_MASK` bits, when an outermost entry needs only a
+    /// compiler fence (membarrier mode); in fence mode a value those bits
+    /// never hold (`u64::MAX`). One comparison then finds "outermost entry,
+    /// and the fast kind", and everything else takes
+    /// [`reader_enter`](crate::section::reader_enter).
     pub(crate) fast_idle: u64,
 }
 
@@ -339,7 +340,7 @@ impl GracePeriods {
         let _no_cancel = NoCancel::new();
         // Full fence: orders the caller's removals before the grace period
         // it will wait for (pairs with the readers' fences / the leader's
-        // membarrier; see the module docs, fallback-mode argument).
+        // membarrier; see the module docs, "Why one pass is enough").
         sync::full_fence();
         let mut st = self.lock();
         let target = st.started + 1;

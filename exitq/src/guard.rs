@@ -1,13 +1,14 @@
 //! Read guards: [`Guard`] (a section of [`Domain::read`](crate::Domain::read)), what a guard's
 //! outermost exit does, and [`ReadSection`], the trait over both kinds of
-//! guard that typed pointers ([`RcuCell`](crate::RcuCell)) borrow.
+//! guard and the [`QsbrReader`](crate::QsbrReader) that typed pointers
+//! ([`RcuCell`](crate::RcuCell)) borrow.
 //!
 //! A guard holds the record whose reader word it set and the domain it
 //! belongs to; the domain is only compared (a guard of one domain does not
 //! protect the objects of another), never followed on the fast path. The
 //! domain's *key* is the address of its epoch word: entering a section has
 //! it in a register already (a [`Reader`](crate::Reader) loads the epoch
-//! through it, [`Domain::read`](crate::Domain::read)(crate::Domain::read) finds it at a fixed
+//! through it, [`Domain::read`](crate::Domain::read) finds it at a fixed
 //! offset of the domain's shared state), so comparing it costs a typed
 //! pointer one load of its own copy and a compare.
 use std::fmt;
@@ -90,13 +91,15 @@ fn section_ended(r: &Record) -> Option<exit::Orphan> {
     None
 }
 
-/// A guard of a read section of some domain: [`Guard`] (from
-/// [`Domain::read`](crate::Domain::read)(crate::Domain::read)) or
+/// A read section of some domain: [`Guard`] (from
+/// [`Domain::read`](crate::Domain::read)),
 /// [`ReaderGuard`](crate::ReaderGuard) (from
-/// [`Reader::read`](crate::Reader::read)).
+/// [`Reader::read`](crate::Reader::read)) or an online
+/// [`QsbrReader`](crate::QsbrReader).
 ///
 /// Typed pointers take `&'g impl ReadSection` and hand out references that
-/// live for `'g`: as long as the borrow of the guard, so no reference
+/// live for `'g`: as long as the borrow of the guard (or of the QSBR
+/// reader, until its next `quiescent` or `offline`), so no reference
 /// outlives its read section. Sealed: the guarantee rests on exitq's own
 /// guards.
 pub trait ReadSection: sealed::Sealed {}

@@ -3,9 +3,9 @@
 //!
 //! A thread that defers a few callbacks and goes idle must not keep them
 //! forever (crossbeam-epoch's weakness), and `barrier` must see every
-//! callback deferred before it. So other threads can take a thread's open
-//! and sealed batches, with an asymmetric handshake that costs the owner
-//! only plain stores:
+//! callback deferred before it. So other threads can take a thread's open,
+//! sealed and ready batches, with an asymmetric handshake that costs the
+//! owner only plain stores:
 //!
 //! * owner, around every access to its batches (`Record::local`):
 //!   `busy = 1`; light fence; if `steal` is set, back off (`busy = 0`,
@@ -34,12 +34,13 @@
 //!
 //! # Every move inside one handshake
 //!
-//! Work moves between places (the open batch, the sealed queue, the
-//! domain's queue, a run in progress) only inside one owner section or one
-//! steal (a hand-off's work stays in the record until the steal moves it): a batch is never "in the hands" of a thread outside both, where
-//! `barrier` could miss it. So the owner pushes to the domain's queue
-//! (thread exit, [`Callbacks::Offload`](crate::Callbacks::Offload)) and
-//! marks a run of its own as in progress (`Record::run_seq`) before it
+//! Work moves between places (the open batch, the sealed queue, the ready
+//! queue, the domain's queue, a run in progress) only inside one owner
+//! section or one steal (a hand-off's work stays in the record until the
+//! steal moves it): a batch is never "in the hands" of a thread outside
+//! both, where `barrier` could miss it. So the owner pushes to the domain's
+//! queue (thread exit, [`Callbacks::Offload`](crate::Callbacks::Offload))
+//! and marks a run of its own as in progress (`Record::run_seq`) before it
 //! clears `busy`.
 //!
 //! The loom models in `tests/loom.rs` check these steps with two stealers
@@ -99,7 +100,7 @@ pub(crate) fn owner_begin(busy: &AtomicBool, steal: &AtomicU8, fences: Fences) -
     // (paired with the stealer's heavy barrier).
     busy.store(true, Ordering::Relaxed);
     fences.light();
-    // Acquire: pairs with the stealer's Release of `steal = false`
+    // Acquire: pairs with the stealer's Release of `steal = 0`
     // (`stealer_done`, `stealer_finish`): its batch writes are visible to
     // us.
     if steal.load(Ordering::Acquire) != 0 {
@@ -197,8 +198,10 @@ fn wait_until(done: impl Fn() -> bool) {
 pub(crate) fn stealer_mark(steal: &AtomicU8) {
     // Relaxed: ordered before our loads of `busy` by the heavy barrier
     // that follows (the owner's store of `busy` before its load of `steal`
-    // by its light fence). Only stealers store here (one at a time: the
-    // steal lock), and only once the last one cleared the word.
+    // by its light fence). Only stealers mark here (one at a time: the
+    // steal lock), and only once the last one cleared the word; the one
+    // other writer, an exiting owner's CAS (`owner_hand_off`), needs
+    // `STEAL` set, so it never meets a mark.
     steal.store(STEAL, Ordering::Relaxed);
 }
 

@@ -31,9 +31,9 @@
 //!   thread's batch (no shared atomic per call). A full batch is *sealed*
 //!   with the grace period it needs and stays with its thread; once that
 //!   grace period has passed, **the thread that queued the callbacks runs
-//!   them** (from a later `defer` that seals a batch, even inside a read
-//!   section, or [`Domain::flush`]), as the kernel runs RCU callbacks
-//!   on the CPU that queued them: a freed object goes back to the allocator
+//!   them** (7 per 7 later `defer`s once a seal found them ready, even
+//!   inside a read section, or at [`Domain::flush`]), as the kernel runs
+//!   RCU callbacks on the CPU that queued them: a freed object goes back to the allocator
 //!   cache of the thread that allocated it. The reclaimer thread drives
 //!   grace periods and runs what no live thread will: batches of threads
 //!   that exited, went idle, or left ready batches unrun for a flush
@@ -48,8 +48,8 @@
 //!   with one CAS instead). See [`exit`].
 //!
 //! The mechanisms live one per module, each with its protocol and every
-//! memory ordering written down: `grace` (the read side and grace
-//! periods), `record` (the registry, and a record's life: who may claim,
+//! memory ordering written down: `section` and `grace` (the read side
+//! and grace periods), `record` (the registry, and a record's life: who may claim,
 //! release and reuse it when), `handshake`
 //! (how another thread takes a thread's batches), `local` (the owner's
 //! batches), `reclaim` (passes, stealing, `barrier`), `reclaimer` (the
@@ -311,7 +311,7 @@
 //! | `defer(f)` | TLS lookup, the closure's captured words written into the batch (one word for `move \|\| drop(p)`; a two-word run header when the closure type changes), 2 plain stores + 1 load (steal handshake); closures over 3 words are boxed |
 //! | ready callbacks | run by their thread 7 per 7 `defer`s (a drain tick: the `defer` that reaches it takes the slow path, disables cancellation, runs 7, settles a batch's counters once it is done) |
 //! | full batch (default 256) | sealed: a full fence and a load for its grace period, two counters; the record's idle word refreshed with the epoch (a load, a store); a poll of the grace period (a scan of the reader words, or, at the 16th poll that finds none running, starting one: the epoch's store alone in membarrier mode); a wake-up syscall only if the reclaimer sleeps without a timeout |
-//! | thread exit | one CAS on the list head, one CAS on the thread's own record |
+//! | thread exit | one CAS on the list head; on the thread's own record, an uncontended read-modify-write of its state (against shutdown's orphan marking) and one CAS |
 //! | grace period | led by `synchronize` or the reclaimer: one membarrier (IPI to every other CPU running a thread of the process), a scan of the records, and a normal `synchronize` naps 25 µs first; started by a thread's poll: scans only, when every record shows its owner past its start (threads that keep entering sections), else one membarrier after 4 polls that could not tell ([`DomainStats::heavy_barriers`]) |
 //! | [`thread_offline`] | a store per domain the thread has used; its next use of each takes the slow lookup and a full fence (back online) |
 //! | `barrier()` | one membarrier to take every thread's batches, one reclaim pass, waits for passes and threads' runs that took earlier work |

@@ -6,14 +6,18 @@
 //! A full batch is *sealed*: it records the grace period it needs
 //! ([`GracePeriods::snapshot`](crate::grace::GracePeriods::snapshot)) and
 //! joins the thread's queue of sealed batches, oldest first, in the
-//! thread's own record. The reclaimer thread is asked for that grace
-//! period ([`GracePeriods::request`](crate::grace::GracePeriods::request));
-//! it runs grace periods back to back while anyone asks, so a steady
-//! producer never wakes it. Once a sealed batch's grace period has
-//! completed (one Acquire load tells), the thread runs its callbacks —
-//! the kernel's per-CPU `rcu_do_batch`, crossbeam's collect-on-pin. A
-//! freed object goes back to the allocator cache of the thread that
-//! allocated it, and the lines a callback touches stay on that core.
+//! thread's own record. The thread records that it waits for that grace
+//! period ([`GracePeriods::request`](crate::grace::GracePeriods::request))
+//! and drives it itself at its seals
+//! ([`GracePeriods::poll`](crate::grace::GracePeriods::poll)); the
+//! reclaimer thread takes a grace period over only when nobody drives it
+//! (`look.rs`), and a request wakes it only if it sleeps without a
+//! timeout, so a steady producer never wakes it. Once a sealed batch's
+//! grace period has completed (one Acquire load tells), the thread runs
+//! its callbacks — the kernel's per-CPU `rcu_do_batch`, crossbeam's
+//! collect-on-pin. A freed object goes back to the allocator cache of the
+//! thread that allocated it, and the lines a callback touches stay on
+//! that core.
 //!
 //! A thread's ready batches go to its record's `ready` queue, and it runs
 //! them a few callbacks at a time, a drain tick of [`drain::TICK`] per
@@ -58,12 +62,12 @@
 //! # Inside the handshake
 //!
 //! Every access to the record's batches is one owner section of the steal
-//! handshake ([`handshake`]), and every move of work
-//! happens inside one: sealing into the queue, pushing onto the domain's
-//! list, and taking ready batches to run, with `run_seq` made odd in the
-//! same section, so a `barrier` that finds them gone knows a run is in
-//! progress and waits for it. Callbacks run after
-//! the section ends, so a callback may defer, flush or be stolen from.
+//! handshake ([`handshake`]), and every move of work happens inside one:
+//! sealing into the queue, pushing onto the domain's list, and taking ready
+//! batches (or a drain tick's callbacks) to run, with `run_seq` made odd in
+//! the same section, so a `barrier` that finds them gone knows a run is in
+//! progress and waits for it. Callbacks run after the section ends, so a
+//! callback may defer, flush or be stolen from.
 
 use crate::batch::{fits_inline, Deferred, Work};
 use crate::cancel::NoCancel;
@@ -399,9 +403,9 @@ fn note_left(inner: &Inner, local: &Local, after: &mut After) {
     }
 }
 
-/// After the owner section: run what was taken, ask for a grace period,
-/// help with the backlog, or leave the ready work to the end of the
-/// caller's read section.
+/// After the owner section: run what was taken, ask for a grace period
+/// and drive it, or wait for it (the inline reclaimer), and help with the
+/// backlog.
 fn finish(inner: &Inner, r: &Record, after: &mut After, allowed: bool) {
     if inner.forked() {
         // The child of a fork(): nothing of the parent's may run here (what

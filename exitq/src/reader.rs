@@ -22,14 +22,15 @@ use crate::section;
 use crate::sync::{AtomicU64, Ordering};
 use crate::thread as this_thread;
 
-/// A reader registered once: a record of its own, so [`Reader::read`]
-/// skips the thread-local lookup that [`Domain::read`] makes (the
-/// counterpart of crossbeam-epoch's `LocalHandle`), and takes `&mut self`:
-/// a reader's sections cannot nest (the borrow checker refuses a second
-/// guard while one lives), so entering is one store of the epoch into the
-/// reader word and leaving is one store of 0, with no load of the word to
-/// track nesting. For hot loops that enter and leave read sections
-/// millions of times; nest with [`Domain::read`] or a second reader.
+/// A reader registered once: a record of its own, so [`Reader::read`] skips
+/// the thread-local lookup that [`Domain::read`] makes (the counterpart of
+/// crossbeam-epoch's `LocalHandle`), and takes `&mut self`: a reader's
+/// sections cannot nest (the borrow checker refuses a second guard while
+/// one lives), so entering is one store of the epoch into the reader word
+/// and leaving is one store (the word idle, its epoch kept), with no load
+/// of the word to track nesting. For hot loops that enter and leave read
+/// sections millions of times; nest with [`Domain::read`] or a second
+/// reader.
 ///
 /// A reader owns a handle of its domain (it keeps the domain alive, as a
 /// [`Domain`] clone does) and borrows nothing, so it can live in a worker's
@@ -170,7 +171,7 @@ impl Domain {
 impl Reader {
     /// Enters a read section: stores the current epoch into the reader's
     /// word, then a compiler fence (a full fence without membarrier). The
-    /// section ends when the guard drops (a store of 0).
+    /// section ends when the guard drops (one store: the word idle).
     #[inline]
     pub fn read(&mut self) -> ReaderGuard<'_> {
         // SAFETY: the record was claimed for this reader and stays in the
@@ -260,7 +261,7 @@ impl Drop for ReaderGuard<'_> {
         // load that sees it (`epoch::holds_grace_period`, `past::standing`),
         // as `section::reader_exit`.
         // Nothing else: a reader's record is never retired or temporary,
-        // and its sections never get `RUN_PENDING` (local.rs).
+        // and a section's end runs nothing (local.rs).
         self.record.ctr.store(self.word - 1, Ordering::Release);
     }
 }

@@ -36,11 +36,13 @@
 //! the handshake or under the steal lock (never in between, where a
 //! barrier could miss it):
 //!
-//! 1. the thread's open batch or sealed queue: taken by `Steal::All`;
+//! 1. the thread's open batch, sealed queue or ready queue: taken by
+//!    `Steal::All`;
 //! 2. the domain's queue: taken by the barrier's own pass;
 //! 3. a pass that took it earlier: waited for (pass ids);
-//! 4. a run of the owner in progress (it took ready batches and runs
-//!    them): seen as an odd `run_seq` under the handshake, waited for.
+//! 4. a run of the owner in progress (it took ready batches, or a drain
+//!    tick's callbacks, and runs them): seen as an odd `run_seq` under the
+//!    handshake, waited for.
 //!
 //! So `barrier` returns once every callback whose `defer` returned before
 //! it was called has run, whoever ran it.

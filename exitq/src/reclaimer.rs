@@ -8,8 +8,9 @@
 //!   millisecond, or for 10 ms while threads poll at a cadence, since
 //!   each seal polls and drives its own; or one that polls started has
 //!   gone unled for 10 ms: polls do not end leaked sections nor report
-//!   stalls), then back to back while asked for: the threads then run
-//!   their own ready batches. Each is counted in
+//!   stalls), one at a time: the next takeover waits for the same
+//!   judgement, which the one just completed starts again. The threads
+//!   then run their own ready batches. Each is counted in
 //!   [`DomainStats::takeovers`](crate::DomainStats::takeovers);
 //! * reclaim passes over the domain's queue (batches and hooks of exited
 //!   threads, stolen and offloaded batches), **batched in time**: at most

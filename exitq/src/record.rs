@@ -57,7 +57,7 @@
 //! ([`handshake`]); `steal` by stealers, and once by an exiting owner
 //! that hands its exit off; `handed` by that owner, then by the stealer
 //! that finishes the hand-off (with the record's release, if the owner
-//! asked: the stealer is then the releaser of that life); the stealer
+//! asked: the stealer is then the releaser of that life); the idle-steal
 //! hints `open_epoch`/`active_epoch` by the owner inside its sections or by
 //! a stealer under the handshake; `state` and `retired` as in the table.
 use std::cell::{Cell, UnsafeCell};
@@ -134,9 +134,11 @@ impl Local {
 /// One participant's record in one domain.
 #[repr(align(128))]
 pub(crate) struct Record {
-    /// Reader word (owner writes, grace periods read): 0 outside any read
-    /// section; otherwise the epoch loaded on entry above the nesting
-    /// depth (`NEST_BITS`).
+    /// Reader word (owner writes, grace periods read): the epoch loaded on
+    /// entry above the nesting depth (`NEST_BITS`); outside any read
+    /// section the nesting is 0 and the epoch stays (an idle word,
+    /// `past.rs`), or the word is `past::OFFLINE`, or 0 (a fresh or
+    /// released record).
     pub(crate) ctr: AtomicU64,
     /// `RETIRED`, `TEMPORARY` (owner-only; next to `ctr`, so a guard's
     /// outermost exit reads it from the line it just wrote).
@@ -155,7 +157,7 @@ pub(crate) struct Record {
     /// | value | meaning |
     /// |---|---|
     /// | even  | no run in progress |
-    /// | odd   | the owner took ready batches out of `local` (inside its section: `handshake::run_begin`) and runs them; advanced to even when they have run (`run_end`, Release) |
+    /// | odd   | the owner took ready batches, or a drain tick's callbacks, out of `local` (inside its section: `handshake::run_begin`) and runs them; advanced to even when they have run (`run_end`, Release) |
     ///
     /// A `barrier` that sees an odd value waits until it changes.
     pub(crate) run_seq: AtomicU64,
@@ -379,8 +381,6 @@ impl Record {
         true
     }
 
-    /// Hands the record back for reuse (a reader's or a temporary guard's:
-    /// never orphaned, a live guard or reader holds a domain handle).
     /// Whether the record has no owner (a grace period's scan: `past.rs`).
     #[inline]
     pub(crate) fn is_free(&self) -> bool {
@@ -389,6 +389,8 @@ impl Record {
         self.state.load(Ordering::Acquire) == FREE
     }
 
+    /// Hands the record back for reuse (a reader's or a temporary guard's:
+    /// never orphaned, a live guard or reader holds a domain handle).
     #[cold]
     pub(crate) fn release(&self) {
         self.end_ownership();

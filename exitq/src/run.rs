@@ -1,7 +1,8 @@
 //! Running work: the callbacks of batches and exit hooks.
 //!
 //! Whoever runs work (a thread its own ready batches, a reclaim pass, the
-//! reclaimer, shutdown) goes through [`run_chain`]: every callback and hook
+//! reclaimer, shutdown) goes through [`run_chain`] (a drain tick through
+//! [`run_items_and_chain`], which `run_chain` calls): every callback and hook
 //! runs exactly once, each under `catch_unwind` (a panic is counted, its
 //! payload dropped without letting a second panic escape, and the rest
 //! still run), with cancellation disabled ([`cancel`](crate::cancel)) and

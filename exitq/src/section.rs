@@ -15,12 +15,12 @@ use crate::sync::{AtomicU64, Ordering};
 
 /// The ordering of a reader's outermost entry store (the epoch into its
 /// word). Release, not Relaxed: a grace period that finds a reader already
-/// in a *later* section (its word shows a newer epoch) must also be
-/// ordered after the end of the section before, whose accesses to what the
-/// grace period frees came first. The Release store of 0 that ended it
-/// heads no release sequence the next plain store continues (C++20), so
-/// reading the newer value synchronizes with nothing unless that store is
-/// a Release itself. Miri reported the race this closes: a value freed by
+/// in a *later* section (its word shows a newer epoch) must also be ordered
+/// after the end of the section before, whose accesses to what the grace
+/// period frees came first. The Release store of the idle word that ended
+/// it heads no release sequence the next plain store continues (C++20), so
+/// reading the newer value synchronizes with nothing unless that store is a
+/// Release itself. Miri reported the race this closes: a value freed by
 /// `RcuCell::replace` after a reader's `check` of it, the reader seen in
 /// its next section. On x86 and most targets a Release store is a plain
 /// store.

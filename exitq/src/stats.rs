@@ -18,8 +18,8 @@ pub struct DomainStats {
     pub callbacks_panicked: u64,
     /// Batches sealed (full, flushed, taken from an idle thread, or one
     /// callback published alone by an exiting thread). A batch handed over
-    /// by a thread's exit path is not counted (the exit path does one
-    /// compare-and-swap and nothing else).
+    /// by a thread's exit path is not counted (the exit path pushes its
+    /// work with one compare-and-swap and touches no counter).
     pub batches: u64,
     /// Batches run by the thread that deferred their callbacks
     /// ([`Callbacks::Local`](crate::Callbacks::Local)); the rest ran on the

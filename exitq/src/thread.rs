@@ -10,9 +10,10 @@
 //! * `aux`: records whose read sections are the thread's too but that are
 //!   not its main record: [`Reader`](crate::Reader)s' records, temporary
 //!   guards' records, and a main record retired at thread exit while a
-//!   guard on it is still alive. Only walked by [`inside`], so that "is the
+//!   guard on it is still alive. Walked by [`inside`], so that "is the
 //!   caller inside a read section of this domain?" sees every kind of
-//!   guard and no path waits for the caller's own section.
+//!   guard and no path waits for the caller's own section, and by the exit
+//!   path (below).
 //!
 //! Both lists live in a thread-local without a destructor, readable until
 //! the thread is gone (a `Reader` or a guard dropped by a later

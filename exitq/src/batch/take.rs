@@ -7,10 +7,10 @@ use super::{copy_words, Batch, Call, Item, INLINE_WORDS};
 use crate::prefetch;
 
 impl Batch {
-    /// [`Batch::take_some`] into a whole tick's `N` slots: when the
-    /// current run has `N` callbacks left (a steady producer's every
-    /// tick), they are taken with `N` and the closure width known to the
-    /// compiler: one unrolled copy and prefetch, no loop over runs.
+    /// [`Batch::take_some`] into a whole tick's `N` slots: when the current
+    /// run has `N` callbacks left or more (a steady producer's every tick),
+    /// they are taken with `N` and the closure width known to the compiler:
+    /// one unrolled copy and prefetch, no loop over runs.
     #[inline(always)]
     pub(crate) fn take_tick<const N: usize>(&mut self, out: &mut [MaybeUninit<Item>; N]) -> usize {
         if self.at >= self.used {

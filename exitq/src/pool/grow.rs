@@ -16,14 +16,14 @@
 //! the limit that stopped it, read from the system right then and named
 //! with its numbers ([`crate::limits`]; [`Pool::last_spawn_error`](super::Pool::last_spawn_error)),
 //! and if no worker exists at all, the caller runs every queued job itself.
-//! A worker refused for want of room for std's signal stack
-//! ([`PoolBuilder::thread_room`](super::PoolBuilder::thread_room)) fails
-//! the same way, its refusal the explanation.
 //! Every one, not only its own: while `spawn` runs, the new worker is
 //! counted in `waking` (so its `arrived` cannot come first), and a
 //! concurrent submitter that reads that count skips its wake-up; if the
 //! spawn then fails and no worker exists, nobody else would take that
 //! submitter's job until the next submit.
+//! A worker refused for want of room for std's signal stack
+//! ([`PoolBuilder::thread_room`](super::PoolBuilder::thread_room)) fails
+//! the same way, its refusal the explanation.
 
 use std::io;
 use std::sync::atomic::Ordering;
