@@ -312,8 +312,12 @@ impl GracePeriods {
             return false;
         }
         // SeqCst: store-buffering pair with the reclaimer's "publish my
-        // sleep state (SeqCst); re-check `wanted`" (reclaimer.rs): either
-        // it sees this request or we see it asleep and wake it.
+        // sleep state (SeqCst); re-check `wanted`" (reclaimer.rs, wake.rs):
+        // either it sees this request or the caller sees its sleep state.
+        // The caller (`local::finish`) wakes only a `PARKED` one
+        // (`Wake::IfParked`); a `POLLING` one sleeps at most
+        // `look::DRIVEN` while a thread holds batches, as the requester
+        // does (wake.rs, "What `Wake::IfParked` is left for").
         self.requested.fetch_max(g, Ordering::SeqCst);
         true
     }

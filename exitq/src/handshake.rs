@@ -15,7 +15,9 @@
 //!   hands it the batches); `defer`'s fast path spells it out inline.
 //! * stealer: `steal = 1` on every candidate; one heavy barrier
 //!   (membarrier); for each candidate wait until `busy == 0` (Acquire),
-//!   take the batches, `steal = 0` (Release).
+//!   take the batches, clear `steal` (a Release CAS, which may find that
+//!   the owner handed its exit over meanwhile: below, "An owner's exit is
+//!   handed off").
 //!
 //! Store-buffering: either the owner sees `steal` (and keeps out), or the
 //! stealer sees `busy` (and waits for the Release of `busy = 0`, after which
@@ -199,9 +201,9 @@ pub(crate) fn stealer_mark(steal: &AtomicU8) {
     // Relaxed: ordered before our loads of `busy` by the heavy barrier
     // that follows (the owner's store of `busy` before its load of `steal`
     // by its light fence). Only stealers mark here (one at a time: the
-    // steal lock), and only once the last one cleared the word; the one
-    // other writer, an exiting owner's CAS (`owner_hand_off`), needs
-    // `STEAL` set, so it never meets a mark.
+    // steal lock), and only once the last one cleared the word; the other
+    // writer, an exiting owner's CAS (`owner_hand_off`), succeeds only
+    // while `STEAL` is set, so it never races with this store.
     steal.store(STEAL, Ordering::Relaxed);
 }
 

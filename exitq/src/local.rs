@@ -237,7 +237,11 @@ fn defer_slow(inner: &Inner, r: &Record, d: Deferred) {
     let mut after = After::default();
     let allowed = may_run(inner);
     {
-        // SAFETY: as in `slow_visit`.
+        // SAFETY: still inside the owner section `defer` began (the
+        // caller's `owner_begin`). The borrow's last use comes before
+        // `owner_end` or before `slow_visit`, which borrows the batches
+        // again and ends the section; on the other paths it ends with this
+        // block, before `owner_end`.
         let local = unsafe { &mut *r.local.get() };
         local.open.untick();
         let d = match local.open.push_new_run(d) {

@@ -211,8 +211,11 @@ pub(crate) struct Record {
 
 // SAFETY: the `UnsafeCell`/`Cell` fields are accessed by one thread at a
 // time, as documented on the module: the owner, or a stealer that has won
-// the steal handshake (`local` only). Raw pointers point into the domain,
-// which outlives every record in use (`state` protocol).
+// the steal handshake (`local`), or, for `handed`, the exiting owner until
+// its CAS sets `LEFT` and the one stealer holding the steal lock after it
+// sees `LEFT` (handshake.rs, "An owner's exit is handed off": the record
+// is released only after that stealer cleared `LEFT`). Raw pointers point
+// into the domain, which outlives every record in use (`state` protocol).
 unsafe impl Sync for Record {}
 // SAFETY: as above; a record moves between threads only through the
 // registry, with ownership transferred by the `state` CAS.
