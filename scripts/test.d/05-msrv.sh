@@ -6,9 +6,6 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 # shellcheck source=scripts/test.d/lib/skip.sh
 . scripts/test.d/lib/skip.sh
-if ! command -v python3 >/dev/null 2>&1; then
-    skip "the rust-version check needs python3"
-    exit 0
-fi
+need python3 "the rust-version check needs python3" || exit 0
 echo "msrv: scripts/msrv-check.py" >&2
 python3 scripts/msrv-check.py

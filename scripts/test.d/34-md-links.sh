@@ -9,9 +9,6 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 # shellcheck source=scripts/test.d/lib/skip.sh
 . scripts/test.d/lib/skip.sh
-if ! command -v python3 >/dev/null 2>&1; then
-    skip "the Markdown link check needs python3"
-    exit 0
-fi
+need python3 "the Markdown link check needs python3" || exit 0
 echo "md-links: scripts/check-md-links.py (relative links and anchors of the tracked *.md, docs/*.md#anchor in code)" >&2
 python3 scripts/check-md-links.py

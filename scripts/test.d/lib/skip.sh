@@ -15,3 +15,13 @@ skip() {
     fi
     echo "SKIPPED: $*" >&2
 }
+
+# need CMD WHY: true if CMD is on the PATH; else `skip "WHY"` and false, so
+# a whole suite says `need python3 "the ... check needs python3" || exit 0`.
+need() {
+    if command -v "$1" >/dev/null 2>&1; then
+        return 0
+    fi
+    skip "$2"
+    return 1
+}
