@@ -131,6 +131,32 @@ pub(crate) fn arm(local: &mut Local) {
 /// finished (counted as run by their thread) and ends the run
 /// (`run_seq` even).
 pub(crate) fn run(inner: &Inner, r: &Record, drain: &mut Drain) {
+    run_with(
+        inner.id,
+        r,
+        drain,
+        |node| keep_node(inner, r, node),
+        |ran| {
+            inner.settle(ran);
+            if ran.batches > 0 {
+                Counters::add(&inner.stats.batches_run_locally, ran.batches);
+            }
+        },
+    );
+}
+
+/// [`run`] with what needs the domain passed in: `keep` takes each
+/// finished batch's node, `settle` the counts before the run ends (a
+/// `barrier` that waits for the run then finds them settled). The loom
+/// models (`model::Rec::drain_tick`) run it with no domain.
+#[inline(always)]
+pub(crate) fn run_with(
+    domain_id: u64,
+    r: &Record,
+    drain: &mut Drain,
+    keep: impl FnMut(Box<Node<Work>>),
+    settle: impl FnOnce(&run::Ran),
+) {
     if drain.is_empty() {
         return;
     }
@@ -138,15 +164,9 @@ pub(crate) fn run(inner: &Inner, r: &Record, drain: &mut Drain) {
     let finished = std::mem::take(&mut drain.finished);
     // SAFETY: `take` initialised the first `len` items, none run yet;
     // `len` was reset, so they are never read again.
-    let ran = unsafe {
-        run::run_items_and_chain(inner.id, &mut drain.items[..len], finished, |node| {
-            keep_node(inner, r, node)
-        })
-    };
-    inner.settle(&ran);
-    if ran.batches > 0 {
-        Counters::add(&inner.stats.batches_run_locally, ran.batches);
-    }
+    let ran =
+        unsafe { run::run_items_and_chain(domain_id, &mut drain.items[..len], finished, keep) };
+    settle(&ran);
     handshake::run_end(&r.run_seq);
 }
 

@@ -179,6 +179,9 @@ pub fn awake_word() -> u32 {
 
 pub use crate::llist::{Chain, List, Node};
 
+/// Callbacks per drain tick (`drain::TICK`).
+pub const TICK: usize = crate::drain::TICK;
+
 /// A domain's registry of records (`record::Registry`), for the model
 /// of a record's life.
 #[allow(missing_debug_implementations)]
@@ -285,13 +288,23 @@ impl Queue {
     pub fn new() -> Queue {
         Queue(crate::llist::List::new())
     }
-    /// Takes everything queued and runs it, in order; returns how many.
+    /// Takes everything queued and runs it, in order (a batch from its
+    /// drain cursor on, `Batch::run`, as a pass does); returns how many
+    /// items (closures and batches).
     pub fn run_all(&self) -> usize {
         let mut n = 0;
-        for node in record::ChainNodes(self.0.take_all()) {
-            match node.value {
-                crate::batch::Work::Exit(f) => f(),
-                crate::batch::Work::Batch(_) => unreachable!("the model queues closures"),
+        for mut node in record::ChainNodes(self.0.take_all()) {
+            match &mut node.value {
+                crate::batch::Work::Exit(_) => {
+                    let crate::batch::Work::Exit(f) = node.value else {
+                        unreachable!()
+                    };
+                    f()
+                }
+                crate::batch::Work::Batch(b) => {
+                    let (_, panicked) = b.run(|| false);
+                    assert_eq!(panicked, 0, "the model's callbacks do not panic");
+                }
             }
             n += 1;
         }
@@ -340,6 +353,20 @@ impl Rec<'_> {
     /// `between` runs after the barrier, before the wait (a stealer held
     /// up there). Returns whether it finished a hand-off.
     pub fn steal(self, queue: &Queue, take: bool, between: impl FnOnce()) -> bool {
+        let (handed, running) = self.steal_seeing_runs(queue, take, between);
+        assert!(running.is_none(), "the model's owner runs nothing");
+        handed
+    }
+    /// [`steal`](Rec::steal), also returning the owner's run it saw in
+    /// progress (`run_seq` odd: a drain tick's callbacks taken, not yet
+    /// run), which a `barrier` waits for after its pass
+    /// ([`wait_run`](Rec::wait_run)).
+    pub fn steal_seeing_runs(
+        self,
+        queue: &Queue,
+        take: bool,
+        between: impl FnOnce(),
+    ) -> (bool, Option<u64>) {
         let r = self.0;
         handshake::stealer_mark(&r.steal);
         FENCES.heavy();
@@ -355,12 +382,55 @@ impl Rec<'_> {
         };
         let mut taken = crate::llist::Chain::new();
         let stole = crate::reclaim::steal_marked(r, which, &mut taken, &|node| node);
-        assert!(stole.running.is_none(), "the model's owner runs nothing");
         queue.0.push_chain(taken);
         if stole.handed == Some(true) {
             assert!(crate::exit::release_main(r).is_none(), "no shutdown");
         }
-        stole.handed.is_some()
+        (stole.handed.is_some(), stole.running)
+    }
+    /// A `barrier`'s wait, after its pass, for the owner's run it saw in
+    /// progress (`reclaim::wait_runs` for this record).
+    pub fn wait_run(self, seen: Option<u64>) {
+        if let Some(s) = seen {
+            handshake::run_wait(&self.0.run_seq, s);
+        }
+    }
+    /// The owner's ready batch holding `fs`, written by the real batch
+    /// code in one owner section: a batch opened for `fs.len()`
+    /// callbacks, each pushed as `defer` pushes it (a new run for the
+    /// first), sealed, on the record's ready queue (its grace period
+    /// passed, as `promote` leaves it), the next drain tick armed.
+    pub fn ready_batch<F: FnOnce() + Send + 'static>(self, fs: Vec<F>) {
+        let n = fs.len();
+        let node = Node::new(crate::batch::Work::Batch(crate::batch::Batch::new(n)));
+        self.0.with_local(FENCES, move |local| {
+            local.open.open(node, n, false);
+            for f in fs {
+                if let Err(f) = local.open.try_push_fn(f) {
+                    let pushed = local.open.push_new_run(crate::batch::Deferred::new(f));
+                    assert!(pushed.is_ok(), "the batch has room for every callback");
+                }
+            }
+            let sealed = local.open.take().expect("the batch is open");
+            local.ready.push_back(sealed);
+            crate::drain::arm(local);
+        });
+    }
+    /// The owner's drain tick as `local::slow_visit` runs it: the real
+    /// `drain::take` inside an owner section (up to `drain::TICK`
+    /// callbacks of the ready queue moved out, `run_seq` made odd if it
+    /// took any), then `drain::run_with` after the section (they run
+    /// where they lie, the emptied batch's node is dropped, `run_seq`
+    /// even again). Returns whether the tick took anything.
+    pub fn drain_tick(self) -> bool {
+        let r = self.0;
+        let mut drain = crate::drain::Drain::default();
+        r.with_local(FENCES, |local| crate::drain::take(r, local, &mut drain));
+        let took = !drain.is_empty();
+        crate::drain::run_with(0, r, &mut drain, drop, |ran| {
+            assert_eq!(ran.panicked, 0, "the model's callbacks do not panic")
+        });
+        took
     }
 }
 

@@ -14,7 +14,8 @@
 //! steal handshake, an exiting owner's hand-off to a stealer (against a
 //! stealer held up until the exit returned, against an idle steal and a
 //! `barrier`, and for a record kept for a guard, through the exit and
-//! record code itself), and a record's life (the release of a leaked record
+//! record code itself), drain ticks against a `barrier` that splits a
+//! ready batch with them (through the drain, batch and steal code), and a record's life (the release of a leaked record
 //! racing its owner's guard drop and a new owner's claim, through the
 //! record code itself). The mutex-protected sharing of grace periods
 //! between callers is plain locked code and is covered by the unit and
@@ -481,61 +482,60 @@ fn barrier_waits_for_an_owner_run_in_progress() {
     });
 }
 
-/// A drain tick (drain.rs): the owner takes the first callbacks of a ready
-/// batch out inside its section (`run_seq` odd) and runs them after it,
-/// while a `barrier` steals the rest of the batch. Every callback deferred
-/// before the barrier started has run when it returns, exactly once:
-/// the barrier runs what it took and waits for the owner's tick.
+/// Drain ticks (drain.rs) against a `barrier`, through the real code:
+/// the owner's ready batch holds `TICK + 1` callbacks
+/// (`Rec::ready_batch`, the batch code `defer` uses), and the owner runs
+/// drain ticks until one takes nothing (`Rec::drain_tick`: the real
+/// `drain::take` inside an owner section, `run_seq` odd, then the real
+/// run after it: the first tick takes `TICK` through `Batch::take_tick`,
+/// the second the last one through `take_some`), while a `barrier`
+/// steals (the real `reclaim::steal_marked`: the ready queue, a batch
+/// part-drained as it is), runs what it took (`Batch::run`, from the
+/// drain cursor) and waits for the owner run it saw in progress. When the
+/// barrier returns, every callback has run; each runs exactly once.
+/// Checked against the code weakened (2026-12-07): a steal that does not
+/// read `run_seq` fails ("callbacks when the barrier returned"), a stolen
+/// batch run from its start instead of its drain cursor fails ("callback
+/// 0 ran twice"), and a take without its `run_begin` fails (loom finds the
+/// barrier waiting for a run that never ends).
 #[test]
-fn barrier_and_a_drain_tick_split_a_batch() {
+fn barrier_and_drain_ticks_split_a_batch() {
+    const N: usize = exitq::model::TICK + 1;
+    const ALL: u64 = (1 << N) - 1;
     loom::model(|| {
-        let busy = Arc::new(AtomicBool::new(false));
-        let steal = Arc::new(AtomicU8::new(0));
-        // The ready batch: two callbacks, deferred before the barrier.
-        let batch = Arc::new(UnsafeCell::new(vec![1u32, 2]));
-        let seq = Arc::new(AtomicU64::new(0));
-        let ran = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
-
-        let owner = {
-            let (busy, steal, batch, seq, ran) = cloned!(busy, steal, batch, seq, ran);
-            thread::spawn(move || {
-                // The tick: take one callback out (the cursor moves).
-                let tick = model::owner_section(&busy, &steal, || {
-                    // SAFETY: the handshake admitted us.
-                    let taken =
-                        batch.with_mut(|b| unsafe { (!(*b).is_empty()).then(|| (*b).remove(0)) });
-                    if taken.is_some() {
-                        model::run_begin(&seq);
+        let records = Arc::new(Records::new());
+        let queue = Arc::new(model::Queue::new());
+        let ran = Arc::new(AtomicU64::new(0));
+        let owner = records.claim();
+        owner.ready_batch(
+            (0..N)
+                .map(|i| {
+                    let ran = ran.clone();
+                    move || {
+                        let before = ran.fetch_or(1 << i, Ordering::Relaxed);
+                        assert_eq!(before & (1 << i), 0, "callback {i} ran twice");
                     }
-                    taken
-                });
-                if let Some(cb) = tick {
-                    ran[cb as usize - 1].fetch_add(1, Ordering::Relaxed);
-                    model::run_end(&seq);
-                }
+                })
+                .collect(),
+        );
+        let barrier = {
+            let (records, queue, ran) = cloned!(records, queue, ran);
+            thread::spawn(move || {
+                let rec = records.oldest();
+                let (handed, seen) = rec.steal_seeing_runs(&queue, true, || {});
+                assert!(!handed, "no owner exits here");
+                queue.run_all();
+                rec.wait_run(seen);
+                assert_eq!(
+                    ran.load(Ordering::Relaxed),
+                    ALL,
+                    "callbacks when the barrier returned"
+                );
             })
         };
-        model::stealer_mark(&steal);
-        model::heavy_barrier();
-        model::stealer_wait(&busy);
-        // SAFETY: handshake won (single stealer here).
-        let rest = batch.with_mut(|b| unsafe { std::mem::take(&mut *b) });
-        let running = model::run_seen(&seq);
-        assert_eq!(model::stealer_done(&steal), None, "no owner exits here");
-        for cb in rest {
-            ran[cb as usize - 1].fetch_add(1, Ordering::Relaxed); // the pass
-        }
-        if let Some(s) = running {
-            model::run_wait(&seq, s);
-        }
-        for (i, r) in ran.iter().enumerate() {
-            assert_eq!(
-                r.load(Ordering::Relaxed),
-                1,
-                "callback {i} when barrier returned"
-            );
-        }
-        owner.join().unwrap();
+        while owner.drain_tick() {}
+        barrier.join().unwrap();
+        assert_eq!(ran.load(Ordering::Relaxed), ALL, "every callback ran");
     });
 }
 
