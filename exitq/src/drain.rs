@@ -145,7 +145,7 @@ pub(crate) fn run(inner: &Inner, r: &Record, drain: &mut Drain) {
     );
 }
 
-/// [`run`] with what needs the domain passed in: `keep` takes each
+/// [`run()`] with what needs the domain passed in: `keep` takes each
 /// finished batch's node, `settle` the counts before the run ends (a
 /// `barrier` that waits for the run then finds them settled). The loom
 /// models (`model::Rec::drain_tick`) run it with no domain.
