@@ -293,15 +293,10 @@ impl Queue {
     /// items (closures and batches).
     pub fn run_all(&self) -> usize {
         let mut n = 0;
-        for mut node in record::ChainNodes(self.0.take_all()) {
-            match &mut node.value {
-                crate::batch::Work::Exit(_) => {
-                    let crate::batch::Work::Exit(f) = node.value else {
-                        unreachable!()
-                    };
-                    f()
-                }
-                crate::batch::Work::Batch(b) => {
+        for node in record::ChainNodes(self.0.take_all()) {
+            match node.value {
+                crate::batch::Work::Exit(f) => f(),
+                crate::batch::Work::Batch(mut b) => {
                     let (_, panicked) = b.run(|| false);
                     assert_eq!(panicked, 0, "the model's callbacks do not panic");
                 }

@@ -336,115 +336,32 @@ fn a_job_log_larger_than_memory_is_refused() {
     );
 }
 
-/// A pids cgroup (v2 where it offers `pids`, else v1's hierarchy) made
-/// for one test and removed when dropped.
-struct PidsCgroup {
-    dir: std::path::PathBuf,
+/// A pids cgroup (`testkit::PidsCgroup`) with `pids.max` = `max`, or
+/// `None` with the reason given (`common::skip`: not root, no pids cgroup
+/// hierarchy; a failure under the test command as root).
+fn pids_cgroup_or_skip(max: u64) -> Option<testkit::PidsCgroup> {
+    let skip = |why: String| {
+        common::skip(&format!("thread_per_job_diagnoses_once_per_wave: {why}"));
+        None
+    };
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return skip("needs root to make a pids cgroup".into());
+    }
+    let cg = match testkit::PidsCgroup::create(&format!("herd-test-{}-pids", std::process::id())) {
+        Ok(cg) => cg,
+        Err(why) => return skip(why),
+    };
+    cg.set_max(max).expect("pids.max");
+    Some(cg)
 }
 
-impl PidsCgroup {
-    /// The cgroup with `pids.max` = `max`, or `None` with the reason
-    /// given (`common::skip`: not root, no pids cgroup hierarchy; a
-    /// failure under the test command as root).
-    fn create_or_skip(max: u64) -> Option<PidsCgroup> {
-        let skip = |why: String| {
-            common::skip(&format!("thread_per_job_diagnoses_once_per_wave: {why}"));
-            None
-        };
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
-            return skip("needs root to make a pids cgroup".into());
-        }
-        // cgroup v2 where it offers `pids` (its children get it once the
-        // root enables it), else the v1 `pids` hierarchy.
-        let mut why = Vec::new();
-        let mut made = None;
-        for root in [
-            "/sys/fs/cgroup",
-            "/sys/fs/cgroup/unified",
-            "/sys/fs/cgroup/pids",
-        ] {
-            let root = std::path::Path::new(root);
-            if let Ok(c) = std::fs::read_to_string(root.join("cgroup.controllers")) {
-                if !c.split_whitespace().any(|c| c == "pids") {
-                    why.push(format!("cgroup v2 at {} has no pids", root.display()));
-                    continue;
-                }
-                if let Err(e) = std::fs::write(root.join("cgroup.subtree_control"), "+pids") {
-                    why.push(format!("cannot enable pids below {}: {e}", root.display()));
-                    continue;
-                }
-            } else if !root.join("tasks").exists() {
-                why.push(format!("no cgroup hierarchy at {}", root.display()));
-                continue;
-            }
-            let dir = root.join(format!("herd-test-{}-pids", std::process::id()));
-            match std::fs::create_dir(&dir) {
-                Ok(()) => {
-                    made = Some(dir);
-                    break;
-                }
-                Err(e) => why.push(format!("cannot make {}: {e}", dir.display())),
-            }
-        }
-        let Some(dir) = made else {
-            return skip(format!(
-                "no pids cgroup can be made here: {}",
-                why.join("; ")
-            ));
-        };
-        let cg = PidsCgroup { dir };
-        std::fs::write(cg.dir.join("pids.max"), max.to_string()).expect("pids.max");
-        Some(cg)
-    }
-
-    /// `herd ARGS`, not yet run, moved into the cgroup before it execs.
-    fn herd(&self, args: &[&str]) -> Command {
-        use std::os::unix::process::CommandExt;
-        let procs = std::ffi::CString::new(
-            self.dir
-                .join("cgroup.procs")
-                .into_os_string()
-                .into_encoded_bytes(),
-        )
-        .unwrap();
-        let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("herd"));
-        cmd.args(args);
-        // SAFETY: the closure runs in the forked child before exec and only
-        // makes system calls (open, write, close) on memory prepared before
-        // the fork.
-        unsafe {
-            cmd.pre_exec(move || {
-                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
-                if fd < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                // "0": the writing process itself.
-                let ok = libc::write(fd, b"0".as_ptr().cast(), 1) == 1;
-                let err = std::io::Error::last_os_error();
-                libc::close(fd);
-                if ok {
-                    Ok(())
-                } else {
-                    Err(err)
-                }
-            });
-        }
-        cmd
-    }
-}
-
-impl Drop for PidsCgroup {
-    /// Removes the cgroup once its process was reaped (the kernel lets go
-    /// of its tasks a moment later).
-    fn drop(&mut self) {
-        let start = std::time::Instant::now();
-        while std::fs::remove_dir(&self.dir).is_err()
-            && start.elapsed() < std::time::Duration::from_secs(5)
-        {
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-    }
+/// `herd ARGS`, not yet run, moved into `cg` before it execs.
+fn herd_in(cg: &testkit::PidsCgroup, args: &[&str]) -> Command {
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("herd"));
+    cmd.args(args);
+    cg.enter_on_exec(&mut cmd);
+    cmd
 }
 
 /// Thread per job, forced past the pre-flight in a cgroup whose
@@ -460,7 +377,7 @@ impl Drop for PidsCgroup {
 /// (`thread_per_job_refusals_explain_themselves`).
 #[test]
 fn thread_per_job_diagnoses_once_per_wave() {
-    let Some(cg) = PidsCgroup::create_or_skip(40) else {
+    let Some(cg) = pids_cgroup_or_skip(40) else {
         return;
     };
     let args = [
@@ -480,14 +397,14 @@ fn thread_per_job_diagnoses_once_per_wave() {
     ];
     let mut with_json = args.to_vec();
     with_json.push("--json");
-    let out = cg.herd(&with_json).output().unwrap();
+    let out = herd_in(&cg, &with_json).output().unwrap();
     let (r, failed, groups) = failures_by_cause(out, "cgroup_pids_max");
     let diagnoses = r["details"]["failure_diagnoses"].as_f64().unwrap();
     assert!(
         diagnoses >= 1.0 && diagnoses <= 3.0 * groups.len() as f64 && failed > 2.0 * diagnoses,
         "{diagnoses} diagnoses for {failed} failures in 3 waves"
     );
-    let out = cg.herd(&args).output().unwrap();
+    let out = herd_in(&cg, &args).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(

@@ -6,10 +6,6 @@
 //! it). Everything here needs root.
 #![allow(dead_code)] // each test file uses its own subset
 
-use std::path::{Path, PathBuf};
-
-use std::time::{Duration, Instant};
-
 /// The uid of `nobody`.
 pub const NOBODY: u32 = 65534;
 
@@ -87,109 +83,35 @@ pub fn names_rlimit_nproc(m: &str, limit: u64, uid: u32) -> bool {
     digits.parse::<u64>().is_ok_and(|n| n >= limit) && tail.starts_with(" task")
 }
 
-/// A pids cgroup made for one test and removed when dropped: a child in
-/// it (`enter_full`) can create no task.
-pub struct PidsCgroup {
-    dir: PathBuf,
-}
+/// A pids cgroup made for one test and removed when dropped
+/// (`testkit::PidsCgroup`): a child in it (`enter_full`) can create no
+/// task.
+pub struct PidsCgroup(testkit::PidsCgroup);
 
 impl PidsCgroup {
-    /// [`PidsCgroup::create`] as root, or `None` with the test skipped
+    /// `exitq-test-<pid>-<name>` as root, or `None` with the test skipped
     /// saying why (`skip_util`).
     pub fn create_or_skip(name: &str) -> Option<PidsCgroup> {
         if !root_or_skip("to make a pids cgroup") {
             return None;
         }
-        PidsCgroup::create(name)
+        testkit::PidsCgroup::create(&format!("exitq-test-{}-{name}", std::process::id()))
+            .map(PidsCgroup)
             .map_err(|why| crate::skip_util::skip(&why))
             .ok()
     }
 
-    /// Makes `exitq-test-<pid>-<name>` in the cgroup v2 hierarchy when it
-    /// offers the `pids` controller, else in the v1 `pids` hierarchy, at
-    /// their usual places. `Err` says why none could be made here.
-    pub fn create(name: &str) -> Result<PidsCgroup, String> {
-        let leaf = format!("exitq-test-{}-{name}", std::process::id());
-        let mut why = Vec::new();
-        for root in [
-            "/sys/fs/cgroup",
-            "/sys/fs/cgroup/unified",
-            "/sys/fs/cgroup/pids",
-        ] {
-            let root = Path::new(root);
-            if let Ok(controllers) = std::fs::read_to_string(root.join("cgroup.controllers")) {
-                // cgroup v2: its children get `pids` once the root enables it.
-                if !controllers.split_whitespace().any(|c| c == "pids") {
-                    why.push(format!(
-                        "cgroup v2 at {} does not offer the pids controller",
-                        root.display()
-                    ));
-                    continue;
-                }
-                if let Err(e) = std::fs::write(root.join("cgroup.subtree_control"), "+pids") {
-                    why.push(format!("cannot enable pids below {}: {e}", root.display()));
-                    continue;
-                }
-            } else if !root.join("tasks").exists() {
-                why.push(format!("no cgroup hierarchy at {}", root.display()));
-                continue;
-            }
-            let dir = root.join(&leaf);
-            match std::fs::create_dir(&dir) {
-                Ok(()) if dir.join("pids.max").exists() => return Ok(PidsCgroup { dir }),
-                Ok(()) => {
-                    let _ = std::fs::remove_dir(&dir);
-                    why.push(format!("{} has no pids.max", dir.display()));
-                }
-                Err(e) => why.push(format!("cannot make {}: {e}", dir.display())),
-            }
-        }
-        Err(format!(
-            "no pids cgroup can be made here: {}",
-            why.join("; ")
-        ))
-    }
-
-    /// The cgroup's directory.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    /// What the diagnosis says when this cgroup, holding `tasks`, stopped
-    /// a thread: `cgroup <dir> pids.max 2 reached (pids.current 2)`.
+    /// What exitq's diagnosis says when this cgroup, holding `tasks`,
+    /// stopped a thread: `cgroup <dir> pids.max 2 reached (pids.current 2)`.
     pub fn reached(&self, tasks: u64) -> String {
         format!(
             "cgroup {} pids.max {tasks} reached (pids.current {tasks})",
-            self.dir.display()
+            self.0.dir().display()
         )
     }
 
-    /// In the forked child: moves this process into the cgroup and sets
-    /// its `pids.max` to the tasks it has now (its threads), so no further
-    /// task fits. Returns that number.
+    /// In the forked child: [`testkit::PidsCgroup::enter_full`].
     pub fn enter_full(&self) -> Result<u64, String> {
-        let write = |file: &str, what: String| {
-            std::fs::write(self.dir.join(file), &what)
-                .map_err(|e| format!("cannot write {what} to {file}: {e}"))
-        };
-        write("cgroup.procs", std::process::id().to_string())?;
-        let current: u64 = std::fs::read_to_string(self.dir.join("pids.current"))
-            .map_err(|e| format!("cannot read pids.current: {e}"))?
-            .trim()
-            .parse()
-            .map_err(|e| format!("pids.current: {e}"))?;
-        write("pids.max", current.to_string())?;
-        Ok(current)
-    }
-}
-
-impl Drop for PidsCgroup {
-    /// Removes the cgroup once it is empty (the child was reaped; the
-    /// kernel lets go of its tasks a moment later).
-    fn drop(&mut self) {
-        let start = Instant::now();
-        while std::fs::remove_dir(&self.dir).is_err() && start.elapsed() < Duration::from_secs(5) {
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        self.0.enter_full()
     }
 }
