@@ -12,7 +12,9 @@
 //! the child abandons the rest of the run (leaks it; the parent runs it)
 //! and panics out of the exitq call that ran it, as every entry point
 //! refuses in a child (the loop it is in, a barrier's, the reclaimer's,
-//! would otherwise go on with more of the parent's work).
+//! would otherwise go on with more of the parent's work). A `defer` that
+//! would refuse while the child already unwinds leaks its callback
+//! instead (`local::leaks_in_child`): a panic there would abort it.
 //!
 //! The check is one load: a `pthread_atfork` child handler (registered
 //! once, when the first domain is built) advances a process-wide fork

@@ -349,7 +349,10 @@
 //!   `register_exit`, `retire_thread` and sealing a batch panic with a
 //!   message (a `pthread_atfork` handler makes the check one load), as do
 //!   the pool's `execute`, `spawn`, `scope`, `shutdown` and
-//!   `shutdown_now`;
+//!   `shutdown_now`; a `defer` made while the child already unwinds from
+//!   such a panic (a destructor that defers, as a cache or a value that
+//!   retires another does) leaks its callback instead, since a second
+//!   panic would abort the child;
 //! * nothing of the parent's runs: not the batches waiting for the end of
 //!   a guard held across the fork and dropped in the child, not an
 //!   orphaned record's hooks, not the work the child's own exit (`exit`,
@@ -365,8 +368,9 @@
 //! its own `Domain` (`exitq::pool::Pool`'s shared domain does so by itself).
 //! `fork.rs` states the mechanism; proven by `tests/fork.rs` (a guard held
 //! across the fork, a child that exits normally, every entry point of a
-//! domain and of a pool, a callback and a pool job that fork) and the
-//! torture test's forks with held guards.
+//! domain and of a pool, a callback and a pool job that fork, a
+//! destructor that defers while the child unwinds) and the
+//! torture test's forks with held guards and forking callbacks.
 //!
 //! # Leaks
 //!

@@ -125,6 +125,25 @@ fn may_wait(inner: &Inner) -> bool {
     may_run(inner) && !thread::inside(inner)
 }
 
+/// `defer` in the child of a `fork()`, where sealing a batch (or waiting
+/// for a stealer, or pushing alone) refuses with a panic (crate docs,
+/// "fork()"): false in the process that built the domain; panics in a
+/// child; true in a child whose thread is already unwinding (a destructor
+/// that defers while the child unwinds from such a refusal, or from a run
+/// whose callback forked). A second panic there would abort the child
+/// ("panic in a destructor during cleanup", `tests/fork.rs`), so the
+/// caller leaks the callback instead and returns: the child can run
+/// nothing of the domain's, and leaks the rest of it alike.
+fn leaks_in_child(inner: &Inner) -> bool {
+    if !inner.forked() {
+        return false;
+    }
+    if !std::thread::panicking() {
+        inner.check_fork();
+    }
+    true
+}
+
 /// Appends `f` to the open batch of `r` (the calling thread's main
 /// record). A closure stored inline goes straight into the batch
 /// (`OpenBatch::try_push_fn`); a boxed one, or any slow path, through a
@@ -168,7 +187,11 @@ fn push(inner: &Inner, r: &Record, d: Deferred) {
 fn defer_contended(inner: &Inner, r: &Record, d: Deferred) {
     // In a fork() child the stealer that marked the record does not exist:
     // refuse rather than wait for it forever.
-    inner.check_fork();
+    if leaks_in_child(inner) {
+        // A `Deferred` has no destructor: returning leaks its closure
+        // (neither run nor dropped).
+        return;
+    }
     // A stealer is taking our batches: wait for it (it only moves a few
     // pointers), then retry.
     handshake::wait_for_stealer(&r.steal);
@@ -209,8 +232,8 @@ fn slow_visit(inner: &Inner, r: &Record) {
         if inner.forked() {
             // As in `finish`: nothing of the parent's runs in a child.
             drain.forget();
-            inner.check_fork();
-            unreachable!("check_fork panics in a child");
+            leaks_in_child(inner);
+            return;
         }
         drain::run(inner, r, &mut drain);
         return;
@@ -417,8 +440,8 @@ fn finish(inner: &Inner, r: &Record, after: &mut After, allowed: bool) {
         // leaves no `busy` set.
         after.drain.forget();
         std::mem::forget(std::mem::take(after));
-        inner.check_fork();
-        unreachable!("check_fork panics in a child");
+        leaks_in_child(inner);
+        return;
     }
     drain::run(inner, r, &mut after.drain);
     if !after.batches.is_empty() {
@@ -562,7 +585,11 @@ fn oldest_wait(inner: &Inner, r: &Record) -> u64 {
 /// pushed onto the domain's queue.
 #[cold]
 pub(crate) fn defer_alone(inner: &Inner, d: Deferred) {
-    inner.check_fork();
+    if leaks_in_child(inner) {
+        // A `Deferred` has no destructor: returning leaks its closure
+        // (neither run nor dropped).
+        return;
+    }
     let mut open = crate::batch::OpenBatch::new();
     open.open(
         Node::new(Work::Batch(crate::batch::Batch::new(1))),

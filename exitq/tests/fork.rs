@@ -251,6 +251,81 @@ fn a_child_forked_inside_a_callback_runs_none_of_the_parents_other_callbacks() {
     );
 }
 
+/// A destructor that defers while the child of a forking callback unwinds
+/// from the exitq call that ran it (a cache letting go of what it kept, a
+/// value whose drop retires another: the torture test's fork child, 2026-12-07,
+/// "panic in a destructor during cleanup"). Sealing a batch refuses in a
+/// child with a panic, and a panic while the thread unwinds aborts the
+/// child: now such a `defer` leaks its callback instead (the child cannot
+/// run it), and the child goes on unwinding to its `catch_unwind`. Each
+/// of the destructor's defers runs in the parent (a count, in the
+/// parent's memory), none twice; the child exits 0 (4 if the flush
+/// returned; killed by SIGABRT before the fix).
+#[test]
+fn a_destructor_deferring_while_a_forked_child_unwinds_does_not_abort_it() {
+    struct DeferOnDrop<'a> {
+        domain: &'a Domain,
+        ran: Arc<AtomicU64>,
+    }
+    impl Drop for DeferOnDrop<'_> {
+        fn drop(&mut self) {
+            // More than two batches of 4: every defer path that seals.
+            for _ in 0..9 {
+                let ran = self.ran.clone();
+                self.domain.defer(move || {
+                    ran.fetch_add(1, Ordering::SeqCst);
+                });
+            }
+        }
+    }
+    let d = Domain::builder()
+        .batch_size(4)
+        .flush_latency(Duration::from_secs(3600))
+        .build();
+    watch_util::quiet_panics_in_forked_children();
+    // SAFETY: getpid has no preconditions.
+    let parent = unsafe { libc::getpid() };
+    let child = Arc::new(AtomicU64::new(0));
+    let c = child.clone();
+    d.defer(move || {
+        // SAFETY: the child runs only exitq's code, the destructor's
+        // defers and `_exit`s below.
+        let pid = unsafe { libc::fork() };
+        c.store(pid.max(0) as u64, Ordering::SeqCst);
+    });
+    d.flush(); // sealed
+    d.synchronize();
+    let ran = Arc::new(AtomicU64::new(0));
+    // The flush runs the forking callback; in the child it panics and the
+    // guard's destructor defers while that panic unwinds.
+    let flushed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _on_drop = DeferOnDrop {
+            domain: &d,
+            ran: ran.clone(),
+        };
+        d.flush();
+    }));
+    // SAFETY: getpid has no preconditions.
+    if unsafe { libc::getpid() } != parent {
+        // SAFETY: ends the child without returning into the harness.
+        unsafe { libc::_exit(if flushed.is_err() { 0 } else { 4 }) };
+    }
+    assert!(flushed.is_ok(), "the parent's flush ran its callbacks");
+    let pid = child.load(Ordering::SeqCst);
+    assert!(pid > 0, "the callback forked");
+    assert_eq!(
+        wait_child(pid as libc::pid_t, LIMIT),
+        0,
+        "the child caught the refusal"
+    );
+    d.barrier();
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        9,
+        "the parent's defers ran once"
+    );
+}
+
 /// A pool job that calls `fork()` and returns in the child: the child's
 /// copy of the worker ends with the job (`_exit(0)`) instead of going on
 /// with the parent's queue, whose jobs the parent runs (each once).

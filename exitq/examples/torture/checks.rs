@@ -147,6 +147,8 @@ pub(crate) fn final_checks() {
     let in_children = w.in_child.load(Ordering::SeqCst);
     w.v.ran_in_fork_child
         .fetch_add(in_children, Ordering::Relaxed);
+    w.v.fork_child_panicked
+        .fetch_add(w.child_panics.load(Ordering::SeqCst), Ordering::Relaxed);
 }
 
 pub(crate) fn report(opts: &Opts, took: Duration, role_panics: &HashMap<&str, u32>) -> ExitCode {

@@ -21,7 +21,12 @@
 //! used exitq from another destructor) cannot unwind that panic: it
 //! aborts, printing "fatal runtime error: failed to initiate panic, error
 //! 5, aborting" to the run's stderr, which is its expected end (seen in a
-//! CI run on 2026-12-06, whose torture passed).
+//! CI run on 2026-12-06, whose torture passed). Any other panic in a
+//! child is counted (the panic hook, in shared memory) as a violation: a
+//! child whose destructors defer while it unwinds from the refusal (as a
+//! cache letting go of the value it kept may) used to
+//! abort on a second refusal ("panic in a destructor during cleanup",
+//! 2026-12-07); such a `defer` now leaks its callback.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicI32, Ordering};

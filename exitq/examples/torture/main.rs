@@ -161,6 +161,11 @@ fn main() -> ExitCode {
         };
         if !expected {
             eprintln!("torture: unexpected panic: {info}");
+            if IN_FORK_CHILD.load(Ordering::Relaxed) {
+                if let Some(w) = WORLD.get() {
+                    w.child_panics.fetch_add(1, Ordering::SeqCst);
+                }
+            }
         }
         // Kept for `role`, should the panic end the role after all (not in
         // a fork child, whose copy of a role ends quietly; not while the
@@ -179,6 +184,7 @@ fn main() -> ExitCode {
             ops: Ops::default(),
             hooks: Mutex::new(Vec::new()),
             in_child: shared_counter(),
+            child_panics: shared_counter(),
         })
         .unwrap_or_else(|_| unreachable!("set once"));
     // After the domains: its destructor runs after exitq's exit path.

@@ -96,10 +96,11 @@ pub(crate) struct Violations {
     pub(crate) hook_after_barrier: AtomicU64,
     pub(crate) payload_corrupt: AtomicU64,
     pub(crate) handoffs_not_run: AtomicU64,
+    pub(crate) fork_child_panicked: AtomicU64,
 }
 
 impl Violations {
-    pub(crate) fn all(&self) -> [(&'static str, u64); 18] {
+    pub(crate) fn all(&self) -> [(&'static str, u64); 19] {
         let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
         [
             (
@@ -131,6 +132,10 @@ impl Violations {
             (
                 "fork child hung or saw an entry point not refused",
                 g(&self.fork_child_failed),
+            ),
+            (
+                "unexpected panic in a fork child (an abort there, if in a destructor)",
+                g(&self.fork_child_panicked),
             ),
             (
                 "polled domain: no grace period completed without a heavy barrier (path not run)",
@@ -219,6 +224,10 @@ pub(crate) struct World {
     /// Callbacks and hooks that ran in a fork child, counted in memory
     /// shared with the children (`forker.rs`).
     pub(crate) in_child: &'static AtomicU64,
+    /// Panics in fork children that the panic hook did not expect (a
+    /// second refusal while unwinding, which aborts the child), counted
+    /// in memory shared with the children.
+    pub(crate) child_panics: &'static AtomicU64,
 }
 
 impl World {
