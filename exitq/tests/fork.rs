@@ -200,6 +200,30 @@ fn a_pool_built_in_a_forked_child_works() {
     assert_eq!(code, 0, "the child's pool ran its job");
 }
 
+/// A domain (batches of 4, flushed by hand) whose first callback calls
+/// `fork()` and returns in the child, the child's pid stored in the
+/// returned cell (by the parent; 0 if the fork failed), and the parent's
+/// pid. Panics in forked children are made silent (the child's exitq call
+/// panics).
+fn domain_with_a_forking_callback() -> (Domain, Arc<AtomicU64>, libc::pid_t) {
+    let d = Domain::builder()
+        .batch_size(4)
+        .flush_latency(Duration::from_secs(3600))
+        .build();
+    watch_util::quiet_panics_in_forked_children();
+    // SAFETY: getpid has no preconditions.
+    let parent = unsafe { libc::getpid() };
+    let child = Arc::new(AtomicU64::new(0));
+    let c = child.clone();
+    d.defer(move || {
+        // SAFETY: the child runs only exitq's code (and what the test
+        // runs while it unwinds) and `_exit`s in the test.
+        let pid = unsafe { libc::fork() };
+        c.store(pid.max(0) as u64, Ordering::SeqCst);
+    });
+    (d, child, parent)
+}
+
 /// A callback that calls `fork()` and returns in the child: the child goes
 /// on with the run it forked inside of. Before the check after each
 /// callback (`fork.rs`, `run.rs`) it ran the rest of the parent's batch,
@@ -208,22 +232,8 @@ fn a_pool_built_in_a_forked_child_works() {
 /// it returned).
 #[test]
 fn a_child_forked_inside_a_callback_runs_none_of_the_parents_other_callbacks() {
-    let d = Domain::builder()
-        .batch_size(4)
-        .flush_latency(Duration::from_secs(3600))
-        .build();
+    let (d, child, parent) = domain_with_a_forking_callback();
     let counts = SharedCounter::new();
-    // The child's flush panics: silent there, by a hook installed here.
-    watch_util::quiet_panics_in_forked_children();
-    // SAFETY: getpid has no preconditions.
-    let parent = unsafe { libc::getpid() };
-    let child = Arc::new(AtomicU64::new(0));
-    let c = child.clone();
-    d.defer(move || {
-        // SAFETY: the child runs only exitq's code and `_exit`s below.
-        let pid = unsafe { libc::fork() };
-        c.store(pid.max(0) as u64, Ordering::SeqCst);
-    });
     for _ in 0..3 {
         let n = counts.0;
         d.defer(move || {
@@ -278,21 +288,7 @@ fn a_destructor_deferring_while_a_forked_child_unwinds_does_not_abort_it() {
             }
         }
     }
-    let d = Domain::builder()
-        .batch_size(4)
-        .flush_latency(Duration::from_secs(3600))
-        .build();
-    watch_util::quiet_panics_in_forked_children();
-    // SAFETY: getpid has no preconditions.
-    let parent = unsafe { libc::getpid() };
-    let child = Arc::new(AtomicU64::new(0));
-    let c = child.clone();
-    d.defer(move || {
-        // SAFETY: the child runs only exitq's code, the destructor's
-        // defers and `_exit`s below.
-        let pid = unsafe { libc::fork() };
-        c.store(pid.max(0) as u64, Ordering::SeqCst);
-    });
+    let (d, child, parent) = domain_with_a_forking_callback();
     d.flush(); // sealed
     d.synchronize();
     let ran = Arc::new(AtomicU64::new(0));
